@@ -1,0 +1,41 @@
+# The two commands of the README:
+#   make serve   install everything and start the server on its embedded defaults
+#   make test    install what the tests need (Python packages, dovecot, Chromium) and run them all
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: serve test install lint check bench lock clean
+
+$(STAMP): requirements.lock pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check uv==0.13.8
+	$(BIN)/uv pip install -q --python $(BIN)/python -r requirements.lock
+	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+serve: $(STAMP)
+	$(BIN)/pizzabot serve
+
+lint: $(STAMP)
+	$(BIN)/ruff check agent bot channels store tests
+	$(BIN)/ruff format --check agent bot channels store tests
+	$(BIN)/mypy
+
+test: $(STAMP)
+	bash .ci/install-system-packages
+	$(MAKE) lint
+	$(BIN)/python -m pytest -p no:cacheprovider
+
+bench: $(STAMP)
+	$(BIN)/pizzabot bench
+
+# Re-pin after changing dependencies in pyproject.toml.
+lock:
+	$(BIN)/uv pip compile pyproject.toml --extra test --python-version 3.11 -q -o requirements.lock
+
+clean:
+	rm -rf $(VENV) test-output bench-output

@@ -1,0 +1,45 @@
+"""What every part of the engine is handed: the store, the skills, the clock and the ids.
+
+Injecting the clock and the id maker is what lets time-outs, leases and retries be tested
+without waiting.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from agent.skills import SkillBook
+from agent.store import Store
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def _noop() -> None:
+    return None
+
+
+@dataclass
+class Context:
+    store: Store
+    skills: SkillBook
+    clock: Callable[[], datetime] = utcnow
+    ids: Callable[[], str] = new_id
+    secrets: Callable[[], str] = field(default=lambda: secrets.token_urlsafe(16))
+    #: Wake a worker: a run became runnable (started, decided, followed up).
+    wake_workers: Callable[[], None] = _noop
+    #: Wake the outbox dispatcher: deliveries or updates are due.
+    wake_outbox: Callable[[], None] = _noop
+    #: Channels that are configured: deliveries are only made for these.
+    channels: frozenset[str] = frozenset()
+    #: Base URL of the web page, for links in messages ("" when unknown).
+    base_url: str = ""

@@ -1,0 +1,587 @@
+"""Step a run until it ends or needs a human, then return: a waiting run is only rows.
+
+`Engine.advance` is what a worker calls with a claimed run. Each step re-reads the event log
+(the durable state), settles the tool calls that have no result yet under the skill's
+policy, and otherwise calls the model. Nothing is held between steps, so a crash at any
+point resumes from the last recorded event:
+
+- an `ask` call whose approved execution started but left no result is asked again;
+- an `auto` call that started but left no result is repeated only when the skill marks the
+  tool `idempotent`; otherwise the model is told the outcome is unknown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from agent import conversation
+from agent.context import Context
+from agent.conversation import CallState, RunState
+from agent.errors import NotFound, RunError, UserError
+from agent.llm import ModelClient
+from agent.model import (
+    Box,
+    EventKind,
+    Item,
+    ItemKind,
+    ItemStatus,
+    NewEvent,
+    Risk,
+    Run,
+    RunStatus,
+    Target,
+    Usage,
+)
+from agent.skills import Skill
+from agent.store import LeaseLost
+from agent.tools import ToolHub, ToolSpec, split_wire_name
+
+log = logging.getLogger(__name__)
+
+Outcome = Literal["continue", "wait", "end"]
+
+
+def targets_for(skill: Skill, channels: frozenset[str]) -> list[Target]:
+    """Where a skill's items go, limited to the channels that are configured."""
+    targets: list[Target] = []
+    if "slack" in channels and skill.deliver.slack:
+        targets.append(Target("slack", skill.deliver.slack))
+    if "email" in channels:
+        targets.extend(Target("email", a) for a in skill.deliver.email)
+    return targets
+
+
+def _truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n… [cut: {len(text) - limit} more characters]"
+
+
+@dataclass(frozen=True)
+class BudgetCheck:
+    reached: str | None  # a sentence saying which budget, or None
+
+
+def check_budget(
+    skill: Skill, run: Run, usage: Usage, now: datetime, started: datetime | None
+) -> BudgetCheck:
+    b = skill.budget
+    extra = run.budget_extra
+    if b.tokens is not None and usage.tokens >= b.tokens + extra.get("tokens", 0):
+        return BudgetCheck(
+            f"token budget reached: {usage.tokens} of {b.tokens + int(extra.get('tokens', 0))} tokens"
+        )
+    if b.steps is not None and usage.steps >= b.steps + extra.get("steps", 0):
+        return BudgetCheck(
+            f"step budget reached: {usage.steps} of {b.steps + int(extra.get('steps', 0))} model calls"
+        )
+    if b.cost_usd is not None and usage.cost_usd >= b.cost_usd + extra.get("cost_usd", 0):
+        return BudgetCheck(
+            f"cost budget reached: ${usage.cost_usd:.4f} of ${b.cost_usd + extra.get('cost_usd', 0):.4f}"
+        )
+    if b.wall_time is not None and started is not None:
+        elapsed = (now - started).total_seconds()
+        if elapsed >= b.wall_time + extra.get("wall_time", 0):
+            return BudgetCheck(
+                f"wall-time budget reached: {elapsed:.0f}s of {b.wall_time + extra.get('wall_time', 0):.0f}s"
+            )
+    return BudgetCheck(None)
+
+
+class Engine:
+    def __init__(
+        self, ctx: Context, *, model: ModelClient, tools: ToolHub, lease_seconds: float = 30.0
+    ) -> None:
+        self.ctx = ctx
+        self.model = model
+        self.tools = tools
+        self.lease_seconds = lease_seconds
+
+    # -- the loop ------------------------------------------------------------------------
+
+    async def advance(self, run: Run, *, worker: str) -> RunStatus:
+        """Step `run` (claimed by `worker`) until it waits, ends, or the lease is lost."""
+        store = self.ctx.store
+        try:
+            skill = self.ctx.skills.get(run.skill)
+        except NotFound as exc:
+            await self._finish(run, RunStatus.FAILED, worker=worker, error=str(exc), skill=None)
+            return RunStatus.FAILED
+        try:
+            while True:
+                await store.renew_lease(
+                    run.id, worker=worker, now=self.ctx.clock(), lease_seconds=self.lease_seconds
+                )
+                run = await store.get_run(run.id)
+                if run.status is not RunStatus.RUNNING:
+                    return run.status
+                outcome = await self._step(run, skill, worker)
+                if outcome == "wait":
+                    return RunStatus.WAITING
+                if outcome == "end":
+                    return (await store.get_run(run.id)).status
+        except LeaseLost:
+            log.info("run %s: lease lost, leaving it to its new owner", run.id)
+            return RunStatus.RUNNING
+        except (RunError, UserError) as exc:
+            await self._finish(run, RunStatus.FAILED, worker=worker, error=str(exc), skill=skill)
+            return RunStatus.FAILED
+
+    async def _step(self, run: Run, skill: Skill, worker: str) -> Outcome:
+        events = await self.ctx.store.events(run.id)
+        state = conversation.derive(events)
+        if state.budget_item is not None:
+            return await self._settle_budget(run, skill, state, worker)
+        pending = state.pending()
+        if pending:
+            specs = {s.wire_name: s for s in await self.tools.list_tools(skill)}
+            for call in pending:
+                outcome = await self._settle_call(
+                    run, skill, call, specs.get(call.wire_name), worker
+                )
+                if outcome != "continue":
+                    return outcome
+            return "continue"
+        if state.finished:
+            # A finished run was re-queued without a new message: nothing to do.
+            await self.ctx.store.set_status(
+                run.id, RunStatus.DONE, worker=worker, now=self.ctx.clock()
+            )
+            return "end"
+        reached = check_budget(
+            skill, run, state.usage, self.ctx.clock(), state.wall_started or run.created_at
+        )
+        if reached.reached:
+            return await self._ask_budget(run, skill, reached.reached, worker)
+        return await self._call_model(run, skill, events, state, worker)
+
+    # -- the model -----------------------------------------------------------------------
+
+    async def _call_model(
+        self, run: Run, skill: Skill, events: list[Any], state: RunState, worker: str
+    ) -> Outcome:
+        specs = await self.tools.list_tools(skill)
+        messages = conversation.messages(skill.instructions, events, state)
+        reply = await self.model.complete(skill, messages, [s.as_openai() for s in specs])
+        now = self.ctx.clock()
+        calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls]
+        await self.ctx.store.append_events(
+            run.id,
+            [
+                NewEvent(
+                    EventKind.MODEL_CALL,
+                    {
+                        "model": reply.model,
+                        "tokens_in": reply.tokens_in,
+                        "tokens_out": reply.tokens_out,
+                        "cost_usd": reply.cost_usd,
+                        "latency_ms": round(reply.latency_ms, 2),
+                        "attempts": reply.attempts,
+                    },
+                ),
+                NewEvent(EventKind.ASSISTANT_MESSAGE, {"text": reply.text, "tool_calls": calls}),
+            ],
+            worker=worker,
+            now=now,
+        )
+        usage = conversation.derive(await self.ctx.store.events(run.id)).usage
+        if not calls:
+            await self._finish(
+                run,
+                RunStatus.DONE,
+                worker=worker,
+                result=reply.text or "",
+                skill=skill,
+                usage=usage,
+            )
+            return "end"
+        await self.ctx.store.set_status(
+            run.id, RunStatus.RUNNING, worker=worker, now=now, usage=usage
+        )
+        return "continue"
+
+    # -- tool calls ----------------------------------------------------------------------
+
+    async def _settle_call(
+        self, run: Run, skill: Skill, call: CallState, spec: ToolSpec | None, worker: str
+    ) -> Outcome:
+        server, name = split_wire_name(call.wire_name)
+        qualified = f"{server}.{name}"
+        store, now = self.ctx.store, self.ctx.clock()
+        if spec is None:
+            await self._result(
+                run, call, f"there is no tool named {call.wire_name!r}", True, 0.0, worker
+            )
+            return "continue"
+        rule = skill.rule(qualified)
+        if rule.policy == "deny":
+            await self._result(
+                run,
+                call,
+                f"the tool {qualified} is not allowed by the policy of this skill; "
+                "do not try to reach the same effect another way",
+                True,
+                0.0,
+                worker,
+            )
+            return "continue"
+        if rule.policy == "auto":
+            if call.started and not rule.idempotent:
+                await self._result(
+                    run,
+                    call,
+                    "this call was interrupted by a restart and its outcome is "
+                    "unknown; it was not repeated",
+                    True,
+                    0.0,
+                    worker,
+                    extra={"interrupted": True},
+                )
+                return "continue"
+            await self._execute(run, skill, call, qualified, call.args, None, worker)
+            return "continue"
+        # ask
+        decision = call.decision
+        if decision is None:
+            if call.item_ids:
+                item = await store.get_item(call.item_ids[-1])
+                if item.status is ItemStatus.PENDING:
+                    await store.set_status(run.id, RunStatus.WAITING, worker=worker, now=now)
+                    return "wait"
+            await self._ask(run, skill, call, spec, rule.risk, worker, reasked=False)
+            return "wait"
+        if decision["decision"] == "reject":
+            reason = decision.get("reason") or "no reason given"
+            await self._result(
+                run,
+                call,
+                f"A human ({decision.get('actor')}) rejected this call. "
+                f"Reason: {reason}. Do not retry it; adjust your plan.",
+                True,
+                0.0,
+                worker,
+                extra={"rejected": True},
+            )
+            return "continue"
+        if decision["decision"] == "expired":
+            await self._result(
+                run,
+                call,
+                decision.get("reason") or "no one answered in time",
+                True,
+                0.0,
+                worker,
+                extra={"expired": True},
+            )
+            return "continue"
+        if call.started:
+            await store.append_events(
+                run.id,
+                [
+                    NewEvent(
+                        EventKind.TOOL_INTERRUPTED,
+                        {
+                            "call_id": call.id,
+                            "tool": qualified,
+                            "note": "the approved call was interrupted by a restart; asking again",
+                        },
+                    )
+                ],
+                worker=worker,
+                now=now,
+            )
+            await self._ask(run, skill, call, spec, rule.risk, worker, reasked=True)
+            return "wait"
+        await self._execute(
+            run,
+            skill,
+            call,
+            qualified,
+            conversation.final_args(call),
+            call.item_ids[-1] if call.item_ids else None,
+            worker,
+        )
+        return "continue"
+
+    async def _execute(
+        self,
+        run: Run,
+        skill: Skill,
+        call: CallState,
+        qualified: str,
+        args: dict[str, Any],
+        item_id: str | None,
+        worker: str,
+    ) -> None:
+        server, name = qualified.split(".", 1)
+        await self.ctx.store.append_events(
+            run.id,
+            [
+                NewEvent(
+                    EventKind.TOOL_STARTED,
+                    {"call_id": call.id, "tool": qualified, "args": args, "item_id": item_id},
+                )
+            ],
+            worker=worker,
+            now=self.ctx.clock(),
+        )
+        outcome = await self.tools.call(skill, server, name, args)
+        await self._result(
+            run,
+            call,
+            _truncate(outcome.text, skill.max_tool_result_chars),
+            outcome.is_error,
+            outcome.duration_ms,
+            worker,
+            extra={"args": args},
+        )
+
+    async def _result(
+        self,
+        run: Run,
+        call: CallState,
+        text: str,
+        is_error: bool,
+        duration_ms: float,
+        worker: str,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        server, name = split_wire_name(call.wire_name)
+        data = {
+            "call_id": call.id,
+            "tool": f"{server}.{name}",
+            "text": text,
+            "is_error": is_error,
+            "duration_ms": round(duration_ms, 2),
+            **(extra or {}),
+        }
+        await self.ctx.store.append_events(
+            run.id, [NewEvent(EventKind.TOOL_RESULT, data)], worker=worker, now=self.ctx.clock()
+        )
+
+    async def _ask(
+        self,
+        run: Run,
+        skill: Skill,
+        call: CallState,
+        spec: ToolSpec,
+        risk: Risk,
+        worker: str,
+        *,
+        reasked: bool,
+    ) -> None:
+        now = self.ctx.clock()
+        events = await self.ctx.store.events(run.id)
+        state = conversation.derive(events)
+        context = state.last_assistant_text or run.input
+        note = (
+            "\n\n(Asked again: the approved call was interrupted by a restart before it finished.)"
+            if reasked
+            else ""
+        )
+        item = Item(
+            id=self.ctx.ids(),
+            run_id=run.id,
+            skill=skill.name,
+            box=Box.ACTION,
+            kind=ItemKind.TOOL,
+            status=ItemStatus.PENDING,
+            title=f"{skill.name} wants to run {spec.qualified}",
+            body=f"{context}{note}",
+            created_at=now,
+            call_id=call.id,
+            tool=spec.qualified,
+            args=call.args,
+            schema=spec.schema,
+            risk=risk,
+            secret=self.ctx.secrets(),
+        )
+        await self.ctx.store.create_item(
+            item,
+            targets=targets_for(skill, self.ctx.channels),
+            worker=worker,
+            now=now,
+            run_status=RunStatus.WAITING,
+            events=[
+                NewEvent(
+                    EventKind.TOOL_REQUEST,
+                    {
+                        "call_id": call.id,
+                        "item_id": item.id,
+                        "tool": spec.qualified,
+                        "args": call.args,
+                        "reasked": reasked,
+                    },
+                )
+            ],
+        )
+        self.ctx.wake_outbox()
+
+    # -- budgets -------------------------------------------------------------------------
+
+    async def _ask_budget(self, run: Run, skill: Skill, why: str, worker: str) -> Outcome:
+        now = self.ctx.clock()
+        b = skill.budget
+        extend = {
+            k: v
+            for k, v in {
+                "tokens": b.tokens,
+                "steps": b.steps,
+                "cost_usd": b.cost_usd,
+                "wall_time": b.wall_time,
+            }.items()
+            if v is not None
+        }
+        what = ", ".join(f"{k} +{v:g}" for k, v in extend.items())
+        item = Item(
+            id=self.ctx.ids(),
+            run_id=run.id,
+            skill=skill.name,
+            box=Box.ACTION,
+            kind=ItemKind.BUDGET,
+            status=ItemStatus.PENDING,
+            title=f"{skill.name}: budget reached — extend or stop",
+            body=f"{why}. Approve to extend by {what}; reject to stop the run.",
+            created_at=now,
+            args=extend,
+            secret=self.ctx.secrets(),
+        )
+        await self.ctx.store.create_item(
+            item,
+            targets=targets_for(skill, self.ctx.channels),
+            worker=worker,
+            now=now,
+            run_status=RunStatus.WAITING,
+            events=[
+                NewEvent(
+                    EventKind.BUDGET_REACHED, {"item_id": item.id, "why": why, "extend": extend}
+                )
+            ],
+        )
+        self.ctx.wake_outbox()
+        return "wait"
+
+    async def _settle_budget(self, run: Run, skill: Skill, state: RunState, worker: str) -> Outcome:
+        decision = state.budget_decision
+        now = self.ctx.clock()
+        if decision is None:
+            await self.ctx.store.set_status(run.id, RunStatus.WAITING, worker=worker, now=now)
+            return "wait"
+        if decision["decision"] == "approve":
+            item = await self.ctx.store.get_item(decision["item_id"])
+            extend = {k: float(v) for k, v in (item.args or {}).items()}
+            await self.ctx.store.add_budget(run.id, extend)
+            await self.ctx.store.append_events(
+                run.id,
+                [
+                    NewEvent(
+                        EventKind.BUDGET_EXTENDED, {"extend": extend, "by": decision.get("actor")}
+                    )
+                ],
+                worker=worker,
+                now=now,
+            )
+            return "continue"
+        reason = f"stopped at the budget by {decision.get('actor')}"
+        if decision.get("reason"):
+            reason += f": {decision['reason']}"
+        await self._finish(run, RunStatus.CANCELLED, worker=worker, error=reason, skill=skill)
+        return "end"
+
+    # -- the end -------------------------------------------------------------------------
+
+    async def _finish(
+        self,
+        run: Run,
+        status: RunStatus,
+        *,
+        worker: str | None,
+        skill: Skill | None,
+        result: str | None = None,
+        error: str | None = None,
+        usage: Usage | None = None,
+    ) -> None:
+        await finish_run(
+            self.ctx,
+            run,
+            status,
+            worker=worker,
+            skill=skill,
+            result=result,
+            error=error,
+            usage=usage,
+        )
+
+
+async def finish_run(
+    ctx: Context,
+    run: Run,
+    status: RunStatus,
+    *,
+    worker: str | None,
+    skill: Skill | None,
+    result: str | None = None,
+    error: str | None = None,
+    usage: Usage | None = None,
+    actor: str | None = None,
+) -> None:
+    """End a run: its status, a RUN_FINISHED event, its open actions closed, and an Unread item."""
+    store, now = ctx.store, ctx.clock()
+    if usage is None:
+        usage = conversation.derive(await store.events(run.id)).usage
+    await store.append_events(
+        run.id,
+        [
+            NewEvent(
+                EventKind.RUN_FINISHED,
+                {"status": str(status), "result": result, "error": error, "by": actor},
+            )
+        ],
+        worker=worker,
+        now=now,
+    )
+    await store.set_status(
+        run.id,
+        status,
+        worker=worker,
+        now=now,
+        result=result,
+        error=error,
+        usage=usage,
+        killed_by=actor if status is RunStatus.KILLED else None,
+    )
+    await store.close_items(run.id, status=ItemStatus.CANCELLED, now=now)
+    verb = {
+        RunStatus.DONE: "finished",
+        RunStatus.FAILED: "failed",
+        RunStatus.CANCELLED: "was cancelled",
+        RunStatus.KILLED: "was killed",
+    }.get(status, str(status))
+    body = result if status is RunStatus.DONE else (error or verb)
+    item = Item(
+        id=ctx.ids(),
+        run_id=run.id,
+        skill=run.skill,
+        box=Box.UNREAD,
+        kind=ItemKind.RUN,
+        status=ItemStatus.UNREAD,
+        title=f"{run.skill} {verb}",
+        body=body or "",
+        created_at=now,
+        secret=ctx.secrets(),
+    )
+    targets = targets_for(skill, ctx.channels) if skill is not None else []
+    await store.create_item(item, targets=targets, worker=None, now=now)
+    ctx.wake_outbox()
+
+
+async def cancel_in_flight(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    # The task's own end (usually CancelledError) is what we asked for.
+    with contextlib.suppress(BaseException):
+        await task

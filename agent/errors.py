@@ -1,0 +1,81 @@
+"""The one exception tree of the engine, so callers can tell configuration from run failures.
+
+    PizzaBotError
+    ├── UserError              you configured something wrong (a skill file, a setting)
+    │   └── SkillError         a skill file is invalid: carries file, line and what is wrong
+    ├── NotFound               no such run, item or skill
+    ├── Conflict               the state does not allow it
+    │   ├── AlreadyDecided     the first decision won; carries the item with who/when/how
+    │   └── KillSwitchOn       the global kill switch refuses new work
+    ├── NotAllowed             the actor is not an approver on that channel
+    ├── InvalidArguments       edited arguments fail the tool's JSON schema (errors by field)
+    └── RunError               the run failed (provider gave up, tool server would not start)
+        └── ModelError         the model provider failed after retries
+
+A tool's own failure is not an exception here: it goes back to the model as a tool result.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.model import Item
+
+
+class PizzaBotError(Exception):
+    """Root of every error the engine raises on purpose."""
+
+
+class UserError(PizzaBotError):
+    """Something the user configured is wrong."""
+
+
+class SkillError(UserError):
+    def __init__(self, path: str, line: int | None, message: str) -> None:
+        self.path = path
+        self.line = line
+        self.message = message
+        where = f"{path}:{line}" if line else path
+        super().__init__(f"{where}: {message}")
+
+
+class NotFound(PizzaBotError):
+    pass
+
+
+class Conflict(PizzaBotError):
+    pass
+
+
+class AlreadyDecided(Conflict):
+    def __init__(self, item: Item) -> None:
+        self.item = item
+        when = item.decided_at.isoformat() if item.decided_at else "earlier"
+        super().__init__(
+            f"already {item.status} by {item.decided_by} via {item.decided_via} at {when}"
+        )
+
+
+class KillSwitchOn(Conflict):
+    def __init__(self) -> None:
+        super().__init__("the kill switch is on: no new runs start until it is lifted")
+
+
+class NotAllowed(PizzaBotError):
+    pass
+
+
+class InvalidArguments(PizzaBotError):
+    def __init__(self, errors: dict[str, str]) -> None:
+        self.errors = errors
+        detail = "; ".join(f"{k or '(arguments)'}: {v}" for k, v in errors.items())
+        super().__init__(f"invalid arguments: {detail}")
+
+
+class RunError(PizzaBotError):
+    pass
+
+
+class ModelError(RunError):
+    pass

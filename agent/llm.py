@@ -1,0 +1,184 @@
+"""Model calls through litellm, with retries and backoff for provider trouble.
+
+litellm costs seconds to import, so it is imported on the first call, never at module
+import: the server must answer `/healthz` at once. Transient provider errors (429, 5xx,
+timeouts, dropped connections) are retried with exponential backoff (tenacity); after the
+last try the run fails with a readable reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from agent.errors import ModelError, UserError
+from agent.skills import Skill
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str  # the wire name, "server__tool"
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    text: str | None
+    tool_calls: list[ToolCall]
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float | None  # None: the provider's price is unknown
+    latency_ms: float
+    model: str
+    attempts: int = 1
+    raw_finish: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ModelClient(Protocol):
+    async def complete(
+        self, skill: Skill, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> ModelReply: ...
+
+
+def _import_litellm() -> Any:
+    # The bundled price map, not a download: no network access is tried at import.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+def _transient(exc: BaseException) -> bool:
+    litellm = _import_litellm()
+    transient = (
+        litellm.RateLimitError,
+        litellm.InternalServerError,
+        litellm.ServiceUnavailableError,
+        litellm.APIConnectionError,
+        litellm.Timeout,
+        litellm.BadGatewayError,
+    )
+    return isinstance(exc, transient)
+
+
+def _describe(exc: BaseException) -> str:
+    status = getattr(exc, "status_code", None)
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"{type(exc).__name__}{f' (HTTP {status})' if status else ''}: {text[:300]}"
+
+
+class LiteLLMClient:
+    """The one model route: litellm. `env` resolves a skill's `api_key_env`."""
+
+    def __init__(
+        self,
+        *,
+        env: Mapping[str, str],
+        attempts: int = 4,
+        backoff_min: float = 0.5,
+        backoff_max: float = 20.0,
+        timeout: float = 120.0,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
+        on_import: Callable[[Any], None] | None = None,
+    ) -> None:
+        self._env = env
+        self._on_import = on_import
+        self._prepared = False
+        self._attempts = attempts
+        self._backoff = (backoff_min, backoff_max)
+        self._timeout = timeout
+        self._sleep = sleep
+
+    def _options(self, skill: Skill) -> dict[str, Any]:
+        options = dict(skill.model_options)
+        key_env = options.pop("api_key_env", None)
+        if key_env:
+            if key_env not in self._env:
+                raise UserError(
+                    f"skill {skill.name!r}: environment variable {key_env} (api_key_env) is not set"
+                )
+            options["api_key"] = self._env[key_env]
+        options.setdefault("timeout", self._timeout)
+        return options
+
+    async def complete(
+        self, skill: Skill, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> ModelReply:
+        litellm = _import_litellm()
+        if not self._prepared:
+            if self._on_import is not None:
+                self._on_import(litellm)
+            self._prepared = True
+        options = self._options(skill)
+        kwargs: dict[str, Any] = {"model": skill.model, "messages": messages, **options}
+        if tools:
+            kwargs["tools"] = tools
+        retry_kwargs: dict[str, Any] = {}
+        if self._sleep is not None:
+            retry_kwargs["sleep"] = self._sleep
+        attempts = 0
+        started = time.perf_counter()
+        try:
+            async for attempt in AsyncRetrying(
+                stop=stop_after_attempt(self._attempts),
+                wait=wait_exponential(min=self._backoff[0], max=self._backoff[1]),
+                retry=retry_if_exception(_transient),
+                reraise=True,
+                **retry_kwargs,
+            ):
+                with attempt:
+                    attempts += 1
+                    started = time.perf_counter()
+                    response = await litellm.acompletion(**kwargs)
+        except Exception as exc:
+            tries = f" after {attempts} attempts" if attempts > 1 else ""
+            raise ModelError(f"model {skill.model} failed{tries}: {_describe(exc)}") from exc
+        latency = (time.perf_counter() - started) * 1000
+        return _reply(litellm, response, skill.model, latency, attempts)
+
+
+def _reply(litellm: Any, response: Any, model: str, latency: float, attempts: int) -> ModelReply:
+    choice = response.choices[0]
+    message = choice.message
+    calls: list[ToolCall] = []
+    for i, tc in enumerate(message.tool_calls or []):
+        raw = tc.function.arguments or "{}"
+        try:
+            args = json.loads(raw) if isinstance(raw, str) else dict(raw)
+        except json.JSONDecodeError:
+            args = {"_unparsed": raw}
+        calls.append(
+            ToolCall(
+                id=tc.id or f"call_{i}",
+                name=tc.function.name,
+                arguments=args if isinstance(args, dict) else {"value": args},
+            )
+        )
+    usage = getattr(response, "usage", None)
+    tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
+    tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
+    cost: float | None
+    try:
+        cost = float(litellm.completion_cost(completion_response=response))
+    except Exception:
+        cost = None  # an unknown price: tokens still count, cost is reported as unknown
+    return ModelReply(
+        text=message.content or None,
+        tool_calls=calls,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        cost_usd=cost,
+        latency_ms=latency,
+        model=model,
+        attempts=attempts,
+        raw_finish=getattr(choice, "finish_reason", None),
+    )

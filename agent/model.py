@@ -1,0 +1,264 @@
+"""The nouns of the engine as plain typed objects: runs, events, items, decisions, deliveries.
+
+Everything that is stored is one of these. They carry no behaviour beyond small derived
+properties; the state machine of a run lives in `transition`, the only place a run's status
+may change.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, assert_never
+
+#: Version of the event payloads written by this code. Stored with every event; a reader
+#: refuses versions it does not know instead of guessing.
+EVENT_SCHEMA_VERSION = 1
+
+
+class RunStatus(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING = "waiting"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    KILLED = "killed"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+TERMINAL = frozenset({RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.KILLED})
+
+
+class IllegalTransition(Exception):
+    def __init__(self, current: RunStatus, target: RunStatus) -> None:
+        super().__init__(f"a run cannot go from {current} to {target}")
+
+
+def transition(current: RunStatus, target: RunStatus) -> RunStatus:
+    """Return `target` when a run may move there from `current`, else raise.
+
+    A finished run may be queued again by a follow-up message; that is the one way out of a
+    terminal state.
+    """
+    allowed: frozenset[RunStatus]
+    match current:
+        case RunStatus.QUEUED:
+            allowed = frozenset({RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.KILLED})
+        case RunStatus.RUNNING:
+            # RUNNING -> QUEUED: the worker gave the run back (shutdown, lease handed over).
+            allowed = frozenset({RunStatus.WAITING, RunStatus.QUEUED, RunStatus.RUNNING} | TERMINAL)
+        case RunStatus.WAITING:
+            allowed = frozenset({RunStatus.QUEUED, RunStatus.CANCELLED, RunStatus.FAILED})
+        case RunStatus.DONE | RunStatus.FAILED | RunStatus.CANCELLED | RunStatus.KILLED:
+            allowed = frozenset({RunStatus.QUEUED})
+        case _:
+            assert_never(current)
+    if target not in allowed:
+        raise IllegalTransition(current, target)
+    return target
+
+
+class EventKind(enum.StrEnum):
+    RUN_STARTED = "run_started"
+    USER_MESSAGE = "user_message"
+    MODEL_CALL = "model_call"
+    ASSISTANT_MESSAGE = "assistant_message"
+    TOOL_REQUEST = "tool_request"
+    DECISION = "decision"
+    TOOL_STARTED = "tool_started"
+    TOOL_RESULT = "tool_result"
+    TOOL_INTERRUPTED = "tool_interrupted"
+    BUDGET_REACHED = "budget_reached"
+    BUDGET_EXTENDED = "budget_extended"
+    ERROR = "error"
+    NOTE = "note"
+    RUN_FINISHED = "run_finished"
+
+
+@dataclass(frozen=True)
+class Event:
+    run_id: str
+    seq: int
+    kind: EventKind
+    data: dict[str, Any]
+    at: datetime
+    version: int = EVENT_SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event not yet stored: the store gives it its sequence number."""
+
+    kind: EventKind
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Usage:
+    tokens: int = 0
+    cost_usd: float = 0.0
+    steps: int = 0
+    cost_known: bool = True
+
+
+@dataclass(frozen=True)
+class Run:
+    id: str
+    skill: str
+    status: RunStatus
+    input: str
+    trigger: str
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    result: str | None = None
+    error: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    # Extra budget granted by "extend" decisions on a budget item.
+    budget_extra: dict[str, float] = field(default_factory=dict)
+    killed_by: str | None = None
+
+
+class Box(enum.StrEnum):
+    ACTION = "action"
+    UNREAD = "unread"
+
+
+class ItemStatus(enum.StrEnum):
+    PENDING = "pending"  # an action waiting for a decision
+    APPROVED = "approved"
+    EDITED = "edited"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"  # the run ended before anyone decided
+    UNREAD = "unread"
+    READ = "read"
+
+
+class ItemKind(enum.StrEnum):
+    TOOL = "tool"  # approve / edit / reject a tool call
+    BUDGET = "budget"  # approve = extend the budget, reject = stop the run
+    RUN = "run"  # an Unread note: the run finished, failed, was cancelled or killed
+
+
+@dataclass(frozen=True)
+class Risk:
+    impact: str | None = None
+    reversible: bool | None = None
+    scope: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class Item:
+    id: str
+    run_id: str
+    skill: str
+    box: Box
+    kind: ItemKind
+    status: ItemStatus
+    title: str
+    body: str
+    created_at: datetime
+    call_id: str | None = None
+    tool: str | None = None  # "server.tool"
+    args: dict[str, Any] | None = None  # proposed arguments
+    schema: dict[str, Any] | None = None  # the tool's JSON input schema
+    risk: Risk = field(default_factory=Risk)
+    decided_by: str | None = None
+    decided_via: str | None = None
+    decided_at: datetime | None = None
+    final_args: dict[str, Any] | None = None
+    reason: str | None = None
+    read_at: datetime | None = None
+    # A random secret, used by channels that cannot authenticate the replier otherwise (email).
+    secret: str = ""
+
+    @property
+    def decided(self) -> bool:
+        return self.box is Box.ACTION and self.status is not ItemStatus.PENDING
+
+
+@dataclass(frozen=True)
+class Approve:
+    kind: Literal["approve"] = "approve"
+
+
+@dataclass(frozen=True)
+class Edit:
+    args: dict[str, Any]
+    kind: Literal["edit"] = "edit"
+
+
+@dataclass(frozen=True)
+class Reject:
+    reason: str = ""
+    kind: Literal["reject"] = "reject"
+
+
+Decision = Approve | Edit | Reject
+
+
+def decision_from(
+    kind: str, *, args: dict[str, Any] | None = None, reason: str | None = None
+) -> Decision:
+    """Build a decision from the loose shape every channel receives."""
+    if kind == "approve":
+        return Approve()
+    if kind == "edit":
+        return Edit(args=dict(args or {}))
+    if kind == "reject":
+        return Reject(reason=(reason or "").strip())
+    raise ValueError(f"unknown decision {kind!r}: use approve, edit or reject")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a channel should deliver an item: the channel's name and its own address."""
+
+    channel: str
+    address: str
+
+
+class DeliveryStatus(enum.StrEnum):
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"  # gave up after the retries
+
+
+@dataclass(frozen=True)
+class Delivery:
+    id: str
+    item_id: str
+    run_id: str
+    channel: str
+    address: str
+    status: DeliveryStatus
+    attempts: int
+    ref: dict[str, Any] | None
+    last_error: str | None
+    needs_update: bool
+    next_attempt_at: datetime | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    id: int
+    at: datetime
+    action: str
+    actor: str
+    channel: str
+    run_id: str | None
+    item_id: str | None
+    detail: dict[str, Any]

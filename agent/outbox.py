@@ -1,0 +1,99 @@
+"""The outbox dispatcher: delivers inbox items to channels, with retries, and updates copies.
+
+Deliveries are rows written with their item, so an item is never lost because Slack or SMTP
+was down: the dispatcher keeps trying with exponential backoff (honouring a channel's
+Retry-After), and once a delivery is sent, a decision marks it for an update so every copy
+shows the outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import timedelta
+
+from agent.channel import Channel, DeliveryError
+from agent.context import Context
+from agent.model import Delivery, DeliveryStatus
+
+log = logging.getLogger(__name__)
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        ctx: Context,
+        channels: dict[str, Channel],
+        *,
+        max_attempts: int = 12,
+        backoff_base: float = 1.0,
+        backoff_max: float = 300.0,
+        poll_interval: float = 2.0,
+    ) -> None:
+        self.ctx = ctx
+        self.channels = channels
+        self.max_attempts = max_attempts
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.poll_interval = poll_interval
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run_forever(self) -> None:
+        while True:
+            try:
+                await self.drain()
+            except Exception:
+                log.exception("outbox pass failed")
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+
+    async def drain(self) -> int:
+        """Do every due delivery and update once; return how many were handled."""
+        due = await self.ctx.store.due_deliveries(now=self.ctx.clock())
+        for delivery in due:
+            await self._one(delivery)
+        return len(due)
+
+    async def _one(self, delivery: Delivery) -> None:
+        store, now = self.ctx.store, self.ctx.clock()
+        channel = self.channels.get(delivery.channel)
+        if channel is None:
+            await store.delivery_failed(
+                delivery.id,
+                error=f"channel {delivery.channel!r} is not configured",
+                retry_at=None,
+                now=now,
+            )
+            return
+        item = await store.get_item(delivery.item_id)
+        try:
+            if delivery.status is DeliveryStatus.PENDING:
+                ref = await channel.deliver(item, delivery)
+                await store.delivery_sent(delivery.id, ref=ref, now=self.ctx.clock())
+            else:
+                await channel.update(item, delivery)
+                await store.delivery_updated(delivery.id, now=self.ctx.clock())
+        except Exception as exc:
+            retry_after = exc.retry_after if isinstance(exc, DeliveryError) else None
+            permanent = isinstance(exc, DeliveryError) and exc.permanent
+            attempts = delivery.attempts + 1
+            if permanent or attempts >= self.max_attempts:
+                retry_at = None
+            else:
+                delay = min(self.backoff_max, self.backoff_base * 2 ** (attempts - 1))
+                retry_at = now + timedelta(seconds=max(delay, retry_after or 0))
+            log.warning(
+                "delivery %s on %s failed (attempt %d): %s",
+                delivery.id,
+                delivery.channel,
+                attempts,
+                exc,
+            )
+            await store.delivery_failed(
+                delivery.id, error=str(exc)[:500], retry_at=retry_at, now=now
+            )

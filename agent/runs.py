@@ -1,0 +1,122 @@
+"""Starting, following up, cancelling and killing runs: the engine's public entry points.
+
+Every trigger (CLI, API, web, Slack, email, schedule, webhook) ends here. These functions
+only write rows and wake a worker; the work happens in `agent.engine`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from agent.context import Context
+from agent.engine import finish_run
+from agent.errors import Conflict, KillSwitchOn
+from agent.model import EventKind, NewEvent, Run, RunStatus
+
+
+class Runs:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        #: Set by the worker: stop the in-flight task of a run on this process, if any.
+        self.interrupt: Callable[[str], Awaitable[None]] | None = None
+
+    async def start(
+        self,
+        skill: str,
+        input: str,
+        *,
+        trigger: str = "api",
+        actor: str = "owner",
+        idempotency_key: str | None = None,
+    ) -> Run:
+        self.ctx.skills.get(skill)  # NotFound for an unknown skill, before anything is written
+        if await self.ctx.store.get_kill() is not None:
+            raise KillSwitchOn()
+        now = self.ctx.clock()
+        run = await self.ctx.store.create_run(
+            run_id=self.ctx.ids(),
+            skill=skill,
+            input=input,
+            trigger=trigger,
+            now=now,
+            events=[
+                NewEvent(EventKind.RUN_STARTED, {"input": input, "trigger": trigger, "by": actor})
+            ],
+            idempotency_key=idempotency_key,
+        )
+        self.ctx.wake_workers()
+        return run
+
+    async def follow_up(
+        self, run_id: str, text: str, *, actor: str = "owner", channel: str = "api"
+    ) -> Run:
+        """Give a run another message; a finished run continues with its whole history."""
+        if await self.ctx.store.get_kill() is not None:
+            raise KillSwitchOn()
+        run = await self.ctx.store.get_run(run_id)
+        if run.status in {RunStatus.WAITING}:
+            raise Conflict("the run is waiting on a decision; decide that item first")
+        event = NewEvent(EventKind.USER_MESSAGE, {"text": text, "by": actor, "channel": channel})
+        if run.status in {RunStatus.QUEUED, RunStatus.RUNNING}:
+            # The message joins the conversation at the next model call.
+            await self.ctx.store.append_events(run_id, [event], worker=None, now=self.ctx.clock())
+            return await self.ctx.store.get_run(run_id)
+        run = await self.ctx.store.requeue(run_id, now=self.ctx.clock(), events=[event])
+        self.ctx.wake_workers()
+        return run
+
+    async def cancel(self, run_id: str, *, actor: str = "owner", channel: str = "api") -> Run:
+        run = await self.ctx.store.get_run(run_id)
+        if run.status.terminal:
+            raise Conflict(f"the run already ended: {run.status}")
+        if self.interrupt is not None:
+            await self.interrupt(run_id)
+        run = await self.ctx.store.get_run(run_id)
+        if run.status.terminal:
+            return run
+        skill = self.ctx.skills.get(run.skill) if run.skill in self.ctx.skills else None
+        await finish_run(
+            self.ctx,
+            run,
+            RunStatus.CANCELLED,
+            worker=None,
+            skill=skill,
+            error=f"cancelled by {actor} via {channel}",
+            actor=actor,
+        )
+        await self.ctx.store.audit(
+            action="cancel", actor=actor, channel=channel, now=self.ctx.clock(), run_id=run_id
+        )
+        return await self.ctx.store.get_run(run_id)
+
+    async def kill(self, *, actor: str = "owner", channel: str = "api") -> list[str]:
+        """Turn the kill switch on: running and queued runs are killed; waiting runs wait on."""
+        now = self.ctx.clock()
+        await self.ctx.store.set_kill(on=True, actor=actor, now=now)
+        await self.ctx.store.audit(action="kill", actor=actor, channel=channel, now=now)
+        killed: list[str] = []
+        for status in (RunStatus.RUNNING, RunStatus.QUEUED):
+            for run_id in await self.ctx.store.runs_with_status(status):
+                if self.interrupt is not None:
+                    await self.interrupt(run_id)
+                run = await self.ctx.store.get_run(run_id)
+                if run.status.terminal or run.status is RunStatus.WAITING:
+                    continue
+                skill = self.ctx.skills.get(run.skill) if run.skill in self.ctx.skills else None
+                await finish_run(
+                    self.ctx,
+                    run,
+                    RunStatus.KILLED,
+                    worker=None,
+                    skill=skill,
+                    error=f"killed by {actor} via {channel}",
+                    actor=actor,
+                )
+                killed.append(run_id)
+        return killed
+
+    async def lift_kill(self, *, actor: str = "owner", channel: str = "api") -> None:
+        now = self.ctx.clock()
+        await self.ctx.store.set_kill(on=False, actor=actor, now=now)
+        await self.ctx.store.audit(action="kill_lifted", actor=actor, channel=channel, now=now)
+        self.ctx.wake_workers()

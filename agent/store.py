@@ -1,0 +1,185 @@
+"""The `Store` protocol: everything the engine needs from persistence, and nothing more.
+
+`store.SqlStore` implements it on SQLAlchemy (SQLite or PostgreSQL); the contract tests in
+`tests/test_store_contract.py` hold every implementation to the same behaviour. Methods that
+change a run take the worker's id: a worker that lost its lease cannot write (fencing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from agent.model import (
+    AuditEntry,
+    Box,
+    Decision,
+    Delivery,
+    Event,
+    Item,
+    ItemStatus,
+    NewEvent,
+    Run,
+    RunStatus,
+    Target,
+    Usage,
+)
+
+
+class LeaseLost(Exception):
+    """The run is no longer owned by this worker; stop touching it."""
+
+
+class Store(Protocol):
+    # Runs -------------------------------------------------------------------------------
+    async def create_run(
+        self,
+        *,
+        run_id: str,
+        skill: str,
+        input: str,
+        trigger: str,
+        now: datetime,
+        events: Sequence[NewEvent] = (),
+        idempotency_key: str | None = None,
+    ) -> Run:
+        """Insert a queued run with its first events. With an idempotency key that was used
+        before, return that earlier run instead."""
+        ...
+
+    async def get_run(self, run_id: str) -> Run: ...
+
+    async def list_runs(
+        self, *, limit: int = 100, status: RunStatus | None = None
+    ) -> list[Run]: ...
+
+    async def claim_run(self, *, worker: str, now: datetime, lease_seconds: float) -> Run | None:
+        """Take one queued run, or a running one whose lease expired, for `worker`."""
+        ...
+
+    async def renew_lease(
+        self, run_id: str, *, worker: str, now: datetime, lease_seconds: float
+    ) -> None:
+        """Extend the lease; raise LeaseLost when the run is no longer ours."""
+        ...
+
+    async def set_status(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        worker: str | None,
+        now: datetime,
+        result: str | None = None,
+        error: str | None = None,
+        usage: Usage | None = None,
+        killed_by: str | None = None,
+    ) -> Run:
+        """Move a run through `agent.model.transition`; with `worker`, only while it holds the lease."""
+        ...
+
+    async def requeue(self, run_id: str, *, now: datetime, events: Sequence[NewEvent] = ()) -> Run:
+        """Put a waiting or finished run back in the queue (a decision, a follow-up)."""
+        ...
+
+    async def append_events(
+        self, run_id: str, events: Sequence[NewEvent], *, worker: str | None, now: datetime
+    ) -> list[Event]: ...
+
+    async def events(self, run_id: str) -> list[Event]: ...
+
+    async def add_budget(self, run_id: str, extra: dict[str, float]) -> None: ...
+
+    async def runs_with_status(self, status: RunStatus) -> list[str]: ...
+
+    # Inbox ------------------------------------------------------------------------------
+    async def create_item(
+        self,
+        item: Item,
+        *,
+        targets: Sequence[Target],
+        worker: str | None,
+        now: datetime,
+        run_status: RunStatus | None = None,
+        events: Sequence[NewEvent] = (),
+    ) -> Item:
+        """Insert an item, its deliveries (the outbox) and optionally move the run, in one
+        transaction, so an item is never without its deliveries."""
+        ...
+
+    async def get_item(self, item_id: str) -> Item: ...
+
+    async def list_items(
+        self,
+        *,
+        box: Box | None = None,
+        status: ItemStatus | None = None,
+        run_id: str | None = None,
+        limit: int = 200,
+    ) -> list[Item]: ...
+
+    async def record_decision(
+        self,
+        item_id: str,
+        decision: Decision,
+        *,
+        actor: str,
+        channel: str,
+        now: datetime,
+        final_args: dict[str, Any] | None,
+        event: NewEvent,
+        status: ItemStatus | None = None,
+    ) -> Item:
+        """The first decision wins: a conditional update of a pending item. In the same
+        transaction: the decision event on the run, the run re-queued, every sent delivery
+        marked for update, and an audit entry. Raise AlreadyDecided otherwise."""
+        ...
+
+    async def close_items(self, run_id: str, *, status: ItemStatus, now: datetime) -> list[Item]:
+        """Close the run's pending actions (the run ended before anyone decided)."""
+        ...
+
+    async def mark_read(self, item_id: str, *, now: datetime) -> Item: ...
+
+    # Outbox -----------------------------------------------------------------------------
+    async def due_deliveries(self, *, now: datetime, limit: int = 50) -> list[Delivery]:
+        """Pending deliveries whose next attempt is due, and sent ones that need an update."""
+        ...
+
+    async def delivery_sent(
+        self, delivery_id: str, *, ref: dict[str, Any] | None, now: datetime
+    ) -> None: ...
+
+    async def delivery_updated(self, delivery_id: str, *, now: datetime) -> None: ...
+
+    async def delivery_failed(
+        self, delivery_id: str, *, error: str, retry_at: datetime | None, now: datetime
+    ) -> None: ...
+
+    async def deliveries(self, item_id: str) -> list[Delivery]: ...
+
+    async def find_delivery(self, channel: str, external_id: str) -> Delivery | None:
+        """The delivery whose channel reference `id` is `external_id` (a Slack ts, a Message-ID)."""
+        ...
+
+    # Control ----------------------------------------------------------------------------
+    async def get_kill(self) -> dict[str, Any] | None: ...
+
+    async def set_kill(self, *, on: bool, actor: str, now: datetime) -> None: ...
+
+    async def audit(
+        self,
+        *,
+        action: str,
+        actor: str,
+        channel: str,
+        now: datetime,
+        run_id: str | None = None,
+        item_id: str | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> None: ...
+
+    async def audit_log(self, *, limit: int = 200) -> list[AuditEntry]: ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,232 @@
+"""Tools through MCP: one warm client per configured server, shared by every run of a skill.
+
+Starting a stdio server costs about a second, so a resumed run must not wait for it: the
+`ToolHub` keeps each server's client open (keyed by the server's configuration) until the
+hub closes. Tools reach the model as `server__tool` (provider-safe names) and policies
+speak of them as `server.tool`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agent.errors import RunError
+from agent.skills import HttpServer, Skill, StdioServer
+
+if TYPE_CHECKING:  # the SDK takes seconds to import: load it on the first connection
+    from mcp.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
+log = logging.getLogger(__name__)
+
+SEP = "__"
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    server: str
+    name: str
+    description: str
+    schema: dict[str, Any]
+
+    @property
+    def qualified(self) -> str:
+        """The name policies use: "server.tool"."""
+        return f"{self.server}.{self.name}"
+
+    @property
+    def wire_name(self) -> str:
+        """The name the model sees: "server__tool" (dots are not allowed by every provider)."""
+        return f"{self.server}{SEP}{self.name}"
+
+    def as_openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.wire_name,
+                "description": self.description[:1024],
+                "parameters": self.schema or {"type": "object", "properties": {}},
+            },
+        }
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    text: str
+    is_error: bool
+    duration_ms: float
+
+
+def split_wire_name(wire: str) -> tuple[str, str]:
+    server, _, name = wire.partition(SEP)
+    return server, name
+
+
+def _params(cfg: StdioServer | HttpServer, env: dict[str, str]) -> StdioServerParameters | str:
+    from mcp.client.stdio import StdioServerParameters
+
+    if isinstance(cfg, HttpServer):
+        return cfg.url
+    # "python" names the interpreter Pizza Bot runs on, so bundled servers work in any venv.
+    command = sys.executable if cfg.command in {"python", "python3"} else cfg.command
+    return StdioServerParameters(
+        command=command, args=list(cfg.args), env={**env, **cfg.env} or None, cwd=cfg.cwd
+    )
+
+
+class _Connection:
+    """One MCP client, owned by a task of its own.
+
+    The SDK's clients live in anyio task groups, which must be entered and left by the same
+    task; runs come and go in other tasks, so the connection gets a task that holds it open.
+    """
+
+    def __init__(self, name: str, target: StdioServerParameters | str) -> None:
+        self.name = name
+        self.target = target
+        self.client: Client | None = None
+        self.tools: list[ToolSpec] = []
+        self.lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+
+    async def _hold(self, ready: asyncio.Future[Client]) -> None:
+        from mcp.client import Client
+
+        try:
+            async with Client(self.target) as client:
+                if not ready.done():
+                    ready.set_result(client)
+                await self._stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, Exception) else RunError(repr(exc)))
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            log.warning("MCP server %s stopped: %r", self.name, exc)
+        finally:
+            self.client = None
+
+    async def open(self, timeout: float) -> Client:
+        async with self.lock:
+            if self.client is not None and self._task is not None and not self._task.done():
+                return self.client
+            self._stop = asyncio.Event()
+            ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+            self._task = asyncio.create_task(self._hold(ready), name=f"mcp:{self.name}")
+            try:
+                client = await asyncio.wait_for(asyncio.shield(ready), timeout)
+                listing = await asyncio.wait_for(client.list_tools(), timeout)
+            except asyncio.CancelledError:
+                await self._discard()
+                raise
+            except Exception as exc:
+                await self._discard()
+                raise RunError(f"MCP server {self.name!r} could not be reached: {exc!r}") from exc
+            self.tools = [
+                ToolSpec(self.name, t.name, t.description or "", dict(t.input_schema))
+                for t in listing.tools
+            ]
+            self.client = client
+            return client
+
+    async def _discard(self) -> None:
+        self.client = None
+        self._stop.set()
+        task, self._task = self._task, None
+        if task is not None:
+            try:
+                await asyncio.wait_for(task, 5)
+            except BaseException:  # a broken server must not take the hub down with it
+                task.cancel()
+                log.debug("closing MCP server %s failed", self.name, exc_info=True)
+
+    async def close(self) -> None:
+        async with self.lock:
+            await self._discard()
+
+
+class ToolHub:
+    """Keeps MCP clients warm and routes tool calls to them."""
+
+    def __init__(
+        self,
+        *,
+        env: dict[str, str] | None = None,
+        connect_timeout: float = 30.0,
+        call_timeout: float = 600.0,
+        extra_servers: Any = None,
+    ) -> None:
+        self._env = dict(env or {})
+        self._connect_timeout = connect_timeout
+        self._call_timeout = call_timeout
+        self._conns: dict[str, _Connection] = {}
+        # A hook that adds servers a skill implies (the granted-folders server); set by bot/.
+        self._extra_servers = extra_servers
+
+    def servers(self, skill: Skill) -> dict[str, StdioServer | HttpServer]:
+        servers: dict[str, StdioServer | HttpServer] = dict(skill.mcp_servers)
+        if self._extra_servers is not None:
+            servers.update(self._extra_servers(skill))
+        return servers
+
+    def _conn(self, name: str, cfg: StdioServer | HttpServer) -> _Connection:
+        key = json.dumps([name, cfg.model_dump()], sort_keys=True)
+        conn = self._conns.get(key)
+        if conn is None:
+            conn = self._conns[key] = _Connection(name, _params(cfg, self._env))
+        return conn
+
+    async def list_tools(self, skill: Skill) -> list[ToolSpec]:
+        specs: list[ToolSpec] = []
+        for name, cfg in self.servers(skill).items():
+            conn = self._conn(name, cfg)
+            await conn.open(self._connect_timeout)
+            specs.extend(conn.tools)
+        return specs
+
+    async def warm(self, skill: Skill) -> None:
+        await self.list_tools(skill)
+
+    async def call(self, skill: Skill, server: str, tool: str, args: dict[str, Any]) -> ToolOutcome:
+        cfg = self.servers(skill).get(server)
+        if cfg is None:
+            return ToolOutcome(f"no MCP server named {server!r} in skill {skill.name!r}", True, 0.0)
+        conn = self._conn(server, cfg)
+        client = await conn.open(self._connect_timeout)
+        started = time.perf_counter()
+        try:
+            result = await asyncio.wait_for(client.call_tool(tool, args), self._call_timeout)
+        except TimeoutError:
+            return ToolOutcome(
+                f"the tool did not answer within {self._call_timeout:.0f}s",
+                True,
+                (time.perf_counter() - started) * 1000,
+            )
+        except Exception as exc:
+            # The server may have died; reconnect on the next call rather than keep a dead client.
+            await conn.close()
+            return ToolOutcome(
+                f"tool call failed: {exc!r}", True, (time.perf_counter() - started) * 1000
+            )
+        duration = (time.perf_counter() - started) * 1000
+        parts: list[str] = []
+        for block in result.content:
+            text = getattr(block, "text", None)
+            parts.append(
+                text if isinstance(text, str) else json.dumps(block.model_dump(mode="json"))
+            )
+        if not parts and result.structured_content is not None:
+            parts.append(json.dumps(result.structured_content))
+        return ToolOutcome("\n".join(parts), bool(result.is_error), duration)
+
+    async def aclose(self) -> None:
+        conns, self._conns = list(self._conns.values()), {}
+        for conn in conns:
+            await conn.close()

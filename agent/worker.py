@@ -1,0 +1,118 @@
+"""The worker: claims runnable runs and steps them, many at a time.
+
+A worker claims a run with a lease (on PostgreSQL `FOR UPDATE SKIP LOCKED`), so any number of
+workers in any number of processes share one database. It sleeps until woken (a decision, a
+new run) or until the poll interval passes, the safety net. A watcher cancels in-flight runs
+when the kill switch goes on or a run is cancelled elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from typing import Any
+
+from agent.context import Context
+from agent.engine import Engine, cancel_in_flight
+from agent.model import RunStatus
+
+log = logging.getLogger(__name__)
+
+
+class Worker:
+    def __init__(
+        self,
+        ctx: Context,
+        engine: Engine,
+        *,
+        name: str | None = None,
+        concurrency: int = 8,
+        poll_interval: float = 2.0,
+        watch_interval: float = 1.0,
+    ) -> None:
+        self.ctx = ctx
+        self.engine = engine
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{id(self) & 0xFFFF:x}"
+        self.concurrency = concurrency
+        self.poll_interval = poll_interval
+        self.watch_interval = watch_interval
+        self._wake = asyncio.Event()
+        self._tasks: dict[str, asyncio.Task[Any]] = {}
+        self._stopping = False
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def interrupt(self, run_id: str) -> None:
+        """Cancel the in-flight step of `run_id` on this worker, if there is one."""
+        task = self._tasks.get(run_id)
+        if task is not None:
+            await cancel_in_flight(task)
+
+    async def run_forever(self) -> None:
+        watcher = asyncio.create_task(self._watch(), name="worker-watch")
+        try:
+            while not self._stopping:
+                claimed = await self.fill()
+                if not claimed:
+                    self._wake.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+        finally:
+            watcher.cancel()
+            await self.stop()
+
+    async def fill(self) -> int:
+        """Claim runs until the worker is full or the queue is empty; return how many."""
+        claimed = 0
+        while len(self._tasks) < self.concurrency:
+            if await self.ctx.store.get_kill() is not None:
+                break
+            try:
+                run = await self.ctx.store.claim_run(
+                    worker=self.name, now=self.ctx.clock(), lease_seconds=self.engine.lease_seconds
+                )
+            except Exception:
+                log.exception("claiming a run failed")
+                break
+            if run is None:
+                break
+            claimed += 1
+            task = asyncio.create_task(self._advance(run), name=f"run:{run.id}")
+            self._tasks[run.id] = task
+        return claimed
+
+    async def _advance(self, run: Any) -> None:
+        try:
+            await self.engine.advance(run, worker=self.name)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("run %s: unexpected error while stepping", run.id)
+        finally:
+            self._tasks.pop(run.id, None)
+            self._wake.set()
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.watch_interval)
+            if not self._tasks:
+                continue
+            try:
+                killed = await self.ctx.store.get_kill() is not None
+                for run_id, task in list(self._tasks.items()):
+                    status = (await self.ctx.store.get_run(run_id)).status
+                    if killed or status is not RunStatus.RUNNING:
+                        await cancel_in_flight(task)
+            except Exception:
+                log.exception("worker watch failed")
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            await cancel_in_flight(task)

@@ -1,0 +1,248 @@
+"""The HTTP API under /api: a bearer token on every call, JSON in and out.
+
+Routes only translate HTTP to the engine's functions (`Runs`, `Inbox`) and the engine's
+errors to status codes: 401 no token, 404 not found, 409 conflict (already decided, kill
+switch), 422 invalid input.
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import asdict
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, Field
+
+from agent.errors import AlreadyDecided, Conflict, InvalidArguments, NotAllowed, NotFound
+from agent.model import Box, Event, Item, Run, decision_from
+from bot.services import Services
+
+bearer = HTTPBearer(auto_error=False)
+
+
+def services(request: Request) -> Services:
+    svc: Services = request.app.state.services
+    return svc
+
+
+def require_token(
+    request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)
+) -> str:
+    svc = services(request)
+    if creds is None or not hmac.compare_digest(creds.credentials.encode(), svc.token.encode()):
+        raise HTTPException(
+            401, "missing or wrong API token", headers={"WWW-Authenticate": "Bearer"}
+        )
+    return "owner"
+
+
+def run_json(run: Run, events: list[Event] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": run.id,
+        "skill": run.skill,
+        "status": str(run.status),
+        "input": run.input,
+        "trigger": run.trigger,
+        "created_at": run.created_at.isoformat(),
+        "updated_at": run.updated_at.isoformat(),
+        "started_at": run.started_at.isoformat() if run.started_at else None,
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        "result": run.result,
+        "error": run.error,
+        "usage": asdict(run.usage),
+        "killed_by": run.killed_by,
+    }
+    if events is not None:
+        out["events"] = [
+            {"seq": e.seq, "kind": str(e.kind), "at": e.at.isoformat(), "data": e.data}
+            for e in events
+        ]
+    return out
+
+
+def item_json(item: Item) -> dict[str, Any]:
+    server, _, _ = (item.tool or "").partition(".")
+    return {
+        "id": item.id,
+        "run_id": item.run_id,
+        "skill": item.skill,
+        "box": str(item.box),
+        "kind": str(item.kind),
+        "status": str(item.status),
+        "title": item.title,
+        "body": item.body,
+        "created_at": item.created_at.isoformat(),
+        "tool": item.tool,
+        "server": server or None,
+        "args": item.args,
+        "schema": item.schema,
+        "risk": item.risk.as_dict(),
+        "decided_by": item.decided_by,
+        "decided_via": item.decided_via,
+        "decided_at": item.decided_at.isoformat() if item.decided_at else None,
+        "final_args": item.final_args,
+        "reason": item.reason,
+        "read_at": item.read_at.isoformat() if item.read_at else None,
+    }
+
+
+class StartRun(BaseModel):
+    skill: str
+    input: str = ""
+
+
+class DecisionIn(BaseModel):
+    decision: Literal["approve", "edit", "reject"]
+    args: dict[str, Any] | None = None
+    reason: str | None = Field(default=None, max_length=4000)
+
+
+class MessageIn(BaseModel):
+    text: str = Field(min_length=1)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(NotFound)
+    async def _nf(_: Request, exc: NotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, 404)
+
+    @app.exception_handler(AlreadyDecided)
+    async def _ad(_: Request, exc: AlreadyDecided) -> JSONResponse:
+        it = exc.item
+        return JSONResponse(
+            {
+                "detail": {
+                    "message": str(exc),
+                    "status": str(it.status),
+                    "decided_by": it.decided_by,
+                    "decided_via": it.decided_via,
+                    "decided_at": it.decided_at.isoformat() if it.decided_at else None,
+                }
+            },
+            409,
+        )
+
+    @app.exception_handler(Conflict)
+    async def _cf(_: Request, exc: Conflict) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, 409)
+
+    @app.exception_handler(InvalidArguments)
+    async def _ia(_: Request, exc: InvalidArguments) -> JSONResponse:
+        return JSONResponse({"detail": {"message": str(exc), "errors": exc.errors}}, 422)
+
+    @app.exception_handler(NotAllowed)
+    async def _na(_: Request, exc: NotAllowed) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, 403)
+
+
+def router() -> APIRouter:
+    api = APIRouter(prefix="/api", dependencies=[Depends(require_token)])
+
+    @api.post("/runs", status_code=201)
+    async def start_run(body: StartRun, request: Request) -> dict[str, Any]:
+        run = await services(request).runs.start(body.skill, body.input, trigger="api")
+        return run_json(run)
+
+    @api.get("/runs")
+    async def list_runs(request: Request, limit: int = Query(100, le=1000)) -> dict[str, Any]:
+        return {
+            "items": [run_json(r) for r in await services(request).store.list_runs(limit=limit)]
+        }
+
+    @api.get("/runs/{run_id}")
+    async def get_run(run_id: str, request: Request) -> dict[str, Any]:
+        svc = services(request)
+        run = await svc.store.get_run(run_id)
+        return run_json(run, await svc.store.events(run_id))
+
+    @api.post("/runs/{run_id}/cancel")
+    async def cancel_run(run_id: str, request: Request) -> dict[str, Any]:
+        return run_json(await services(request).runs.cancel(run_id, actor="owner", channel="api"))
+
+    @api.post("/runs/{run_id}/messages")
+    async def follow_up(run_id: str, body: MessageIn, request: Request) -> dict[str, Any]:
+        return run_json(await services(request).runs.follow_up(run_id, body.text, channel="api"))
+
+    @api.get("/inbox")
+    async def inbox(
+        request: Request, box: Literal["unread", "action"] | None = None, all: bool = False
+    ) -> dict[str, Any]:
+        svc = services(request)
+        items = await svc.store.list_items(box=Box(box) if box else None)
+        if not all:
+            items = [i for i in items if i.status in {"pending", "unread"}]
+        return {"items": [item_json(i) for i in items]}
+
+    @api.get("/items/{item_id}")
+    async def get_item(item_id: str, request: Request) -> dict[str, Any]:
+        return item_json(await services(request).store.get_item(item_id))
+
+    @api.post("/items/{item_id}/decision")
+    async def decide(item_id: str, body: DecisionIn, request: Request) -> dict[str, Any]:
+        decision = decision_from(body.decision, args=body.args, reason=body.reason)
+        if body.decision == "edit" and body.args is None:
+            raise InvalidArguments({"": "an edit needs args"})
+        item = await services(request).inbox.decide(item_id, decision, actor="owner", channel="api")
+        return item_json(item)
+
+    @api.post("/items/{item_id}/read")
+    async def mark_read(item_id: str, request: Request) -> dict[str, Any]:
+        return item_json(await services(request).inbox.mark_read(item_id))
+
+    @api.get("/kill")
+    async def kill_state(request: Request) -> dict[str, Any]:
+        state = await services(request).store.get_kill()
+        return {"on": state is not None, **(state or {})}
+
+    @api.post("/kill")
+    async def kill(request: Request) -> dict[str, Any]:
+        killed = await services(request).runs.kill(actor="owner", channel="api")
+        return {"on": True, "killed": killed}
+
+    @api.delete("/kill")
+    async def lift(request: Request) -> dict[str, Any]:
+        await services(request).runs.lift_kill(actor="owner", channel="api")
+        return {"on": False}
+
+    @api.get("/skills")
+    async def skills(request: Request) -> dict[str, Any]:
+        svc = services(request)
+        return {
+            "items": [
+                {
+                    "name": s.name,
+                    "description": s.description,
+                    "model": s.model,
+                    "servers": sorted(s.mcp_servers),
+                }
+                for s in svc.ctx.skills.all()
+            ],
+            "errors": [
+                {"path": e.path, "line": e.line, "message": e.message}
+                for e in svc.load_report.errors
+            ],
+        }
+
+    @api.get("/audit")
+    async def audit(request: Request, limit: int = Query(200, le=5000)) -> dict[str, Any]:
+        entries = await services(request).store.audit_log(limit=limit)
+        return {
+            "items": [
+                {
+                    "id": e.id,
+                    "at": e.at.isoformat(),
+                    "action": e.action,
+                    "actor": e.actor,
+                    "channel": e.channel,
+                    "run_id": e.run_id,
+                    "item_id": e.item_id,
+                    "detail": e.detail,
+                }
+                for e in entries
+            ]
+        }
+
+    return api

@@ -1,0 +1,350 @@
+"""`pizzabot`: the server (`serve`, `worker`) and a client of its HTTP API for everything else,
+so a terminal on another device works the same way (`--url`, `--token`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(
+    help="Pizza Bot: an inbox for your AI agents' background work.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+console = Console()
+err = Console(stderr=True)
+
+UrlOpt = Annotated[str | None, typer.Option("--url", help="Server URL (env PIZZABOT_URL)")]
+TokenOpt = Annotated[str | None, typer.Option("--token", help="API token (env PIZZABOT_API_TOKEN)")]
+
+
+# -- server ------------------------------------------------------------------------------
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str | None, typer.Option(help="Address to listen on (env PIZZABOT_HOST)")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="Port (env PIZZABOT_PORT)")] = None,
+    skills: Annotated[
+        Path | None, typer.Option("--skills", help="Skills folder (env PIZZABOT_SKILLS_DIR)")
+    ] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Data folder (env PIZZABOT_DATA_DIR)")
+    ] = None,
+    no_worker: Annotated[
+        bool, typer.Option("--no-worker", help="Serve API and channels only")
+    ] = False,
+) -> None:
+    """Start the server: API, web page, channels and (unless --no-worker) a worker."""
+    import uvicorn
+
+    from bot.logs import setup_logging
+    from bot.server import create_app
+    from bot.settings import Settings
+
+    overrides: dict[str, Any] = {
+        k: v
+        for k, v in {"host": host, "port": port, "skills_dir": skills, "data_dir": data_dir}.items()
+        if v is not None
+    }
+    settings = Settings(**overrides)
+    setup_logging(settings)
+    token, created = settings.ensure_token()
+    app_ = create_app(settings, token=token, with_worker=not no_worker)
+    base = f"http://{settings.host}:{settings.port}"
+    where = (
+        "from PIZZABOT_API_TOKEN"
+        if settings.api_token
+        else f"kept in {settings.data_dir / 'api-token'}"
+    )
+    err.print(
+        f"[bold]Pizza Bot[/] on {base}  (data: {settings.data_dir}; token {where}"
+        f"{', new' if created else ''})"
+    )
+    err.print(f"  Open the inbox: {base}/login?token={token}")
+    err.print(
+        f"  CLI/API: export PIZZABOT_API_TOKEN=$(cat {settings.data_dir / 'api-token'})"
+        if not settings.api_token
+        else "  CLI/API: use the token from PIZZABOT_API_TOKEN"
+    )
+    uvicorn.run(app_, host=settings.host, port=settings.port, log_level="warning", access_log=False)
+
+
+@app.command()
+def worker() -> None:
+    """Run a worker only (no HTTP): claims and steps runs from the shared database."""
+    import asyncio
+
+    from bot.logs import setup_logging
+    from bot.server import build
+    from bot.settings import Settings
+
+    settings = Settings()
+    setup_logging(settings)
+
+    async def main() -> None:
+        svc = await build(settings, token="", with_worker=True)
+        assert svc.worker is not None
+        try:
+            await svc.worker.run_forever()
+        finally:
+            await svc.tools.aclose()
+            await svc.store.aclose()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
+
+
+# -- client ------------------------------------------------------------------------------
+
+
+def _client(url: str | None, token: str | None) -> Any:
+    import httpx
+
+    url = url or os.environ.get("PIZZABOT_URL") or "http://127.0.0.1:8787"
+    token = token or os.environ.get("PIZZABOT_API_TOKEN")
+    if not token:
+        data = Path(
+            os.environ.get("PIZZABOT_DATA_DIR") or Path.home() / ".local" / "share" / "pizzabot"
+        )
+        path = data / "api-token"
+        if path.exists():
+            token = path.read_text().strip()
+    if not token:
+        err.print("[red]No API token:[/] pass --token or set PIZZABOT_API_TOKEN")
+        raise typer.Exit(2)
+    return httpx.Client(
+        base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=30
+    )
+
+
+def _call(url: str | None, token: str | None, method: str, path: str, **kw: Any) -> Any:
+    import httpx
+
+    with _client(url, token) as c:
+        try:
+            r = c.request(method, path, **kw)
+        except httpx.HTTPError as exc:
+            err.print(f"[red]Cannot reach the server:[/] {exc}")
+            raise typer.Exit(1) from None
+    if r.status_code >= 400:
+        try:
+            detail = r.json().get("detail")
+        except ValueError:
+            detail = r.text
+        if isinstance(detail, dict):
+            errors = detail.get("errors") or {}
+            detail = (
+                detail.get("message", "")
+                if not errors
+                else "invalid arguments"
+                + "".join(f"\n  {k or '(arguments)'}: {v}" for k, v in errors.items())
+            )
+        err.print(f"[red]{r.status_code}:[/] {detail}")
+        raise typer.Exit(1)
+    return r.json()
+
+
+@app.command()
+def run(
+    skill: str,
+    text: Annotated[str, typer.Argument(help="What to do")] = "",
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Start a run of SKILL with TEXT as its input."""
+    r = _call(url, token, "POST", "/api/runs", json={"skill": skill, "input": text})
+    console.print(
+        f"run [bold]{r['id']}[/] queued ({r['skill']}). Follow it: pizzabot show {r['id']}"
+    )
+
+
+@app.command()
+def runs(url: UrlOpt = None, token: TokenOpt = None, limit: int = 30) -> None:
+    """List recent runs."""
+    data = _call(url, token, "GET", "/api/runs", params={"limit": limit})
+    t = Table("id", "skill", "status", "trigger", "tokens", "steps", "created")
+    for r in data["items"]:
+        t.add_row(
+            r["id"],
+            r["skill"],
+            r["status"],
+            r["trigger"],
+            str(r["usage"]["tokens"]),
+            str(r["usage"]["steps"]),
+            r["created_at"][:19],
+        )
+    console.print(t)
+
+
+@app.command()
+def show(run_id: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
+    """Show a run and its timeline."""
+    r = _call(url, token, "GET", f"/api/runs/{run_id}")
+    console.print(
+        f"[bold]{r['id']}[/] {r['skill']} — {r['status']}  tokens {r['usage']['tokens']}, "
+        f"steps {r['usage']['steps']}"
+    )
+    for e in r["events"]:
+        console.print(f"  {e['at'][11:19]} [cyan]{e['kind']}[/] {json.dumps(e['data'])[:160]}")
+    if r.get("result"):
+        console.print(f"\n{r['result']}")
+    if r.get("error"):
+        console.print(f"\n[red]{r['error']}[/]")
+
+
+@app.command()
+def inbox(
+    box: Annotated[str | None, typer.Option(help="action or unread")] = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """List the inbox: Action items waiting for you, Unread results."""
+    data = _call(url, token, "GET", "/api/inbox", params={"box": box} if box else {})
+    t = Table("id", "box", "run", "title", "args")
+    for i in data["items"]:
+        t.add_row(
+            i["id"],
+            i["box"],
+            i["run_id"],
+            i["title"],
+            json.dumps(i["args"])[:80] if i["args"] else "",
+        )
+    console.print(t)
+
+
+@app.command()
+def approve(item: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
+    """Approve an Action item: the tool runs with the proposed arguments."""
+    r = _call(url, token, "POST", f"/api/items/{item}/decision", json={"decision": "approve"})
+    console.print(f"{r['id']}: {r['status']}")
+
+
+@app.command()
+def edit(
+    item: str,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="name=value (JSON values allowed)")
+    ] = None,
+    args: Annotated[
+        str | None, typer.Option("--args", help="The new arguments as a JSON object")
+    ] = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Edit an Action item's arguments, then let the tool run with them."""
+    if args is not None:
+        new = json.loads(args)
+    else:
+        current = _call(url, token, "GET", f"/api/items/{item}")
+        new = dict(current.get("args") or {})
+        for pair in set_ or []:
+            name, _, value = pair.partition("=")
+            try:
+                new[name] = json.loads(value)
+            except json.JSONDecodeError:
+                new[name] = value
+    r = _call(
+        url, token, "POST", f"/api/items/{item}/decision", json={"decision": "edit", "args": new}
+    )
+    console.print(f"{r['id']}: {r['status']} with {json.dumps(r['final_args'])}")
+
+
+@app.command()
+def reject(
+    item: str,
+    reason: Annotated[str, typer.Argument(help="Why; the model reads it")] = "",
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Reject an Action item, with a reason the model reads."""
+    r = _call(
+        url,
+        token,
+        "POST",
+        f"/api/items/{item}/decision",
+        json={"decision": "reject", "reason": reason},
+    )
+    console.print(f"{r['id']}: {r['status']}")
+
+
+@app.command()
+def read(item: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
+    """Mark an Unread item read."""
+    _call(url, token, "POST", f"/api/items/{item}/read")
+
+
+@app.command()
+def cancel(run_id: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
+    """Cancel a run."""
+    r = _call(url, token, "POST", f"/api/runs/{run_id}/cancel")
+    console.print(f"{r['id']}: {r['status']}")
+
+
+@app.command()
+def say(run_id: str, text: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
+    """Send a follow-up message to a run; a finished run continues with its history."""
+    r = _call(url, token, "POST", f"/api/runs/{run_id}/messages", json={"text": text})
+    console.print(f"{r['id']}: {r['status']}")
+
+
+@app.command()
+def kill(
+    off: Annotated[bool, typer.Option("--off", help="Lift the kill switch")] = False,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Stop every running run and refuse new ones (--off lifts it)."""
+    if off:
+        _call(url, token, "DELETE", "/api/kill")
+        console.print("kill switch lifted")
+    else:
+        r = _call(url, token, "POST", "/api/kill")
+        console.print(f"kill switch ON; killed {len(r['killed'])} run(s)")
+
+
+@app.command()
+def skills(url: UrlOpt = None, token: TokenOpt = None) -> None:
+    """List the skills the server loaded, and the files it refused."""
+    data = _call(url, token, "GET", "/api/skills")
+    t = Table("name", "model", "description")
+    for s in data["items"]:
+        t.add_row(s["name"], s["model"], s["description"])
+    console.print(t)
+    for e in data["errors"]:
+        err.print(f"[red]not loaded:[/] {e['path']}:{e['line']}: {e['message']}")
+
+
+@app.command()
+def audit(url: UrlOpt = None, token: TokenOpt = None, limit: int = 50) -> None:
+    """Show the audit trail."""
+    data = _call(url, token, "GET", "/api/audit", params={"limit": limit})
+    t = Table("at", "action", "actor", "channel", "run", "item", "detail")
+    for e in data["items"]:
+        t.add_row(
+            e["at"][:19],
+            e["action"],
+            e["actor"],
+            e["channel"],
+            e["run_id"] or "",
+            e["item_id"] or "",
+            json.dumps(e["detail"])[:60],
+        )
+    console.print(t)
+
+
+def main() -> None:
+    app(prog_name="pizzabot")
+
+
+if __name__ == "__main__":
+    main()

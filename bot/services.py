@@ -1,0 +1,33 @@
+"""The running server's parts, wired together: what `bot.server` builds and the routes use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.context import Context
+from agent.engine import Engine
+from agent.inbox import Inbox
+from agent.outbox import Dispatcher
+from agent.runs import Runs
+from agent.skills import LoadReport
+from agent.tools import ToolHub
+from agent.worker import Worker
+from bot.settings import Settings
+from store.sql import SqlStore
+
+
+@dataclass
+class Services:
+    settings: Settings
+    token: str
+    store: SqlStore
+    ctx: Context
+    runs: Runs
+    inbox: Inbox
+    engine: Engine
+    tools: ToolHub
+    dispatcher: Dispatcher
+    worker: Worker | None
+    load_report: LoadReport
+    extras: dict[str, Any] = field(default_factory=dict)

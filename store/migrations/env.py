@@ -1,0 +1,16 @@
+"""Alembic environment: migrations run on the connection `store.migrate` hands over."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from store.tables import Base
+
+connection = context.config.attributes.get("connection")
+if connection is None:
+    raise RuntimeError("run migrations through store.migrate.upgrade(), which passes a connection")
+context.configure(
+    connection=connection, target_metadata=Base.metadata, render_as_batch=True, compare_type=True
+)
+with context.begin_transaction():
+    context.run_migrations()

@@ -1,0 +1,155 @@
+"""The database tables. The migrations in `store/migrations` must produce exactly this schema
+(a test compares them)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Timestamps are stored in UTC and always come back timezone-aware (SQLite drops zones)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {datetime: UtcDateTime, dict[str, Any]: JSON}
+
+
+class RunRow(Base):
+    __tablename__ = "runs"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    skill: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    input: Mapped[str] = mapped_column(Text)
+    trigger: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    result: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    steps: Mapped[int] = mapped_column(Integer, default=0)
+    cost_known: Mapped[bool] = mapped_column(Boolean, default=True)
+    lease_owner: Mapped[str | None] = mapped_column(String(200))
+    lease_expires_at: Mapped[datetime | None]
+    budget_extra: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    killed_by: Mapped[str | None] = mapped_column(String(200))
+    idempotency_key: Mapped[str | None] = mapped_column(String(300), unique=True)
+
+    __table_args__ = (Index("ix_runs_status_updated", "status", "updated_at"),)
+
+
+class EventRow(Base):
+    __tablename__ = "events"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(32))
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+    at: Mapped[datetime]
+    version: Mapped[int] = mapped_column(Integer)
+
+    __table_args__ = (Index("ux_events_run_seq", "run_id", "seq", unique=True),)
+
+
+class ItemRow(Base):
+    __tablename__ = "items"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    skill: Mapped[str] = mapped_column(String(200))
+    box: Mapped[str] = mapped_column(String(16))
+    kind: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16))
+    title: Mapped[str] = mapped_column(Text)
+    body: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime]
+    call_id: Mapped[str | None] = mapped_column(String(200))
+    tool: Mapped[str | None] = mapped_column(String(300))
+    args: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    schema: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    risk: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    decided_by: Mapped[str | None] = mapped_column(String(300))
+    decided_via: Mapped[str | None] = mapped_column(String(32))
+    decided_at: Mapped[datetime | None]
+    final_args: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    reason: Mapped[str | None] = mapped_column(Text)
+    read_at: Mapped[datetime | None]
+    secret: Mapped[str] = mapped_column(String(64))
+
+    __table_args__ = (Index("ix_items_box_status", "box", "status"),)
+
+
+class DeliveryRow(Base):
+    __tablename__ = "deliveries"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    item_id: Mapped[str] = mapped_column(ForeignKey("items.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[str] = mapped_column(String(32))
+    channel: Mapped[str] = mapped_column(String(32))
+    address: Mapped[str] = mapped_column(String(300))
+    status: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    ref: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    external_id: Mapped[str | None] = mapped_column(String(500))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    needs_update: Mapped[bool] = mapped_column(Boolean, default=False)
+    next_attempt_at: Mapped[datetime | None]
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+    __table_args__ = (
+        Index("ix_deliveries_due", "status", "next_attempt_at"),
+        Index("ix_deliveries_external", "channel", "external_id"),
+    )
+
+
+class AuditRow(Base):
+    __tablename__ = "audit"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime]
+    action: Mapped[str] = mapped_column(String(64))
+    actor: Mapped[str] = mapped_column(String(300))
+    channel: Mapped[str] = mapped_column(String(32))
+    run_id: Mapped[str | None] = mapped_column(String(32))
+    item_id: Mapped[str | None] = mapped_column(String(32))
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class SwitchRow(Base):
+    """Named server-wide switches that must survive a restart (the kill switch)."""
+
+    __tablename__ = "switches"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[dict[str, Any]] = mapped_column(JSON)
+    updated_at: Mapped[datetime]

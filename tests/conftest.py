@@ -1,0 +1,119 @@
+"""Shared test setup. No test reaches the internet: any connection to a non-loopback address
+from the test process fails loudly, so a test that would call a real provider cannot pass."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+for _key in [k for k in os.environ if k.endswith("_API_KEY")]:
+    del os.environ[_key]
+
+PG_URL = os.environ.get("PIZZABOT_TEST_PG", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+OUTPUT = Path(__file__).resolve().parent.parent / "test-output"
+
+
+class RealNetworkRequest(RuntimeError):
+    pass
+
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _check(address: Any) -> None:
+    if isinstance(address, tuple) and address:
+        host = address[0]
+        try:
+            ip = ipaddress.ip_address(host)
+        except ValueError:
+            if host not in {"localhost"}:
+                raise RealNetworkRequest(
+                    f"tests must not reach the network (tried {host})"
+                ) from None
+            return
+        if not ip.is_loopback:
+            raise RealNetworkRequest(f"tests must not reach the network (tried {host})")
+
+
+def _guarded_connect(self: socket.socket, address: Any) -> None:
+    _check(address)
+    _real_connect(self, address)
+
+
+def _guarded_connect_ex(self: socket.socket, address: Any) -> int:
+    _check(address)
+    return _real_connect_ex(self, address)
+
+
+socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
+socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
+
+
+@pytest.fixture(scope="session")
+def output_dir() -> Path:
+    OUTPUT.mkdir(exist_ok=True)
+    return OUTPUT
+
+
+def _pg_available() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 5432), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@contextlib.asynccontextmanager
+async def fresh_pg_database() -> AsyncIterator[str]:
+    """A new PostgreSQL database, dropped afterwards: tests never share state."""
+    if not _pg_available():
+        pytest.fail(
+            "PostgreSQL is not running on 127.0.0.1:5432 (.ci/install-system-packages starts it)"
+        )
+    import asyncpg
+
+    name = f"pizzabot_test_{uuid.uuid4().hex[:10]}"
+    admin = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/postgres")
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    try:
+        yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
+    finally:
+        admin = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/postgres")
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+
+@pytest.fixture
+async def pg_url() -> AsyncIterator[str]:
+    async with fresh_pg_database() as url:
+        yield url
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path / 'pizzabot.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """Run a test once on SQLite and once on PostgreSQL: the store contract."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'pizzabot.db'}"
+    else:
+        async with fresh_pg_database() as url:
+            yield url

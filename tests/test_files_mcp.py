@@ -1,0 +1,270 @@
+"""The granted-folders server: the path rules alone, then the real server over stdio."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from agent import files_mcp
+from agent.errors import UserError
+from agent.files_mcp import Grants, PathRefused
+
+if TYPE_CHECKING:
+    from mcp.client.stdio import StdioServerParameters
+    from mcp_types import CallToolResult
+
+MAIN = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> dict[str, Path]:
+    """notes/ (read-only), drafts/ (writable), outside/ (not granted), plus links out."""
+    notes, drafts, outside = tmp_path / "notes", tmp_path / "drafts", tmp_path / "outside"
+    for d in (notes, drafts, outside):
+        d.mkdir()
+    (notes / "todo.md").write_text("buy flour\nfeed the cat\n")
+    (notes / "sub").mkdir()
+    (notes / "sub" / "deep.txt").write_text("the Flour is in the cellar\n")
+    (outside / "secret.txt").write_text("s3cret\n")
+    (notes / "leak.txt").symlink_to(outside / "secret.txt")
+    (notes / "linked").symlink_to(outside, target_is_directory=True)
+    (drafts / "old.md").write_text("draft\n")
+    return {"notes": notes, "drafts": drafts, "outside": outside}
+
+
+@pytest.fixture
+def grants(tree: dict[str, Path]) -> Grants:
+    return Grants([(tree["notes"], False), (tree["drafts"], True)])
+
+
+# -- the path checker ---------------------------------------------------------------------
+
+
+def test_relative_and_absolute_paths_inside_resolve(grants: Grants, tree: dict[str, Path]) -> None:
+    assert grants.resolve("notes/todo.md") == tree["notes"] / "todo.md"
+    assert grants.resolve(str(tree["notes"] / "sub" / "deep.txt")) == tree["notes"] / "sub/deep.txt"
+    assert grants.display(tree["drafts"] / "a" / "b.md") == "drafts/a/b.md"
+
+
+@pytest.mark.parametrize("path", ["notes/../outside/secret.txt", "notes/sub/../../outside"])
+def test_dotdot_traversal_is_refused(grants: Grants, path: str) -> None:
+    with pytest.raises(PathRefused, match="outside the granted folders"):
+        grants.resolve(path)
+    with pytest.raises(PathRefused, match="does not start with a granted folder name"):
+        grants.resolve("../outside/secret.txt")
+
+
+def test_dotdot_out_names_the_granted_folders(grants: Grants) -> None:
+    with pytest.raises(PathRefused, match=r"is outside the granted folders: notes/ \(read-only\)"):
+        grants.resolve("notes/../outside/secret.txt")
+
+
+def test_absolute_path_elsewhere_is_refused(grants: Grants, tree: dict[str, Path]) -> None:
+    for path in ("/etc/passwd", str(tree["outside"] / "secret.txt"), str(tree["notes"].parent)):
+        with pytest.raises(PathRefused, match="outside the granted folders"):
+            grants.resolve(path)
+
+
+def test_unknown_folder_name_is_refused(grants: Grants) -> None:
+    with pytest.raises(PathRefused, match="does not start with a granted folder name"):
+        grants.resolve("outside/secret.txt")
+
+
+def test_symlinked_file_pointing_out_is_refused(grants: Grants) -> None:
+    with pytest.raises(PathRefused, match="outside the granted folders"):
+        grants.resolve("notes/leak.txt")
+
+
+def test_symlinked_parent_folder_pointing_out_is_refused(grants: Grants) -> None:
+    with pytest.raises(PathRefused, match="outside the granted folders"):
+        grants.resolve("notes/linked/secret.txt")
+    # Also for a file that does not exist yet, where only the parent can be resolved.
+    with pytest.raises(PathRefused, match="outside the granted folders"):
+        grants.resolve("notes/linked/new.txt", write=True)
+
+
+def test_write_without_grant_is_refused(grants: Grants) -> None:
+    assert grants.resolve("notes/todo.md")  # readable ...
+    with pytest.raises(PathRefused, match=r"'notes/todo\.md' is granted read-only"):
+        grants.resolve("notes/todo.md", write=True)  # ... but not writable
+    with pytest.raises(PathRefused, match="granted read-only"):
+        files_mcp.write_file(grants, "notes/new.md", "x")
+    assert not (grants.folders[0].root / "new.md").exists()
+
+
+def test_write_with_grant_lands_atomically(grants: Grants, tree: dict[str, Path]) -> None:
+    assert grants.resolve("drafts/new.md", write=True) == tree["drafts"] / "new.md"
+    out = files_mcp.write_file(grants, "drafts/a/b/new.md", "héllo\n")
+    assert out == "wrote 7 bytes to drafts/a/b/new.md"
+    assert (tree["drafts"] / "a/b/new.md").read_text() == "héllo\n"
+    files_mcp.write_file(grants, "drafts/old.md", "replaced")
+    assert (tree["drafts"] / "old.md").read_text() == "replaced"
+    # No temp files are left behind.
+    assert sorted(p.name for p in tree["drafts"].iterdir()) == ["a", "old.md"]
+
+
+def test_write_through_a_link_out_of_a_writable_folder_is_refused(
+    grants: Grants, tree: dict[str, Path]
+) -> None:
+    (tree["drafts"] / "out").symlink_to(tree["outside"], target_is_directory=True)
+    with pytest.raises(PathRefused, match="outside the granted folders"):
+        files_mcp.write_file(grants, "drafts/out/pwned.txt", "x")
+    assert not (tree["outside"] / "pwned.txt").exists()
+
+
+def test_move_across_grants(tmp_path: Path, tree: dict[str, Path]) -> None:
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    grants = Grants([(tree["notes"], False), (tree["drafts"], True), (archive, True)])
+    assert files_mcp.move(grants, "drafts/old.md", "archive/2024/old.md") == (
+        "moved drafts/old.md to archive/2024/old.md"
+    )
+    assert (archive / "2024/old.md").read_text() == "draft\n"
+    assert not (tree["drafts"] / "old.md").exists()
+    # Out of a read-only grant, into a read-only grant, or out of the grants: all refused.
+    with pytest.raises(PathRefused, match="granted read-only"):
+        files_mcp.move(grants, "notes/todo.md", "drafts/todo.md")
+    with pytest.raises(PathRefused, match="granted read-only"):
+        files_mcp.move(grants, "archive/2024/old.md", "notes/old.md")
+    with pytest.raises(PathRefused, match="outside the granted folders"):
+        files_mcp.move(grants, "archive/2024/old.md", str(tree["outside"] / "old.md"))
+    assert (tree["notes"] / "todo.md").exists()
+    assert (archive / "2024/old.md").exists()
+
+
+def test_move_never_overwrites_and_never_moves_a_granted_folder(grants: Grants) -> None:
+    files_mcp.write_file(grants, "drafts/new.md", "new")
+    with pytest.raises(PathRefused, match="already exists"):
+        files_mcp.move(grants, "drafts/new.md", "drafts/old.md")
+    with pytest.raises(PathRefused, match="granted folder"):
+        files_mcp.move(grants, "drafts", "drafts/inner")
+
+
+def test_grants_must_exist_and_same_names_get_suffixes(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="not an existing folder"):
+        Grants([(tmp_path / "missing", False)])
+    (tmp_path / "a" / "notes").mkdir(parents=True)
+    (tmp_path / "b" / "notes").mkdir(parents=True)
+    grants = Grants([(tmp_path / "a/notes", False), (tmp_path / "b/notes", True)])
+    assert [g.name for g in grants.folders] == ["notes", "notes-2"]
+    assert grants.resolve("notes-2/x.md", write=True) == tmp_path / "b/notes/x.md"
+
+
+def test_a_granted_folder_that_is_a_link_keeps_its_name(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "notes").symlink_to(tmp_path / "data", target_is_directory=True)
+    grants = Grants([(tmp_path / "notes", False)])
+    assert grants.resolve("notes/x.md") == tmp_path / "data/x.md"
+    assert grants.resolve(str(tmp_path / "notes/x.md")) == tmp_path / "data/x.md"
+
+
+# -- the operations -----------------------------------------------------------------------
+
+
+def test_read_is_capped_and_says_so(grants: Grants, tree: dict[str, Path]) -> None:
+    (tree["notes"] / "big.txt").write_text("a" * 100)
+    text = files_mcp.read_file(grants, "notes/big.txt", max_bytes=10)
+    assert text.startswith("a" * 10 + "\n[truncated: showed bytes 0-10 of 100")
+    assert "offset=10" in text
+    assert files_mcp.read_file(grants, "notes/big.txt", offset=95) == "aaaaa"
+
+
+def test_search_finds_names_and_contents_but_not_through_links(grants: Grants) -> None:
+    out = files_mcp.search(grants, "flour")
+    # A folder's own files come before its subfolders', in grant order.
+    assert out.splitlines() == [
+        "notes/todo.md:1: buy flour",
+        "notes/sub/deep.txt:1: the Flour is in the cellar",
+    ]
+    assert files_mcp.search(grants, "*.md").splitlines() == ["notes/todo.md", "drafts/old.md"]
+    assert files_mcp.search(grants, "deep", path="notes/sub").splitlines() == ["notes/sub/deep.txt"]
+    assert files_mcp.search(grants, "s3cret") == "no matches for 's3cret'"
+    bounded = files_mcp.search(grants, "e", max_results=1).splitlines()
+    assert len(bounded) == 2 and bounded[1].startswith("[stopped at 1 results")
+
+
+def test_root_listing_shows_folders_with_access(grants: Grants, tree: dict[str, Path]) -> None:
+    root = files_mcp.list_dir(grants, "")
+    assert f"notes/  (read-only)  = {tree['notes']}" in root
+    assert f"drafts/  (read-write)  = {tree['drafts']}" in root
+    listing = files_mcp.list_dir(grants, "notes").splitlines()
+    assert "notes/sub/" in listing
+    assert "notes/todo.md  (23 bytes)" in listing
+    assert "notes/leak.txt  (link leading outside the granted folders)" in listing
+
+
+def test_launch_args_map_skill_folders_to_flags() -> None:
+    from agent.skills import Folder
+
+    folders = [Folder(path="/n"), Folder(path="/d", write=True)]
+    assert files_mcp.launch_args(folders) == [
+        "-m", "agent.files_mcp", "--grant", "/n", "--grant-write", "/d"
+    ]  # fmt: skip
+
+
+# -- the real server over stdio -----------------------------------------------------------
+
+
+def _params(*args: str) -> StdioServerParameters:
+    from mcp.client.stdio import StdioServerParameters
+
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "agent.files_mcp", *args], cwd=str(MAIN)
+    )
+
+
+def _text(result: CallToolResult) -> str:
+    return "\n".join(getattr(c, "text", "") for c in result.content)
+
+
+async def test_read_only_server_over_stdio(tree: dict[str, Path]) -> None:
+    from mcp.client import Client
+
+    async with Client(_params("--grant", str(tree["notes"]))) as client:
+        assert client.instructions is not None and str(tree["notes"]) in client.instructions
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert sorted(tools) == ["list_dir", "read_file", "search"]
+        assert "'<folder>/<path inside it>'" in (tools["read_file"].description or "")
+        assert tools["read_file"].input_schema["required"] == ["path"]
+
+        ok = await client.call_tool("read_file", {"path": "notes/todo.md"})
+        assert not ok.is_error
+        assert _text(ok) == "buy flour\nfeed the cat\n"
+
+        root = await client.call_tool("list_dir", {"path": ""})
+        assert "notes/  (read-only)" in _text(root)
+
+        bad = await client.call_tool("read_file", {"path": "notes/../outside/secret.txt"})
+        assert bad.is_error
+        assert "is outside the granted folders" in _text(bad)
+        assert "s3cret" not in _text(bad)
+
+        write = await client.call_tool("write_file", {"path": "notes/x.md", "content": "x"})
+        assert write.is_error  # the tool does not exist here
+        assert not (tree["notes"] / "x.md").exists()
+
+
+async def test_writable_server_over_stdio(tree: dict[str, Path]) -> None:
+    from mcp.client import Client
+
+    params = _params("--grant", str(tree["notes"]), "--grant-write", str(tree["drafts"]))
+    async with Client(params) as client:
+        names = sorted(t.name for t in (await client.list_tools()).tools)
+        assert names == ["list_dir", "move", "read_file", "search", "write_file"]
+
+        wrote = await client.call_tool("write_file", {"path": "drafts/plan.md", "content": "go\n"})
+        assert not wrote.is_error, _text(wrote)
+        assert (tree["drafts"] / "plan.md").read_text() == "go\n"
+
+        refused = await client.call_tool("write_file", {"path": "notes/plan.md", "content": "x"})
+        assert refused.is_error
+        assert "'notes/plan.md' is granted read-only" in _text(refused)
+        assert not (tree["notes"] / "plan.md").exists()
+
+        moved = await client.call_tool("move", {"src": "drafts/plan.md", "dst": "drafts/done.md"})
+        assert not moved.is_error, _text(moved)
+        assert sorted(os.listdir(tree["drafts"])) == ["done.md", "old.md"]

@@ -1,0 +1,247 @@
+"""The store contract: every backend (SQLite always, PostgreSQL here too) behaves the same."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agent.errors import AlreadyDecided, NotFound
+from agent.model import (
+    Approve,
+    Box,
+    DeliveryStatus,
+    Edit,
+    EventKind,
+    IllegalTransition,
+    Item,
+    ItemKind,
+    ItemStatus,
+    NewEvent,
+    Reject,
+    RunStatus,
+    Target,
+)
+from agent.store import LeaseLost
+from store.migrate import upgrade
+from store.sql import SqlStore, connect
+
+T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+async def store(db_url: str) -> AsyncIterator[SqlStore]:
+    engine = connect(db_url)
+    await upgrade(engine)
+    s = SqlStore(engine)
+    yield s
+    await s.aclose()
+
+
+async def _run(store: SqlStore, run_id: str = "r1", **kw: object) -> None:
+    await store.create_run(
+        run_id=run_id,
+        skill="s",
+        input="hi",
+        trigger="test",
+        now=T0,
+        events=[NewEvent(EventKind.RUN_STARTED, {"input": "hi"})],
+        **kw,
+    )  # type: ignore[arg-type]
+
+
+def _item(item_id: str = "i1", run_id: str = "r1") -> Item:
+    return Item(
+        id=item_id,
+        run_id=run_id,
+        skill="s",
+        box=Box.ACTION,
+        kind=ItemKind.TOOL,
+        status=ItemStatus.PENDING,
+        title="t",
+        body="b",
+        created_at=T0,
+        call_id="c1",
+        tool="crm.send",
+        args={"to": "a"},
+        schema={"type": "object"},
+        secret="sekret",
+    )
+
+
+async def test_a_new_run_is_queued_with_its_first_event(store: SqlStore) -> None:
+    await _run(store)
+    run = await store.get_run("r1")
+    assert run.status is RunStatus.QUEUED and run.created_at == T0
+    events = await store.events("r1")
+    assert [(e.seq, e.kind) for e in events] == [(1, EventKind.RUN_STARTED)]
+    with pytest.raises(NotFound):
+        await store.get_run("nope")
+
+
+async def test_idempotency_key_returns_the_earlier_run(store: SqlStore) -> None:
+    await _run(store, "r1", idempotency_key="k")
+    await _run(store, "r2", idempotency_key="k")
+    assert [r.id for r in await store.list_runs()] == ["r1"]
+
+
+async def test_a_run_is_claimed_once_and_its_lease_fences_writes(store: SqlStore) -> None:
+    await _run(store)
+    run = await store.claim_run(worker="w1", now=T0, lease_seconds=30)
+    assert run is not None and run.status is RunStatus.RUNNING and run.lease_owner == "w1"
+    assert await store.claim_run(worker="w2", now=T0, lease_seconds=30) is None
+    with pytest.raises(LeaseLost):
+        await store.append_events("r1", [NewEvent(EventKind.NOTE, {})], worker="w2", now=T0)
+    # The lease expires: another worker takes the run over, and the first may no longer write.
+    later = T0 + timedelta(seconds=31)
+    taken = await store.claim_run(worker="w2", now=later, lease_seconds=30)
+    assert taken is not None and taken.lease_owner == "w2"
+    with pytest.raises(LeaseLost):
+        await store.renew_lease("r1", worker="w1", now=later, lease_seconds=30)
+    await store.append_events(
+        "r1", [NewEvent(EventKind.NOTE, {"by": "w2"})], worker="w2", now=later
+    )
+    assert [e.seq for e in await store.events("r1")] == [1, 2]
+
+
+async def test_concurrent_claims_never_hand_one_run_to_two_workers(store: SqlStore) -> None:
+    for i in range(6):
+        await _run(store, f"r{i}")
+    claims = await asyncio.gather(
+        *[store.claim_run(worker=f"w{i}", now=T0, lease_seconds=30) for i in range(12)]
+    )
+    ids = [c.id for c in claims if c is not None]
+    assert sorted(ids) == [f"r{i}" for i in range(6)]
+
+
+async def test_illegal_transitions_are_refused(store: SqlStore) -> None:
+    await _run(store)
+    with pytest.raises(IllegalTransition):
+        await store.set_status("r1", RunStatus.WAITING, worker=None, now=T0)
+
+
+async def test_an_item_is_written_with_its_deliveries_and_moves_the_run(store: SqlStore) -> None:
+    await _run(store)
+    await store.claim_run(worker="w", now=T0, lease_seconds=30)
+    await store.create_item(
+        _item(),
+        targets=[Target("slack", "C1"), Target("email", "a@x")],
+        worker="w",
+        now=T0,
+        run_status=RunStatus.WAITING,
+        events=[NewEvent(EventKind.TOOL_REQUEST, {"call_id": "c1", "item_id": "i1"})],
+    )
+    assert (await store.get_run("r1")).status is RunStatus.WAITING
+    got = await store.get_item("i1")
+    assert got.args == {"to": "a"} and got.secret == "sekret"
+    assert [d.channel for d in await store.deliveries("i1")] == ["slack", "email"]
+    assert [i.id for i in await store.list_items(box=Box.ACTION)] == ["i1"]
+
+
+async def test_the_first_decision_wins(store: SqlStore) -> None:
+    await _run(store)
+    await store.claim_run(worker="w", now=T0, lease_seconds=30)
+    await store.create_item(_item(), targets=[], worker="w", now=T0, run_status=RunStatus.WAITING)
+    decisions = [Approve(), Edit({"to": "b"}), Reject("no"), Approve(), Reject("x")]
+    results = await asyncio.gather(
+        *[
+            store.record_decision(
+                "i1",
+                d,
+                actor=f"u{n}",
+                channel="api",
+                now=T0,
+                final_args=None,
+                event=NewEvent(EventKind.DECISION, {"item_id": "i1", "n": n}),
+            )
+            for n, d in enumerate(decisions)
+        ],
+        return_exceptions=True,
+    )
+    winners = [r for r in results if isinstance(r, Item)]
+    losers = [r for r in results if isinstance(r, AlreadyDecided)]
+    assert len(winners) == 1 and len(losers) == 4
+    assert all(loser.item.decided_by == winners[0].decided_by for loser in losers)
+    assert (await store.get_run("r1")).status is RunStatus.QUEUED
+    assert sum(e.kind is EventKind.DECISION for e in await store.events("r1")) == 1
+    assert [a.action for a in await store.audit_log()] == ["decision"]
+
+
+async def test_the_outbox_retries_and_marks_copies_for_update(store: SqlStore) -> None:
+    await _run(store)
+    await store.claim_run(worker="w", now=T0, lease_seconds=30)
+    await store.create_item(
+        _item(), targets=[Target("slack", "C1")], worker="w", now=T0, run_status=RunStatus.WAITING
+    )
+    (d,) = await store.due_deliveries(now=T0)
+    await store.delivery_failed(d.id, error="down", retry_at=T0 + timedelta(seconds=10), now=T0)
+    assert await store.due_deliveries(now=T0 + timedelta(seconds=5)) == []
+    (d,) = await store.due_deliveries(now=T0 + timedelta(seconds=10))
+    assert d.attempts == 1 and d.last_error == "down"
+    await store.delivery_sent(d.id, ref={"id": "123.45", "channel": "C1"}, now=T0)
+    assert await store.due_deliveries(now=T0) == []
+    assert (await store.find_delivery("slack", "123.45")) is not None
+    await store.record_decision(
+        "i1",
+        Approve(),
+        actor="u",
+        channel="api",
+        now=T0,
+        final_args=None,
+        event=NewEvent(EventKind.DECISION, {"item_id": "i1"}),
+    )
+    (d,) = await store.due_deliveries(now=T0)
+    assert d.needs_update and d.status is DeliveryStatus.SENT
+    await store.delivery_updated(d.id, now=T0)
+    assert await store.due_deliveries(now=T0) == []
+
+
+async def test_closing_a_runs_items_and_reading_unread(store: SqlStore) -> None:
+    await _run(store)
+    await store.claim_run(worker="w", now=T0, lease_seconds=30)
+    await store.create_item(_item(), targets=[], worker="w", now=T0, run_status=RunStatus.WAITING)
+    closed = await store.close_items("r1", status=ItemStatus.CANCELLED, now=T0)
+    assert [i.status for i in closed] == [ItemStatus.CANCELLED]
+    note = Item(
+        id="u1",
+        run_id="r1",
+        skill="s",
+        box=Box.UNREAD,
+        kind=ItemKind.RUN,
+        status=ItemStatus.UNREAD,
+        title="done",
+        body="",
+        created_at=T0,
+    )
+    await store.create_item(note, targets=[], worker=None, now=T0)
+    read = await store.mark_read("u1", now=T0)
+    assert read.status is ItemStatus.READ and read.read_at == T0
+
+
+async def test_the_kill_switch_is_kept(store: SqlStore) -> None:
+    assert await store.get_kill() is None
+    await store.set_kill(on=True, actor="me", now=T0)
+    assert (await store.get_kill() or {})["by"] == "me"
+    await store.set_kill(on=False, actor="me", now=T0)
+    assert await store.get_kill() is None
+
+
+async def test_migrations_produce_exactly_the_models(db_url: str) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from store.tables import Base
+
+    engine = connect(db_url)
+    await upgrade(engine)
+    await upgrade(engine)  # a second start migrates nothing and does not fail
+    async with engine.connect() as conn:
+        diff = await conn.run_sync(
+            lambda c: compare_metadata(
+                MigrationContext.configure(c, opts={"compare_type": True}), Base.metadata
+            )
+        )
+    await engine.dispose()
+    assert diff == []
