@@ -48,7 +48,7 @@ class ModelClient(Protocol):
     ) -> ModelReply: ...
 
 
-def _import_litellm() -> Any:
+def import_litellm() -> Any:
     # The bundled price map, not a download: no network access is tried at import.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
@@ -58,7 +58,7 @@ def _import_litellm() -> Any:
 
 
 def _transient(exc: BaseException) -> bool:
-    litellm = _import_litellm()
+    litellm = import_litellm()
     transient = (
         litellm.RateLimitError,
         litellm.InternalServerError,
@@ -108,12 +108,14 @@ class LiteLLMClient:
                 )
             options["api_key"] = self._env[key_env]
         options.setdefault("timeout", self._timeout)
+        # The engine retries with its own backoff; the OpenAI SDK must not retry underneath it.
+        options.setdefault("max_retries", 0)
         return options
 
     async def complete(
         self, skill: Skill, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> ModelReply:
-        litellm = _import_litellm()
+        litellm = import_litellm()
         if not self._prepared:
             if self._on_import is not None:
                 self._on_import(litellm)

@@ -18,6 +18,7 @@ from typing import Any
 from agent.context import Context
 from agent.engine import Engine, cancel_in_flight
 from agent.model import RunStatus
+from agent.store import LeaseLost
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ class Worker:
         self._wake = asyncio.Event()
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         self._stopping = False
+        self._claims = 0
 
     def wake(self) -> None:
         self._wake.set()
@@ -71,9 +73,13 @@ class Worker:
         while len(self._tasks) < self.concurrency:
             if await self.ctx.store.get_kill() is not None:
                 break
+            # Each claim has its own token, so an older step of the same run in this process is
+            # fenced out too, not only steps of other workers.
+            self._claims += 1
+            claim = f"{self.name}#{self._claims}"
             try:
                 run = await self.ctx.store.claim_run(
-                    worker=self.name, now=self.ctx.clock(), lease_seconds=self.engine.lease_seconds
+                    worker=claim, now=self.ctx.clock(), lease_seconds=self.engine.lease_seconds
                 )
             except Exception:
                 log.exception("claiming a run failed")
@@ -81,20 +87,43 @@ class Worker:
             if run is None:
                 break
             claimed += 1
-            task = asyncio.create_task(self._advance(run), name=f"run:{run.id}")
+            task = asyncio.create_task(self._advance(run, claim), name=f"run:{run.id}")
             self._tasks[run.id] = task
         return claimed
 
-    async def _advance(self, run: Any) -> None:
+    async def _advance(self, run: Any, claim: str) -> None:
+        step = asyncio.create_task(self.engine.advance(run, worker=claim))
+        heartbeat = asyncio.create_task(self._heartbeat(run.id, claim, step))
         try:
-            await self.engine.advance(run, worker=self.name)
+            await step
         except asyncio.CancelledError:
+            step.cancel()
             raise
         except Exception:
             log.exception("run %s: unexpected error while stepping", run.id)
         finally:
-            self._tasks.pop(run.id, None)
+            heartbeat.cancel()
+            if self._tasks.get(run.id) is asyncio.current_task():
+                self._tasks.pop(run.id, None)
             self._wake.set()
+
+    async def _heartbeat(self, run_id: str, claim: str, step: asyncio.Task[Any]) -> None:
+        """Keep the lease while a step is in flight (a model or tool call can outlast it);
+        if the lease is lost anyway, stop the step: the run belongs to someone else now."""
+        while not step.done():
+            await asyncio.sleep(self.engine.lease_seconds / 3)
+            try:
+                await self.ctx.store.renew_lease(
+                    run_id,
+                    worker=claim,
+                    now=self.ctx.clock(),
+                    lease_seconds=self.engine.lease_seconds,
+                )
+            except LeaseLost:
+                step.cancel()
+                return
+            except Exception:
+                log.warning("run %s: renewing the lease failed", run_id, exc_info=True)
 
     async def _watch(self) -> None:
         while True:

@@ -7,12 +7,11 @@ first use, and MCP servers are warmed in the background.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Protocol
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
@@ -36,10 +35,23 @@ from store.sql import SqlStore, connect
 
 log = logging.getLogger("pizzabot")
 
-#: Hooks that add channels: each gets the services and returns (name, Channel) or None, and may
-#: mount routes or start receivers. The Slack, email and web channels register here.
-ChannelFactory = Callable[[Services, FastAPI], Any]
-CHANNEL_FACTORIES: list[ChannelFactory] = []
+
+class Wire(Protocol):
+    """A module that plugs one capability (a channel, the triggers) into the app.
+
+    `install` runs when the app is made (routes, middleware); `start` runs in the lifespan,
+    with the built services (channels via `add_channel`, receivers via `svc.spawn`).
+    """
+
+    def install(self, app: FastAPI, settings: Settings) -> None: ...
+
+    async def start(self, svc: Services, app: FastAPI) -> None: ...
+
+
+def wires() -> list[Wire]:
+    from bot import wire_email, wire_slack, wire_triggers, wire_web
+
+    return [wire_web, wire_slack, wire_email, wire_triggers]  # type: ignore[list-item]
 
 
 def folder_servers(skill: Skill) -> dict[str, StdioServer | HttpServer]:
@@ -115,33 +127,22 @@ def add_channel(svc: Services, channel: Channel) -> None:
 
 
 def create_app(settings: Settings, *, token: str, with_worker: bool | None = None) -> FastAPI:
-    tasks: list[asyncio.Task[Any]] = []
+    plugged = wires()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         svc = await build(settings, token=token, with_worker=with_worker)
         app.state.services = svc
-        for factory in CHANNEL_FACTORIES:
-            await factory(svc, app)
-        tasks.append(asyncio.create_task(svc.dispatcher.run_forever(), name="outbox"))
-        if svc.worker is not None:
-            tasks.append(asyncio.create_task(svc.worker.run_forever(), name="worker"))
-        tasks.append(asyncio.create_task(_warm(svc), name="warm-mcp"))
         try:
+            for wire in plugged:
+                await wire.start(svc, app)
+            svc.spawn(svc.dispatcher.run_forever(), "outbox")
+            if svc.worker is not None:
+                svc.spawn(svc.worker.run_forever(), "worker")
+            svc.spawn(_warm(svc), "warm-mcp")
             yield
         finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(BaseException):
-                    await task
-            if svc.worker is not None:
-                await svc.worker.stop()
-            for channel in list(svc.dispatcher.channels.values()):
-                with contextlib.suppress(Exception):
-                    await channel.aclose()
-            await svc.tools.aclose()
-            await svc.store.aclose()
+            await shutdown(svc)
 
     app = FastAPI(title="Pizza Bot", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
@@ -151,11 +152,36 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
     async def healthz() -> JSONResponse:
         return JSONResponse({"ok": True})
 
+    for wire in plugged:
+        wire.install(app, settings)
     return app
 
 
+async def shutdown(svc: Services) -> None:
+    for task in svc.background:
+        task.cancel()
+    for task in svc.background:
+        with contextlib.suppress(BaseException):
+            await task
+    if svc.worker is not None:
+        await svc.worker.stop()
+    for closer in reversed(svc.closers):
+        with contextlib.suppress(Exception):
+            await closer()
+    for channel in list(svc.dispatcher.channels.values()):
+        with contextlib.suppress(Exception):
+            await channel.aclose()
+    await svc.tools.aclose()
+    await svc.store.aclose()
+
+
 async def _warm(svc: Services) -> None:
-    """Start every skill's MCP servers in the background, so the first run does not wait."""
+    """Load litellm and start every skill's MCP servers in the background, so the first run
+    does not wait for them (and `/healthz` never does)."""
+    from agent.llm import import_litellm
+
+    await asyncio.sleep(0.2)  # let the server take its first requests before the heavy import
+    await asyncio.to_thread(import_litellm)
     for skill in svc.ctx.skills.all():
         try:
             await svc.tools.warm(skill)

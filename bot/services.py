@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,3 +33,13 @@ class Services:
     worker: Worker | None
     load_report: LoadReport
     extras: dict[str, Any] = field(default_factory=dict)
+    #: Long-lived tasks (receivers, loops) cancelled at shutdown.
+    background: list[asyncio.Task[Any]] = field(default_factory=list)
+    #: Called at shutdown, newest first (close clients, stop servers).
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+    def spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        task.set_name(name)
+        self.background.append(task)
+        return task
