@@ -7,6 +7,7 @@ first use, and MCP servers are warmed in the background.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -136,10 +137,10 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
         try:
             for wire in plugged:
                 await wire.start(svc, app)
-            svc.spawn(svc.dispatcher.run_forever(), "outbox")
+            svc.spawn_singleton("outbox", svc.dispatcher.run_forever)
             if svc.worker is not None:
-                svc.spawn(svc.worker.run_forever(), "worker")
-            svc.spawn(_warm(svc), "warm-mcp")
+                start_worker(svc, svc.worker)
+            svc.spawn(warm(svc), "warm-mcp")
             yield
         finally:
             await shutdown(svc)
@@ -155,6 +156,14 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
     for wire in plugged:
         wire.install(app, settings)
     return app
+
+
+def start_worker(svc: Services, worker: Worker) -> None:
+    svc.spawn(worker.run_forever(), "worker")
+    if svc.store.is_postgres:
+        from store.pg import RunListener
+
+        svc.spawn(RunListener(svc.store.engine, worker.wake).run_forever(), "listen")
 
 
 async def shutdown(svc: Services) -> None:
@@ -175,7 +184,7 @@ async def shutdown(svc: Services) -> None:
     await svc.store.aclose()
 
 
-async def _warm(svc: Services) -> None:
+async def warm(svc: Services) -> None:
     """Load litellm and start every skill's MCP servers in the background, so the first run
     does not wait for them (and `/healthz` never does)."""
     from agent.llm import import_litellm

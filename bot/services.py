@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,17 @@ class Services:
     background: list[asyncio.Task[Any]] = field(default_factory=list)
     #: Called at shutdown, newest first (close clients, stop servers).
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+    def spawn_singleton(self, name: str, work: Callable[[], Coroutine[Any, Any, Any]]) -> asyncio.Task[Any]:
+        """Run `work()` in exactly one process of all that share the database (the outbox, the
+        scheduler, mail and Slack receivers). On SQLite there is one process: it runs here."""
+        if self.store.is_postgres:
+            from store.pg import Leadership
+
+            leader = Leadership(self.store.engine, name, work)
+            self.extras.setdefault("leaders", {})[name] = leader
+            return self.spawn(leader.run_forever(), f"leader:{name}")
+        return self.spawn(work(), name)
 
     def spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
         task: asyncio.Task[Any] = asyncio.ensure_future(coro)

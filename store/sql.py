@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, event, func, or_, select, update
+from sqlalchemy import and_, event, func, or_, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -171,6 +171,12 @@ class SqlStore:
             if lock is not None:
                 lock.release()
 
+    async def _runnable(self, s: AsyncSession, run_id: str) -> None:
+        """Tell every listening worker (any process) that a run can be claimed; PostgreSQL
+        delivers it when this transaction commits, and never if it rolls back."""
+        if self.is_postgres:
+            await s.execute(text("SELECT pg_notify(:c, :id)"), {"c": "pizzabot_runs", "id": run_id})
+
     # -- runs ----------------------------------------------------------------------------
 
     async def create_run(
@@ -208,6 +214,7 @@ class SqlStore:
                 s.add(row)
                 await s.flush()
                 await self._append(s, run_id, events, now)
+                await self._runnable(s, run_id)
                 return _run(row)
         except IntegrityError:
             if idempotency_key is None:
@@ -361,6 +368,7 @@ class SqlStore:
             row.finished_at = None
             row.error = None
             await self._append(s, run_id, events, now)
+            await self._runnable(s, run_id)
             return _run(row)
 
     async def add_budget(self, run_id: str, extra: dict[str, float]) -> None:
@@ -562,6 +570,7 @@ class SqlStore:
                 .where(RunRow.id == row.run_id, RunRow.status == RunStatus.WAITING.value)
                 .values(status=RunStatus.QUEUED.value, updated_at=now)
             )
+            await self._runnable(s, row.run_id)
             await s.execute(
                 update(DeliveryRow)
                 .where(

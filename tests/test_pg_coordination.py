@@ -1,0 +1,76 @@
+"""PostgreSQL coordinates processes: NOTIFY wakes listeners on commit, and an advisory lock
+lets exactly one holder run a singleton, handing over when the holder goes away."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import pytest
+
+from agent.model import EventKind, NewEvent
+from store.migrate import upgrade
+from store.pg import Leadership, RunListener
+from store.sql import SqlStore, connect
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+async def pg_store(pg_url: str) -> AsyncIterator[SqlStore]:
+    engine = connect(pg_url)
+    await upgrade(engine)
+    store = SqlStore(engine)
+    yield store
+    await store.aclose()
+
+
+async def test_a_new_run_wakes_a_listener_in_another_connection(pg_store: SqlStore) -> None:
+    woken = asyncio.Event()
+    calls = 0
+
+    def wake() -> None:
+        nonlocal calls
+        calls += 1
+        if calls > 1:  # the first call is the listener's own catch-up wake at connect
+            woken.set()
+
+    listener = asyncio.create_task(RunListener(pg_store.engine, wake, retry=0.1).run_forever())
+    try:
+        while calls == 0:
+            await asyncio.sleep(0.05)
+        await pg_store.create_run(run_id="r1", skill="s", input="", trigger="t", now=T0,
+                                  events=[NewEvent(EventKind.RUN_STARTED, {})])
+        await asyncio.wait_for(woken.wait(), 10)
+    finally:
+        listener.cancel()
+
+
+async def test_only_one_leader_runs_a_singleton_and_another_takes_over(pg_store: SqlStore) -> None:
+    running: list[str] = []
+
+    def work_for(name: str) -> object:
+        async def work() -> None:
+            running.append(name)
+            await asyncio.Event().wait()
+
+        return work
+
+    first = Leadership(pg_store.engine, "outbox", work_for("a"), retry=0.1)  # type: ignore[arg-type]
+    second = Leadership(pg_store.engine, "outbox", work_for("b"), retry=0.1)  # type: ignore[arg-type]
+    a = asyncio.create_task(first.run_forever())
+    for _ in range(100):
+        if first.leading:
+            break
+        await asyncio.sleep(0.05)
+    b = asyncio.create_task(second.run_forever())
+    await asyncio.sleep(0.6)
+    assert running == ["a"] and first.leading and not second.leading
+    a.cancel()  # the leader goes away, and its connection (and lock) with it
+    for _ in range(100):
+        if second.leading:
+            break
+        await asyncio.sleep(0.05)
+    assert running == ["a", "b"]
+    b.cancel()
