@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -43,3 +43,5 @@ class Context:
     channels: frozenset[str] = frozenset()
     #: Base URL of the web page, for links in messages ("" when unknown).
     base_url: str = ""
+    #: Called with a run's id after it ended (trace export); failures are logged, not raised.
+    on_run_end: Callable[[str], Awaitable[None]] | None = None

@@ -37,7 +37,7 @@ from agent.model import (
     Target,
     Usage,
 )
-from agent.skills import Skill
+from agent.skills import Budget, Skill
 from agent.store import LeaseLost
 from agent.tools import ToolHub, ToolSpec, split_wire_name
 
@@ -65,39 +65,80 @@ def _truncate(text: str, limit: int) -> str:
 @dataclass(frozen=True)
 class BudgetCheck:
     reached: str | None  # a sentence saying which budget, or None
+    extend: dict[str, float]  # what "extend" adds: the budget that was reached, once more
+
+
+def day_start(now: datetime) -> datetime:
+    return now.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
 def check_budget(
-    skill: Skill, run: Run, usage: Usage, now: datetime, started: datetime | None
+    budget: Budget,
+    run: Run,
+    usage: Usage,
+    now: datetime,
+    started: datetime | None,
+    day: Usage | None = None,
 ) -> BudgetCheck:
-    b = skill.budget
+    """Which budget the run has reached, if any. `run.budget_extra` holds what "extend"
+    decisions added; `day` is what all runs of the skill used today."""
     extra = run.budget_extra
-    if b.tokens is not None and usage.tokens >= b.tokens + extra.get("tokens", 0):
-        return BudgetCheck(
-            f"token budget reached: {usage.tokens} of {b.tokens + int(extra.get('tokens', 0))} tokens"
+
+    def cap(key: str, base: float) -> float:
+        return base + extra.get(key, 0)
+
+    if budget.tokens is not None and usage.tokens >= cap("tokens", budget.tokens):
+        why = f"token budget reached: {usage.tokens} of {cap('tokens', budget.tokens):g} tokens"
+        return BudgetCheck(why, {"tokens": budget.tokens})
+    if budget.steps is not None and usage.steps >= cap("steps", budget.steps):
+        why = f"step budget reached: {usage.steps} of {cap('steps', budget.steps):g} model calls"
+        return BudgetCheck(why, {"steps": budget.steps})
+    if budget.cost_usd is not None and usage.cost_usd >= cap("cost_usd", budget.cost_usd):
+        why = (
+            f"cost budget reached: ${usage.cost_usd:.4f} of ${cap('cost_usd', budget.cost_usd):.4f}"
         )
-    if b.steps is not None and usage.steps >= b.steps + extra.get("steps", 0):
-        return BudgetCheck(
-            f"step budget reached: {usage.steps} of {b.steps + int(extra.get('steps', 0))} model calls"
-        )
-    if b.cost_usd is not None and usage.cost_usd >= b.cost_usd + extra.get("cost_usd", 0):
-        return BudgetCheck(
-            f"cost budget reached: ${usage.cost_usd:.4f} of ${b.cost_usd + extra.get('cost_usd', 0):.4f}"
-        )
-    if b.wall_time is not None and started is not None:
+        return BudgetCheck(why, {"cost_usd": budget.cost_usd})
+    if budget.wall_time is not None and started is not None:
         elapsed = (now - started).total_seconds()
-        if elapsed >= b.wall_time + extra.get("wall_time", 0):
-            return BudgetCheck(
-                f"wall-time budget reached: {elapsed:.0f}s of {b.wall_time + extra.get('wall_time', 0):.0f}s"
-            )
-    return BudgetCheck(None)
+        if elapsed >= cap("wall_time", budget.wall_time):
+            why = f"wall-time budget reached: {elapsed:.0f}s of {cap('wall_time', budget.wall_time):.0f}s"
+            return BudgetCheck(why, {"wall_time": budget.wall_time})
+    daily = budget.per_day
+    if (
+        day is not None
+        and daily.tokens is not None
+        and day.tokens >= cap("day_tokens", daily.tokens)
+    ):
+        why = (
+            f"daily token budget of skill {run.skill} reached: {day.tokens} of "
+            f"{cap('day_tokens', daily.tokens):g} tokens today"
+        )
+        return BudgetCheck(why, {"day_tokens": daily.tokens})
+    if (
+        day is not None
+        and daily.cost_usd is not None
+        and day.cost_usd >= cap("day_cost_usd", daily.cost_usd)
+    ):
+        why = (
+            f"daily cost budget of skill {run.skill} reached: ${day.cost_usd:.4f} of "
+            f"${cap('day_cost_usd', daily.cost_usd):.4f} today"
+        )
+        return BudgetCheck(why, {"day_cost_usd": daily.cost_usd})
+    return BudgetCheck(None, {})
 
 
 class Engine:
     def __init__(
-        self, ctx: Context, *, model: ModelClient, tools: ToolHub, lease_seconds: float = 30.0
+        self,
+        ctx: Context,
+        *,
+        model: ModelClient,
+        tools: ToolHub,
+        lease_seconds: float = 30.0,
+        default_budget: Budget | None = None,
     ) -> None:
         self.ctx = ctx
+        self.default_budget = default_budget or Budget()
         self.model = model
         self.tools = tools
         self.lease_seconds = lease_seconds
@@ -153,11 +194,16 @@ class Engine:
                 run.id, RunStatus.DONE, worker=worker, now=self.ctx.clock()
             )
             return "end"
+        now = self.ctx.clock()
+        budget = skill.budget.over(self.default_budget)
+        day = None
+        if budget.per_day.tokens is not None or budget.per_day.cost_usd is not None:
+            day = await self.ctx.store.skill_usage_since(skill.name, day_start(now))
         reached = check_budget(
-            skill, run, state.usage, self.ctx.clock(), state.wall_started or run.created_at
+            budget, run, state.usage, now, state.wall_started or run.created_at, day
         )
         if reached.reached:
-            return await self._ask_budget(run, skill, reached.reached, worker)
+            return await self._ask_budget(run, skill, reached, worker)
         return await self._call_model(run, skill, events, state, worker)
 
     # -- the model -----------------------------------------------------------------------
@@ -269,15 +315,12 @@ class Engine:
             )
             return "continue"
         if decision["decision"] == "expired":
-            await self._result(
-                run,
-                call,
-                decision.get("reason") or "no one answered in time",
-                True,
-                0.0,
-                worker,
-                extra={"expired": True},
-            )
+            why = decision.get("reason") or "no one answered in time"
+            await self._result(run, call, why, True, 0.0, worker, extra={"expired": True})
+            if decision.get("halt"):
+                # on_timeout: halt. The result above keeps the conversation whole for a follow-up.
+                await self._finish(run, RunStatus.CANCELLED, worker=worker, error=why, skill=skill)
+                return "end"
             return "continue"
         if call.started:
             await store.append_events(
@@ -424,20 +467,13 @@ class Engine:
 
     # -- budgets -------------------------------------------------------------------------
 
-    async def _ask_budget(self, run: Run, skill: Skill, why: str, worker: str) -> Outcome:
+    async def _ask_budget(
+        self, run: Run, skill: Skill, reached: BudgetCheck, worker: str
+    ) -> Outcome:
         now = self.ctx.clock()
-        b = skill.budget
-        extend = {
-            k: v
-            for k, v in {
-                "tokens": b.tokens,
-                "steps": b.steps,
-                "cost_usd": b.cost_usd,
-                "wall_time": b.wall_time,
-            }.items()
-            if v is not None
-        }
-        what = ", ".join(f"{k} +{v:g}" for k, v in extend.items())
+        why = reached.reached or "budget reached"
+        extend = reached.extend
+        what = ", ".join(f"{k.replace('_', ' ')} +{v:g}" for k, v in extend.items())
         item = Item(
             id=self.ctx.ids(),
             run_id=run.id,
@@ -578,6 +614,11 @@ async def finish_run(
     targets = targets_for(skill, ctx.channels) if skill is not None else []
     await store.create_item(item, targets=targets, worker=None, now=now)
     ctx.wake_outbox()
+    if ctx.on_run_end is not None:
+        try:
+            await ctx.on_run_end(run.id)
+        except Exception:
+            log.warning("run %s: the end-of-run hook failed", run.id, exc_info=True)
 
 
 async def cancel_in_flight(task: asyncio.Task[Any]) -> None:

@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from agent.errors import SkillError
 from agent.model import Risk
@@ -65,27 +72,51 @@ class ToolRule(_Strict):
     on_timeout: Literal["reject", "halt"] = "reject"
     remind_after: Duration | None = None
     escalate_after: Duration | None = None
+    escalate_to: Escalation | None = None
 
     @field_validator("timeout", "remind_after", "escalate_after", mode="before")
     @classmethod
     def _duration(cls, v: Any) -> Any:
         return None if v is None else parse_duration(v)
 
+    @model_validator(mode="after")
+    def _escalation(self) -> ToolRule:
+        if self.escalate_after is not None and self.escalate_to is None:
+            raise ValueError("escalate_after needs escalate_to (where the item goes, who decides)")
+        return self
+
     @property
     def risk(self) -> Risk:
         return Risk(impact=self.impact, reversible=self.reversible, scope=self.scope)
 
 
+class DailyBudget(_Strict):
+    """What all runs of one skill may use per day (UTC), together."""
+
+    tokens: int | None = Field(default=None, ge=1)
+    cost_usd: float | None = Field(default=None, gt=0)
+
+
 class Budget(_Strict):
+    """Caps per run (and `per_day` per skill). Unset fields fall back to the server's defaults."""
+
     tokens: int | None = Field(default=None, ge=1)
     cost_usd: float | None = Field(default=None, gt=0)
     steps: int | None = Field(default=None, ge=1)
     wall_time: Duration | None = None
+    per_day: DailyBudget = DailyBudget()
 
     @field_validator("wall_time", mode="before")
     @classmethod
     def _duration(cls, v: Any) -> Any:
         return None if v is None else parse_duration(v)
+
+    def over(self, defaults: Budget) -> Budget:
+        """This budget with `defaults` filling what it leaves unset."""
+        own = self.model_dump(exclude_none=True, exclude={"per_day"})
+        day = defaults.per_day.model_dump(exclude_none=True) | self.per_day.model_dump(exclude_none=True)
+        merged = defaults.model_dump(exclude_none=True, exclude={"per_day"}) | own
+        return Budget(**merged, per_day=DailyBudget(**day))
 
 
 class Approvers(_Strict):
@@ -101,6 +132,16 @@ class Approvers(_Strict):
 class Deliver(_Strict):
     slack: str | None = None  # channel id, or a user id for a DM
     email: list[str] = []
+
+
+class Escalation(Deliver):
+    """Where a tool's unanswered item goes after `escalate_after`, and who may then decide.
+
+    The approvers are added to the skill's approvers for that tool's items (from the start:
+    deciding stays a stateless check), so the people it escalates to can act on it.
+    """
+
+    approvers: Approvers = Approvers()
 
 
 class Folder(_Strict):

@@ -93,6 +93,10 @@ class Store(Protocol):
 
     async def runs_with_status(self, status: RunStatus) -> list[str]: ...
 
+    async def skill_usage_since(self, skill: str, since: datetime) -> Usage:
+        """What all runs of `skill` created since `since` used, together (daily budgets)."""
+        ...
+
     # Inbox ------------------------------------------------------------------------------
     async def create_item(
         self,

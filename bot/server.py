@@ -27,7 +27,7 @@ from agent.runs import Runs
 from agent.skills import HttpServer, Skill, SkillBook, StdioServer, load_skills
 from agent.tools import ToolHub
 from agent.worker import Worker
-from bot import demo
+from bot import demo, tracing
 from bot.api import install_error_handlers, router
 from bot.services import Services
 from bot.settings import Settings, environment
@@ -81,7 +81,13 @@ async def build(settings: Settings, *, token: str, with_worker: bool | None = No
         timeout=settings.model_timeout,
         on_import=demo.register,
     )
-    engine = Engine(ctx, model=model, tools=tools, lease_seconds=settings.lease_seconds)
+    engine = Engine(
+        ctx,
+        model=model,
+        tools=tools,
+        lease_seconds=settings.lease_seconds,
+        default_budget=settings.default_budget(),
+    )
     runs = Runs(ctx)
     inbox = Inbox(ctx)
     dispatcher = Dispatcher(ctx, {}, poll_interval=settings.poll_interval)
@@ -96,6 +102,7 @@ async def build(settings: Settings, *, token: str, with_worker: bool | None = No
         runs.interrupt = worker.interrupt
         ctx.wake_workers = worker.wake
     ctx.wake_outbox = dispatcher.wake
+    tracer_provider = tracing.install(ctx, env) if settings.otel else None
     now = ctx.clock()
     for name, path in report.paths.items():
         await store.audit(
@@ -107,7 +114,7 @@ async def build(settings: Settings, *, token: str, with_worker: bool | None = No
         )
     if store.engine.dialect.name == "sqlite" and worker is not None:
         await store.release_leases(now=now)
-    return Services(
+    svc = Services(
         settings=settings,
         token=token,
         store=store,
@@ -120,6 +127,13 @@ async def build(settings: Settings, *, token: str, with_worker: bool | None = No
         worker=worker,
         load_report=report,
     )
+    if tracer_provider is not None:
+
+        async def flush() -> None:
+            tracer_provider.shutdown()
+
+        svc.closers.append(flush)
+    return svc
 
 
 def add_channel(svc: Services, channel: Channel) -> None:

@@ -262,6 +262,19 @@ class SqlStore:
             )
             return int(result.rowcount)  # type: ignore[attr-defined]
 
+    async def skill_usage_since(self, skill: str, since: datetime) -> Usage:
+        async with self._tx() as s:
+            row = (
+                await s.execute(
+                    select(
+                        func.coalesce(func.sum(RunRow.tokens), 0),
+                        func.coalesce(func.sum(RunRow.cost_usd), 0.0),
+                        func.coalesce(func.sum(RunRow.steps), 0),
+                    ).where(RunRow.skill == skill, RunRow.created_at >= since)
+                )
+            ).one()
+            return Usage(tokens=int(row[0]), cost_usd=float(row[1]), steps=int(row[2]))
+
     def _claimable(self, now: datetime) -> Any:
         return or_(
             RunRow.status == RunStatus.QUEUED.value,
