@@ -5,12 +5,16 @@ Every other package takes what it needs as keyword arguments from `bot.server`.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from pathlib import Path
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from agent.skills import Budget, DailyBudget
 
 DEFAULT_SKILLS = Path(__file__).resolve().parent.parent / "manifests" / "skills"
 
@@ -37,6 +41,15 @@ class Settings(BaseSettings):
     model_timeout: float = 120.0
     tool_timeout: float = 600.0
 
+    # Control: server-wide budget defaults, used where a skill sets none (issue: control).
+    budget_tokens: int | None = None
+    budget_cost_usd: float | None = None
+    budget_steps: int | None = 100  # a runaway loop pauses for a human instead of burning money
+    budget_wall_time: str | None = None
+    budget_day_tokens: int | None = None
+    budget_day_cost_usd: float | None = None
+    otel: bool = True  # export traces when OTEL_EXPORTER_OTLP_ENDPOINT is set
+
     log_json: bool = False
     log_level: str = "INFO"
 
@@ -44,25 +57,54 @@ class Settings(BaseSettings):
     slack_bot_token: SecretStr | None = None
     slack_app_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
-    slack_mode: str = "socket"  # socket | http
+    slack_mode: Literal["socket", "http"] = "socket"  # socket needs the app token (xapp-)
     slack_api_url: str | None = None  # tests point the Web API at a local recorder
     slack_default_skill: str | None = None
 
-    # Email
-    email_from: str | None = None
+    # Email (bot/wire_email.py): on when email_from and smtp_host are set; replies need imap_host
+    email_from: str | None = None  # the bot's address, e.g. pizzabot@example.com
+    email_from_name: str = "Pizza Bot"
+    email_plus_address: bool = True  # replies go to bot+<item token>@…
     smtp_host: str | None = None
     smtp_port: int = 587
-    smtp_tls: str = "starttls"  # starttls | tls | none
+    smtp_tls: Literal["starttls", "tls", "none"] = "starttls"
     smtp_user: str | None = None
     smtp_password: SecretStr | None = None
+    smtp_timeout: float = 30.0
     imap_host: str | None = None
     imap_port: int = 993
-    imap_tls: bool = True
+    imap_tls: bool = True  # implicit TLS (port 993); false only for a server on localhost
     imap_user: str | None = None
     imap_password: SecretStr | None = None
     imap_folder: str = "INBOX"
-    email_allowed_senders: list[str] = []
+    imap_idle_refresh: float = 300.0  # seconds before IDLE is renewed (and the box re-read)
+    imap_poll_interval: float = 60.0  # only for servers without IDLE
+    imap_backoff_max: float = 60.0  # longest wait between reconnects
+    # Who may start runs by mailing the bot: comma-separated or a JSON list.
+    email_allowed_senders: Annotated[list[str], NoDecode] = []
     email_default_skill: str | None = None
+    email_authserv_id: str | None = None  # trust only Authentication-Results from this server
+    email_max_bytes: int = 5_000_000  # larger mails are refused unread
+    email_link_ttl: float = 7 * 86400  # seconds a decision link in a mail works
+
+    @field_validator("email_allowed_senders", mode="before")
+    @classmethod
+    def _senders(cls, value: object) -> object:
+        if isinstance(value, str):
+            text = value.strip()
+            items = json.loads(text) if text.startswith("[") else text.split(",")
+            return [str(a).strip().lower() for a in items if str(a).strip()]
+        if isinstance(value, list):
+            return [str(a).strip().lower() for a in value]
+        return value
+
+    # Triggers: schedules, webhooks, approval time-outs (bot/wire_triggers.py)
+    scheduler: bool = True  # fire schedules from this process (safe on many servers)
+    schedule_sync_interval: float = 30.0  # seconds between re-reading schedules from the database
+    schedule_misfire_grace: float = 60.0  # a fire later than this is a misfire (skip | run_once)
+    webhook_max_bytes: int = 1024 * 1024
+    webhook_tolerance: float = 300.0  # seconds a webhook's X-Pizzabot-Timestamp may be off
+    timers_interval: float = 30.0  # seconds between checks for approval time-outs and reminders
 
     @property
     def db_url(self) -> str:
@@ -71,6 +113,15 @@ class Settings(BaseSettings):
     @property
     def base_url(self) -> str:
         return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
+
+    def default_budget(self) -> Budget:
+        return Budget(
+            tokens=self.budget_tokens,
+            cost_usd=self.budget_cost_usd,
+            steps=self.budget_steps,
+            wall_time=self.budget_wall_time,  # type: ignore[arg-type]  # parsed by the validator
+            per_day=DailyBudget(tokens=self.budget_day_tokens, cost_usd=self.budget_day_cost_usd),
+        )
 
     def ensure_token(self) -> tuple[str, bool]:
         """The API token: from the environment, else the data folder, else a new one kept there.
