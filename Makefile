@@ -28,7 +28,7 @@ lint: $(STAMP)
 test: $(STAMP)
 	bash .ci/install-system-packages
 	$(MAKE) lint
-	$(BIN)/python -m pytest -p no:cacheprovider
+	$(BIN)/python -m pytest -p no:cacheprovider -n 2
 
 bench: $(STAMP)
 	$(BIN)/pizzabot bench

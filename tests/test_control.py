@@ -37,7 +37,9 @@ async def test_the_step_budget_pauses_the_run_and_extending_lets_it_go_on(tmp_pa
         await h.inbox.decide(item.id, Approve(), actor="owner", channel="api")
         second = None
         await h.wait(run.id, {"waiting"})
-        for pending in await h.store.list_items(box=Box.ACTION, status=ItemStatus.PENDING, run_id=run.id):
+        for pending in await h.store.list_items(
+            box=Box.ACTION, status=ItemStatus.PENDING, run_id=run.id
+        ):
             second = pending
         assert second is not None and "6 of 6" in second.body
         assert (await h.store.get_run(run.id)).usage.steps == 6
@@ -108,7 +110,9 @@ async def test_a_run_exports_one_trace_with_model_and_tool_spans(tmp_path: Path)
         assert root.parent is None and root.attributes["pizzabot.run.id"] == run.id
         children = [s for s in spans if s is not root]
         assert {s.context.trace_id for s in spans} == {root.context.trace_id}
-        assert all(s.parent is not None and s.parent.span_id == root.context.span_id for s in children)
+        assert all(
+            s.parent is not None and s.parent.span_id == root.context.span_id for s in children
+        )
         models = [s for s in children if s.name.startswith("model ")]
         tools = [s for s in children if s.name.startswith("tool ")]
         assert len(models) == 2 and len(tools) == 1
@@ -116,5 +120,6 @@ async def test_a_run_exports_one_trace_with_model_and_tool_spans(tmp_path: Path)
         assert tools[0].attributes["pizzabot.tool"] == "crm.lookup"
         assert tools[0].attributes["pizzabot.tool.arg_names"] == ("query",)
         assert root.attributes["gen_ai.usage.output_tokens"] == sum(
-            s.attributes["gen_ai.usage.output_tokens"] for s in models)
+            s.attributes["gen_ai.usage.output_tokens"] for s in models
+        )
         assert tools[0].start_time >= models[0].end_time

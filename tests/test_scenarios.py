@@ -12,8 +12,13 @@ import pytest
 from agent.testing.scripts import last_tool_result
 from tests.peers.stack import Reply, Stack, ToolCall, turns
 
-EMAIL = {"to": "ann@example.com", "subject": "Quote", "body": "Here is the quote.", "priority": "normal",
-         "copies": 1}
+EMAIL = {
+    "to": "ann@example.com",
+    "subject": "Quote",
+    "body": "Here is the quote.",
+    "priority": "normal",
+    "copies": 1,
+}
 
 
 def send_then_summarise(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
@@ -26,8 +31,11 @@ def send_then_summarise(messages: list[dict[str, Any]], tools: list[dict[str, An
 
 def sent_args(stack: Stack) -> list[dict[str, Any]]:
     """What send_email really ran with (the fields the tests propose; the tool adds defaults)."""
-    return [{k: v for k, v in c["args"].items() if k in EMAIL}
-            for c in stack.tool_calls() if c["tool"] == "send_email"]
+    return [
+        {k: v for k, v in c["args"].items() if k in EMAIL}
+        for c in stack.tool_calls()
+        if c["tool"] == "send_email"
+    ]
 
 
 async def test_approve_runs_the_tool_and_lands_in_unread(tmp_path: Path) -> None:
@@ -49,7 +57,9 @@ async def test_approve_runs_the_tool_and_lands_in_unread(tmp_path: Path) -> None
         unread = await st.wait_item(run["id"], box="unread")
         assert unread["title"] == "test finished" and "sent to ann@example.com" in unread["body"]
         kinds = [e["kind"] for e in done["events"]]
-        assert kinds.count("model_call") == 2 and "decision" in kinds and kinds[-1] == "run_finished"
+        assert (
+            kinds.count("model_call") == 2 and "decision" in kinds and kinds[-1] == "run_finished"
+        )
         model_call = next(e for e in done["events"] if e["kind"] == "model_call")
         assert model_call["data"]["tokens_in"] > 0 and model_call["data"]["latency_ms"] > 0
         result = next(e for e in done["events"] if e["kind"] == "tool_result")
@@ -65,7 +75,9 @@ async def test_edit_then_approve_resumes_with_new_args(tmp_path: Path) -> None:
     async with Stack(tmp_path, script=send_then_summarise) as st:
         run = await st.start_run()
         item = await st.wait_item(run["id"])
-        bad = await st.decide(item["id"], "edit", args={**EMAIL, "copies": 50, "priority": "urgent"})
+        bad = await st.decide(
+            item["id"], "edit", args={**EMAIL, "copies": 50, "priority": "urgent"}
+        )
         assert bad.status_code == 422
         errors = bad.json()["detail"]["errors"]
         assert set(errors) == {"copies", "priority"}
@@ -99,7 +111,9 @@ async def test_deny_policy_tells_the_model_and_runs_nothing(tmp_path: Path) -> N
         assert "not allowed" in done["result"]
         assert sent_args(st) == []
         async with st.client() as c:
-            assert (await c.get("/api/inbox", params={"box": "action", "all": "true"})).json()["items"] == []
+            assert (await c.get("/api/inbox", params={"box": "action", "all": "true"})).json()[
+                "items"
+            ] == []
 
 
 async def test_unknown_tool_defaults_to_ask(tmp_path: Path) -> None:
@@ -217,8 +231,13 @@ async def test_an_approved_call_interrupted_by_a_crash_is_asked_again(tmp_path: 
 
 async def test_the_ollama_route_and_an_http_mcp_server(tmp_path: Path) -> None:
     async with Stack(tmp_path, script=send_then_summarise, mcp="http") as st:
-        st.write_skill({"name": "local", "model": "ollama_chat/scripted",
-                        "model_options": {"api_base": st.model.ollama_base}})
+        st.write_skill(
+            {
+                "name": "local",
+                "model": "ollama_chat/scripted",
+                "model_options": {"api_base": st.model.ollama_base},
+            }
+        )
         st.server.stop()
         await st.server.start()
         run = await st.start_run("local")
@@ -248,16 +267,25 @@ async def test_a_provider_outage_is_retried_then_fails_with_a_reason(tmp_path: P
 async def test_the_api_needs_the_token_and_speaks_plain_errors(tmp_path: Path) -> None:
     async with Stack(tmp_path, script=send_then_summarise) as st:
         async with st.server.client(token=None) as anon:
-            for method, path in [("GET", "/api/runs"), ("POST", "/api/runs"), ("GET", "/api/inbox"),
-                                 ("POST", "/api/kill"), ("GET", "/api/skills")]:
+            for method, path in [
+                ("GET", "/api/runs"),
+                ("POST", "/api/runs"),
+                ("GET", "/api/inbox"),
+                ("POST", "/api/kill"),
+                ("GET", "/api/skills"),
+            ]:
                 assert (await anon.request(method, path)).status_code == 401
             assert (await anon.get("/healthz")).status_code == 200
         async with st.server.client(token="wrong") as wrong:
             assert (await wrong.get("/api/runs")).status_code == 401
         async with st.client() as c:
             assert (await c.get("/api/runs/nope")).status_code == 404
-            assert (await c.post("/api/runs", json={"skill": "nope", "input": "x"})).status_code == 404
-            assert (await c.post("/api/items/nope/decision", json={"decision": "approve"})).status_code == 404
+            assert (
+                await c.post("/api/runs", json={"skill": "nope", "input": "x"})
+            ).status_code == 404
+            assert (
+                await c.post("/api/items/nope/decision", json={"decision": "approve"})
+            ).status_code == 404
             r = await c.post("/api/runs", json={"skill": "test"})
             run_id = r.json()["id"]
             item = await st.wait_item(run_id)
@@ -272,10 +300,13 @@ async def test_the_api_needs_the_token_and_speaks_plain_errors(tmp_path: Path) -
             assert "/api/items/{item_id}/decision" in schema["paths"]
 
 
-async def test_a_bad_skill_file_is_refused_with_file_and_line_and_the_others_load(tmp_path: Path) -> None:
+async def test_a_bad_skill_file_is_refused_with_file_and_line_and_the_others_load(
+    tmp_path: Path,
+) -> None:
     async with Stack(tmp_path, script=send_then_summarise) as st:
         (st.skills_dir / "broken.yaml").write_text(
-            "name: broken\ninstructions: hi\nmodel: m\ntools:\n  crm.x: {policy: sometimes}\n")
+            "name: broken\ninstructions: hi\nmodel: m\ntools:\n  crm.x: {policy: sometimes}\n"
+        )
         (st.skills_dir / "notyaml.yaml").write_text("name: [unclosed\n")
         st.server.stop()
         await st.server.start()
@@ -283,13 +314,18 @@ async def test_a_bad_skill_file_is_refused_with_file_and_line_and_the_others_loa
             data = (await c.get("/api/skills")).json()
         assert [s["name"] for s in data["items"]] == ["test"]
         errors = {Path(e["path"]).name: e for e in data["errors"]}
-        assert errors["broken.yaml"]["line"] == 5 and "sometimes" not in errors["broken.yaml"]["message"]
+        assert (
+            errors["broken.yaml"]["line"] == 5
+            and "sometimes" not in errors["broken.yaml"]["message"]
+        )
         assert "tools.crm.x" in errors["broken.yaml"]["message"]
         assert errors["notyaml.yaml"]["line"] == 2 and "YAML" in errors["notyaml.yaml"]["message"]
 
 
 @pytest.mark.parametrize("ignored", [None])
-async def test_a_finished_run_takes_a_follow_up_with_its_history(tmp_path: Path, ignored: None) -> None:
+async def test_a_finished_run_takes_a_follow_up_with_its_history(
+    tmp_path: Path, ignored: None
+) -> None:
     def echo(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
         users = [m["content"] for m in messages if m["role"] == "user"]
         return Reply(text=" | ".join(users))

@@ -36,9 +36,17 @@ from tests.peers.stack import _merge, default_skill
 
 
 class InProcess:
-    def __init__(self, root: Path, script: Script, *, skill: dict[str, Any] | None = None,
-                 db_url: str | None = None, clock: Callable[[], datetime] = utcnow,
-                 default_budget: Budget | None = None, channels: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        root: Path,
+        script: Script,
+        *,
+        skill: dict[str, Any] | None = None,
+        db_url: str | None = None,
+        clock: Callable[[], datetime] = utcnow,
+        default_budget: Budget | None = None,
+        channels: tuple[str, ...] = (),
+    ) -> None:
         self.root = root
         self.script = script
         self.skill_over = skill or {}
@@ -56,14 +64,23 @@ class InProcess:
         await upgrade(engine_)
         self.store = SqlStore(engine_)
         self._stack.push_async_callback(self.store.aclose)
-        spec = _merge(default_skill(self.model.openai_base, tools_log=self.tools_log), self.skill_over)
+        spec = _merge(
+            default_skill(self.model.openai_base, tools_log=self.tools_log), self.skill_over
+        )
         self.skill = Skill.model_validate(spec)
-        self.ctx = Context(store=self.store, skills=SkillBook({self.skill.name: self.skill}), clock=self.clock)
+        self.ctx = Context(
+            store=self.store, skills=SkillBook({self.skill.name: self.skill}), clock=self.clock
+        )
         self.tools = ToolHub(env={})
         self._stack.push_async_callback(self.tools.aclose)
         model = LiteLLMClient(env={}, attempts=2, backoff_min=0.01, backoff_max=0.02)
-        self.engine = Engine(self.ctx, model=model, tools=self.tools, lease_seconds=30,
-                             default_budget=self.default_budget)
+        self.engine = Engine(
+            self.ctx,
+            model=model,
+            tools=self.tools,
+            lease_seconds=30,
+            default_budget=self.default_budget,
+        )
         self.runs = Runs(self.ctx)
         self.inbox = Inbox(self.ctx)
         self.worker = Worker(self.ctx, self.engine, poll_interval=0.05, watch_interval=0.2)
@@ -71,15 +88,20 @@ class InProcess:
         self.ctx.wake_workers = self.worker.wake
         for name in self.channel_names:
             self.recorded[name] = RecordingChannel(name=name)
-        self.dispatcher = Dispatcher(self.ctx, dict(self.recorded), backoff_base=0.01, poll_interval=0.05)
+        self.dispatcher = Dispatcher(
+            self.ctx, dict(self.recorded), backoff_base=0.01, poll_interval=0.05
+        )
         self.ctx.channels = frozenset(self.recorded)
         self.ctx.wake_outbox = self.dispatcher.wake
-        self._tasks = [asyncio.create_task(self.worker.run_forever()),
-                       asyncio.create_task(self.dispatcher.run_forever())]
+        self._tasks = [
+            asyncio.create_task(self.worker.run_forever()),
+            asyncio.create_task(self.dispatcher.run_forever()),
+        ]
         return self
 
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

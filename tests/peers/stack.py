@@ -30,12 +30,17 @@ from tests.peers.server import ServerProcess
 __all__ = ["Reply", "Stack", "ToolCall", "default_skill", "turns"]
 
 
-def default_skill(model_base: str, *, tools_log: Path, mcp_url: str | None = None) -> dict[str, Any]:
+def default_skill(
+    model_base: str, *, tools_log: Path, mcp_url: str | None = None
+) -> dict[str, Any]:
     crm: dict[str, Any] = (
         {"url": mcp_url}
         if mcp_url
-        else {"command": "python", "args": [str(mcp_tools.SCRIPT), "stdio"],
-              "env": {mcp_tools.LOG_ENV: str(tools_log)}}
+        else {
+            "command": "python",
+            "args": [str(mcp_tools.SCRIPT), "stdio"],
+            "env": {mcp_tools.LOG_ENV: str(tools_log)},
+        }
     )
     return {
         "name": "test",
@@ -45,7 +50,12 @@ def default_skill(model_base: str, *, tools_log: Path, mcp_url: str | None = Non
         "model_options": {"api_base": model_base, "api_key": "x"},
         "mcp_servers": {"crm": crm},
         "tools": {
-            "crm.send_email": {"policy": "ask", "impact": "high", "reversible": False, "scope": "external"},
+            "crm.send_email": {
+                "policy": "ask",
+                "impact": "high",
+                "reversible": False,
+                "scope": "external",
+            },
             "crm.lookup": "auto",
             "crm.slow": "auto",
             "crm.fail": "auto",
@@ -64,9 +74,17 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 class Stack:
-    def __init__(self, root: Path, *, script: Script, skill: dict[str, Any] | None = None,
-                 extra_skills: list[dict[str, Any]] | None = None, env: dict[str, str] | None = None,
-                 mcp: str = "stdio", args: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        script: Script,
+        skill: dict[str, Any] | None = None,
+        extra_skills: list[dict[str, Any]] | None = None,
+        env: dict[str, str] | None = None,
+        mcp: str = "stdio",
+        args: list[str] | None = None,
+    ) -> None:
         self.root = root
         self.script = script
         self.skill_over = skill or {}
@@ -84,30 +102,41 @@ class Stack:
     async def __aenter__(self) -> Stack:
         self.model = await self._stack.enter_async_context(ScriptedModelServer(self.script))
         if self.mcp == "http":
-            self.mcp_url = await self._stack.enter_async_context(mcp_tools.serve_http(log=self.tools_log))
+            self.mcp_url = await self._stack.enter_async_context(
+                mcp_tools.serve_http(log=self.tools_log)
+            )
         self.skills_dir.mkdir(parents=True, exist_ok=True)
         self.write_skill(self.skill_over)
         for extra in self.extra_skills:
             self.write_skill(extra)
-        self.server = ServerProcess(data_dir=self.root / "data", skills_dir=self.skills_dir, env=self.env,
-                                    args=self.args)
+        self.server = ServerProcess(
+            data_dir=self.root / "data", skills_dir=self.skills_dir, env=self.env, args=self.args
+        )
         self._stack.callback(self.server.stop)
         await self.server.start()
         return self
 
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self._stack.aclose()
 
     def write_skill(self, over: dict[str, Any]) -> Path:
-        skill = _merge(default_skill(self.model.openai_base, tools_log=self.tools_log, mcp_url=self.mcp_url), over)
+        skill = _merge(
+            default_skill(self.model.openai_base, tools_log=self.tools_log, mcp_url=self.mcp_url),
+            over,
+        )
         path = self.skills_dir / f"{skill['name']}.yaml"
         path.write_text(yaml.safe_dump(skill, sort_keys=False))
         return path
 
     def tool_calls(self) -> list[dict[str, Any]]:
         """What the test MCP tools were really called with (from their own log)."""
-        return [line for line in mcp_tools.read_log(self.tools_log) if line.get("event") in {"called", "started"}]
+        return [
+            line
+            for line in mcp_tools.read_log(self.tools_log)
+            if line.get("event") in {"called", "started"}
+        ]
 
     # -- API helpers ---------------------------------------------------------------------
 
@@ -130,8 +159,14 @@ class Stack:
             data: dict[str, Any] = r.json()
             return data
 
-    async def decide(self, item_id: str, decision: str, *, args: dict[str, Any] | None = None,
-                     reason: str | None = None) -> httpx.Response:
+    async def decide(
+        self,
+        item_id: str,
+        decision: str,
+        *,
+        args: dict[str, Any] | None = None,
+        reason: str | None = None,
+    ) -> httpx.Response:
         body: dict[str, Any] = {"decision": decision}
         if args is not None:
             body["args"] = args
@@ -140,7 +175,9 @@ class Stack:
         async with self.client() as c:
             return await c.post(f"/api/items/{item_id}/decision", json=body)
 
-    async def wait_run(self, run_id: str, statuses: set[str], *, timeout: float = 60.0) -> dict[str, Any]:
+    async def wait_run(
+        self, run_id: str, statuses: set[str], *, timeout: float = 60.0
+    ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         run: dict[str, Any] = {}
         while time.monotonic() < deadline:
@@ -148,17 +185,29 @@ class Stack:
             if run["status"] in statuses:
                 return run
             await asyncio.sleep(0.1)
-        raise AssertionError(f"run {run_id} is {run.get('status')}, not {statuses}\n{self.server.log()}")
+        raise AssertionError(
+            f"run {run_id} is {run.get('status')}, not {statuses}\n{self.server.log()}"
+        )
 
-    async def wait_item(self, run_id: str, *, box: str = "action", status: str | None = None,
-                        count: int = 1, timeout: float = 60.0) -> dict[str, Any]:
+    async def wait_item(
+        self,
+        run_id: str,
+        *,
+        box: str = "action",
+        status: str | None = None,
+        count: int = 1,
+        timeout: float = 60.0,
+    ) -> dict[str, Any]:
         """The newest item of `run_id` in `box` once there are at least `count` of them."""
         deadline = time.monotonic() + timeout
         async with self.client() as c:
             while time.monotonic() < deadline:
                 r = await c.get("/api/inbox", params={"box": box, "all": "true"})
-                items = [i for i in r.json()["items"] if i["run_id"] == run_id
-                         and (status is None or i["status"] == status)]
+                items = [
+                    i
+                    for i in r.json()["items"]
+                    if i["run_id"] == run_id and (status is None or i["status"] == status)
+                ]
                 if len(items) >= count:
                     result: dict[str, Any] = items[0]
                     return result
