@@ -85,7 +85,7 @@ def worker() -> None:
     import asyncio
 
     from bot.logs import setup_logging
-    from bot.server import build
+    from bot.server import build, shutdown, start_worker, warm
     from bot.settings import Settings
 
     settings = Settings()
@@ -94,11 +94,12 @@ def worker() -> None:
     async def main() -> None:
         svc = await build(settings, token="", with_worker=True)
         assert svc.worker is not None
+        start_worker(svc, svc.worker)
+        svc.spawn(warm(svc), "warm")
         try:
-            await svc.worker.run_forever()
+            await asyncio.gather(*svc.background)
         finally:
-            await svc.tools.aclose()
-            await svc.store.aclose()
+            await shutdown(svc)
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
@@ -340,6 +341,86 @@ def audit(url: UrlOpt = None, token: TokenOpt = None, limit: int = 50) -> None:
             json.dumps(e["detail"])[:60],
         )
     console.print(t)
+
+
+# -- schedules ---------------------------------------------------------------------------
+
+schedules_app = typer.Typer(
+    help="List, add, pause, resume and remove schedules (runs started by the clock).",
+    no_args_is_help=False,
+)
+app.add_typer(schedules_app, name="schedules")
+
+
+def _schedule_line(s: dict[str, Any]) -> str:
+    when = s["cron"] or f"every {int(s['every_seconds'] or 0)}s"
+    state = "paused" if s["paused"] else (s["next_fire_times"] or ["-"])[0][:25]
+    return f"{s['id']}  {s['skill']}  {when} ({s['timezone']})  next: {state}"
+
+
+@schedules_app.callback(invoke_without_command=True)
+def schedules_list(ctx: typer.Context, url: UrlOpt = None, token: TokenOpt = None) -> None:
+    """List schedules with their next fire times (the default)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    data = _call(url, token, "GET", "/api/schedules")
+    t = Table("id", "skill", "when", "misfire", "source", "next fire", "last fire")
+    for s in data["items"]:
+        last = s["last_fire"]
+        t.add_row(
+            s["id"],
+            s["skill"],
+            (s["cron"] or f"every {int(s['every_seconds'] or 0)}s") + f" {s['timezone']}",
+            s["misfire"],
+            s["source"],
+            "paused" if s["paused"] else ", ".join(x[:19] for x in s["next_fire_times"][:2]),
+            f"{last['fire_time'][:19]} {last['status']}" if last else "",
+        )
+    console.print(t)
+    for e in data.get("errors", []):
+        err.print(f"[red]schedule not loaded:[/] skill {e['skill']}: {e['message']}")
+
+
+@schedules_app.command("add")
+def schedules_add(
+    skill: str,
+    text: Annotated[str, typer.Argument(help="The input of each run")] = "",
+    cron: Annotated[str | None, typer.Option(help='Cron expression, e.g. "0 8 * * 1-5"')] = None,
+    every: Annotated[str | None, typer.Option(help="Interval, e.g. 30m, 2h")] = None,
+    timezone: Annotated[str, typer.Option(help="IANA zone for cron")] = "UTC",
+    misfire: Annotated[str, typer.Option(help="skip or run_once")] = "skip",
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
+    """Add a schedule that starts SKILL with TEXT (give --cron or --every)."""
+    body = {
+        "skill": skill,
+        "input": text,
+        "cron": cron,
+        "every": every,
+        "timezone": timezone,
+        "misfire": misfire,
+    }
+    console.print(_schedule_line(_call(url, token, "POST", "/api/schedules", json=body)))
+
+
+@schedules_app.command("pause")
+def schedules_pause(schedule_id: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
+    """Pause a schedule: no fires until it is resumed (paused time is not a misfire)."""
+    console.print(_schedule_line(_call(url, token, "POST", f"/api/schedules/{schedule_id}/pause")))
+
+
+@schedules_app.command("resume")
+def schedules_resume(schedule_id: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
+    """Resume a paused schedule."""
+    console.print(_schedule_line(_call(url, token, "POST", f"/api/schedules/{schedule_id}/resume")))
+
+
+@schedules_app.command("remove")
+def schedules_remove(schedule_id: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
+    """Remove a schedule added through the API or CLI (skill schedules live in their file)."""
+    _call(url, token, "DELETE", f"/api/schedules/{schedule_id}")
+    console.print(f"{schedule_id}: removed")
 
 
 def main() -> None:

@@ -1,16 +1,108 @@
-"""Plugs slack into the app: routes at creation, receivers in the lifespan."""
+"""Plugs the Slack channel (channels/slack) into the app: routes at creation, receivers in the lifespan.
+
+Slack is on when a bot token is set. Socket Mode (the default, with the app-level token) needs
+no public URL; HTTP mode serves Bolt's handler at `POST /slack/events` of this same app.
+"""
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+import logging
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
 
 from bot.services import Services
 from bot.settings import Settings
 
+log = logging.getLogger("pizzabot.slack")
+
+EVENTS_PATH = "/slack/events"
+
+
+def _secret(value: object) -> str:
+    get = getattr(value, "get_secret_value", None)
+    return str(get()) if callable(get) else ""
+
+
+def problems(settings: Settings) -> list[str]:
+    """What is missing for the chosen mode (empty when Slack can start)."""
+    missing: list[str] = []
+    if settings.slack_mode == "http" and not _secret(settings.slack_signing_secret):
+        missing.append("PIZZABOT_SLACK_SIGNING_SECRET (HTTP mode checks every request with it)")
+    if settings.slack_mode == "socket" and not _secret(settings.slack_app_token):
+        missing.append("PIZZABOT_SLACK_APP_TOKEN (an xapp- token with connections:write)")
+    return missing
+
+
+def enabled(settings: Settings) -> bool:
+    return bool(_secret(settings.slack_bot_token))
+
 
 def install(app: FastAPI, settings: Settings) -> None:
-    return None
+    if not enabled(settings) or settings.slack_mode != "http":
+        return
+
+    @app.post(EVENTS_PATH, include_in_schema=False)
+    async def slack_events(request: Request) -> Response:
+        handler = getattr(request.app.state, "slack_handler", None)
+        if handler is None:
+            return JSONResponse({"detail": "Slack is not connected"}, status_code=503)
+        response: Response = await handler.handle(request)
+        return response
 
 
 async def start(svc: Services, app: FastAPI) -> None:
-    return None
+    settings = svc.settings
+    if not enabled(settings):
+        return
+    missing = problems(settings)
+    if missing:
+        log.error("Slack is off: %s mode needs %s", settings.slack_mode, "; ".join(missing))
+        return
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.server import add_channel
+    from channels.slack import SlackChannel, SlackInbound, build_app
+
+    token = _secret(settings.slack_bot_token)
+    client = (
+        AsyncWebClient(token=token, base_url=settings.slack_api_url)
+        if settings.slack_api_url
+        else AsyncWebClient(token=token)
+    )
+    add_channel(svc, SlackChannel(client=client, store=svc.store, base_url=settings.base_url))
+    inbound = SlackInbound(
+        inbox=svc.inbox,
+        runs=svc.runs,
+        store=svc.store,
+        skills=svc.ctx.skills,
+        base_url=settings.base_url,
+        default_skill=settings.slack_default_skill,
+    )
+    bolt = build_app(
+        client=client, signing_secret=_secret(settings.slack_signing_secret), inbound=inbound
+    )
+    svc.extras["slack"] = bolt
+    nobody = [s.name for s in svc.ctx.skills.all() if not s.approvers.slack]
+    if nobody:
+        log.warning(
+            "Slack: nobody can decide items of these skills from Slack (no approvers.slack): %s",
+            ", ".join(nobody),
+        )
+    if settings.slack_default_skill and settings.slack_default_skill not in svc.ctx.skills:
+        log.warning("Slack: the default skill %r is not loaded", settings.slack_default_skill)
+
+    if settings.slack_mode == "http":
+        from slack_bolt.adapter.fastapi.async_handler import AsyncSlackRequestHandler
+
+        app.state.slack_handler = AsyncSlackRequestHandler(bolt)
+        log.info("Slack: HTTP mode, events at %s%s", settings.base_url, EVENTS_PATH)
+        return
+
+    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+    handler = AsyncSocketModeHandler(bolt, _secret(settings.slack_app_token))
+    # connect() retries by itself until Slack answers, so a Slack outage never blocks start-up.
+    svc.spawn(handler.connect_async(), "slack-socket-mode")  # type: ignore[no-untyped-call]
+    svc.closers.append(handler.close_async)
+    log.info("Slack: Socket Mode")

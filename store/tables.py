@@ -153,3 +153,7 @@ class SwitchRow(Base):
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[dict[str, Any]] = mapped_column(JSON)
     updated_at: Mapped[datetime]
+
+
+import store.tables_mail  # noqa: E402
+import store.tables_triggers  # noqa: E402,F401

@@ -43,6 +43,7 @@ async def test_a_skill_reads_and_writes_only_what_it_was_granted(tmp_path: Path)
     assert "call Ann" in read
     assert "outside the granted folders" in escape and "the password" not in done["result"]
     assert "read-only" in ro_write and not (notes / "new.md").exists()
+    assert "Error" not in rw_write
     assert (drafts / "reply.md").read_text() == "Dear Ann"
     results = [e["data"] for e in done["events"] if e["kind"] == "tool_result"]
     assert [r["is_error"] for r in results] == [False, True, True, False]
