@@ -1,0 +1,290 @@
+"""The web inbox in a real browser: headless Debian Chromium against a real `pizzabot serve`
+process, a scripted model reached through litellm and the test MCP server.
+
+One server and one browser serve the whole module; each test starts its own run. The edit
+story runs with JavaScript off, to show the page needs none. Screenshots of the Action item
+page and of a run timeline (desktop and phone width) land in test-output/.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from playwright.async_api import (
+    Browser,
+    BrowserContext,
+    Page,
+    ViewportSize,
+    async_playwright,
+    expect,
+)
+
+from agent.testing.scripts import last_tool_result
+from tests.peers.server import TOKEN
+from tests.peers.stack import Reply, Stack, ToolCall
+
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+HAVE_CHROMIUM = Path(CHROMIUM).exists()
+DESKTOP: ViewportSize = {"width": 1280, "height": 900}
+PHONE: ViewportSize = {"width": 390, "height": 844}
+
+EMAIL = {
+    "to": "ann@example.com",
+    "subject": "Your quote",
+    "body": "Hello Ann,\nhere is the quote we talked about.\nBest, Bob",
+    "priority": "normal",
+    "copies": 1,
+}
+
+
+def send_then_quote(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
+    """Propose send_email once; afterwards quote what the tool (or the rejection) said."""
+    result = last_tool_result(messages)
+    if result is None:
+        return Reply(
+            text="Ann asked for the quote, so I will mail it to her now.",
+            tool_calls=[ToolCall("crm__send_email", dict(EMAIL))],
+        )
+    return Reply(text=f"Finished. The tool said: {result}")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
+    async with Stack(tmp_path_factory.mktemp("web"), script=send_then_quote) as st:
+        yield st
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    if not HAVE_CHROMIUM:
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
+    async with async_playwright() as p:
+        b = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            yield b
+        finally:
+            await b.close()
+
+
+async def logged_in(
+    browser: Browser, stack: Stack, *, javascript: bool = True
+) -> tuple[BrowserContext, Page]:
+    context = await browser.new_context(viewport=DESKTOP, java_script_enabled=javascript)
+    page = await context.new_page()
+    await page.goto(f"{stack.server.url}/login?token={TOKEN}")
+    assert TOKEN not in page.url  # the link swapped the token for a cookie and moved on
+    return context, page
+
+
+async def shoot(page: Page, path: Path) -> None:
+    """A full-page screenshot at desktop width, then at phone width."""
+    await page.set_viewport_size(DESKTOP)
+    await page.screenshot(path=str(path.with_name(path.stem + "-desktop.png")), full_page=True)
+    await page.set_viewport_size(PHONE)
+    await page.screenshot(path=str(path.with_name(path.stem + "-phone.png")), full_page=True)
+    await page.set_viewport_size(DESKTOP)
+
+
+async def test_the_login_link_leaves_a_strict_httponly_cookie_and_no_token(
+    browser: Browser, stack: Stack
+) -> None:
+    context, page = await logged_in(browser, stack)
+    try:
+        assert page.url == f"{stack.server.url}/"
+        await expect(page.get_by_role("heading", name=re.compile("^Action"))).to_be_visible()
+        assert TOKEN not in await page.content()
+        cookies = await context.cookies()
+        assert [c["name"] for c in cookies] == ["pizzabot_session"]
+        assert cookies[0]["httpOnly"] and cookies[0]["sameSite"] == "Strict"
+        assert TOKEN not in cookies[0]["value"]
+
+        # Another browser without the cookie is sent to the login form; a wrong token fails.
+        stranger = await browser.new_context()
+        other = await stranger.new_page()
+        await other.goto(f"{stack.server.url}/runs")
+        assert other.url.startswith(f"{stack.server.url}/login?next=")
+        await other.fill("#token", "not-the-token")
+        await other.click("button[type=submit]")
+        await expect(other.locator("p.error")).to_contain_text("not the API token")
+        await other.fill("#token", TOKEN)
+        await other.click("button[type=submit]")
+        assert other.url == f"{stack.server.url}/runs"  # back where it wanted to go
+        await stranger.close()
+    finally:
+        await context.close()
+
+
+async def test_edit_an_integer_and_an_enum_with_javascript_off(
+    browser: Browser, stack: Stack, output_dir: Path
+) -> None:
+    run = await stack.start_run("test", "Send Ann the quote she asked for")
+    item = await stack.wait_item(run["id"])
+    context, page = await logged_in(browser, stack, javascript=False)
+    try:
+        action = page.locator("#boxes .box").first
+        await expect(action.locator(".count")).to_have_text(re.compile(r"[1-9]"))
+        await shoot(page, output_dir / "web-inbox")
+        await action.get_by_role(
+            "link", name=re.compile("wants to run crm.send_email")
+        ).first.click()
+        assert page.url.endswith(f"/items/{item['id']}")
+        await expect(page.locator("text=Ann asked for the quote")).to_be_visible()
+        await expect(page.locator(".tool")).to_contain_text("send_email")
+        await expect(page.locator(".tool")).to_contain_text("crm")
+        await expect(page.locator(".risk")).to_contain_text("high impact")
+        await expect(page.locator(".risk")).to_contain_text("cannot be undone")
+        await expect(page.locator(".risk")).to_contain_text("external")
+        await shoot(page, output_dir / "web-action-item")
+
+        await page.locator("summary", has_text="Edit").click()
+        copies, priority = page.locator("#arg-copies"), page.locator("#arg-priority")
+        assert await copies.get_attribute("type") == "number"
+        assert await page.locator("#arg-receipt").get_attribute("type") == "checkbox"
+        await expect(copies).to_have_value("1")
+        await expect(priority).to_have_value("normal")
+        await copies.fill("50")
+        await priority.select_option("high")
+        await page.get_by_role("button", name="Approve with these arguments").click()
+
+        # The server refused it: the form is back with what was typed and the reason.
+        await expect(page.locator(".has-error .field-error")).to_contain_text("at most 10")
+        await expect(copies).to_have_value("50")
+        await expect(priority).to_have_value("high")
+        await expect(page.locator("#arg-to")).to_have_value("ann@example.com")
+        await shoot(page, output_dir / "web-action-item-error")
+        assert (await stack.get_run(run["id"]))["status"] == "waiting"
+
+        await copies.fill("3")
+        await page.get_by_role("button", name="Approve with these arguments").click()
+        await expect(page.locator(".decided")).to_contain_text(
+            "Edited and approved by owner via web"
+        )
+        edited = {**EMAIL, "copies": 3, "priority": "high"}
+        done = await stack.wait_run(run["id"], {"done"})
+        sent = [{k: c["args"][k] for k in EMAIL} for c in stack.tool_calls()]
+        assert edited in sent and sent.count(edited) == 1
+
+        # The finished run is in Unread; its timeline shows the edited arguments.
+        await page.goto(f"{stack.server.url}/")
+        unread = page.locator("#boxes .box").nth(1)
+        await expect(unread).to_contain_text("test finished")
+        await page.goto(f"{stack.server.url}/runs/{run['id']}")
+        decision = page.locator(".ev.decision")
+        await expect(decision).to_contain_text("Edited and approved by owner")
+        await expect(decision).to_contain_text("via web")
+        after = decision.locator(".ev-block", has_text="Arguments after").locator("pre")
+        # The form sends every field: the optional ones the model left out come as empty.
+        assert json.loads(await after.inner_text()) == {**edited, "cc": None, "receipt": False}
+        result = page.locator(".ev.tool", has_text="returned")
+        await expect(result).to_contain_text("sent to ann@example.com")
+        await expect(result).to_contain_text('"copies": 3')
+        await expect(page.locator(".ev.model").first).to_contain_text("tokens in")
+        await expect(page.locator(".facts-grid")).to_contain_text("done")
+        assert done["usage"]["tokens"] > 0
+        await expect(page.locator(".facts-grid")).to_contain_text(f"{done['usage']['tokens']:,}")
+        await shoot(page, output_dir / "web-run-timeline")
+    finally:
+        await context.close()
+
+
+async def test_reject_with_a_reason_the_model_reads(browser: Browser, stack: Stack) -> None:
+    run = await stack.start_run("test", "Send Ann the quote")
+    item = await stack.wait_item(run["id"])
+    context, page = await logged_in(browser, stack)
+    try:
+        await page.goto(f"{stack.server.url}/items/{item['id']}")
+        await page.locator("summary", has_text="Reject").click()
+        await page.fill("#reason", "Ann is on holiday until Monday")
+        await page.locator("details.reject button[type=submit]").click()
+        await expect(page.locator(".decided")).to_contain_text("Rejected by owner via web")
+        await expect(page.locator(".decided")).to_contain_text("Ann is on holiday until Monday")
+
+        done = await stack.wait_run(run["id"], {"done"})
+        assert "Ann is on holiday until Monday" in done["result"]  # the model quoted it
+        await page.goto(f"{stack.server.url}/runs/{run['id']}")
+        await expect(page.locator(".card", has_text="Result")).to_contain_text(
+            "Ann is on holiday until Monday"
+        )
+        await expect(page.locator(".ev.tool", has_text="rejected")).to_be_visible()
+    finally:
+        await context.close()
+
+
+async def test_a_decision_made_through_the_api_shows_on_an_open_page(
+    browser: Browser, stack: Stack
+) -> None:
+    run = await stack.start_run("test", "Send Ann the quote")
+    item = await stack.wait_item(run["id"])
+    live_context, live = await logged_in(browser, stack)
+    still_context, still = await logged_in(browser, stack, javascript=False)
+    try:
+        for page in (live, still):
+            await page.goto(f"{stack.server.url}/items/{item['id']}")
+            await expect(page.get_by_role("button", name="Approve")).to_be_visible()
+
+        r = await stack.decide(item["id"], "approve")
+        assert r.status_code == 200
+
+        # With JavaScript the page notices by itself; without, a reload shows it.
+        await expect(live.locator(".decided")).to_contain_text(
+            "Approved by owner via api", timeout=15_000
+        )
+        await expect(still.get_by_role("button", name="Approve")).to_be_visible()
+        await still.reload()
+        await expect(still.locator(".decided")).to_contain_text("Approved by owner via api")
+        await expect(still.get_by_role("button", name="Approve")).to_have_count(0)
+        await expect(still.locator(".decided")).to_contain_text("ann@example.com")  # final args
+        await stack.wait_run(run["id"], {"done"})
+    finally:
+        await live_context.close()
+        await still_context.close()
+
+
+async def test_start_a_run_from_the_form_then_cancel_and_read_the_audit(
+    browser: Browser, stack: Stack
+) -> None:
+    context, page = await logged_in(browser, stack)
+    try:
+        await page.goto(f"{stack.server.url}/runs/new")
+        await page.select_option("#skill", "test")
+        await page.fill("#input", "Quote for Carl")
+        await page.get_by_role("button", name="Start").click()
+        await expect(page.locator(".banner.ok")).to_contain_text("Run started")
+        run_id = page.url.rsplit("/", 1)[1].split("?")[0]
+        await stack.wait_item(run_id)
+        await page.reload()
+        await expect(page.locator(".banner.warn")).to_contain_text("Waiting for you")
+        await page.get_by_role("button", name="Cancel run").click()
+        await expect(page.locator(".facts-grid")).to_contain_text("cancelled")
+        run = await stack.get_run(run_id)
+        assert run["status"] == "cancelled" and run["trigger"] == "web"
+        assert run["events"][-1]["data"]["by"] == "owner"
+
+        await page.goto(f"{stack.server.url}/runs")
+        row = page.locator("tr", has_text=run_id[:8])
+        await expect(row).to_contain_text("cancelled")
+        await expect(row).to_contain_text("web")
+
+        await page.goto(f"{stack.server.url}/audit")
+        cancel = page.locator("tr", has_text="cancel").filter(has_text=run_id[:8])
+        await expect(cancel.first).to_contain_text("owner")
+        await expect(cancel.first).to_contain_text("web")
+    finally:
+        await context.close()

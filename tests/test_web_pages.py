@@ -1,0 +1,306 @@
+"""The web inbox's pages in-process: boxes, items, budget items, late decisions, runs, the
+timeline, starting, cancelling and following up runs, the audit log. Real SqlStore, real
+Inbox and Runs; no worker, so runs stay where the test puts them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from agent.model import Approve, Event, EventKind, ItemKind, ItemStatus, NewEvent, Risk, RunStatus
+from channels.web.timeline import entries
+from tests.peers.web import T0, Form, WebApp, csrf_of
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"to": {"type": "string"}, "copies": {"type": "integer", "minimum": 1}},
+    "required": ["to"],
+}
+
+
+@pytest.fixture
+async def web(tmp_path: Path) -> AsyncIterator[WebApp]:
+    async with WebApp(tmp_path) as app:
+        yield app
+
+
+async def test_the_inbox_shows_both_boxes_with_counts(web: WebApp) -> None:
+    first = await web.action_item(schema=SCHEMA, args={"to": "a@x"}, risk=Risk(impact="high"))
+    await web.unread_item("The report is ready.")
+    async with web.client(logged_in=True) as c:
+        page = await c.get("/")
+    assert page.status_code == 200
+    html = page.text
+    assert '<span class="count hot">1</span>' in html and "<title>(1) Inbox" in html
+    assert f'href="/items/{first.id}"' in html and "high impact" in html
+    assert "test finished" in html and "The report is ready." in html
+    assert 'data-live="/boxes"' in html
+
+
+async def test_action_items_are_listed_newest_first(web: WebApp) -> None:
+    older = await web.action_item(schema=SCHEMA, args={"to": "a@x"})
+    newer = await web.action_item(schema=SCHEMA, args={"to": "b@x"})
+    async with web.client(logged_in=True) as c:
+        html = (await c.get("/boxes")).text
+    assert html.index(f"/items/{newer.id}") < html.index(f"/items/{older.id}")
+
+
+async def test_mark_read_one_and_all(web: WebApp) -> None:
+    one = await web.unread_item("one")
+    two = await web.unread_item("two")
+    three = await web.unread_item("three")
+    async with web.client(logged_in=True) as c:
+        csrf = csrf_of((await c.get("/")).text)
+        r = await c.post(f"/items/{one.id}/read", data={"csrf": csrf, "next": "/"})
+        assert r.status_code == 303 and r.headers["location"] == "/?note=read"
+        assert (await web.store.get_item(one.id)).status is ItemStatus.READ
+        assert f"/items/{one.id}" not in (await c.get("/")).text
+        r = await c.post("/items/read-all", data={"csrf": csrf})
+        assert r.status_code == 303
+    for item in (two, three):
+        assert (await web.store.get_item(item.id)).status is ItemStatus.READ
+
+
+async def test_an_action_item_page_shows_context_tool_risk_and_three_decisions(
+    web: WebApp,
+) -> None:
+    item = await web.action_item(
+        schema=SCHEMA,
+        args={"to": "ann@example.com", "copies": 2},
+        body="Ann wants the quote.",
+        risk=Risk(impact="high", reversible=False, scope="external"),
+    )
+    async with web.client(logged_in=True) as c:
+        html = (await c.get(f"/items/{item.id}")).text
+    assert "mail Ann" in html  # the run's input
+    assert "Ann wants the quote." in html  # the model's last message
+    assert "<code>send_email</code> on server <code>crm</code>" in html
+    assert "high impact" in html and "cannot be undone" in html and "external" in html
+    assert "ann@example.com" in html
+    assert f'action="/items/{item.id}/approve#decide"' in html
+    assert f'action="/items/{item.id}/edit#decide"' in html
+    assert f'action="/items/{item.id}/reject#decide"' in html
+
+
+async def test_a_budget_item_offers_extend_and_stop_but_no_edit(web: WebApp) -> None:
+    item = await web.action_item(
+        schema={}, args={"tokens": 1000}, kind=ItemKind.BUDGET, body="token budget reached"
+    )
+    async with web.client(logged_in=True) as c:
+        page = await c.get(f"/items/{item.id}")
+        html = page.text
+        assert ">Extend</button>" in html and ">Stop</summary>" in html
+        assert "/edit" not in html and "Approve</button>" not in html
+        r = await c.post(f"/items/{item.id}/approve", data={"csrf": csrf_of(html)})
+        assert r.headers["location"] == f"/items/{item.id}?note=extended"
+        done = (await c.get(r.headers["location"])).text
+    assert "Budget extended. The run goes on." in done
+    assert "Budget extended by <b>owner</b> via <b>web</b>" in done
+
+
+async def test_reject_sends_the_reason_and_the_page_then_shows_who_and_why(
+    web: WebApp,
+) -> None:
+    item = await web.action_item(schema=SCHEMA, args={"to": "a@x"})
+    async with web.client(logged_in=True) as c:
+        csrf = csrf_of((await c.get(f"/items/{item.id}")).text)
+        r = await c.post(
+            f"/items/{item.id}/reject", data={"csrf": csrf, "reason": "  Not this week.  "}
+        )
+        assert r.headers["location"] == f"/items/{item.id}?note=rejected"
+        html = (await c.get(f"/items/{item.id}")).text
+    decided = await web.store.get_item(item.id)
+    assert decided.status is ItemStatus.REJECTED and decided.reason == "Not this week."
+    assert "Rejected by <b>owner</b> via <b>web</b>" in html and "Not this week." in html
+    assert "/approve" not in html
+
+
+async def test_a_late_decision_is_told_who_was_first(web: WebApp) -> None:
+    item = await web.action_item(schema=SCHEMA, args={"to": "a@x"})
+    async with web.client(logged_in=True) as c:
+        page = await c.get(f"/items/{item.id}")
+        csrf = csrf_of(page.text)
+        await web.inbox.decide(item.id, Approve(), actor="U123", channel="slack")
+        for action, data in (
+            ("approve", {}),
+            ("reject", {"reason": "no"}),
+            ("edit", {"arg.to": "b@x"}),
+        ):
+            r = await c.post(f"/items/{item.id}/{action}", data={"csrf": csrf, **data})
+            assert r.status_code == 303, action
+            assert r.headers["location"] == f"/items/{item.id}?note=late"
+        html = (await c.get(f"/items/{item.id}?note=late")).text
+        state = (await c.get(f"/items/{item.id}/state")).text
+    assert "Someone decided this before you" in html
+    assert "Approved by <b>U123</b> via <b>slack</b>" in html
+    assert 'data-version="approved"' in state
+    assert (await web.store.get_item(item.id)).decided_by == "U123"
+
+
+async def test_everything_shown_is_escaped(web: WebApp) -> None:
+    evil = "<script>alert('x')</script>"
+    item = await web.action_item(schema=SCHEMA, args={"to": evil}, body=evil)
+    async with web.client(logged_in=True) as c:
+        for path in ("/", f"/items/{item.id}", f"/runs/{item.run_id}"):
+            html = (await c.get(path)).text
+            assert "<script>alert" not in html, path
+            if path.startswith("/items/"):
+                assert (
+                    html.count("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;") == 3
+                )  # body, args, form
+
+
+async def test_runs_list_shows_status_skill_trigger_tokens_and_times(web: WebApp) -> None:
+    run_id = await web.run("list me", status=RunStatus.DONE)
+    async with web.client(logged_in=True) as c:
+        html = (await c.get("/runs")).text
+    row = html[html.index(f"/runs/{run_id}") :]
+    row = row[: row.index("</tr>")]
+    assert "status-done" in row and ">test<" in row and ">api<" in row
+    assert "2026-01-01 09:00:00 UTC" in row
+
+
+async def test_start_a_run_from_the_form(web: WebApp) -> None:
+    async with web.client(logged_in=True) as c:
+        page = await c.get("/runs/new")
+        form = Form(page.text)
+        assert [o["value"] for o in form.controls["skill"]["options"]] == ["test"]
+        csrf = csrf_of(page.text)
+        r = await c.post("/runs", data={"csrf": csrf, "skill": "test", "input": "hello"})
+        assert r.status_code == 303
+        run_id = r.headers["location"].split("/")[2].split("?")[0]
+        unknown = await c.post("/runs", data={"csrf": csrf, "skill": "nope", "input": "x"})
+        assert unknown.status_code == 422 and "Pick one of the skills" in unknown.text
+        assert "x</textarea>" in unknown.text  # the input is kept
+    run = await web.store.get_run(run_id)
+    assert (run.input, run.trigger, run.status) == ("hello", "web", RunStatus.QUEUED)
+
+
+async def test_cancel_a_run_and_find_it_in_the_audit_log(web: WebApp) -> None:
+    item = await web.action_item(schema=SCHEMA, args={"to": "a@x"})
+    async with web.client(logged_in=True) as c:
+        page = await c.get(f"/runs/{item.run_id}")
+        assert "Cancel run" in page.text and "Waiting for you" in page.text
+        csrf = csrf_of(page.text)
+        r = await c.post(f"/runs/{item.run_id}/cancel", data={"csrf": csrf})
+        assert r.headers["location"] == f"/runs/{item.run_id}?note=cancelled"
+        again = await c.post(f"/runs/{item.run_id}/cancel", data={"csrf": csrf})
+        assert again.headers["location"] == f"/runs/{item.run_id}?note=ended"
+        audit = (await c.get("/audit")).text
+    run = await web.store.get_run(item.run_id)
+    assert run.status is RunStatus.CANCELLED and "owner via web" in (run.error or "")
+    assert (await web.store.get_item(item.id)).status is ItemStatus.CANCELLED
+    row = audit[audit.index("<td>cancel</td>") - 300 :]
+    assert "<td>owner</td>" in row and "<td>web</td>" in row
+    assert f"/runs/{item.run_id}" in row
+
+
+async def test_a_follow_up_message_continues_a_finished_run(web: WebApp) -> None:
+    run_id = await web.run("first", status=RunStatus.DONE)
+    async with web.client(logged_in=True) as c:
+        page = await c.get(f"/runs/{run_id}")
+        assert "Send a follow-up message" in page.text and "Cancel run" not in page.text
+        csrf = csrf_of(page.text)
+        empty = await c.post(f"/runs/{run_id}/messages", data={"csrf": csrf, "text": "  "})
+        assert empty.headers["location"].endswith("note=empty")
+        r = await c.post(f"/runs/{run_id}/messages", data={"csrf": csrf, "text": "And Bob?"})
+        assert r.headers["location"] == f"/runs/{run_id}?note=sent"
+    assert (await web.store.get_run(run_id)).status is RunStatus.QUEUED
+    last = (await web.store.events(run_id))[-1]
+    assert last.kind is EventKind.USER_MESSAGE
+    assert last.data == {"text": "And Bob?", "by": "owner", "channel": "web"}
+
+
+async def test_the_timeline_shows_model_calls_tools_and_decisions(web: WebApp) -> None:
+    item = await web.action_item(schema=SCHEMA, args={"to": "a@x", "copies": 1})
+    await web.store.append_events(
+        item.run_id,
+        [
+            NewEvent(
+                EventKind.MODEL_CALL,
+                {"model": "openai/x", "tokens_in": 1200, "tokens_out": 34, "latency_ms": 812.5,
+                 "cost_usd": 0.0021, "attempts": 2},
+            ),
+            NewEvent(
+                EventKind.ASSISTANT_MESSAGE,
+                {"text": "Mailing.", "tool_calls": [
+                    {"id": "call1", "name": "crm__send_email", "arguments": {"to": "a@x"}}]},
+            ),
+            NewEvent(EventKind.TOOL_REQUEST, {"call_id": "call1", "item_id": item.id,
+                                              "tool": "crm.send_email", "args": {"to": "a@x"}}),
+        ],
+        worker=None,
+        now=T0,
+    )  # fmt: skip
+    async with web.client(logged_in=True) as c:
+        csrf = csrf_of((await c.get(f"/items/{item.id}")).text)
+        await c.post(
+            f"/items/{item.id}/edit", data={"csrf": csrf, "arg.to": "b@x", "arg.copies": "3"}
+        )
+        await web.store.append_events(
+            item.run_id,
+            [
+                NewEvent(EventKind.TOOL_STARTED, {"call_id": "call1", "tool": "crm.send_email",
+                                                  "args": {"to": "b@x", "copies": 3}}),
+                NewEvent(EventKind.TOOL_RESULT, {"call_id": "call1", "tool": "crm.send_email",
+                                                 "text": "sent to b@x", "is_error": False,
+                                                 "duration_ms": 1530, "args": {"to": "b@x",
+                                                                               "copies": 3}}),
+                NewEvent(EventKind.NOTE, {"text": "a note"}),
+            ],
+            worker=None,
+            now=T0,
+        )  # fmt: skip
+        html = (await c.get(f"/runs/{item.run_id}")).text
+        live = (await c.get(f"/runs/{item.run_id}/live")).text
+    assert "Model call: openai/x" in html
+    assert "1200" in html and "812 ms" in html and "$0.0021" in html and "attempts" in html
+    assert "Model asked for 1 tool call" in html and "Calls crm.send_email" in html
+    assert "Asked a person about crm.send_email" in html
+    assert "Edited and approved by owner" in html and "via</span> web" in html
+    assert "to: &#34;a@x&#34; → &#34;b@x&#34;" in html and "copies: 1 → 3" in html
+    assert "Tool crm.send_email returned" in html and "1.53 s" in html and "sent to b@x" in html
+    assert "Note" in html and "a note" in html
+    # Usage comes from the model calls: tokens, steps and cost.
+    assert "1,234" in html and "$0.0021" in html
+    assert 'data-version="active"' in live and "Timeline" in live
+
+
+def _event(seq: int, kind: EventKind, data: dict[str, object], seconds: float = 0) -> Event:
+    return Event("r", seq, kind, data, T0 + timedelta(seconds=seconds))
+
+
+def test_timeline_entries_read_like_a_story() -> None:
+    got = entries(
+        [
+            _event(1, EventKind.RUN_STARTED, {"input": "go", "trigger": "web", "by": "owner"}),
+            _event(2, EventKind.TOOL_STARTED, {"call_id": "c", "tool": "t.x", "args": {"a": 1}}, 2),
+            _event(3, EventKind.TOOL_RESULT, {"call_id": "c", "tool": "t.x", "text": "boom",
+                                              "is_error": True, "duration_ms": 5,
+                                              "args": {"a": 1}}, 75),
+            _event(4, EventKind.DECISION, {"decision": "reject", "actor": "ann@x",
+                                           "channel": "email", "reason": "no"}, 4000),
+            _event(5, EventKind.DECISION, {"decision": "expired", "actor": "timeout",
+                                           "channel": "timer"}),
+            _event(6, EventKind.RUN_FINISHED, {"status": "failed", "error": "gave up"}),
+            _event(7, "something_new", {"x": [1]}),  # type: ignore[arg-type]
+        ]
+    )  # fmt: skip
+    assert [e.title for e in got] == [
+        "Run started",
+        "Tool t.x started",
+        "Tool t.x failed",
+        "Rejected by ann@x",
+        "Expired: nobody decided in time",
+        "Run failed",
+        "Something new",
+    ]
+    assert [e.offset for e in got[:4]] == ["+0.0 s", "+2.0 s", "+1 min 15 s", "+1.1 h"]
+    assert got[1].blocks == []  # the result below shows the arguments
+    assert [b.label for b in got[2].blocks] == ["Arguments", "Result"] and got[2].failed
+    assert got[3].facts == [("via", "email")] and got[3].blocks[0].text == "no"
+    assert got[5].failed and got[5].blocks[0].text == "gave up"
+    assert got[6].blocks[0].text == "[\n  1\n]" and got[6].blocks[0].code
