@@ -423,6 +423,46 @@ def schedules_remove(schedule_id: str, url: UrlOpt = None, token: TokenOpt = Non
     console.print(f"{schedule_id}: removed")
 
 
+# -- bench -------------------------------------------------------------------------------
+
+
+@app.command()
+def bench(
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Small counts: a smoke test, as CI runs it")
+    ] = False,
+    output: Annotated[Path, typer.Option(help="Where to write the JSON figures")] = Path(
+        "bench-output/bench.json"
+    ),
+    postgres: Annotated[
+        str,
+        typer.Option(help="A PostgreSQL server the bench may create scratch databases on"),
+    ] = "postgresql://postgres@127.0.0.1:5432/postgres",
+    no_postgres: Annotated[
+        bool, typer.Option("--no-postgres", help="Skip the PostgreSQL figures")
+    ] = False,
+    profile: Annotated[
+        bool, typer.Option("--profile", help="cProfile the step runs (next to the JSON)")
+    ] = False,
+    keep: Annotated[bool, typer.Option("--keep", help="Keep the work folder (logs)")] = False,
+) -> None:
+    """Measure the engine: step overhead, decision latency, memory, workers, start-up."""
+    from bot import bench as bench_
+
+    result = bench_.run(
+        bench_.Options(
+            quick=quick,
+            output=output,
+            postgres=None if no_postgres else postgres,
+            profile=profile,
+            keep=keep,
+        )
+    )
+    if result["figures"]["claimed_twice"]:
+        err.print("[red]runs were executed twice[/]")
+        raise typer.Exit(1)
+
+
 def main() -> None:
     app(prog_name="pizzabot")
 

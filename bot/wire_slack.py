@@ -6,6 +6,8 @@ no public URL; HTTP mode serves Bolt's handler at `POST /slack/events` of this s
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 
 from fastapi import FastAPI, Request, Response
@@ -104,5 +106,11 @@ async def start(svc: Services, app: FastAPI) -> None:
     handler = AsyncSocketModeHandler(bolt, _secret(settings.slack_app_token))
     # connect() retries by itself until Slack answers, so a Slack outage never blocks start-up.
     svc.spawn(handler.connect_async(), "slack-socket-mode")  # type: ignore[no-untyped-call]
-    svc.closers.append(handler.close_async)
+
+    async def close() -> None:
+        # Closing waits for Slack to answer the websocket close; never let that hold shutdown.
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(handler.close_async(), 3)  # type: ignore[no-untyped-call]
+
+    svc.closers.append(close)
     log.info("Slack: Socket Mode")
