@@ -245,3 +245,11 @@ async def test_migrations_produce_exactly_the_models(db_url: str) -> None:
         )
     await engine.dispose()
     assert diff == []
+
+
+def test_the_quick_head_check_agrees_with_alembic() -> None:
+    from alembic.script import ScriptDirectory
+
+    from store.migrate import alembic_config, head_revision
+
+    assert head_revision() == ScriptDirectory.from_config(alembic_config()).get_current_head()
