@@ -566,32 +566,11 @@ async def finish_run(
     usage: Usage | None = None,
     actor: str | None = None,
 ) -> None:
-    """End a run: its status, a RUN_FINISHED event, its open actions closed, and an Unread item."""
+    """End a run: its status, a RUN_FINISHED event, its open actions closed, and an Unread
+    item — in one transaction, so a run is never done without its note in the inbox."""
     store, now = ctx.store, ctx.clock()
     if usage is None:
         usage = conversation.derive(await store.events(run.id)).usage
-    await store.append_events(
-        run.id,
-        [
-            NewEvent(
-                EventKind.RUN_FINISHED,
-                {"status": str(status), "result": result, "error": error, "by": actor},
-            )
-        ],
-        worker=worker,
-        now=now,
-    )
-    await store.set_status(
-        run.id,
-        status,
-        worker=worker,
-        now=now,
-        result=result,
-        error=error,
-        usage=usage,
-        killed_by=actor if status is RunStatus.KILLED else None,
-    )
-    await store.close_items(run.id, status=ItemStatus.CANCELLED, now=now)
     verb = {
         RunStatus.DONE: "finished",
         RunStatus.FAILED: "failed",
@@ -599,7 +578,7 @@ async def finish_run(
         RunStatus.KILLED: "was killed",
     }.get(status, str(status))
     body = result if status is RunStatus.DONE else (error or verb)
-    item = Item(
+    note = Item(
         id=ctx.ids(),
         run_id=run.id,
         skill=run.skill,
@@ -611,8 +590,22 @@ async def finish_run(
         created_at=now,
         secret=ctx.secrets(),
     )
-    targets = targets_for(skill, ctx.channels) if skill is not None else []
-    await store.create_item(item, targets=targets, worker=None, now=now)
+    await store.finish_run(
+        run.id,
+        status,
+        worker=worker,
+        now=now,
+        event=NewEvent(
+            EventKind.RUN_FINISHED,
+            {"status": str(status), "result": result, "error": error, "by": actor},
+        ),
+        note=note,
+        targets=targets_for(skill, ctx.channels) if skill is not None else [],
+        result=result,
+        error=error,
+        usage=usage,
+        killed_by=actor if status is RunStatus.KILLED else None,
+    )
     ctx.wake_outbox()
     if ctx.on_run_end is not None:
         try:

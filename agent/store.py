@@ -79,6 +79,25 @@ class Store(Protocol):
         """Move a run through `agent.model.transition`; with `worker`, only while it holds the lease."""
         ...
 
+    async def finish_run(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        worker: str | None,
+        now: datetime,
+        event: NewEvent,
+        note: Item,
+        targets: Sequence[Target],
+        result: str | None = None,
+        error: str | None = None,
+        usage: Usage | None = None,
+        killed_by: str | None = None,
+    ) -> Run:
+        """End a run in one transaction: its status, `event`, its pending actions closed, and
+        the Unread `note` with its deliveries."""
+        ...
+
     async def requeue(self, run_id: str, *, now: datetime, events: Sequence[NewEvent] = ()) -> Run:
         """Put a waiting or finished run back in the queue (a decision, a follow-up)."""
         ...

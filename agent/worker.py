@@ -134,7 +134,8 @@ class Worker:
                 killed = await self.ctx.store.get_kill() is not None
                 for run_id, task in list(self._tasks.items()):
                     status = (await self.ctx.store.get_run(run_id)).status
-                    if killed or status is not RunStatus.RUNNING:
+                    # Stop only what someone stopped; a run that ended or waits ends its own step.
+                    if killed or status in {RunStatus.CANCELLED, RunStatus.KILLED}:
                         await cancel_in_flight(task)
             except Exception:
                 log.exception("worker watch failed")

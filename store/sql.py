@@ -335,40 +335,65 @@ class SqlStore:
         killed_by: str | None = None,
     ) -> Run:
         async with self._tx() as s:
-            q = select(RunRow).where(RunRow.id == run_id)
-            if self.is_postgres:
-                q = q.with_for_update()
-            row = (await s.execute(q)).scalar_one_or_none()
-            if row is None:
-                raise NotFound(f"no run {run_id}")
-            if worker is not None and (
-                row.lease_owner != worker or row.status != RunStatus.RUNNING.value
-            ):
-                raise LeaseLost(run_id)
-            current = RunStatus(row.status)
-            if current is not status:
-                transition(current, status)
-            row.status = status.value
-            row.updated_at = now
-            if status is not RunStatus.RUNNING:
-                row.lease_owner = None
-                row.lease_expires_at = None
-            if status.terminal:
-                row.finished_at = now
-            if result is not None:
-                row.result = result
-            if error is not None:
-                row.error = error
-            if killed_by is not None:
-                row.killed_by = killed_by
-            if usage is not None:
-                row.tokens, row.cost_usd, row.steps, row.cost_known = (
-                    usage.tokens,
-                    usage.cost_usd,
-                    usage.steps,
-                    usage.cost_known,
-                )
-            return _run(row)
+            return await self._set_status(
+                s,
+                run_id,
+                status,
+                worker=worker,
+                now=now,
+                result=result,
+                error=error,
+                usage=usage,
+                killed_by=killed_by,
+            )
+
+    async def _set_status(
+        self,
+        s: AsyncSession,
+        run_id: str,
+        status: RunStatus,
+        *,
+        worker: str | None,
+        now: datetime,
+        result: str | None = None,
+        error: str | None = None,
+        usage: Usage | None = None,
+        killed_by: str | None = None,
+    ) -> Run:
+        q = select(RunRow).where(RunRow.id == run_id)
+        if self.is_postgres:
+            q = q.with_for_update()
+        row = (await s.execute(q)).scalar_one_or_none()
+        if row is None:
+            raise NotFound(f"no run {run_id}")
+        if worker is not None and (
+            row.lease_owner != worker or row.status != RunStatus.RUNNING.value
+        ):
+            raise LeaseLost(run_id)
+        current = RunStatus(row.status)
+        if current is not status:
+            transition(current, status)
+        row.status = status.value
+        row.updated_at = now
+        if status is not RunStatus.RUNNING:
+            row.lease_owner = None
+            row.lease_expires_at = None
+        if status.terminal:
+            row.finished_at = now
+        if result is not None:
+            row.result = result
+        if error is not None:
+            row.error = error
+        if killed_by is not None:
+            row.killed_by = killed_by
+        if usage is not None:
+            row.tokens, row.cost_usd, row.steps, row.cost_known = (
+                usage.tokens,
+                usage.cost_usd,
+                usage.steps,
+                usage.cost_known,
+            )
+        return _run(row)
 
     async def requeue(self, run_id: str, *, now: datetime, events: Sequence[NewEvent] = ()) -> Run:
         async with self._tx() as s:
@@ -475,41 +500,7 @@ class SqlStore:
                 run.lease_owner != worker or run.status != RunStatus.RUNNING.value
             ):
                 raise LeaseLost(item.run_id)
-            s.add(
-                ItemRow(
-                    id=item.id,
-                    run_id=item.run_id,
-                    skill=item.skill,
-                    box=item.box.value,
-                    kind=item.kind.value,
-                    status=item.status.value,
-                    title=item.title,
-                    body=item.body,
-                    created_at=item.created_at,
-                    call_id=item.call_id,
-                    tool=item.tool,
-                    args=item.args,
-                    schema=item.schema,
-                    risk=item.risk.as_dict(),
-                    secret=item.secret,
-                )
-            )
-            await s.flush()
-            for t in targets:
-                s.add(
-                    DeliveryRow(
-                        id=new_id(),
-                        item_id=item.id,
-                        run_id=item.run_id,
-                        channel=t.channel,
-                        address=t.address,
-                        status=DeliveryStatus.PENDING.value,
-                        attempts=0,
-                        needs_update=False,
-                        created_at=now,
-                        updated_at=now,
-                    )
-                )
+            await self._insert_item(s, item, targets, now)
             await self._append(s, item.run_id, events, now)
             if run_status is not None:
                 transition(RunStatus(run.status), run_status)
@@ -519,6 +510,77 @@ class SqlStore:
                     run.lease_owner = None
                     run.lease_expires_at = None
             return item
+
+    async def _insert_item(
+        self, s: AsyncSession, item: Item, targets: Sequence[Target], now: datetime
+    ) -> None:
+        s.add(
+            ItemRow(
+                id=item.id,
+                run_id=item.run_id,
+                skill=item.skill,
+                box=item.box.value,
+                kind=item.kind.value,
+                status=item.status.value,
+                title=item.title,
+                body=item.body,
+                created_at=item.created_at,
+                call_id=item.call_id,
+                tool=item.tool,
+                args=item.args,
+                schema=item.schema,
+                risk=item.risk.as_dict(),
+                secret=item.secret,
+            )
+        )
+        await s.flush()
+        for t in targets:
+            s.add(
+                DeliveryRow(
+                    id=new_id(),
+                    item_id=item.id,
+                    run_id=item.run_id,
+                    channel=t.channel,
+                    address=t.address,
+                    status=DeliveryStatus.PENDING.value,
+                    attempts=0,
+                    needs_update=False,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+
+    async def finish_run(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        worker: str | None,
+        now: datetime,
+        event: NewEvent,
+        note: Item,
+        targets: Sequence[Target],
+        result: str | None = None,
+        error: str | None = None,
+        usage: Usage | None = None,
+        killed_by: str | None = None,
+    ) -> Run:
+        async with self._tx() as s:
+            run = await self._set_status(
+                s,
+                run_id,
+                status,
+                worker=worker,
+                now=now,
+                result=result,
+                error=error,
+                usage=usage,
+                killed_by=killed_by,
+            )
+            await self._append(s, run_id, [event], now)
+            await self._close_items(s, run_id, status=ItemStatus.CANCELLED, now=now)
+            await self._insert_item(s, note, targets, now)
+            return run
 
     async def get_item(self, item_id: str) -> Item:
         async with self._tx() as s:
@@ -612,29 +674,34 @@ class SqlStore:
 
     async def close_items(self, run_id: str, *, status: ItemStatus, now: datetime) -> list[Item]:
         async with self._tx() as s:
-            rows = list(
-                (
-                    await s.execute(
-                        select(ItemRow).where(
-                            ItemRow.run_id == run_id, ItemRow.status == ItemStatus.PENDING.value
-                        )
-                    )
-                ).scalars()
-            )
-            for row in rows:
-                row.status = status.value
-                row.decided_at = now
-                row.decided_via = "engine"
-                row.decided_by = "the run ended"
+            return await self._close_items(s, run_id, status=status, now=now)
+
+    async def _close_items(
+        self, s: AsyncSession, run_id: str, *, status: ItemStatus, now: datetime
+    ) -> list[Item]:
+        rows = list(
+            (
                 await s.execute(
-                    update(DeliveryRow)
-                    .where(
-                        DeliveryRow.item_id == row.id,
-                        DeliveryRow.status == DeliveryStatus.SENT.value,
+                    select(ItemRow).where(
+                        ItemRow.run_id == run_id, ItemRow.status == ItemStatus.PENDING.value
                     )
-                    .values(needs_update=True, next_attempt_at=None, updated_at=now)
                 )
-            return [_item(r) for r in rows]
+            ).scalars()
+        )
+        for row in rows:
+            row.status = status.value
+            row.decided_at = now
+            row.decided_via = "engine"
+            row.decided_by = "the run ended"
+            await s.execute(
+                update(DeliveryRow)
+                .where(
+                    DeliveryRow.item_id == row.id,
+                    DeliveryRow.status == DeliveryStatus.SENT.value,
+                )
+                .values(needs_update=True, next_attempt_at=None, updated_at=now)
+            )
+        return [_item(r) for r in rows]
 
     async def mark_read(self, item_id: str, *, now: datetime) -> Item:
         async with self._tx() as s:
