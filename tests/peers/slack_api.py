@@ -1,0 +1,572 @@
+"""A local Slack peer for tests: a Web API recorder, a Socket Mode server, and signed requests.
+
+`SlackApi` is a small aiohttp server on loopback that answers the Web API methods Pizza Bot
+calls (`auth.test`, `chat.postMessage` with a fresh `ts`, `chat.update`, `views.open`,
+`chat.postEphemeral`, `conversations.open`, `apps.connections.open`, …) and records every call.
+It can be told to fail the next N calls (429 with Retry-After, or 500), as Slack does when it
+rate-limits or is down. `response_url`s pointing at `/respond/...` are recorded too.
+
+`apps.connections.open` hands out `ws://127.0.0.1:PORT/socket`, a Socket Mode endpoint the
+test drives: `push(envelope)` sends an envelope to the connected app and returns its ack.
+
+The rest builds what Slack sends an app, in the shapes Slack documents: `block_actions` and
+`view_submission` payloads, slash commands, events, signed with the signing secret
+(`X-Slack-Signature`, `X-Slack-Request-Timestamp`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, TypeVar
+from urllib.parse import urlencode
+
+import httpx
+from aiohttp import WSMsgType, web
+from slack_sdk.signature import SignatureVerifier
+
+BOT_USER = "UBOT"
+BOT_ID = "BBOT"
+TEAM = "T0PIZZA"
+APP_ID = "A0PIZZA"
+
+T = TypeVar("T")
+
+
+@dataclass
+class Call:
+    method: str
+    args: dict[str, Any]
+    token: str | None
+    status: int
+    answer: dict[str, Any] = field(default_factory=dict)
+    at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class _Failure:
+    status: int
+    retry_after: float | None
+    methods: frozenset[str] | None
+    error: str | None
+
+
+class SlackApi:
+    """The recorder. Use as `async with SlackApi() as slack:`; `slack.url` is the Web API base
+    (with the trailing slash slack_sdk wants).
+
+    It serves from its own thread and event loop, so it keeps answering while the test's loop
+    is blocked (the server process is stopped with a blocking wait, and a Socket Mode client
+    closing its websocket waits for our reply).
+    """
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.port = 0
+        self._lock = threading.Lock()
+        self._failures: list[_Failure] = []
+        self._ts = itertools.count(1)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._runner: web.AppRunner | None = None
+        self._socket: web.WebSocketResponse | None = None
+        self._socket_ready: asyncio.Event | None = None
+        self._acks: dict[str, asyncio.Future[dict[str, Any]]] = {}
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/"
+
+    @property
+    def socket_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/socket"
+
+    def response_url(self, name: str = "r") -> str:
+        return f"http://127.0.0.1:{self.port}/respond/{name}"
+
+    async def _there(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` on the recorder's loop and wait for it from the caller's."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
+
+    async def __aenter__(self) -> SlackApi:
+        self._thread.start()
+        await self._there(self._start())
+        return self
+
+    async def _start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/api/{method}", self._api)
+        app.router.add_get("/api/{method}", self._api)
+        app.router.add_post("/respond/{name}", self._respond)
+        app.router.add_get("/socket", self._ws)
+        self._socket_ready = asyncio.Event()
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None and server.sockets  # type: ignore[attr-defined]
+        self.port = int(server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Stop answering (Slack is gone); idempotent."""
+        if not self._thread.is_alive():
+            return
+        await self._there(self._stop())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        await asyncio.to_thread(self._thread.join, 10)
+        self._loop.close()
+
+    async def _stop(self) -> None:
+        if self._socket is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._socket.close(), 2)
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # -- telling it to fail --------------------------------------------------------------
+
+    def fail_next(
+        self,
+        n: int,
+        *,
+        status: int = 500,
+        retry_after: float | None = None,
+        methods: set[str] | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Answer the next `n` calls (of `methods`, or any but auth.test) with `status` and
+        Slack's error code `error` (by default what Slack says for that status)."""
+        only = frozenset(methods) if methods else None
+        with self._lock:
+            for _ in range(n):
+                self._failures.append(_Failure(status, retry_after, only, error))
+
+    def _failure_for(self, method: str) -> _Failure | None:
+        with self._lock:
+            for i, failure in enumerate(self._failures):
+                if (failure.methods is None and method != "auth.test") or (
+                    failure.methods is not None and method in failure.methods
+                ):
+                    return self._failures.pop(i)
+        return None
+
+    # -- reading what was called ---------------------------------------------------------
+
+    def calls_to(self, method: str, **match: Any) -> list[Call]:
+        with self._lock:
+            calls = list(self.calls)
+        return [
+            c
+            for c in calls
+            if c.method == method
+            and c.status == 200
+            and all(c.args.get(k) == v for k, v in match.items())
+        ]
+
+    async def wait_for(
+        self,
+        method: str,
+        predicate: Callable[[Call], bool] = lambda c: True,
+        *,
+        count: int = 1,
+        timeout: float = 20.0,
+    ) -> list[Call]:
+        """The successful calls of `method` matching `predicate`, once there are `count`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [c for c in self.calls_to(method) if predicate(c)]
+            if len(found) >= count:
+                return found
+            if time.monotonic() > deadline:
+                seen = [(c.method, c.status) for c in self.calls]
+                raise AssertionError(f"no {count} x {method} in {timeout}s; calls: {seen}")
+            await asyncio.sleep(0.02)
+
+    # -- the Web API ---------------------------------------------------------------------
+
+    def _record(self, call: Call) -> None:
+        with self._lock:
+            self.calls.append(call)
+
+    async def _args(self, request: web.Request) -> dict[str, Any]:
+        args: dict[str, Any] = dict(request.query)
+        if request.can_read_body:
+            if request.content_type == "application/json":
+                body = await request.json()
+                if isinstance(body, dict):
+                    args.update(body)
+            else:
+                args.update(dict(await request.post()))
+        for key in ("blocks", "view"):  # form posts carry these as JSON text
+            if isinstance(args.get(key), str):
+                with contextlib.suppress(ValueError):
+                    args[key] = json.loads(args[key])
+        return args
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        args = await self._args(request)
+        auth = request.headers.get("Authorization", "")
+        token = auth.removeprefix("Bearer ") or args.get("token")
+        failure = self._failure_for(method)
+        if failure is not None:
+            self._record(Call(method, args, token, failure.status))
+            headers = {}
+            if failure.retry_after is not None:
+                headers["Retry-After"] = str(int(failure.retry_after))
+            error = failure.error or ("ratelimited" if failure.status == 429 else "internal_error")
+            return web.json_response(
+                {"ok": False, "error": error}, status=failure.status, headers=headers
+            )
+        answer = self._answer(method, args)
+        self._record(Call(method, args, token, 200, answer))
+        return web.json_response(answer)
+
+    def _answer(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
+        ok: dict[str, Any] = {"ok": True}
+        match method:
+            case "auth.test":
+                return {
+                    **ok,
+                    "url": "https://pizza.slack.test/",
+                    "team": "Pizza",
+                    "user": "pizzabot",
+                    "team_id": TEAM,
+                    "user_id": BOT_USER,
+                    "bot_id": BOT_ID,
+                    "is_enterprise_install": False,
+                }
+            case "chat.postMessage":
+                ts = f"{1_700_000_000 + next(self._ts)}.000100"
+                channel = str(args.get("channel"))
+                return {
+                    **ok,
+                    "channel": channel,
+                    "ts": ts,
+                    "message": {"type": "message", "text": args.get("text"), "ts": ts},
+                }
+            case "chat.update":
+                return {**ok, "channel": args.get("channel"), "ts": args.get("ts")}
+            case "chat.postEphemeral":
+                return {**ok, "message_ts": f"{1_700_000_000 + next(self._ts)}.000200"}
+            case "views.open":
+                view = args.get("view") or {}
+                return {**ok, "view": {**view, "id": "V" + uuid.uuid4().hex[:8]}}
+            case "conversations.open":
+                users = str(args.get("users") or "")
+                return {**ok, "channel": {"id": "D" + users.split(",")[0].lstrip("UW")}}
+            case "apps.connections.open":
+                return {**ok, "url": self.socket_url}
+        return ok
+
+    async def _respond(self, request: web.Request) -> web.Response:
+        body = await request.json() if request.can_read_body else {}
+        self._record(Call("response_url", dict(body), None, 200))
+        return web.Response(text="ok")
+
+    # -- Socket Mode ---------------------------------------------------------------------
+
+    async def _ws(self, request: web.Request) -> web.WebSocketResponse:
+        assert self._socket_ready is not None
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        self._socket = ws
+        await ws.send_json(
+            {
+                "type": "hello",
+                "num_connections": 1,
+                "debug_info": {"host": "local-test", "approximate_connection_time": 3600},
+                "connection_info": {"app_id": APP_ID},
+            }
+        )
+        self._socket_ready.set()
+        self._record(Call("socket.connected", {}, None, 200))
+        async for msg in ws:
+            if msg.type != WSMsgType.TEXT:
+                continue
+            data = json.loads(msg.data)
+            future = self._acks.get(str(data.get("envelope_id")))
+            if future is not None and not future.done():
+                future.set_result(data)
+        self._socket_ready.clear()
+        return ws
+
+    async def push(self, envelope: dict[str, Any], *, timeout: float = 10.0) -> dict[str, Any]:
+        """Send a Socket Mode envelope to the connected app; return its acknowledgement."""
+        return await self._there(self._push(envelope, timeout))
+
+    async def _push(self, envelope: dict[str, Any], timeout: float) -> dict[str, Any]:
+        assert self._socket_ready is not None
+        await asyncio.wait_for(self._socket_ready.wait(), 30)
+        assert self._socket is not None
+        envelope_id = str(envelope["envelope_id"])
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._acks[envelope_id] = future
+        await self._socket.send_json(envelope)
+        return await asyncio.wait_for(future, timeout)
+
+
+# --- what Slack sends an app -------------------------------------------------------------
+
+
+def signed_headers(
+    secret: str, body: str, *, timestamp: int | None = None, content_type: str | None = None
+) -> dict[str, str]:
+    ts = str(int(time.time()) if timestamp is None else timestamp)
+    signature = SignatureVerifier(secret).generate_signature(timestamp=ts, body=body)
+    return {
+        "X-Slack-Request-Timestamp": ts,
+        "X-Slack-Signature": signature,
+        "Content-Type": content_type or "application/x-www-form-urlencoded",
+    }
+
+
+async def post_interaction(
+    url: str,
+    payload: dict[str, Any],
+    *,
+    secret: str | None,
+    timestamp: int | None = None,
+    retry_num: int | None = None,
+) -> httpx.Response:
+    """POST an interaction payload as Slack does (form field `payload`), signed with `secret`
+    (unsigned when None)."""
+    body = urlencode({"payload": json.dumps(payload)})
+    return await _post(url, body, secret, timestamp, retry_num, None)
+
+
+async def post_command(
+    url: str, command: dict[str, str], *, secret: str, retry_num: int | None = None
+) -> httpx.Response:
+    return await _post(url, urlencode(command), secret, None, retry_num, None)
+
+
+async def post_event(
+    url: str, event: dict[str, Any], *, secret: str, retry_num: int | None = None
+) -> httpx.Response:
+    return await _post(url, json.dumps(event), secret, None, retry_num, "application/json")
+
+
+async def _post(
+    url: str,
+    body: str,
+    secret: str | None,
+    timestamp: int | None,
+    retry_num: int | None,
+    content_type: str | None,
+) -> httpx.Response:
+    headers = (
+        signed_headers(secret, body, timestamp=timestamp, content_type=content_type)
+        if secret is not None
+        else {"Content-Type": content_type or "application/x-www-form-urlencoded"}
+    )
+    if retry_num is not None:
+        headers["X-Slack-Retry-Num"] = str(retry_num)
+        headers["X-Slack-Retry-Reason"] = "http_timeout"
+    async with httpx.AsyncClient(timeout=30) as client:
+        return await client.post(url, content=body.encode(), headers=headers)
+
+
+def _user(user: str) -> dict[str, Any]:
+    return {"id": user, "username": user.lower(), "name": user.lower(), "team_id": TEAM}
+
+
+def block_actions(
+    *,
+    action_id: str,
+    value: str,
+    user: str,
+    channel: str,
+    message_ts: str,
+    thread_ts: str | None = None,
+    response_url: str = "https://hooks.slack.test/actions/T0PIZZA/1/x",
+) -> dict[str, Any]:
+    """A button click on a message, as Slack's `block_actions` payload carries it."""
+    message: dict[str, Any] = {
+        "bot_id": BOT_ID,
+        "type": "message",
+        "text": "…",
+        "user": BOT_USER,
+        "ts": message_ts,
+        "team": TEAM,
+        "blocks": [],
+    }
+    if thread_ts:
+        message["thread_ts"] = thread_ts
+    return {
+        "type": "block_actions",
+        "user": _user(user),
+        "api_app_id": APP_ID,
+        "token": "legacy-verification-token",
+        "container": {
+            "type": "message",
+            "message_ts": message_ts,
+            "channel_id": channel,
+            "is_ephemeral": False,
+            **({"thread_ts": thread_ts} if thread_ts else {}),
+        },
+        "trigger_id": f"{int(time.time())}.1.{uuid.uuid4().hex}",
+        "team": {"id": TEAM, "domain": "pizza"},
+        "enterprise": None,
+        "is_enterprise_install": False,
+        "channel": {"id": channel, "name": "pizza"},
+        "message": message,
+        "state": {"values": {}},
+        "response_url": response_url,
+        "actions": [
+            {
+                "action_id": action_id,
+                "block_id": f"decide:{value}",
+                "text": {"type": "plain_text", "text": action_id, "emoji": True},
+                "value": value,
+                "type": "button",
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
+
+
+def view_submission(*, view: dict[str, Any], user: str, values: dict[str, Any]) -> dict[str, Any]:
+    """A modal submitted with `values` as its `state.values` (block_id -> action_id -> state);
+    `view` is the view the app opened (from the recorded `views.open`)."""
+    return {
+        "type": "view_submission",
+        "team": {"id": TEAM, "domain": "pizza"},
+        "user": _user(user),
+        "api_app_id": APP_ID,
+        "token": "legacy-verification-token",
+        "trigger_id": f"{int(time.time())}.2.{uuid.uuid4().hex}",
+        "view": {
+            "id": "V" + uuid.uuid4().hex[:8],
+            "team_id": TEAM,
+            "type": "modal",
+            "blocks": view.get("blocks", []),
+            "private_metadata": view.get("private_metadata", ""),
+            "callback_id": view.get("callback_id", ""),
+            "state": {"values": values},
+            "hash": uuid.uuid4().hex,
+            "title": view.get("title"),
+            "clear_on_close": False,
+            "notify_on_close": False,
+            "close": view.get("close"),
+            "submit": view.get("submit"),
+            "previous_view_id": None,
+            "root_view_id": None,
+            "app_id": APP_ID,
+            "external_id": "",
+            "app_installed_team_id": TEAM,
+            "bot_id": BOT_ID,
+        },
+        "response_urls": [],
+        "is_enterprise_install": False,
+        "enterprise": None,
+    }
+
+
+def text_value(value: str | None) -> dict[str, Any]:
+    return {"value": {"type": "plain_text_input", "value": value}}
+
+
+def number_value(value: str | None) -> dict[str, Any]:
+    return {"value": {"type": "number_input", "value": value}}
+
+
+def select_value(value: str | None) -> dict[str, Any]:
+    option = (
+        None
+        if value is None
+        else {"text": {"type": "plain_text", "text": value, "emoji": True}, "value": value}
+    )
+    return {"value": {"type": "static_select", "selected_option": option}}
+
+
+def checkbox_value(checked: bool) -> dict[str, Any]:
+    options = (
+        [{"text": {"type": "plain_text", "text": "Yes", "emoji": True}, "value": "true"}]
+        if checked
+        else []
+    )
+    return {"value": {"type": "checkboxes", "selected_options": options}}
+
+
+def slash_command(
+    *, text: str, user: str, channel: str = "C123", response_url: str, command: str = "/pizza"
+) -> dict[str, str]:
+    return {
+        "token": "legacy-verification-token",
+        "team_id": TEAM,
+        "team_domain": "pizza",
+        "channel_id": channel,
+        "channel_name": "pizza",
+        "user_id": user,
+        "user_name": user.lower(),
+        "command": command,
+        "text": text,
+        "api_app_id": APP_ID,
+        "is_enterprise_install": "false",
+        "response_url": response_url,
+        "trigger_id": f"{int(time.time())}.3.{uuid.uuid4().hex}",
+    }
+
+
+def event_callback(event: dict[str, Any], *, event_id: str | None = None) -> dict[str, Any]:
+    """An Events API envelope around `event` (app_mention, message, …)."""
+    return {
+        "token": "legacy-verification-token",
+        "team_id": TEAM,
+        "api_app_id": APP_ID,
+        "event": {"event_ts": event.get("ts"), **event},
+        "type": "event_callback",
+        "event_id": event_id or "Ev" + uuid.uuid4().hex[:10].upper(),
+        "event_time": int(time.time()),
+        "authorizations": [
+            {
+                "enterprise_id": None,
+                "team_id": TEAM,
+                "user_id": BOT_USER,
+                "is_bot": True,
+                "is_enterprise_install": False,
+            }
+        ],
+        "is_ext_shared_channel": False,
+        "event_context": "4-" + uuid.uuid4().hex,
+    }
+
+
+def message_ts() -> str:
+    return f"{time.time():.6f}"
+
+
+def filled_values(view: dict[str, Any], **changed: Any) -> dict[str, Any]:
+    """The `state.values` Slack sends for a modal whose inputs keep their initial values,
+    except `changed` (by block_id; a string, None, a bool for checkboxes)."""
+    values: dict[str, Any] = {}
+    for block in view.get("blocks", []):
+        if block.get("type") != "input":
+            continue
+        block_id, element = block["block_id"], block["element"]
+        action_id, kind = element["action_id"], element["type"]
+        if kind == "checkboxes":
+            checked = changed.get(block_id, bool(element.get("initial_options")))
+            values[block_id] = {action_id: checkbox_value(bool(checked))["value"]}
+        elif kind == "static_select":
+            initial = (element.get("initial_option") or {}).get("value")
+            values[block_id] = {action_id: select_value(changed.get(block_id, initial))["value"]}
+        else:
+            value = changed.get(block_id, element.get("initial_value"))
+            values[block_id] = {action_id: {"type": kind, "value": value}}
+    return values
