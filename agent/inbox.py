@@ -43,11 +43,7 @@ class Inbox:
         skill = self.ctx.skills.get(item.skill) if item.skill in self.ctx.skills else None
         if skill is None:
             return False
-        approvers: list[str] = list(getattr(skill.approvers, channel, []))
-        escalation = skill.rule(item.tool).escalate_to if item.tool else None
-        if escalation is not None:
-            # Whom a tool's items escalate to may decide them (see agent.skills.Escalation).
-            approvers += getattr(escalation.approvers, channel, [])
+        approvers = skill.approvers_for(item.tool, channel)
         if channel == "email":
             return actor.strip().lower() in approvers
         return actor in approvers

@@ -191,6 +191,16 @@ class Skill(_Strict):
                 raise ValueError(f"server name {name!r}: use letters, digits, - and single _")
         return v
 
+    def approvers_for(self, tool: str | None, channel: str) -> list[str]:
+        """Who may decide an item of `tool` ("server.tool"; None for a budget item) on a
+        channel ("slack": user ids, "email": lowercased addresses): the skill's approvers plus
+        the approvers that tool's items escalate to (see `Escalation`)."""
+        approvers: list[str] = list(getattr(self.approvers, channel, []))
+        escalation = self.rule(tool).escalate_to if tool else None
+        if escalation is not None:
+            approvers += getattr(escalation.approvers, channel, [])
+        return approvers
+
     def rule(self, tool: str) -> ToolRule:
         """The rule for "server.tool": exact name first, then the longest matching pattern.
 

@@ -445,10 +445,18 @@ def bench(
         bool, typer.Option("--profile", help="cProfile the step runs (next to the JSON)")
     ] = False,
     keep: Annotated[bool, typer.Option("--keep", help="Keep the work folder (logs)")] = False,
+    only: Annotated[
+        list[str] | None,
+        typer.Option(help="Run only these parts: workers, steps, decisions, memory, start"),
+    ] = None,
 ) -> None:
     """Measure the engine: step overhead, decision latency, memory, workers, start-up."""
     from bot import bench as bench_
 
+    unknown = set(only or []) - set(bench_.SECTIONS_ALL)
+    if unknown:
+        err.print(f"[red]unknown parts:[/] {', '.join(sorted(unknown))}")
+        raise typer.Exit(2)
     result = bench_.run(
         bench_.Options(
             quick=quick,
@@ -456,6 +464,7 @@ def bench(
             postgres=None if no_postgres else postgres,
             profile=profile,
             keep=keep,
+            sections=tuple(only) if only else bench_.SECTIONS_ALL,
         )
     )
     if result["figures"]["claimed_twice"]:

@@ -1,0 +1,188 @@
+"""Approval time-outs, reminders and escalation: the clock's part in the inbox.
+
+A loop looks at the pending action items whose tool rule (in the skill) has `timeout`,
+`remind_after` or `escalate_after`, and acts once the item is old enough:
+
+- `timeout`: the item is closed as expired in every channel's copy (`Inbox.expire`). With
+  `on_timeout: reject` the model is told plainly that no one answered and that it must not
+  work around it; with `on_timeout: halt` the run stops and an Unread item says why.
+- `remind_after`: the item is sent again to the same places, once.
+- `escalate_after`: the item is sent to `escalate_to`, once; those approvers may decide it.
+
+Ages come from the injected clock, so tests need not wait. Each act happens once however many
+servers run this loop: expiry is the inbox's conditional update (the first decision wins), and
+a reminder or an escalation is claimed by a unique row in the `TimerStore`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal, Protocol
+
+from agent.context import Context
+from agent.engine import targets_for
+from agent.errors import AlreadyDecided
+from agent.inbox import Inbox
+from agent.model import Box, EventKind, Item, ItemKind, ItemStatus, NewEvent, Target
+from agent.skills import Deliver, Skill, ToolRule
+
+log = logging.getLogger(__name__)
+
+
+class TimerStore(Protocol):
+    async def timers_done(self, item_ids: Sequence[str]) -> set[tuple[str, str]]:
+        """(item id, kind) of the reminders and escalations already made."""
+        ...
+
+    async def add_deliveries_once(
+        self,
+        item_id: str,
+        *,
+        kind: str,
+        targets: Sequence[Target],
+        note: NewEvent,
+        now: datetime,
+    ) -> bool:
+        """Deliver a still-pending item to `targets` and note it on its run, once per kind."""
+        ...
+
+
+@dataclass(frozen=True)
+class TimerAction:
+    item_id: str
+    kind: Literal["expired", "halted", "reminded", "escalated"]
+
+
+def human_duration(seconds: float) -> str:
+    s = int(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size and s % size == 0:
+            return f"{s // size}{unit}"
+    return f"{s}s"
+
+
+def expiry_message(tool: str, timeout: float, *, halt: bool) -> str:
+    """What the model (and the run's trace) reads when no one answered in time."""
+    base = (
+        f"No one answered the approval request for this call to {tool} within "
+        f"{human_duration(timeout)}, so the call was not made"
+    )
+    if halt:
+        return f"{base}, and the run was stopped (on_timeout: halt)."
+    return (
+        f"{base}. Treat it as refused: do not retry it and do not try to reach the same result "
+        "another way (another tool, or the same action split up). Carry on without it, and say "
+        "in your answer what was not done because no one approved it."
+    )
+
+
+def deliver_targets(deliver: Deliver, channels: frozenset[str]) -> list[Target]:
+    """Where a `deliver:`-shaped block sends items, limited to the configured channels."""
+    targets: list[Target] = []
+    if "slack" in channels and deliver.slack:
+        targets.append(Target("slack", deliver.slack))
+    if "email" in channels:
+        targets.extend(Target("email", a) for a in deliver.email)
+    return targets
+
+
+class Timers:
+    def __init__(
+        self, ctx: Context, inbox: Inbox, store: TimerStore, *, interval: float = 30.0
+    ) -> None:
+        self.ctx = ctx
+        self.inbox = inbox
+        self.store = store
+        self.interval = interval
+
+    async def run_forever(self) -> None:
+        while True:
+            try:
+                await self.tick()
+            except Exception:
+                log.exception("approval timers pass failed")
+            await asyncio.sleep(self.interval)
+
+    async def tick(self) -> list[TimerAction]:
+        """Act on every pending action item whose time has come; return what was done."""
+        items = [
+            i
+            for i in await self.ctx.store.list_items(
+                box=Box.ACTION, status=ItemStatus.PENDING, limit=10_000
+            )
+            if i.kind is ItemKind.TOOL and i.tool and i.skill in self.ctx.skills
+        ]
+        done = await self.store.timers_done([i.id for i in items])
+        actions: list[TimerAction] = []
+        for item in items:
+            skill = self.ctx.skills.get(item.skill)
+            assert item.tool is not None
+            actions.extend(await self._item(item, skill, skill.rule(item.tool), done))
+        if any(a.kind in {"reminded", "escalated"} for a in actions):
+            self.ctx.wake_outbox()
+        return actions
+
+    async def _item(
+        self, item: Item, skill: Skill, rule: ToolRule, done: set[tuple[str, str]]
+    ) -> list[TimerAction]:
+        age = (self.ctx.clock() - item.created_at).total_seconds()
+        tool = item.tool or ""
+        if rule.timeout is not None and age >= rule.timeout:
+            halt = rule.on_timeout == "halt"
+            reason = expiry_message(tool, rule.timeout, halt=halt)
+            with contextlib.suppress(AlreadyDecided):  # someone decided a moment earlier
+                await self.inbox.expire(item.id, reason=reason, halt=halt)
+                log.info("item %s expired after %s", item.id, human_duration(rule.timeout))
+                return [TimerAction(item.id, "halted" if halt else "expired")]
+            return []
+        actions: list[TimerAction] = []
+        escalation = rule.escalate_to
+        if (
+            rule.escalate_after is not None
+            and escalation is not None
+            and age >= rule.escalate_after
+            and (item.id, "escalate") not in done
+        ):
+            targets = deliver_targets(escalation, self.ctx.channels)
+            note = {
+                "item_id": item.id,
+                "tool": tool,
+                "after": human_duration(rule.escalate_after),
+                "targets": [f"{t.channel}:{t.address}" for t in targets],
+                "approvers": escalation.approvers.model_dump(),
+            }
+            if await self._once(item, "escalate", targets, {"escalated": note}):
+                actions.append(TimerAction(item.id, "escalated"))
+        if (
+            rule.remind_after is not None
+            and age >= rule.remind_after
+            and (item.id, "remind") not in done
+        ):
+            targets = targets_for(skill, self.ctx.channels)
+            note = {
+                "item_id": item.id,
+                "tool": tool,
+                "after": human_duration(rule.remind_after),
+                "targets": [f"{t.channel}:{t.address}" for t in targets],
+            }
+            if await self._once(item, "remind", targets, {"reminder": note}):
+                actions.append(TimerAction(item.id, "reminded"))
+        return actions
+
+    async def _once(
+        self, item: Item, kind: str, targets: list[Target], data: dict[str, object]
+    ) -> bool:
+        if not targets:
+            return False  # no configured channel to send it to: nothing to record either
+        return await self.store.add_deliveries_once(
+            item.id,
+            kind=kind,
+            targets=targets,
+            note=NewEvent(EventKind.NOTE, dict(data)),
+            now=self.ctx.clock(),
+        )

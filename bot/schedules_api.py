@@ -1,0 +1,85 @@
+"""The schedules API under /api/schedules (bearer token), for the CLI and the web page.
+
+    GET    /api/schedules              {"items": [schedule], "errors": [...]}
+    POST   /api/schedules              {skill, cron | every, input, timezone, misfire} -> 201
+    GET    /api/schedules/{id}         schedule + its recent "fires"
+    POST   /api/schedules/{id}/pause   schedule
+    POST   /api/schedules/{id}/resume  schedule
+    DELETE /api/schedules/{id}         {"deleted": id}; 409 for a schedule from a skill file
+
+A schedule carries `next_fire_times` (ISO 8601 in its own timezone) and `last_fire`
+({fire_time, status, run_id, detail}).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from pydantic import BaseModel, ValidationError
+
+from agent.errors import InvalidArguments
+from agent.skills import Schedule
+from bot.api import require_token, services
+from bot.scheduler import Scheduler
+
+
+class ScheduleIn(BaseModel):
+    skill: str
+    cron: str | None = None
+    every: str | float | None = None  # "30m", "2h", or seconds
+    input: str = ""
+    timezone: str = "UTC"
+    misfire: Literal["skip", "run_once"] = "skip"
+
+
+def scheduler_of(request: Request) -> Scheduler:
+    sched = services(request).extras.get("scheduler")
+    if not isinstance(sched, Scheduler):
+        raise HTTPException(503, "schedules are not available on this server")
+    return sched
+
+
+def router() -> APIRouter:
+    api = APIRouter(
+        prefix="/api/schedules", tags=["schedules"], dependencies=[Depends(require_token)]
+    )
+
+    @api.get("")
+    async def list_schedules(request: Request) -> dict[str, Any]:
+        return await scheduler_of(request).list_json()
+
+    @api.post("", status_code=201)
+    async def add(body: ScheduleIn, request: Request) -> dict[str, Any]:
+        sched = scheduler_of(request)
+        try:
+            spec = Schedule.model_validate(body.model_dump(exclude={"skill"}))
+        except ValidationError as exc:
+            raise InvalidArguments(
+                {".".join(str(p) for p in e["loc"]): e["msg"] for e in exc.errors()}
+            ) from None
+        rec = await sched.add(body.skill, spec, actor="owner")
+        return await sched.get_json(rec.id)
+
+    @api.get("/{schedule_id}")
+    async def get(schedule_id: str, request: Request) -> dict[str, Any]:
+        return await scheduler_of(request).get_json(schedule_id)
+
+    @api.post("/{schedule_id}/pause")
+    async def pause(schedule_id: str, request: Request) -> dict[str, Any]:
+        sched = scheduler_of(request)
+        await sched.set_paused(schedule_id, paused=True, actor="owner")
+        return await sched.get_json(schedule_id)
+
+    @api.post("/{schedule_id}/resume")
+    async def resume(schedule_id: str, request: Request) -> dict[str, Any]:
+        sched = scheduler_of(request)
+        await sched.set_paused(schedule_id, paused=False, actor="owner")
+        return await sched.get_json(schedule_id)
+
+    @api.delete("/{schedule_id}")
+    async def remove(schedule_id: str, request: Request) -> dict[str, Any]:
+        await scheduler_of(request).remove(schedule_id, actor="owner")
+        return {"deleted": schedule_id}
+
+    return api

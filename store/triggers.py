@@ -1,0 +1,326 @@
+"""SQL for the triggers: schedules, their fires, and the one-time timers of inbox items.
+
+Every "at most once" here is an insert that a unique constraint turns into a no-op the second
+time (`INSERT … ON CONFLICT DO NOTHING`): one fire per (schedule, fire time), one reminder and
+one escalation per item. That holds across restarts and across servers sharing PostgreSQL,
+with no lock held between them. It shares `SqlStore`'s transactions (and on SQLite its
+writer lock), so both stores can be used side by side in one process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from agent.context import new_id
+from agent.errors import NotFound
+from agent.model import Box, DeliveryStatus, ItemStatus, NewEvent, Target
+from store.sql import SqlStore
+from store.tables import DeliveryRow, ItemRow
+from store.tables_triggers import ItemTimerRow, ScheduleFireRow, ScheduleRow
+
+Claim = Literal["claimed", "duplicate", "paused", "missing"]
+
+
+@dataclass(frozen=True)
+class ScheduleRecord:
+    id: str
+    skill: str
+    source: str  # "skill" | "api"
+    cron: str | None
+    every_seconds: float | None
+    input: str
+    timezone: str
+    misfire: str  # "skip" | "run_once"
+    paused: bool
+    created_at: datetime
+    updated_at: datetime
+    active_since: datetime
+
+
+@dataclass(frozen=True)
+class FireRecord:
+    schedule_id: str
+    fire_time: datetime
+    status: str  # claimed | started | skipped | refused | failed
+    run_id: str | None
+    detail: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+def _schedule(row: ScheduleRow) -> ScheduleRecord:
+    return ScheduleRecord(
+        id=row.id,
+        skill=row.skill,
+        source=row.source,
+        cron=row.cron,
+        every_seconds=row.every_seconds,
+        input=row.input,
+        timezone=row.timezone,
+        misfire=row.misfire,
+        paused=row.paused,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        active_since=row.active_since,
+    )
+
+
+def _fire(row: ScheduleFireRow) -> FireRecord:
+    return FireRecord(
+        schedule_id=row.schedule_id,
+        fire_time=row.fire_time,
+        status=row.status,
+        run_id=row.run_id,
+        detail=row.detail,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+class TriggerStore:
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+
+    def _insert(self, table: Any) -> Any:
+        """An INSERT that can say ON CONFLICT DO NOTHING, in the database's own dialect."""
+        if self.store.is_postgres:
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            return pg_insert(table)
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        return sqlite_insert(table)
+
+    def _tx(self) -> Any:
+        return self.store._tx()
+
+    # -- schedules -----------------------------------------------------------------------
+
+    async def sync_skill_schedules(self, wanted: Sequence[ScheduleRecord]) -> None:
+        """Make the schedules that come from skill files exactly `wanted`.
+
+        A skill schedule's id is a digest of its definition, so an unchanged schedule keeps its
+        row (and its pause) and an edited one is a new schedule. Concurrent servers insert the
+        same rows; the second insert does nothing.
+        """
+        async with self._tx() as s:
+            for rec in wanted:
+                await s.execute(
+                    self._insert(ScheduleRow)
+                    .values(**_values(rec))
+                    .on_conflict_do_nothing(index_elements=["id"])
+                )
+            await s.execute(
+                delete(ScheduleRow).where(
+                    ScheduleRow.source == "skill", ScheduleRow.id.not_in([r.id for r in wanted])
+                )
+            )
+
+    async def add_schedule(self, rec: ScheduleRecord) -> ScheduleRecord:
+        async with self._tx() as s:
+            s.add(ScheduleRow(**_values(rec)))
+        return rec
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleRecord:
+        async with self._tx() as s:
+            row = await s.get(ScheduleRow, schedule_id)
+            if row is None:
+                raise NotFound(f"no schedule {schedule_id}")
+            return _schedule(row)
+
+    async def list_schedules(self) -> list[ScheduleRecord]:
+        async with self._tx() as s:
+            q = select(ScheduleRow).order_by(ScheduleRow.skill, ScheduleRow.created_at)
+            return [_schedule(r) for r in (await s.execute(q)).scalars()]
+
+    async def set_paused(self, schedule_id: str, *, paused: bool, now: datetime) -> ScheduleRecord:
+        async with self._tx() as s:
+            row = await s.get(ScheduleRow, schedule_id)
+            if row is None:
+                raise NotFound(f"no schedule {schedule_id}")
+            if row.paused != paused:
+                row.paused = paused
+                row.updated_at = now
+                if not paused:
+                    # Fire times that passed while paused were not missed: they were paused.
+                    row.active_since = now
+            return _schedule(row)
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        async with self._tx() as s:
+            result = await s.execute(delete(ScheduleRow).where(ScheduleRow.id == schedule_id))
+            if result.rowcount != 1:
+                raise NotFound(f"no schedule {schedule_id}")
+
+    # -- fires ---------------------------------------------------------------------------
+
+    async def claim_fire(
+        self,
+        schedule_id: str,
+        fire_time: datetime,
+        *,
+        now: datetime,
+        status: str = "claimed",
+        detail: str | None = None,
+    ) -> Claim:
+        """Record one fire of an active schedule; "duplicate" when that fire exists already."""
+        async with self._tx() as s:
+            q = select(ScheduleRow.paused).where(ScheduleRow.id == schedule_id)
+            if self.store.is_postgres:
+                q = q.with_for_update(read=True)  # a concurrent pause or delete waits for us
+            paused = (await s.execute(q)).scalar_one_or_none()
+            if paused is None:
+                return "missing"
+            if paused:
+                return "paused"
+            result = await s.execute(
+                self._insert(ScheduleFireRow)
+                .values(
+                    schedule_id=schedule_id,
+                    fire_time=fire_time,
+                    status=status,
+                    run_id=None,
+                    detail=detail,
+                    created_at=now,
+                    updated_at=now,
+                )
+                .on_conflict_do_nothing(index_elements=["schedule_id", "fire_time"])
+            )
+            return "claimed" if result.rowcount == 1 else "duplicate"
+
+    async def finish_fire(
+        self,
+        schedule_id: str,
+        fire_time: datetime,
+        *,
+        status: str,
+        now: datetime,
+        run_id: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        async with self._tx() as s:
+            await s.execute(
+                update(ScheduleFireRow)
+                .where(
+                    ScheduleFireRow.schedule_id == schedule_id,
+                    ScheduleFireRow.fire_time == fire_time,
+                )
+                .values(status=status, run_id=run_id, detail=detail, updated_at=now)
+            )
+
+    async def last_fires(self) -> dict[str, FireRecord]:
+        """The latest fire of every schedule that has fired."""
+        async with self._tx() as s:
+            latest = (
+                select(ScheduleFireRow.schedule_id, func.max(ScheduleFireRow.fire_time).label("t"))
+                .group_by(ScheduleFireRow.schedule_id)
+                .subquery()
+            )
+            q = select(ScheduleFireRow).join(
+                latest,
+                (ScheduleFireRow.schedule_id == latest.c.schedule_id)
+                & (ScheduleFireRow.fire_time == latest.c.t),
+            )
+            return {r.schedule_id: _fire(r) for r in (await s.execute(q)).scalars()}
+
+    async def fires(self, schedule_id: str, *, limit: int = 20) -> list[FireRecord]:
+        async with self._tx() as s:
+            q = (
+                select(ScheduleFireRow)
+                .where(ScheduleFireRow.schedule_id == schedule_id)
+                .order_by(ScheduleFireRow.fire_time.desc())
+                .limit(limit)
+            )
+            return [_fire(r) for r in (await s.execute(q)).scalars()]
+
+    async def stale_claims(self, *, before: datetime) -> list[FireRecord]:
+        """Fires claimed before `before` whose run was never recorded (the process died)."""
+        async with self._tx() as s:
+            q = select(ScheduleFireRow).where(
+                ScheduleFireRow.status == "claimed", ScheduleFireRow.created_at < before
+            )
+            return [_fire(r) for r in (await s.execute(q)).scalars()]
+
+    # -- item timers ---------------------------------------------------------------------
+
+    async def timers_done(self, item_ids: Sequence[str]) -> set[tuple[str, str]]:
+        """(item id, kind) of the reminders and escalations already made."""
+        if not item_ids:
+            return set()
+        async with self._tx() as s:
+            q = select(ItemTimerRow.item_id, ItemTimerRow.kind).where(
+                ItemTimerRow.item_id.in_(list(item_ids))
+            )
+            return {(r[0], r[1]) for r in (await s.execute(q)).all()}
+
+    async def add_deliveries_once(
+        self,
+        item_id: str,
+        *,
+        kind: str,
+        targets: Sequence[Target],
+        note: NewEvent,
+        now: datetime,
+    ) -> bool:
+        """New deliveries (the outbox sends them) for an item that is still pending, plus a note
+        on its run, once per (item, kind). False when already done or no longer pending."""
+        async with self._tx() as s:
+            item = await self._pending_item(s, item_id)
+            if item is None:
+                return False
+            result = await s.execute(
+                self._insert(ItemTimerRow)
+                .values(item_id=item_id, kind=kind, at=now)
+                .on_conflict_do_nothing(index_elements=["item_id", "kind"])
+            )
+            if result.rowcount != 1:
+                return False
+            for t in targets:
+                s.add(
+                    DeliveryRow(
+                        id=new_id(),
+                        item_id=item_id,
+                        run_id=item.run_id,
+                        channel=t.channel,
+                        address=t.address,
+                        status=DeliveryStatus.PENDING.value,
+                        attempts=0,
+                        needs_update=False,
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+            await self.store._append(s, item.run_id, [note], now)
+            return True
+
+    async def _pending_item(self, s: AsyncSession, item_id: str) -> ItemRow | None:
+        q = select(ItemRow).where(ItemRow.id == item_id)
+        if self.store.is_postgres:
+            q = q.with_for_update()  # a decision at the same moment waits for our deliveries
+        row = (await s.execute(q)).scalar_one_or_none()
+        if row is None or row.box != Box.ACTION.value or row.status != ItemStatus.PENDING.value:
+            return None
+        return row
+
+
+def _values(rec: ScheduleRecord) -> dict[str, Any]:
+    return {
+        "id": rec.id,
+        "skill": rec.skill,
+        "source": rec.source,
+        "cron": rec.cron,
+        "every_seconds": rec.every_seconds,
+        "input": rec.input,
+        "timezone": rec.timezone,
+        "misfire": rec.misfire,
+        "paused": rec.paused,
+        "created_at": rec.created_at,
+        "updated_at": rec.updated_at,
+        "active_since": rec.active_since,
+    }
