@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +106,11 @@ async def test_a_run_exports_one_trace_with_model_and_tool_spans(tmp_path: Path)
         h.ctx.on_run_end = on_end
         run = await h.runs.start("test", "find Ann")
         await h.wait(run.id, {"done"})
-        spans = exporter.get_finished_spans()
+        for _ in range(200):  # the export follows the end of the run
+            spans = exporter.get_finished_spans()
+            if any(s.name == "run test" for s in spans):
+                break
+            await asyncio.sleep(0.05)
         root = next(s for s in spans if s.name == "run test")
         assert root.parent is None and root.attributes["pizzabot.run.id"] == run.id
         children = [s for s in spans if s is not root]
