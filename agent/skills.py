@@ -114,7 +114,9 @@ class Budget(_Strict):
     def over(self, defaults: Budget) -> Budget:
         """This budget with `defaults` filling what it leaves unset."""
         own = self.model_dump(exclude_none=True, exclude={"per_day"})
-        day = defaults.per_day.model_dump(exclude_none=True) | self.per_day.model_dump(exclude_none=True)
+        day = defaults.per_day.model_dump(exclude_none=True) | self.per_day.model_dump(
+            exclude_none=True
+        )
         merged = defaults.model_dump(exclude_none=True, exclude={"per_day"}) | own
         return Budget(**merged, per_day=DailyBudget(**day))
 
@@ -264,17 +266,31 @@ def parse_skill(text: str, path: str) -> Skill:
     try:
         return Skill.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = [p for p in err["loc"]]
+        errors = exc.errors()
+        # A value that fits no member of a union yields one error per member; the member that
+        # got furthest into the value (the deepest location) says the most useful thing.
+        err = max(errors, key=_specificity)
+        loc = list(err["loc"])
         line = _line_of(node, loc)
         where = ".".join(str(p) for p in loc if not _is_union_tag(p)) or "(top)"
-        more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise SkillError(path, line, f"{where}: {err['msg']}{more}") from exc
+
+
+def _specificity(error: Any) -> tuple[int, bool]:
+    """Deeper locations first; at equal depth, the union member that fits the value's shape
+    (a literal for a string, a mapping for a mapping)."""
+    loc = error["loc"]
+    literal = any(isinstance(p, str) and p.startswith("literal[") for p in loc)
+    return len([p for p in loc if not _is_union_tag(p)]), literal == isinstance(
+        error.get("input"), str
+    )
 
 
 def _is_union_tag(part: int | str) -> bool:
     return isinstance(part, str) and (
-        part in {"StdioServer", "HttpServer", "ToolRule"} or part.startswith("literal[")
+        part in {"StdioServer", "HttpServer", "ToolRule"}
+        or part.startswith(("literal[", "function-after[", "function-before["))
     )
 
 
