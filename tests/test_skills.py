@@ -91,3 +91,8 @@ def test_one_bad_file_does_not_stop_the_others(tmp_path: Path) -> None:
 def test_the_example_skills_load() -> None:
     report = load_skills(Path(__file__).resolve().parent.parent / "manifests" / "skills")
     assert report.errors == [] and "demo" in report.skills
+
+
+def test_the_examples_in_manifests_parse() -> None:
+    report = load_skills(Path(__file__).resolve().parent.parent / "manifests" / "examples")
+    assert report.errors == [] and set(report.skills) == {"meeting-prep", "new-lead"}
