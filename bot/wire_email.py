@@ -90,6 +90,14 @@ async def start(svc: Services, app: FastAPI) -> None:
         store=svc.store, inbox=svc.inbox, log=mail_log, clock=svc.ctx.clock
     )
     svc.extras["email_channel"] = channel
+    log.info("Email: sending as %s via %s:%s", identity.address, s.smtp_host, s.smtp_port)
+    for skill in svc.ctx.skills.all():
+        if skill.deliver.email and not skill.approvers.email:
+            log.warning(
+                "Email: skill %s mails items but has no approvers.email: "
+                "nobody can decide its items by mail",
+                skill.name,
+            )
     if not s.imap_host:
         log.info("email: sending only (set PIZZABOT_IMAP_HOST to read replies)")
         return
@@ -125,4 +133,5 @@ async def start(svc: Services, app: FastAPI) -> None:
         handler.handle,
     )
     svc.extras["email_receiver"] = receiver
+    log.info("Email: reading replies from %s:%s/%s", s.imap_host, s.imap_port, s.imap_folder)
     svc.spawn(receiver.run_forever(), "email-receiver")

@@ -1,0 +1,33 @@
+"""The email channel: inbox items out by SMTP, decisions and follow-ups back by IMAP.
+
+    EmailChannel   the `agent.channel.Channel`: deliver / update (SMTP, one thread per run)
+    MailHandler    one received mail -> Inbox.decide / Runs.follow_up / Runs.start
+    ImapReceiver   the IMAP IDLE loop that feeds MailHandler, reconnecting with backoff
+    LinkDesk       the one-time, prefetch-safe decision links (`links_router` mounts them)
+    MailLog        the protocol for "already handled" keys (store.mail.SqlMailLog)
+
+`bot.wire_email` builds these from the settings; nothing here reads the environment.
+"""
+
+from channels.email.channel import EmailChannel, Mailer, SmtpConfig, SmtpMailer
+from channels.email.compose import MailIdentity
+from channels.email.inbound import InboundConfig, MailHandler
+from channels.email.links import LinkDesk, links_router
+from channels.email.ports import MailLog, MailStore
+from channels.email.receiver import ImapConfig, ImapReceiver
+
+__all__ = [
+    "EmailChannel",
+    "ImapConfig",
+    "ImapReceiver",
+    "InboundConfig",
+    "LinkDesk",
+    "MailHandler",
+    "MailIdentity",
+    "MailLog",
+    "MailStore",
+    "Mailer",
+    "SmtpConfig",
+    "SmtpMailer",
+    "links_router",
+]

@@ -1,0 +1,208 @@
+"""`EmailChannel`: inbox items out by SMTP, one thread per run and recipient.
+
+`deliver` mails an item into its run's thread; `update` mails how an action ended (a mail
+cannot be edited, so the outcome follows in the thread); `answer` replies to a mail the bot
+received (an error, a refusal, an acknowledgement). An SMTP outage raises `DeliveryError`,
+so the outbox retries with backoff: it only delays delivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from email.message import EmailMessage
+from typing import Any, Literal, Protocol
+
+from agent.channel import DeliveryError
+from agent.context import utcnow
+from agent.model import Box, Delivery, Item
+from agent.skills import SkillBook
+from channels.email.compose import (
+    MailIdentity,
+    Thread,
+    answer_mail,
+    item_mail,
+    notice_mail,
+    subject_for,
+)
+from channels.email.links import make_links
+from channels.email.ports import MailStore
+
+log = logging.getLogger(__name__)
+
+TlsMode = Literal["starttls", "tls", "none"]
+
+
+@dataclass(frozen=True)
+class SmtpConfig:
+    host: str
+    port: int = 587
+    tls: TlsMode = "starttls"
+    user: str | None = None
+    password: str | None = None
+    timeout: float = 30.0
+
+
+class SmtpMailer:
+    """Sends one message; any failure becomes a `DeliveryError` (permanent for 5xx)."""
+
+    def __init__(self, config: SmtpConfig) -> None:
+        self.config = config
+
+    async def send(self, msg: EmailMessage) -> None:
+        import aiosmtplib
+
+        c = self.config
+        try:
+            await aiosmtplib.send(
+                msg,
+                hostname=c.host,
+                port=c.port,
+                username=c.user,
+                password=c.password,
+                use_tls=c.tls == "tls",
+                start_tls=c.tls == "starttls",
+                timeout=c.timeout,
+            )
+        except aiosmtplib.SMTPRecipientsRefused as exc:
+            codes = [r.code for r in exc.recipients]
+            permanent = bool(codes) and all(500 <= code < 600 for code in codes)
+            raise DeliveryError(f"SMTP refused the recipients: {exc}", permanent=permanent) from exc
+        except aiosmtplib.SMTPResponseException as exc:
+            raise DeliveryError(
+                f"SMTP said {exc.code} {exc.message}", permanent=500 <= exc.code < 600
+            ) from exc
+        except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
+            raise DeliveryError(f"SMTP server {c.host}:{c.port} unreachable: {exc}") from exc
+
+
+class Mailer(Protocol):
+    """What the channel sends with: `SmtpMailer`, or a fake in tests."""
+
+    async def send(self, msg: EmailMessage) -> None: ...
+
+
+class EmailChannel:
+    name = "email"
+
+    def __init__(
+        self,
+        *,
+        mailer: Mailer,
+        identity: MailIdentity,
+        store: MailStore,
+        skills: SkillBook,
+        public_url: str | None = None,
+        link_ttl: float = 7 * 86400,
+        clock: Callable[[], datetime] = utcnow,
+        answer_retries: tuple[float, ...] = (2.0, 10.0, 60.0),
+    ) -> None:
+        self.mailer = mailer
+        self.identity = identity
+        self.store = store
+        self.skills = skills
+        self.public_url = public_url.rstrip("/") if public_url else None
+        self.link_ttl = link_ttl
+        self.clock = clock
+        self.answer_retries = answer_retries
+        self._answers: set[asyncio.Task[None]] = set()
+
+    def can_decide(self, skill: str, address: str) -> bool:
+        if skill not in self.skills:
+            return False
+        return address.strip().lower() in self.skills.get(skill).approvers.email
+
+    async def _earlier(self, run_id: str, delivery: Delivery) -> list[str]:
+        """Message-IDs of this run's mails to the same address sent before `delivery`."""
+        ids: list[str] = []
+        for d in await self.store.run_deliveries(run_id, self.name):
+            if d.id == delivery.id:
+                break
+            ref_id = (d.ref or {}).get("id")
+            if d.address.lower() == delivery.address.lower() and isinstance(ref_id, str):
+                ids.append(ref_id)
+        return ids
+
+    async def deliver(self, item: Item, delivery: Delivery) -> dict[str, Any] | None:
+        run = await self.store.get_run(item.run_id)
+        earlier = await self._earlier(item.run_id, delivery)
+        thread = Thread.of(subject_for(run.skill, run.input), earlier)
+        message_id = self.identity.item_message_id(delivery.id, item.secret)
+        can = self.can_decide(item.skill, delivery.address)
+        now = self.clock()
+        links = None
+        if self.public_url and can and item.box is Box.ACTION:
+            links = make_links(
+                item, address=delivery.address, base_url=self.public_url, ttl=self.link_ttl, now=now
+            )
+        msg = item_mail(
+            item,
+            run,
+            identity=self.identity,
+            to=delivery.address,
+            message_id=message_id,
+            thread=thread,
+            can_decide=can,
+            links=links,
+            now=now,
+        )
+        await self.mailer.send(msg)
+        root = earlier[0] if earlier else message_id
+        return {"id": message_id, "thread": root, "address": delivery.address}
+
+    async def update(self, item: Item, delivery: Delivery) -> None:
+        """Mail how an action ended into its thread (decided here or on another channel)."""
+        if item.box is not Box.ACTION or not item.decided:
+            return
+        ref_id = (delivery.ref or {}).get("id")
+        run = await self.store.get_run(item.run_id)
+        earlier = await self._earlier(item.run_id, delivery)
+        if isinstance(ref_id, str):
+            earlier.append(ref_id)
+        msg = notice_mail(
+            item,
+            identity=self.identity,
+            to=delivery.address,
+            message_id=self.identity.notice_message_id(delivery.id, str(item.status)),
+            thread=Thread.of(subject_for(run.skill, run.input), earlier),
+            now=self.clock(),
+        )
+        await self.mailer.send(msg)
+
+    async def answer(
+        self, original: EmailMessage, *, to: str, text: str, secret: str | None = None
+    ) -> None:
+        """Reply to a received mail, in the background: SMTP trouble must not hold up the
+        receive loop, and a failed answer is retried a few times, then logged."""
+        msg = answer_mail(
+            original, identity=self.identity, to=to, text=text, secret=secret, now=self.clock()
+        )
+        task = asyncio.create_task(self._send_answer(msg), name="email-answer")
+        self._answers.add(task)
+        task.add_done_callback(self._answers.discard)
+
+    async def _send_answer(self, msg: EmailMessage) -> None:
+        for attempt, pause in enumerate((*self.answer_retries, None)):
+            try:
+                await self.mailer.send(msg)
+                return
+            except DeliveryError as exc:
+                if exc.permanent or pause is None:
+                    log.warning("answer to %s not sent: %s", msg["To"], exc)
+                    return
+                log.info("answer to %s failed (attempt %d): %s", msg["To"], attempt + 1, exc)
+                await asyncio.sleep(pause)
+
+    async def answers_sent(self) -> None:
+        """Wait for answers in flight (tests; a graceful shutdown)."""
+        while self._answers:
+            await asyncio.gather(*list(self._answers), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        tasks = list(self._answers)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,412 @@
+"""Building the mails the bot sends: an item in its run's thread, a decision's outcome, an
+answer to a reply. Plain text and HTML say the same thing.
+
+Threading: every mail of a run (to one address) is one thread. The first item's mail starts
+it; later ones carry `In-Reply-To` (the previous mail) and `References` (the first one and
+the latest few) and keep the same subject, which is what Gmail, Outlook and Apple Mail group
+by. A Message-ID is made from the delivery's id, so a resend after an SMTP error is the same
+message to the recipient's client, and it carries the item's secret token so that a reply
+from any client proves its writer received the mail (see `trust`).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from email.headerregistry import Address
+from email.message import EmailMessage
+from email.policy import SMTP
+from email.utils import format_datetime, make_msgid
+from typing import Any
+
+from agent.argforms import Field, form_fields
+from agent.model import Box, Item, ItemKind, ItemStatus, Run
+
+SUBJECT_TAG = "[pizzabot]"
+_MAX_REFERENCES = 10
+
+
+@dataclass(frozen=True)
+class MailIdentity:
+    """Who the bot is in mail: its address, display name, and whether replies go to
+    `bot+<token>@…` (plus-addressing; nearly every provider supports it)."""
+
+    address: str
+    name: str = "Pizza Bot"
+    plus_address: bool = True
+
+    @property
+    def local(self) -> str:
+        return self.address.rpartition("@")[0]
+
+    @property
+    def domain(self) -> str:
+        return self.address.rpartition("@")[2].lower()
+
+    def sender(self) -> Address:
+        return Address(self.name, addr_spec=self.address)
+
+    def reply_to(self, secret: str | None) -> Address:
+        if not secret or not self.plus_address:
+            return self.sender()
+        return Address(self.name, addr_spec=f"{self.local}+{secret}@{self.domain}")
+
+    def item_message_id(self, delivery_id: str, secret: str) -> str:
+        return f"<pizzabot.{delivery_id}.{secret}@{self.domain}>"
+
+    def notice_message_id(self, delivery_id: str, status: str) -> str:
+        return f"<pizzabot.{delivery_id}.{status}.notice@{self.domain}>"
+
+    def is_mine(self, address: str) -> bool:
+        """True for the bot's address and its plus-addresses."""
+        local, _, domain = address.lower().rpartition("@")
+        return domain == self.domain and local.split("+", 1)[0] == self.local.lower()
+
+
+@dataclass(frozen=True)
+class Thread:
+    subject: str
+    in_reply_to: str | None = None
+    references: tuple[str, ...] = ()
+
+    @staticmethod
+    def of(subject: str, earlier: list[str]) -> Thread:
+        """The thread after the mails `earlier` (Message-IDs, oldest first)."""
+        if not earlier:
+            return Thread(subject)
+        refs = earlier if len(earlier) <= _MAX_REFERENCES else [earlier[0], *earlier[-9:]]
+        return Thread(subject, in_reply_to=earlier[-1], references=tuple(refs))
+
+
+@dataclass(frozen=True)
+class Links:
+    """Signed one-time links to the confirm pages, and when they stop working."""
+
+    approve: str
+    reject: str
+    edit: str | None
+    expires: datetime
+    page: str | None = None  # the item on the web inbox (needs a login there)
+
+
+def subject_for(skill: str, run_input: str) -> str:
+    """`[pizzabot] <skill>: <first line of the run's input, short>`, stable for the run."""
+    first = next((line.strip() for line in run_input.splitlines() if line.strip()), "")
+    first = re.sub(r"\s+", " ", first)
+    if len(first) > 60:
+        first = first[:59].rstrip() + "…"
+    return f"{SUBJECT_TAG} {skill}: {first}" if first else f"{SUBJECT_TAG} {skill}"
+
+
+def _base(
+    *, identity: MailIdentity, to: str, thread: Thread, message_id: str, now: datetime
+) -> EmailMessage:
+    msg = EmailMessage(policy=SMTP)
+    msg["From"] = identity.sender()
+    msg["To"] = to
+    msg["Subject"] = thread.subject
+    msg["Date"] = format_datetime(now)
+    msg["Message-ID"] = message_id
+    if thread.in_reply_to:
+        msg["In-Reply-To"] = thread.in_reply_to
+        msg["References"] = " ".join(thread.references or (thread.in_reply_to,))
+    return msg
+
+
+def _when(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else "earlier"
+
+
+def _risk(item: Item) -> str:
+    risk = item.risk
+    parts: list[str] = []
+    if risk.impact:
+        parts.append(f"impact {risk.impact}")
+    if risk.reversible is not None:
+        parts.append("can be undone" if risk.reversible else "cannot be undone")
+    if risk.scope:
+        parts.append(f"scope {risk.scope}")
+    return "; ".join(parts) or "no notes"
+
+
+def _value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _args_text(args: dict[str, Any] | None) -> list[str]:
+    if not args:
+        return ["  (none)"]
+    out: list[str] = []
+    for name, value in args.items():
+        text = _value(value)
+        if "\n" in text:
+            out.append(f"  {name}:")
+            out.extend(f"    {line}" for line in text.split("\n"))
+        else:
+            out.append(f"  {name}: {text}")
+    return out
+
+
+def _field_hint(f: Field) -> str:
+    kind = {
+        "text": "text",
+        "textarea": "text",
+        "number": "a number",
+        "integer": "a whole number",
+        "checkbox": "yes or no",
+        "select": "one of " + ", ".join(f.options),
+        "json": "JSON",
+    }[f.kind]
+    bounds = ""
+    if f.minimum is not None and f.maximum is not None:
+        bounds = f" {f.minimum:g}–{f.maximum:g}"
+    elif f.minimum is not None:
+        bounds = f" ≥ {f.minimum:g}"
+    elif f.maximum is not None:
+        bounds = f" ≤ {f.maximum:g}"
+    optional = "" if f.required else ", optional"
+    return f"{f.name} ({kind}{bounds}{optional})"
+
+
+def _instructions(item: Item) -> list[str]:
+    if item.kind is ItemKind.BUDGET:
+        return [
+            "To decide, reply to this mail with your answer on the first line:",
+            "  approve          extend the budget and go on",
+            "  reject REASON    stop the run",
+        ]
+    fields = form_fields(item.schema or {}, item.args or {})
+    example = next((f for f in fields if f.kind in {"integer", "number", "text"}), None)
+    sample = f"{example.name}: {example.value or '…'}" if example else "name: value"
+    return [
+        "To decide, reply to this mail with your answer on the first line:",
+        "  approve          run it as proposed (yes, ok and lgtm work too)",
+        "  reject REASON    do not run it; the agent reads your reason",
+        '  edit             then one "name: value" line per field to change, e.g.',
+        f"                     {sample}",
+        '                   or a JSON object, e.g. edit {"name": "value"};',
+        "                   fields you leave out keep their value.",
+        "Fields: " + " · ".join(_field_hint(f) for f in fields),
+    ]
+
+
+def _link_lines(links: Links) -> list[str]:
+    lines = [
+        "Or open a link (it asks before it decides; each works once, until "
+        f"{_when(links.expires)}):",
+        f"  Approve: {links.approve}",
+        f"  Reject:  {links.reject}",
+    ]
+    if links.edit:
+        lines.append(f"  Edit:    {links.edit}")
+    if links.page:
+        lines.append(f"The item on the web inbox: {links.page}")
+    return lines
+
+
+def _item_text(item: Item, run: Run, *, can_decide: bool, links: Links | None) -> list[str]:
+    if item.box is Box.UNREAD:
+        lines = [item.title, "", item.body.strip() or "(no result text)", ""]
+        if can_decide:
+            lines.append(
+                "Reply to this mail to send the run a follow-up message: it goes on "
+                "with its whole history."
+            )
+        return lines
+    heading = f"{item.skill} wants to run {item.tool}" if item.kind is ItemKind.TOOL else item.title
+    lines = [heading, "", "What the run is doing:"]
+    lines += [f"  {line}" for line in (item.body.strip() or run.input).split("\n")]
+    lines.append("")
+    if item.kind is ItemKind.TOOL:
+        lines += [f"Tool: {item.tool}", f"Risk: {_risk(item)}", "", "Proposed arguments:"]
+    else:
+        lines.append("Extension:")
+    lines += _args_text(item.args)
+    lines.append("")
+    if can_decide:
+        lines += _instructions(item)
+        if links is not None:
+            lines += ["", *_link_lines(links)]
+    else:
+        lines.append(
+            "This mail is for your information: your address is not an email approver of "
+            f"skill {item.skill}, so a reply from it cannot decide."
+        )
+    return lines
+
+
+def _footer(item: Item) -> str:
+    return f"Pizza Bot · run {item.run_id} · item {item.id}"
+
+
+_STYLE = "font-family:system-ui,-apple-system,Segoe UI,sans-serif;font-size:14px;color:#222"
+
+
+def _html_page(blocks: list[str]) -> str:
+    return f'<!doctype html><html><body style="{_STYLE}">' + "".join(blocks) + "</body></html>"
+
+
+def _p(text: str) -> str:
+    return f"<p>{html.escape(text).replace(chr(10), '<br>')}</p>"
+
+
+def _item_html(item: Item, run: Run, *, can_decide: bool, links: Links | None) -> str:
+    e = html.escape
+    blocks: list[str] = []
+    if item.box is Box.UNREAD:
+        blocks.append(f"<h2>{e(item.title)}</h2>")
+        blocks.append(f"<pre style='white-space:pre-wrap'>{e(item.body.strip())}</pre>")
+        if can_decide:
+            blocks.append(
+                _p(
+                    "Reply to this mail to send the run a follow-up message: it goes on "
+                    "with its whole history."
+                )
+            )
+    else:
+        heading = (
+            f"{item.skill} wants to run {item.tool}" if item.kind is ItemKind.TOOL else item.title
+        )
+        blocks.append(f"<h2>{e(heading)}</h2>")
+        blocks.append("<p><b>What the run is doing:</b></p>")
+        body = item.body.strip() or run.input
+        blocks.append(f"<blockquote style='white-space:pre-wrap'>{e(body)}</blockquote>")
+        if item.kind is ItemKind.TOOL:
+            blocks.append(f"<p><b>Tool:</b> <code>{e(item.tool or '')}</code><br>")
+            blocks.append(f"<b>Risk:</b> {e(_risk(item))}</p>")
+            blocks.append("<p><b>Proposed arguments:</b></p>")
+        else:
+            blocks.append("<p><b>Extension:</b></p>")
+        rows = "".join(
+            f"<tr><td style='padding:2px 12px 2px 0;vertical-align:top'><code>{e(k)}</code></td>"
+            f"<td style='white-space:pre-wrap'>{e(_value(v))}</td></tr>"
+            for k, v in (item.args or {}).items()
+        )
+        blocks.append(f"<table>{rows}</table>" if rows else "<p>(none)</p>")
+        if can_decide:
+            blocks.append(f"<pre>{e(chr(10).join(_instructions(item)))}</pre>")
+            if links is not None:
+                anchors = [f"<a href='{e(links.approve)}'>Approve</a>"]
+                anchors.append(f"<a href='{e(links.reject)}'>Reject</a>")
+                if links.edit:
+                    anchors.append(f"<a href='{e(links.edit)}'>Edit</a>")
+                if links.page:
+                    anchors.append(f"<a href='{e(links.page)}'>web inbox</a>")
+                blocks.append(
+                    "<p>Or open a link (it asks before it decides; each works once, until "
+                    f"{e(_when(links.expires))}): {' · '.join(anchors)}</p>"
+                )
+        else:
+            blocks.append(
+                _p(
+                    "This mail is for your information: your address is not an email "
+                    f"approver of skill {item.skill}, so a reply from it cannot decide."
+                )
+            )
+    blocks.append(f"<p style='color:#777;font-size:12px'>{e(_footer(item))}</p>")
+    return _html_page(blocks)
+
+
+def item_mail(
+    item: Item,
+    run: Run,
+    *,
+    identity: MailIdentity,
+    to: str,
+    message_id: str,
+    thread: Thread,
+    can_decide: bool,
+    links: Links | None,
+    now: datetime,
+) -> EmailMessage:
+    """An item (an action to decide, or a finished run's result) as a mail in its thread."""
+    msg = _base(identity=identity, to=to, thread=thread, message_id=message_id, now=now)
+    msg["Reply-To"] = identity.reply_to(item.secret)
+    # RFC 3834: tells auto-responders (vacation notices) not to answer.
+    msg["Auto-Submitted"] = "auto-generated"
+    msg["X-Pizzabot-Item"] = item.id
+    msg["X-Pizzabot-Run"] = item.run_id
+    text = _item_text(item, run, can_decide=can_decide, links=links)
+    msg.set_content("\n".join([*text, "", "-- ", _footer(item)]) + "\n")
+    msg.add_alternative(_item_html(item, run, can_decide=can_decide, links=links), subtype="html")
+    return msg
+
+
+def outcome_text(item: Item) -> str:
+    """One sentence on how an action ended: who decided what, through which channel, when."""
+    who = f"{item.decided_by} via {item.decided_via} at {_when(item.decided_at)}"
+    match item.status:
+        case ItemStatus.APPROVED:
+            return f"Approved by {who}."
+        case ItemStatus.EDITED:
+            args = "\n".join(_args_text(item.final_args))
+            return f"Edited and approved by {who}. It runs with:\n{args}"
+        case ItemStatus.REJECTED:
+            reason = f" Reason: {item.reason}" if item.reason else ""
+            return f"Rejected by {who}.{reason}"
+        case ItemStatus.EXPIRED:
+            reason = f" ({item.reason})" if item.reason else ""
+            return f"Expired: nobody decided in time{reason}."
+        case ItemStatus.CANCELLED:
+            return "Closed: the run ended before anyone decided."
+        case _:
+            return f"Now {item.status}."
+
+
+def notice_mail(
+    item: Item,
+    *,
+    identity: MailIdentity,
+    to: str,
+    message_id: str,
+    thread: Thread,
+    now: datetime,
+) -> EmailMessage:
+    """The outcome of an action, in its thread, so every copy shows how it ended."""
+    msg = _base(identity=identity, to=to, thread=thread, message_id=message_id, now=now)
+    msg["Auto-Submitted"] = "auto-generated"
+    msg["X-Pizzabot-Item"] = item.id
+    msg["X-Pizzabot-Run"] = item.run_id
+    text = f"{item.title}\n\n{outcome_text(item)}"
+    msg.set_content(f"{text}\n\n-- \n{_footer(item)}\n")
+    msg.add_alternative(
+        _html_page(
+            [_p(text), f"<p style='color:#777;font-size:12px'>{html.escape(_footer(item))}</p>"]
+        ),
+        subtype="html",
+    )
+    return msg
+
+
+def _re(subject: str) -> str:
+    return subject if re.match(r"^\s*re\s*:", subject, re.IGNORECASE) else f"Re: {subject}"
+
+
+def answer_mail(
+    original: EmailMessage,
+    *,
+    identity: MailIdentity,
+    to: str,
+    text: str,
+    secret: str | None,
+    now: datetime,
+) -> EmailMessage:
+    """The bot's answer to a mail it received (an error, a refusal, an acknowledgement)."""
+    their_id = str(original.get("Message-ID", "")).strip()
+    refs = [r for r in str(original.get("References", "")).split() if r]
+    if their_id:
+        refs.append(their_id)
+    thread = Thread(
+        _re(str(original.get("Subject", "")) or SUBJECT_TAG),
+        in_reply_to=their_id or None,
+        references=tuple(refs[-_MAX_REFERENCES:]),
+    )
+    message_id = make_msgid(idstring="pizzabot-answer", domain=identity.domain)
+    msg = _base(identity=identity, to=to, thread=thread, message_id=message_id, now=now)
+    msg["Reply-To"] = identity.reply_to(secret)
+    msg["Auto-Submitted"] = "auto-replied"
+    msg.set_content(f"{text}\n\n-- \nPizza Bot\n")
+    return msg

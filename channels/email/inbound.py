@@ -1,0 +1,400 @@
+"""What a mail to the bot means: a decision, a follow-up, a new run, or nothing.
+
+`MailHandler.handle` takes one raw message (from the IMAP receiver) and turns it into at
+most one call of the engine's public functions:
+
+    reply on an action's thread   -> Inbox.decide (approve / reject / edit)
+    reply on an Unread's thread   -> Runs.follow_up
+    new mail from an allowed sender -> Runs.start ([skill] tag in the subject, else default)
+
+Every mail is handled once: its Message-ID is claimed in the `MailLog` first (a second
+copy, or the same mail after a restart, is a "duplicate"). A mail that fails a trust check
+(see `trust`) decides nothing, is written to the audit trail, and is answered only when
+the sender is someone the bot knows (an approver or an allowed sender): strangers, and
+forged senders who are strangers, get no mail back.
+"""
+
+from __future__ import annotations
+
+import email
+import hashlib
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from email.message import EmailMessage
+from email.policy import default as default_policy
+from typing import Any, Protocol
+
+from agent.argforms import coerce_form, form_fields, validate_arguments
+from agent.context import utcnow
+from agent.errors import AlreadyDecided, Conflict, InvalidArguments, NotAllowed, NotFound
+from agent.inbox import Inbox
+from agent.model import Approve, Box, Decision, Edit, Item, ItemKind, ItemStatus, Reject
+from agent.runs import Runs
+from agent.skills import SkillBook
+from channels.email.compose import SUBJECT_TAG, MailIdentity, outcome_text
+from channels.email.ports import MailLog, MailStore
+from channels.email.replies import Command, UnreadableMail, body_text, read_reply, top_of_reply
+from channels.email.trust import (
+    address_of,
+    auth_failure,
+    check_reply,
+    is_automatic,
+    plus_tokens,
+    split_address,
+    thread_refs,
+)
+
+log = logging.getLogger(__name__)
+
+_SKILL_TAG = re.compile(r"\[([a-z0-9][a-z0-9_-]*)\]", re.IGNORECASE)
+_REPLY_PREFIX = re.compile(r"^\s*((re|fw|fwd|aw|wg|tr)\s*:\s*)+", re.IGNORECASE)
+HOW_TO = (
+    'Reply with "approve" (or yes, ok, lgtm), "reject" and a reason, or "edit" and one '
+    '"name: value" line per field to change (or a JSON object), on the first line of '
+    "your reply, above the quoted mail."
+)
+
+
+class Answerer(Protocol):
+    async def answer(
+        self, original: EmailMessage, *, to: str, text: str, secret: str | None = None
+    ) -> None: ...
+
+
+@dataclass(frozen=True)
+class InboundConfig:
+    allowed_senders: frozenset[str] = frozenset()
+    default_skill: str | None = None
+    authserv_id: str | None = None
+    max_bytes: int = 5_000_000
+
+
+def parse_message(raw: bytes) -> EmailMessage:
+    msg: Any = email.message_from_bytes(raw, policy=default_policy)
+    assert isinstance(msg, EmailMessage)
+    return msg
+
+
+def mail_key(msg: EmailMessage, fallback: str) -> str:
+    """The key a mail is recorded under: its Message-ID (hashed when long), else `fallback`."""
+    message_id = " ".join(str(msg.get("Message-ID", "")).split())
+    if not message_id:
+        return f"mail:{fallback}"
+    if len(message_id) > 200:
+        return "mail:sha256:" + hashlib.sha256(message_id.encode()).hexdigest()
+    return f"mail:{message_id}"
+
+
+class MailHandler:
+    def __init__(
+        self,
+        *,
+        store: MailStore,
+        inbox: Inbox,
+        runs: Runs,
+        skills: SkillBook,
+        log: MailLog,
+        answerer: Answerer,
+        identity: MailIdentity,
+        config: InboundConfig,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.store = store
+        self.inbox = inbox
+        self.runs = runs
+        self.skills = skills
+        self.log = log
+        self.answerer = answerer
+        self.identity = identity
+        self.config = config
+        self.clock = clock
+
+    async def handle(self, raw: bytes, *, size: int | None = None, fallback_id: str) -> str:
+        """Handle one mail (or, when it is too large, its headers); return what happened."""
+        msg = parse_message(raw)
+        key = mail_key(msg, fallback_id)
+        if not await self.log.claim(key, kind="mail", now=self.clock()):
+            return "duplicate"
+        try:
+            outcome = await self._handle(msg, size=len(raw) if size is None else size)
+        except Exception:
+            # Not handled: forget it, so the next pass tries again.
+            await self.log.release(key)
+            raise
+        log.info("mail %s from %s: %s", key[:80], address_of(msg["From"]), outcome)
+        return outcome
+
+    # -- routing -------------------------------------------------------------------------
+
+    async def _handle(self, msg: EmailMessage, *, size: int) -> str:
+        sender = address_of(msg["From"])
+        if sender is None:
+            return await self._ignore(msg, "unknown", "no single sender address in From")
+        if self.identity.is_mine(sender):
+            return await self._ignore(msg, sender, "sent by the bot itself")
+        automatic = is_automatic(msg)
+        if automatic:
+            return await self._ignore(msg, sender, f"sent automatically ({automatic})")
+        if size > self.config.max_bytes:
+            return await self._refuse(
+                msg,
+                sender,
+                f"the mail is too large ({size} bytes; the limit is {self.config.max_bytes})",
+            )
+        item, ref = await self._find_item(msg)
+        if item is not None:
+            return await self._reply(msg, sender, item, ref)
+        if self._looks_like_reply(msg):
+            return await self._refuse(
+                msg,
+                sender,
+                "it is not on the thread of an item, or its token is wrong: "
+                "reply to the item's own mail",
+            )
+        return await self._start(msg, sender)
+
+    async def _find_item(self, msg: EmailMessage) -> tuple[Item | None, str | None]:
+        suffix = "@" + self.identity.domain
+        for ref in thread_refs(msg):
+            if not (ref.startswith("pizzabot.") and ref.lower().endswith(suffix)):
+                continue
+            delivery = await self.store.find_delivery("email", f"<{ref}>")
+            if delivery is None:
+                continue
+            try:
+                return await self.store.get_item(delivery.item_id), ref
+            except NotFound:
+                continue
+        return None, None
+
+    def _looks_like_reply(self, msg: EmailMessage) -> bool:
+        if plus_tokens(msg, bot_address=self.identity.address):
+            return True
+        if any(ref.startswith("pizzabot.") for ref in thread_refs(msg)):
+            return True
+        return SUBJECT_TAG in str(msg.get("Subject", "")).lower()
+
+    def _known(self, sender: str) -> bool:
+        """Someone the bot may write to: an email approver of any skill, or an allowed sender."""
+        if sender in self.config.allowed_senders:
+            return True
+        return any(sender in skill.approvers.email for skill in self.skills.all())
+
+    # -- outcomes ------------------------------------------------------------------------
+
+    def _detail(self, msg: EmailMessage, why: str | list[str]) -> dict[str, Any]:
+        return {
+            "why": why,
+            "message_id": str(msg.get("Message-ID", ""))[:200],
+            "subject": str(msg.get("Subject", ""))[:200],
+        }
+
+    async def _ignore(self, msg: EmailMessage, sender: str, why: str) -> str:
+        await self.store.audit(
+            action="email_ignored",
+            actor=sender,
+            channel="email",
+            now=self.clock(),
+            detail=self._detail(msg, why),
+        )
+        return f"ignored: {why}"
+
+    async def _refuse(
+        self,
+        msg: EmailMessage,
+        sender: str,
+        why: str | list[str],
+        *,
+        item: Item | None = None,
+    ) -> str:
+        await self.store.audit(
+            action="email_refused",
+            actor=sender,
+            channel="email",
+            now=self.clock(),
+            run_id=item.run_id if item else None,
+            item_id=item.id if item else None,
+            detail=self._detail(msg, why),
+        )
+        reasons = [why] if isinstance(why, str) else why
+        if self._known(sender):
+            text = "Your mail was not acted on: " + "; ".join(reasons) + "."
+            await self.answerer.answer(msg, to=sender, text=text, secret=None)
+        return "refused: " + "; ".join(reasons)
+
+    async def _say(self, msg: EmailMessage, sender: str, item: Item, text: str) -> None:
+        await self.answerer.answer(msg, to=sender, text=text, secret=item.secret)
+
+    # -- replies -------------------------------------------------------------------------
+
+    async def _reply(self, msg: EmailMessage, sender: str, item: Item, ref: str | None) -> str:
+        skill = self.skills.get(item.skill) if item.skill in self.skills else None
+        verdict = check_reply(
+            msg,
+            sender=sender,
+            secret=item.secret,
+            ref=ref,
+            approvers=skill.approvers.email if skill else [],
+            bot_address=self.identity.address,
+            authserv_id=self.config.authserv_id,
+        )
+        if not verdict.ok:
+            return await self._refuse(msg, sender, list(verdict.problems), item=item)
+        try:
+            top, command = read_reply(msg)
+        except UnreadableMail as exc:
+            return await self._refuse(msg, sender, str(exc), item=item)
+        if item.box is Box.UNREAD:
+            return await self._follow_up(msg, sender, item, top)
+        if command is None:
+            await self._say(
+                msg, sender, item, f"No decision was found in your reply; nothing changed. {HOW_TO}"
+            )
+            return "no decision found"
+        decision: Decision
+        if command.kind == "approve":
+            decision = Approve()
+        elif command.kind == "reject":
+            decision = Reject(command.reason)
+        else:
+            args, errors = edit_arguments(item, command)
+            if errors:
+                await self._say(msg, sender, item, _edit_errors(errors))
+                return "edit refused: " + ", ".join(sorted(errors))
+            decision = Edit(args)
+        try:
+            await self.inbox.decide(item.id, decision, actor=sender, channel="email")
+        except AlreadyDecided as exc:
+            await self._say(msg, sender, item, f"Nothing changed: {outcome_text(exc.item)}")
+            return "already decided"
+        except NotAllowed as exc:
+            return await self._refuse(msg, sender, str(exc), item=item)
+        except InvalidArguments as exc:
+            await self._say(msg, sender, item, _edit_errors(exc.errors))
+            return "edit refused: " + ", ".join(sorted(exc.errors))
+        return f"decided: {decision.kind}"
+
+    async def _follow_up(self, msg: EmailMessage, sender: str, item: Item, top: str) -> str:
+        text = top.strip()
+        if not text:
+            await self._say(
+                msg, sender, item, "Your reply had no text above the quote; nothing was sent."
+            )
+            return "empty follow-up"
+        try:
+            await self.runs.follow_up(item.run_id, text, actor=sender, channel="email")
+        except Conflict as exc:
+            await self._say(msg, sender, item, f"The follow-up was not sent: {exc}.")
+            return f"follow-up refused: {exc}"
+        if item.status is ItemStatus.UNREAD:
+            await self.inbox.mark_read(item.id)
+        return "follow-up"
+
+    # -- new runs ------------------------------------------------------------------------
+
+    def _skill_of(self, subject: str) -> tuple[str | None, str]:
+        title = _REPLY_PREFIX.sub("", subject).strip()
+        tag = _SKILL_TAG.search(title)
+        if tag:
+            title = (title[: tag.start()] + title[tag.end() :]).strip(" :-")
+            return tag.group(1).lower(), title
+        return self.config.default_skill, title
+
+    async def _start(self, msg: EmailMessage, sender: str) -> str:
+        if sender not in self.config.allowed_senders:
+            return await self._refuse(msg, sender, f"{sender} may not start runs by mail")
+        failure = auth_failure(
+            msg, from_domain=split_address(sender)[1], authserv_id=self.config.authserv_id
+        )
+        if failure:
+            return await self._refuse(
+                msg, sender, f"the receiving server's Authentication-Results say: {failure}"
+            )
+        try:
+            top = top_of_reply(body_text(msg))
+        except UnreadableMail as exc:
+            return await self._refuse(msg, sender, str(exc))
+        skill, title = self._skill_of(str(msg.get("Subject", "")))
+        if skill is None:
+            names = ", ".join(s.name for s in self.skills.all()) or "none"
+            return await self._refuse(
+                msg, sender, f"no skill was named: put one in the subject as [skill] ({names})"
+            )
+        text = "\n\n".join(part for part in (title, top) if part)
+        if not text:
+            return await self._refuse(msg, sender, "the mail has no subject and no text")
+        message_id = str(msg.get("Message-ID", "")).strip()
+        try:
+            run = await self.runs.start(
+                skill,
+                text,
+                trigger="email",
+                actor=sender,
+                idempotency_key=f"email:{message_id}" if message_id else None,
+            )
+        except (NotFound, Conflict) as exc:
+            return await self._refuse(msg, sender, str(exc))
+        targets = self.skills.get(skill).deliver.email
+        where = (
+            f"Its questions and results are mailed to {', '.join(targets)}."
+            if targets
+            else "Its questions and results are on the web inbox."
+        )
+        await self.answerer.answer(
+            msg, to=sender, text=f"Started run {run.id} of skill {skill}. {where}"
+        )
+        return f"started: {run.id}"
+
+
+def edit_arguments(item: Item, command: Command) -> tuple[dict[str, Any], dict[str, str]]:
+    """The edited arguments: the proposed ones with the person's fields merged in, coerced
+    and checked by the tool's schema as the web form and the Slack modal do it. Returns the
+    arguments and errors by field (empty when they may run)."""
+    if item.kind is not ItemKind.TOOL:
+        return {}, {"": "this item can be approved or rejected, not edited"}
+    if command.problem:
+        return {}, {"": command.problem}
+    schema = item.schema or {}
+    current = dict(item.args or {})
+    errors: dict[str, str] = {}
+    if command.typed:
+        props = schema.get("properties")
+        if isinstance(props, dict):
+            for name in command.values:
+                if name not in props:
+                    errors[name] = f"no such field; the fields are {', '.join(props)}"
+        merged = {**current, **command.values}
+        for name, message in validate_arguments(schema, merged).items():
+            errors.setdefault(name, message)
+        return merged, errors
+    fields = form_fields(schema, current)
+    names = {f.name.lower(): f.name for f in fields}
+    raw: dict[str, str | bool | None] = {f.name: f.value for f in fields}
+    touched: set[str] = set()
+    for name, value in command.values.items():
+        real = names.get(name.lower())
+        if real is None:
+            errors[name] = "no such field; the fields are " + ", ".join(f.name for f in fields)
+        else:
+            raw[real] = value
+            touched.add(real.split(".")[0])
+    args, more = coerce_form(schema, raw)
+    for name, message in more.items():
+        errors.setdefault(name, message)
+    # The form fills in defaults for what the model left out; keep those out unless asked.
+    args = {k: v for k, v in args.items() if k in current or k in touched}
+    return args, errors
+
+
+def _edit_errors(errors: dict[str, str]) -> str:
+    lines = ["Your edit was not applied; the action still waits for a decision.", ""]
+    for name, message in errors.items():
+        lines.append(f"- {name or 'arguments'}: {message}")
+    lines += [
+        "",
+        'Reply again with "edit" and corrected "name: value" lines, or approve or reject.',
+    ]
+    return "\n".join(lines)

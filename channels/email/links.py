@@ -1,0 +1,346 @@
+"""One-time decision links in item mails, safe against link scanners.
+
+Mail security gateways (and some clients' previews) open every link in a mail. So a link
+never decides by being opened: GET shows a confirm page, and only that page's POST decides.
+A link names the item, the decision and the address it was mailed to; it is signed with the
+item's secret and an expiry, and it works once (used links are recorded in the `MailLog`).
+The decision is the mail recipient's, made through `Inbox.decide(..., channel="email")`, so
+the approver list still applies.
+
+    GET  /mail/d/{token}   confirm page (a form: button, reason, or the edit fields)
+    POST /mail/d/{token}   decide
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import html
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+
+from agent.argforms import Field, coerce_form, form_fields
+from agent.context import utcnow
+from agent.errors import AlreadyDecided, InvalidArguments, NotAllowed, NotFound
+from agent.inbox import Inbox
+from agent.model import Box, Item, ItemKind, decision_from
+from channels.email.compose import Links, outcome_text
+from channels.email.ports import MailLog, MailStore
+
+PATH = "/mail/d"
+DECISIONS = ("approve", "reject", "edit")
+
+
+class BadLink(Exception):
+    """The link is malformed, forged, expired or used."""
+
+
+@dataclass(frozen=True)
+class LinkClaim:
+    item_id: str
+    decision: str
+    address: str
+    expires: int  # unix seconds
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _mac(secret: str, payload: str) -> str:
+    return _b64(hmac.new(secret.encode(), payload.encode(), hashlib.sha256).digest()[:20])
+
+
+def sign_link(item: Item, *, decision: str, address: str, expires: datetime) -> str:
+    claim = {"i": item.id, "d": decision, "a": address.lower(), "e": int(expires.timestamp())}
+    payload = _b64(json.dumps(claim, separators=(",", ":")).encode())
+    return f"{payload}.{_mac(item.secret, payload)}"
+
+
+def read_link(token: str) -> LinkClaim:
+    """The claim a link makes, not yet checked: it names the item whose secret checks it."""
+    payload, _, _mac_part = token.partition(".")
+    try:
+        data = json.loads(_unb64(payload))
+        claim = LinkClaim(str(data["i"]), str(data["d"]), str(data["a"]), int(data["e"]))
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        raise BadLink("this link is not valid") from None
+    if claim.decision not in DECISIONS:
+        raise BadLink("this link is not valid")
+    return claim
+
+
+def verify_link(token: str, claim: LinkClaim, *, secret: str, now: datetime) -> None:
+    payload, _, mac = token.partition(".")
+    if not secret or not hmac.compare_digest(mac.encode(), _mac(secret, payload).encode()):
+        raise BadLink("this link is not valid")
+    if now.timestamp() > claim.expires:
+        raise BadLink("this link has expired; reply to the mail instead")
+
+
+def link_key(token: str) -> str:
+    return "link:" + hashlib.sha256(token.encode()).hexdigest()[:40]
+
+
+def make_links(item: Item, *, address: str, base_url: str, ttl: float, now: datetime) -> Links:
+    expires = now + timedelta(seconds=ttl)
+    base = base_url.rstrip("/") + PATH
+
+    def url(decision: str) -> str:
+        return f"{base}/{sign_link(item, decision=decision, address=address, expires=expires)}"
+
+    edit = url("edit") if item.kind is ItemKind.TOOL else None
+    page = f"{base_url.rstrip('/')}/items/{item.id}"
+    return Links(
+        approve=url("approve"), reject=url("reject"), edit=edit, expires=expires, page=page
+    )
+
+
+# --- the pages ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Page:
+    status: int
+    title: str
+    body: str  # HTML
+
+
+def _page(page: Page) -> HTMLResponse:
+    e = html.escape
+    doc = (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        "<meta name='robots' content='noindex'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{e(page.title)}</title>"
+        "<style>body{font-family:system-ui,sans-serif;max-width:40em;margin:2em auto;"
+        "padding:0 1em;color:#222}label{display:block;margin:.8em 0 .2em;font-weight:600}"
+        "input[type=text],input[type=number],textarea,select{width:100%;padding:.4em;"
+        "box-sizing:border-box}button{margin-top:1em;padding:.6em 1.4em;font-size:1em}"
+        ".err{color:#b00020}.hint{color:#666;font-size:.9em}pre{white-space:pre-wrap}</style>"
+        f"</head><body><h1>{e(page.title)}</h1>{page.body}</body></html>"
+    )
+    return HTMLResponse(
+        doc,
+        status_code=page.status,
+        headers={
+            "Cache-Control": "no-store",
+            "Referrer-Policy": "no-referrer",
+            "X-Robots-Tag": "noindex",
+        },
+    )
+
+
+def _message(status: int, title: str, text: str) -> Page:
+    return Page(status, title, f"<p>{html.escape(text).replace(chr(10), '<br>')}</p>")
+
+
+def _input(f: Field, error: str | None) -> str:
+    e = html.escape
+    name = e(f.name)
+    hint = f"<div class='hint'>{e(f.description)}</div>" if f.description else ""
+    err = f"<div class='err'>{e(error)}</div>" if error else ""
+    label = f"<label for='{name}'>{e(f.label)}{'' if f.required else ' (optional)'}</label>"
+    value = "" if f.value is None or isinstance(f.value, bool) else str(f.value)
+    if f.kind == "checkbox":
+        checked = " checked" if f.value is True else ""
+        control = (
+            f"<input type='hidden' name='{name}' value='false'>"
+            f"<label><input type='checkbox' name='{name}' value='true'{checked}> "
+            f"{e(f.label)}</label>"
+        )
+        return control + hint + err
+    if f.kind == "select":
+        options = [] if f.required and not f.nullable else ["<option value=''></option>"]
+        for option in f.options:
+            selected = " selected" if option == value else ""
+            options.append(f"<option{selected}>{e(option)}</option>")
+        control = f"<select id='{name}' name='{name}'>{''.join(options)}</select>"
+    elif f.kind in {"textarea", "json"}:
+        control = f"<textarea id='{name}' name='{name}' rows='6'>{e(value)}</textarea>"
+    else:
+        kind = "number" if f.kind in {"number", "integer"} else "text"
+        step = " step='1'" if f.kind == "integer" else " step='any'" if kind == "number" else ""
+        control = f"<input id='{name}' type='{kind}'{step} name='{name}' value='{e(value)}'>"
+    return label + control + hint + err
+
+
+def _summary(item: Item) -> str:
+    e = html.escape
+    rows = "".join(
+        f"<tr><td><code>{e(k)}</code></td><td><pre>{e(v if isinstance(v, str) else json.dumps(v))}</pre></td></tr>"
+        for k, v in (item.args or {}).items()
+    )
+    return f"<p>{e(item.title)}</p><pre>{e(item.body.strip())}</pre>" + (
+        f"<table>{rows}</table>" if rows else ""
+    )
+
+
+class LinkDesk:
+    """Behind the link routes: checks a link, shows its confirm page, makes its decision."""
+
+    def __init__(
+        self,
+        *,
+        store: MailStore,
+        inbox: Inbox,
+        log: MailLog,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.store = store
+        self.inbox = inbox
+        self.log = log
+        self.clock = clock
+
+    async def _check(self, token: str) -> tuple[LinkClaim, Item]:
+        claim = read_link(token)
+        try:
+            item = await self.store.get_item(claim.item_id)
+        except NotFound:
+            raise BadLink("this link is not valid") from None
+        verify_link(token, claim, secret=item.secret, now=self.clock())
+        if item.box is not Box.ACTION:
+            raise BadLink("this link is not valid")
+        if await self.log.seen(link_key(token)):
+            raise BadLink("this link was already used")
+        return claim, item
+
+    def _form(
+        self,
+        claim: LinkClaim,
+        item: Item,
+        errors: dict[str, str] | None = None,
+        values: dict[str, Any] | None = None,
+    ) -> Page:
+        e = html.escape
+        parts = [_summary(item)]
+        if claim.decision == "approve":
+            label = "Approve"
+            parts.append(f"<p>Approve this as <b>{e(claim.address)}</b>?</p>")
+        elif claim.decision == "reject":
+            label = "Reject"
+            parts.append(
+                "<label for='reason'>Reason (the agent reads it)</label>"
+                "<textarea id='reason' name='reason' rows='4'></textarea>"
+            )
+        else:
+            label = "Save and approve"
+            fields = form_fields(
+                item.schema or {}, values if values is not None else item.args or {}
+            )
+            errors = errors or {}
+            if "" in errors:
+                parts.append(f"<p class='err'>{e(errors[''])}</p>")
+            parts += [_input(f, errors.get(f.name)) for f in fields]
+        parts_html = "".join(parts[1:])
+        form = f"<form method='post'>{parts_html}<button type='submit'>{e(label)}</button></form>"
+        title = {"approve": "Approve?", "reject": "Reject?", "edit": "Edit and approve"}
+        return Page(200, title[claim.decision], parts[0] + form)
+
+    async def show(self, token: str) -> Page:
+        """The confirm page. Opening it decides nothing."""
+        try:
+            claim, item = await self._check(token)
+        except BadLink as exc:
+            return _message(410, "Link not usable", str(exc))
+        if item.decided:
+            return _message(409, "Already decided", outcome_text(item))
+        return self._form(claim, item)
+
+    async def submit(self, token: str, form: dict[str, str]) -> Page:
+        try:
+            claim, item = await self._check(token)
+        except BadLink as exc:
+            return _message(410, "Link not usable", str(exc))
+        args: dict[str, Any] | None = None
+        if claim.decision == "edit":
+            fields = form_fields(item.schema or {}, item.args or {})
+            raw: dict[str, str | bool | None] = {f.name: form.get(f.name) for f in fields}
+            args, errors = coerce_form(item.schema or {}, raw)
+            if errors:
+                return self._form(claim, item, errors, values=_as_values(raw))
+        key = link_key(token)
+        if not await self.log.claim(key, kind="link", now=self.clock()):
+            return _message(410, "Link not usable", "this link was already used")
+        decision = decision_from(claim.decision, args=args, reason=form.get("reason", ""))
+        try:
+            decided = await self.inbox.decide(
+                item.id, decision, actor=claim.address, channel="email"
+            )
+        except AlreadyDecided as exc:
+            return _message(409, "Already decided", outcome_text(exc.item))
+        except NotAllowed:
+            return _message(
+                403,
+                "Not allowed",
+                f"{claim.address} is not an email approver of skill {item.skill}.",
+            )
+        except InvalidArguments as exc:
+            await self.log.release(key)
+            return self._form(claim, item, exc.errors)
+        return _message(200, "Done", outcome_text(decided))
+
+
+def _as_values(raw: dict[str, str | bool | None]) -> dict[str, Any]:
+    """Submitted strings shaped like arguments again, so the form shows what was typed."""
+    out: dict[str, Any] = {}
+    for name, value in raw.items():
+        target = out
+        *parents, leaf = name.split(".")
+        for parent in parents:
+            target = target.setdefault(parent, {})
+        target[leaf] = value
+    return out
+
+
+def links_router(desk: Callable[[Request], LinkDesk | None]) -> APIRouter:
+    """The link routes; `desk` finds the LinkDesk for a request (None: email is not on)."""
+    router = APIRouter(include_in_schema=False)
+
+    @router.get(PATH + "/{token}")
+    async def confirm(token: str, request: Request) -> HTMLResponse:
+        found = desk(request)
+        if found is None:
+            return _page(_message(404, "Not found", "email is not configured on this server"))
+        return _page(await found.show(token))
+
+    @router.post(PATH + "/{token}")
+    async def decide(token: str, request: Request) -> HTMLResponse:
+        found = desk(request)
+        if found is None:
+            return _page(_message(404, "Not found", "email is not configured on this server"))
+        form = await request.form()
+        values = {k: v for k, v in form.multi_items() if isinstance(v, str)}
+        # A checkbox sends its hidden "false" and, when ticked, "true": ticked wins.
+        for key, value in form.multi_items():
+            if value == "true":
+                values[key] = "true"
+        return _page(await found.submit(token, values))
+
+    return router
+
+
+__all__ = [
+    "PATH",
+    "BadLink",
+    "LinkClaim",
+    "LinkDesk",
+    "link_key",
+    "links_router",
+    "make_links",
+    "read_link",
+    "sign_link",
+    "verify_link",
+]

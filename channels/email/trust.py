@@ -1,0 +1,243 @@
+"""When does a mail count as a person's decision? The checks, as pure functions.
+
+Anyone can send a mail with any `From`. A reply decides only when all of these hold:
+
+- it is on the item's thread and carries the item's secret token: the token is in the
+  plus-address the reply went to (`bot+<token>@…`, from our `Reply-To`; `Delivered-To`
+  keeps it even for a Bcc) or in the Message-ID of our mail it answers (`In-Reply-To` /
+  `References`), so only someone who received the item's mail can produce it;
+- the sender (the address in `From`, display name ignored, case ignored) is one of the
+  skill's email approvers;
+- the receiving server's topmost `Authentication-Results` does not say the `From` was
+  forged: DMARC failed, or SPF/DKIM aligned with the From domain failed.
+
+Everything here takes the parsed message and returns plain values; `inbound` acts on them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from email.message import EmailMessage
+from email.utils import getaddresses
+
+_MSGID = re.compile(r"<([^<>\s]+)>")
+
+
+def address_of(value: str | None) -> str | None:
+    """The one address in a `From`-like header, lowercased; None for none or several."""
+    if not value:
+        return None
+    found = [addr for _name, addr in getaddresses([str(value)]) if "@" in addr]
+    if len(found) != 1:
+        return None
+    return found[0].strip().lower()
+
+
+def addresses(values: Iterable[str | None]) -> list[str]:
+    """Every address in some headers (To, Cc, Delivered-To), lowercased."""
+    texts = [str(v) for v in values if v]
+    return [addr.strip().lower() for _name, addr in getaddresses(texts) if "@" in addr]
+
+
+def split_address(address: str) -> tuple[str, str]:
+    local, _, domain = address.rpartition("@")
+    return local, domain.lower()
+
+
+def message_ids(value: str | None) -> list[str]:
+    """The Message-IDs in an `In-Reply-To` or `References` header, without brackets."""
+    return _MSGID.findall(str(value)) if value else []
+
+
+def thread_refs(msg: EmailMessage, limit: int = 50) -> list[str]:
+    """Message-IDs this mail answers, nearest first: `In-Reply-To`, then `References` backwards."""
+    refs = message_ids(msg["In-Reply-To"])
+    refs += list(reversed(message_ids(msg["References"])))
+    seen: set[str] = set()
+    out: list[str] = []
+    for ref in refs:
+        if ref not in seen:
+            seen.add(ref)
+            out.append(ref)
+    return out[:limit]
+
+
+def plus_tokens(msg: EmailMessage, *, bot_address: str) -> set[str]:
+    """The `+detail`s of the bot's address among the mail's recipients (casefolded)."""
+    bot_local, bot_domain = split_address(bot_address.lower())
+    headers = [
+        *msg.get_all("Delivered-To", []),
+        *msg.get_all("X-Original-To", []),
+        *msg.get_all("To", []),
+        *msg.get_all("Cc", []),
+    ]
+    tokens: set[str] = set()
+    for address in addresses(headers):
+        local, domain = split_address(address)
+        base, plus, detail = local.partition("+")
+        if plus and base == bot_local and domain == bot_domain and detail:
+            tokens.add(detail.casefold())
+    return tokens
+
+
+def carries_token(msg: EmailMessage, *, secret: str, bot_address: str, ref: str | None) -> bool:
+    """True when the item's secret is in a plus-address or in the referenced Message-ID."""
+    if not secret:
+        return False
+    wanted = secret.casefold()
+    if wanted in plus_tokens(msg, bot_address=bot_address):
+        return True
+    return ref is not None and wanted in ref.casefold().split("@")[0].split(".")
+
+
+def is_automatic(msg: EmailMessage) -> str | None:
+    """Why a mail was sent by a machine (bounce, auto-reply, list), or None for a person's.
+
+    Answering those would make mail loops, and none of them is a decision.
+    """
+    auto = str(msg.get("Auto-Submitted", "no")).strip().lower()
+    if auto and not auto.startswith("no"):
+        return f"Auto-Submitted: {auto}"
+    precedence = str(msg.get("Precedence", "")).strip().lower()
+    if precedence in {"bulk", "junk", "list", "auto_reply"}:
+        return f"Precedence: {precedence}"
+    if msg.get("X-Autoreply") or msg.get("X-Autorespond"):
+        return "auto-reply header"
+    if msg.get_content_type() == "multipart/report":
+        return "delivery report"
+    return_path = str(msg.get("Return-Path", "")).strip()
+    if return_path == "<>":
+        return "bounce (empty Return-Path)"
+    return None
+
+
+# --- Authentication-Results (RFC 8601) ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AuthResult:
+    method: str  # dmarc | spf | dkim | ...
+    result: str  # pass | fail | softfail | none | ...
+    props: dict[str, str] = field(default_factory=dict)
+
+
+def _strip_comments(text: str) -> str:
+    out: list[str] = []
+    depth = 0
+    quoted = False
+    for ch in text:
+        if ch == '"' and depth == 0:
+            quoted = not quoted
+        if not quoted and ch == "(":
+            depth += 1
+            continue
+        if not quoted and ch == ")" and depth:
+            depth -= 1
+            continue
+        if depth == 0:
+            out.append(ch)
+    return "".join(out)
+
+
+_PAIR = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*("[^"]*"|[^\s;]+)')
+
+
+def parse_auth_results(value: str) -> tuple[str, list[AuthResult]]:
+    """(authserv-id, results) of one `Authentication-Results` header."""
+    parts = _strip_comments(" ".join(str(value).split())).split(";")
+    authserv = parts[0].strip().split(" ")[0].lower() if parts else ""
+    results: list[AuthResult] = []
+    for part in parts[1:]:
+        pairs = _PAIR.findall(part)
+        if not pairs:
+            continue
+        method, result = pairs[0]
+        props = {k.lower(): v.strip('"').lower() for k, v in pairs[1:]}
+        results.append(AuthResult(method.lower(), result.strip('"').lower(), props))
+    return authserv, results
+
+
+def _aligned(domain: str | None, from_domain: str) -> bool:
+    """Relaxed alignment: the same domain, or one a subdomain of the other."""
+    if not domain:
+        return False
+    domain = domain.lower().lstrip("@").rpartition("@")[2].rstrip(".")
+    return (
+        domain == from_domain
+        or domain.endswith("." + from_domain)
+        or from_domain.endswith("." + domain)
+    )
+
+
+def auth_failure(msg: EmailMessage, *, from_domain: str, authserv_id: str | None) -> str | None:
+    """Why the receiving server's verdict says the From is forged, or None.
+
+    Only the topmost header counts (each server adds its own on top, below it anything may
+    have come from the sender); with `authserv_id`, only headers our server signed with that
+    id. No header at all means nothing was checked: that alone refuses nothing.
+    """
+    headers = [str(h) for h in msg.get_all("Authentication-Results", [])]
+    chosen: list[AuthResult] | None = None
+    for header in headers:
+        serv, results = parse_auth_results(header)
+        if authserv_id is None or serv == authserv_id.lower():
+            chosen = results
+            break
+    if chosen is None:
+        return None
+    from_domain = from_domain.lower()
+    dmarc = [r for r in chosen if r.method == "dmarc"]
+    if dmarc:
+        dmarc_failed = any(r.result == "fail" for r in dmarc)
+        return "DMARC failed for the From domain" if dmarc_failed else None
+    aligned: list[AuthResult] = []
+    for r in chosen:
+        if r.method == "dkim":
+            domain = r.props.get("header.d") or r.props.get("header.i")
+        elif r.method == "spf":
+            domain = r.props.get("smtp.mailfrom") or r.props.get("smtp.helo")
+        else:
+            continue
+        if _aligned(domain, from_domain):
+            aligned.append(r)
+    if any(r.result == "pass" for r in aligned):
+        return None
+    methods = sorted({r.method.upper() for r in aligned if r.result in {"fail", "permerror"}})
+    if methods:
+        return f"{' and '.join(methods)} failed for the From domain"
+    return None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of the trust checks: `problems` empty means the reply counts."""
+
+    problems: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check_reply(
+    msg: EmailMessage,
+    *,
+    sender: str,
+    secret: str,
+    ref: str | None,
+    approvers: Iterable[str],
+    bot_address: str,
+    authserv_id: str | None,
+) -> Verdict:
+    """Every reason this reply may not decide for the item with `secret` (none: it may)."""
+    problems: list[str] = []
+    if not carries_token(msg, secret=secret, bot_address=bot_address, ref=ref):
+        problems.append("the mail does not carry this item's token (reply to the item's mail)")
+    if sender.lower() not in {a.strip().lower() for a in approvers}:
+        problems.append(f"{sender} is not an email approver of this skill")
+    failure = auth_failure(msg, from_domain=split_address(sender)[1], authserv_id=authserv_id)
+    if failure:
+        problems.append(f"the receiving server's Authentication-Results say: {failure}")
+    return Verdict(tuple(problems))

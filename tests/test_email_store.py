@@ -1,0 +1,32 @@
+"""`SqlMailLog`, the email channel's record of handled mails and used links, on every backend."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+from store.mail import SqlMailLog
+from store.migrate import upgrade
+from store.sql import connect
+
+NOW = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+
+
+async def test_a_key_is_claimed_once_and_can_be_released(db_url: str) -> None:
+    engine = connect(db_url)
+    await upgrade(engine)
+    log = SqlMailLog(engine)
+    try:
+        key = "mail:<CAGm3qFz8x+Yk2Vq0wLr@mail.gmail.com>"
+        assert not await log.seen(key)
+        # Two servers racing for the same mail: exactly one wins.
+        results = await asyncio.gather(*(log.claim(key, kind="mail", now=NOW) for _ in range(5)))
+        assert sorted(results) == [False, False, False, False, True]
+        assert await log.seen(key)
+
+        await log.release(key)
+        assert not await log.seen(key)
+        assert await log.claim(key, kind="mail", now=NOW)
+        assert not await log.claim(key, kind="link", now=NOW)
+    finally:
+        await engine.dispose()

@@ -1,0 +1,372 @@
+"""The trust checks, the mails the bot composes, and signed links: pure functions, no I/O."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+from datetime import UTC, datetime, timedelta
+from email.message import EmailMessage
+
+import pytest
+
+from agent.model import Box, Item, ItemKind, ItemStatus, Risk, Run, RunStatus
+from channels.email.compose import (
+    MailIdentity,
+    Thread,
+    answer_mail,
+    item_mail,
+    notice_mail,
+    subject_for,
+)
+from channels.email.links import BadLink, read_link, sign_link, verify_link
+from channels.email.trust import (
+    address_of,
+    auth_failure,
+    check_reply,
+    is_automatic,
+    parse_auth_results,
+    plus_tokens,
+    thread_refs,
+)
+
+BOT = MailIdentity(address="bot@example.test")
+NOW = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+SECRET = "Tk4xQ2v9-pLm_Zr7wE3sYa"
+ITEM_MID = BOT.item_message_id("d1", SECRET)
+
+
+def item(**over: object) -> Item:
+    fields: dict[str, object] = {
+        "id": "i1",
+        "run_id": "r1",
+        "skill": "test",
+        "box": Box.ACTION,
+        "kind": ItemKind.TOOL,
+        "status": ItemStatus.PENDING,
+        "title": "test wants to run crm.send_email",
+        "body": "I will mail Ann <ann@example.com> & Bob.",
+        "created_at": NOW,
+        "tool": "crm.send_email",
+        "args": {"to": "ann@example.com", "copies": 1, "body": "line 1\nline 2"},
+        "schema": {
+            "type": "object",
+            "properties": {
+                "to": {"type": "string"},
+                "copies": {"type": "integer", "minimum": 1, "maximum": 10},
+                "body": {"type": "string"},
+            },
+            "required": ["to"],
+        },
+        "risk": Risk(impact="high", reversible=False, scope="external"),
+        "secret": SECRET,
+    }
+    fields.update(over)
+    return Item(**fields)  # type: ignore[arg-type]
+
+
+def run() -> Run:
+    return Run(
+        id="r1",
+        skill="test",
+        status=RunStatus.WAITING,
+        input="send Ann the quote\nand make it quick",
+        trigger="api",
+        created_at=NOW,
+        updated_at=NOW,
+    )
+
+
+def reply(
+    *,
+    sender: str = "Alice <Alice@Example.test>",
+    to: str | None = None,
+    in_reply_to: str | None = ITEM_MID,
+    headers: dict[str, str] | None = None,
+) -> EmailMessage:
+    msg = EmailMessage(policy=email.policy.default)
+    msg["From"] = sender
+    msg["To"] = to or f"bot+{SECRET}@example.test"
+    msg["Subject"] = "Re: [pizzabot] test: send Ann the quote"
+    if in_reply_to:
+        msg["In-Reply-To"] = in_reply_to
+        msg["References"] = in_reply_to
+    for k, v in (headers or {}).items():
+        msg[k] = v
+    msg.set_content("approve\n")
+    return msg
+
+
+# --- trust ---------------------------------------------------------------------------------
+
+
+def test_address_of_ignores_display_name_and_case() -> None:
+    assert address_of('"Bob, the boss" <Bob@Example.TEST>') == "bob@example.test"
+    assert address_of("alice@example.test, bob@example.test") is None
+    assert address_of("undisclosed-recipients:;") is None
+
+
+def test_plus_tokens_come_from_the_bots_addresses_only() -> None:
+    msg = reply(to=f"bot+{SECRET}@example.test, other+nope@example.test")
+    msg["Delivered-To"] = "bot+second@example.test"
+    msg["Cc"] = "bot+third@elsewhere.test"
+    assert plus_tokens(msg, bot_address="bot@example.test") == {SECRET.casefold(), "second"}
+
+
+def test_thread_refs_nearest_first() -> None:
+    raw = b"From: a@x\r\nIn-Reply-To: <c@x>\r\nReferences: <a@x> <b@x>\r\n <c@x>\r\n\r\nhi\r\n"
+    msg = email.message_from_bytes(raw, policy=email.policy.default)
+    assert isinstance(msg, EmailMessage)
+    assert thread_refs(msg) == ["c@x", "b@x", "a@x"]
+
+
+def test_a_proper_reply_counts() -> None:
+    verdict = check_reply(
+        reply(),
+        sender="alice@example.test",
+        secret=SECRET,
+        ref=ITEM_MID.strip("<>"),
+        approvers=["alice@example.test"],
+        bot_address="bot@example.test",
+        authserv_id=None,
+    )
+    assert verdict.ok, verdict.problems
+
+
+def test_token_only_in_the_message_id_is_enough() -> None:
+    # A server without plus-addressing: the reply went to bot@, the token is in References.
+    verdict = check_reply(
+        reply(to="bot@example.test"),
+        sender="alice@example.test",
+        secret=SECRET,
+        ref=ITEM_MID.strip("<>"),
+        approvers=["alice@example.test"],
+        bot_address="bot@example.test",
+        authserv_id=None,
+    )
+    assert verdict.ok
+
+
+def test_missing_token_stranger_and_forgery_each_count_against() -> None:
+    msg = reply(
+        to="bot@example.test",
+        headers={
+            "Authentication-Results": "mx.example.test; dmarc=fail (p=reject) header.from=example.test"
+        },
+    )
+    verdict = check_reply(
+        msg,
+        sender="mallory@example.test",
+        secret=SECRET,
+        ref="pizzabot.d1.wrong@example.test",
+        approvers=["alice@example.test"],
+        bot_address="bot@example.test",
+        authserv_id=None,
+    )
+    assert len(verdict.problems) == 3
+    assert "token" in verdict.problems[0]
+    assert "not an email approver" in verdict.problems[1]
+    assert "DMARC" in verdict.problems[2]
+
+
+@pytest.mark.parametrize(
+    ("headers", "failure"),
+    [
+        ([], None),
+        (["mx.example.test; dmarc=pass header.from=example.test"], None),
+        (["mx.example.test; dmarc=fail (p=none) header.from=example.test"], "DMARC"),
+        # The topmost header is our server's; an older one below it does not count.
+        (
+            [
+                "mx.example.test; dmarc=pass header.from=example.test",
+                "evil.test; dmarc=fail header.from=example.test",
+            ],
+            None,
+        ),
+        (
+            [
+                "mx.example.test; dmarc=fail header.from=example.test",
+                "evil.test; dmarc=pass header.from=example.test",
+            ],
+            "DMARC",
+        ),
+        (["mx.example.test; spf=fail smtp.mailfrom=alice@example.test"], "SPF"),
+        (["mx.example.test; spf=fail smtp.mailfrom=bounce@mailer.other.test"], None),
+        (["mx.example.test; dkim=fail header.d=example.test; spf=none"], "DKIM"),
+        (
+            ["mx.example.test; dkim=fail header.d=example.test; dkim=pass header.d=example.test"],
+            None,
+        ),
+        (["mx.example.test; dkim=pass header.i=@mail.example.test"], None),
+        (["mx.example.test; none"], None),
+    ],
+)
+def test_auth_results(headers: list[str], failure: str | None) -> None:
+    msg = EmailMessage()
+    for h in headers:
+        msg["Authentication-Results"] = h
+    got = auth_failure(msg, from_domain="example.test", authserv_id=None)
+    assert (got is not None and failure is not None and failure in got) or got == failure
+
+
+def test_auth_results_from_another_server_are_ignored_when_ours_is_named() -> None:
+    msg = EmailMessage()
+    msg["Authentication-Results"] = "evil.test; dmarc=pass header.from=example.test"
+    msg["Authentication-Results"] = "mx.example.test; dmarc=fail header.from=example.test"
+    assert auth_failure(msg, from_domain="example.test", authserv_id=None) is None
+    assert auth_failure(msg, from_domain="example.test", authserv_id="mx.example.test")
+
+
+def test_auth_results_parser_handles_comments_and_quotes() -> None:
+    serv, results = parse_auth_results(
+        'mx.google.com (v=1); dkim=pass (2048-bit key) header.i=@example.test header.s="s1"; '
+        "spf=pass (google.com: domain of a@example.test designates 1.2.3.4) "
+        "smtp.mailfrom=a@example.test; dmarc=pass (p=NONE sp=NONE dis=NONE) header.from=example.test"
+    )
+    assert serv == "mx.google.com"
+    assert [(r.method, r.result) for r in results] == [
+        ("dkim", "pass"),
+        ("spf", "pass"),
+        ("dmarc", "pass"),
+    ]
+    assert results[0].props["header.s"] == "s1"
+
+
+@pytest.mark.parametrize(
+    ("headers", "automatic"),
+    [
+        ({}, False),
+        ({"Auto-Submitted": "no"}, False),
+        ({"Auto-Submitted": "auto-replied"}, True),
+        ({"Precedence": "bulk"}, True),
+        ({"Return-Path": "<>"}, True),
+        ({"X-Autoreply": "yes"}, True),
+    ],
+)
+def test_machine_mail_is_recognised(headers: dict[str, str], automatic: bool) -> None:
+    assert (is_automatic(reply(headers=headers)) is not None) == automatic
+
+
+# --- composing -----------------------------------------------------------------------------
+
+
+def parts(msg: EmailMessage) -> tuple[str, str]:
+    again = email.message_from_bytes(msg.as_bytes(), policy=email.policy.default)
+    assert isinstance(again, EmailMessage)
+    plain = again.get_body(("plain",))
+    html = again.get_body(("html",))
+    assert isinstance(plain, EmailMessage) and isinstance(html, EmailMessage)
+    return plain.get_content(), html.get_content()
+
+
+def test_action_mail_says_the_same_in_text_and_html() -> None:
+    msg = item_mail(
+        item(),
+        run(),
+        identity=BOT,
+        to="alice@example.test",
+        message_id=ITEM_MID,
+        thread=Thread(subject_for("test", run().input)),
+        can_decide=True,
+        links=None,
+        now=NOW,
+    )
+    text, html = parts(msg)
+    for needle in ("crm.send_email", "I will mail Ann", "impact high", "cannot be undone"):
+        assert needle in text and needle in html
+    assert "ann@example.com" in text and "ann@example.com" in html
+    assert "&lt;ann@example.com&gt; &amp; Bob" in html  # escaped, not markup
+    assert "approve" in text and "reject REASON" in text and "edit" in text
+    assert "copies (a whole number 1–10" in text
+    assert msg["Subject"] == "[pizzabot] test: send Ann the quote"
+    assert msg["Message-ID"] == ITEM_MID
+    assert msg["Reply-To"].addresses[0].addr_spec == f"bot+{SECRET}@example.test"
+    assert msg["In-Reply-To"] is None and msg["Auto-Submitted"] == "auto-generated"
+
+
+def test_later_mails_thread_under_the_first() -> None:
+    earlier = [f"<m{n}@example.test>" for n in range(14)]
+    thread = Thread.of("[pizzabot] test: x", earlier)
+    msg = notice_mail(
+        item(
+            status=ItemStatus.REJECTED,
+            decided_by="alice@example.test",
+            decided_via="email",
+            decided_at=NOW,
+            reason="too early",
+        ),
+        identity=BOT,
+        to="alice@example.test",
+        message_id=BOT.notice_message_id("d1", "rejected"),
+        thread=thread,
+        now=NOW,
+    )
+    assert msg["In-Reply-To"] == "<m13@example.test>"
+    refs = str(msg["References"]).split()
+    assert refs[0] == "<m0@example.test>" and refs[-1] == "<m13@example.test>" and len(refs) == 10
+    text, _html = parts(msg)
+    assert "Rejected by alice@example.test via email" in text and "too early" in text
+
+
+def test_non_approvers_get_no_instructions() -> None:
+    msg = item_mail(
+        item(),
+        run(),
+        identity=BOT,
+        to="carol@example.test",
+        message_id=ITEM_MID,
+        thread=Thread("s"),
+        can_decide=False,
+        links=None,
+        now=NOW,
+    )
+    text, _html = parts(msg)
+    assert "reject REASON" not in text and "not an email approver" in text
+
+
+def test_answer_threads_under_the_mail_it_answers() -> None:
+    original = reply()
+    original["Message-ID"] = "<their-1@example.test>"
+    msg = answer_mail(
+        original, identity=BOT, to="alice@example.test", text="nope", secret=SECRET, now=NOW
+    )
+    assert msg["In-Reply-To"] == "<their-1@example.test>"
+    assert str(msg["References"]).split() == [ITEM_MID, "<their-1@example.test>"]
+    assert msg["Subject"] == "Re: [pizzabot] test: send Ann the quote"
+    assert msg["Auto-Submitted"] == "auto-replied"
+
+
+def test_subject_is_short_and_stable() -> None:
+    long = "please " * 30
+    assert subject_for("test", long) == subject_for("test", long)
+    assert len(subject_for("test", long)) < 90
+    assert subject_for("s", "") == "[pizzabot] s"
+
+
+# --- links ---------------------------------------------------------------------------------
+
+
+def test_a_signed_link_checks_out_until_it_expires() -> None:
+    token = sign_link(
+        item(), decision="approve", address="Alice@example.test", expires=NOW + timedelta(days=1)
+    )
+    claim = read_link(token)
+    assert (claim.item_id, claim.decision, claim.address) == ("i1", "approve", "alice@example.test")
+    verify_link(token, claim, secret=SECRET, now=NOW)
+    with pytest.raises(BadLink, match="expired"):
+        verify_link(token, claim, secret=SECRET, now=NOW + timedelta(days=2))
+
+
+def test_a_tampered_link_fails() -> None:
+    token = sign_link(
+        item(), decision="approve", address="alice@example.test", expires=NOW + timedelta(days=1)
+    )
+    other = sign_link(
+        item(), decision="reject", address="alice@example.test", expires=NOW + timedelta(days=1)
+    )
+    forged = other.split(".")[0] + "." + token.split(".")[1]
+    with pytest.raises(BadLink):
+        verify_link(forged, read_link(forged), secret=SECRET, now=NOW)
+    with pytest.raises(BadLink):
+        verify_link(token, read_link(token), secret="another-secret", now=NOW)
+    with pytest.raises(BadLink):
+        read_link("garbage")
