@@ -134,4 +134,4 @@ async def start(svc: Services, app: FastAPI) -> None:
     )
     svc.extras["email_receiver"] = receiver
     log.info("Email: reading replies from %s:%s/%s", s.imap_host, s.imap_port, s.imap_folder)
-    svc.spawn(receiver.run_forever(), "email-receiver")
+    svc.spawn_singleton("email-receiver", receiver.run_forever)

@@ -104,13 +104,21 @@ async def start(svc: Services, app: FastAPI) -> None:
     from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
     handler = AsyncSocketModeHandler(bolt, _secret(settings.slack_app_token))
-    # connect() retries by itself until Slack answers, so a Slack outage never blocks start-up.
-    svc.spawn(handler.connect_async(), "slack-socket-mode")  # type: ignore[no-untyped-call]
 
     async def close() -> None:
         # Closing waits for Slack to answer the websocket close; never let that hold shutdown.
         with contextlib.suppress(Exception):
             await asyncio.wait_for(handler.close_async(), 3)  # type: ignore[no-untyped-call]
 
-    svc.closers.append(close)
+    async def socket_mode() -> None:
+        """One process at a time holds the Socket Mode connection (else Slack would hand
+        each event to a random one of them); it is given up with the leadership."""
+        # connect() retries by itself until Slack answers, so an outage never blocks start-up.
+        await handler.connect_async()  # type: ignore[no-untyped-call]
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await close()
+
+    svc.spawn_singleton("slack-socket-mode", socket_mode)
     log.info("Slack: Socket Mode")

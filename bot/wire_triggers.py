@@ -36,12 +36,20 @@ async def start(svc: Services, app: FastAPI) -> None:
         sync_interval=settings.schedule_sync_interval,
     )
     svc.extras["scheduler"] = scheduler
+    await scheduler.sync()  # the API lists the skills' schedules on every server
     if settings.scheduler:
-        await scheduler.start()
-        svc.spawn(scheduler.run_forever(), "schedules")
+
+        async def schedules() -> None:
+            # Fires are unique in the database, so two schedulers could not double a run;
+            # one leader keeps the work (and the APScheduler jobs) in one place all the same.
+            await scheduler.start()
+            try:
+                await scheduler.run_forever()
+            finally:
+                await scheduler.stop()
+
+        svc.spawn_singleton("schedules", schedules)
         svc.closers.append(scheduler.stop)
-    else:
-        await scheduler.sync()  # the API still lists the skills' schedules
     timers = Timers(svc.ctx, svc.inbox, triggers, interval=settings.timers_interval)
     svc.extras["timers"] = timers
-    svc.spawn(timers.run_forever(), "approval-timers")
+    svc.spawn_singleton("approval-timers", timers.run_forever)

@@ -110,10 +110,11 @@ class EmailChannel:
         self.answer_retries = answer_retries
         self._answers: set[asyncio.Task[None]] = set()
 
-    def can_decide(self, skill: str, address: str) -> bool:
-        if skill not in self.skills:
+    def can_decide(self, item: Item, address: str) -> bool:
+        if item.skill not in self.skills:
             return False
-        return address.strip().lower() in self.skills.get(skill).approvers.email
+        approvers = self.skills.get(item.skill).approvers_for(item.tool, "email")
+        return address.strip().lower() in approvers
 
     async def _earlier(self, run_id: str, delivery: Delivery) -> list[str]:
         """Message-IDs of this run's mails to the same address sent before `delivery`."""
@@ -131,7 +132,7 @@ class EmailChannel:
         earlier = await self._earlier(item.run_id, delivery)
         thread = Thread.of(subject_for(run.skill, run.input), earlier)
         message_id = self.identity.item_message_id(delivery.id, item.secret)
-        can = self.can_decide(item.skill, delivery.address)
+        can = self.can_decide(item, delivery.address)
         now = self.clock()
         links = None
         if self.public_url and can and item.box is Box.ACTION:

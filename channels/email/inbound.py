@@ -237,7 +237,7 @@ class MailHandler:
             sender=sender,
             secret=item.secret,
             ref=ref,
-            approvers=skill.approvers.email if skill else [],
+            approvers=skill.approvers_for(item.tool, "email") if skill else [],
             bot_address=self.identity.address,
             authserv_id=self.config.authserv_id,
         )
