@@ -168,6 +168,8 @@ async def test_approve_by_button_updates_the_message_and_threads_the_result(
 
     decided = await wait_status(st, item["id"], "approved")
     assert decided["decided_by"] == APPROVER and decided["decided_via"] == "slack"
+    [entry] = [e for e in await audit(st) if e["item_id"] == item["id"]]
+    assert (entry["action"], entry["actor"], entry["channel"]) == ("decision", APPROVER, "slack")
     await st.wait_run(item["run_id"], {"done"})
     update = await updated(slack, post, "Approved by <@U1> via slack")
     assert not [b for b in update.args["blocks"] if b["type"] == "actions"]  # buttons gone
