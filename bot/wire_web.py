@@ -16,8 +16,14 @@ from channels.web import STATIC_DIR, WebDeps, web_router
 
 def _deps(request: Request) -> WebDeps:
     svc: Services = request.app.state.services
+    scheduler = svc.extras.get("scheduler")
     return WebDeps(
-        store=svc.store, inbox=svc.inbox, runs=svc.runs, skills=svc.ctx.skills, token=svc.token
+        store=svc.store,
+        inbox=svc.inbox,
+        runs=svc.runs,
+        skills=svc.ctx.skills,
+        token=svc.token,
+        schedules=scheduler.list_json if scheduler is not None else None,
     )
 
 

@@ -9,7 +9,7 @@ person holding the API token is the owner: the web channel decides, starts and c
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -77,6 +77,9 @@ class WebDeps:
     runs: Runs
     skills: SkillBook
     token: str
+    #: The schedules with their next fire times (`{"items": [...], "errors": [...]}`), when
+    #: the server runs a scheduler; the page is read-only (the CLI and API change schedules).
+    schedules: Callable[[], Awaitable[dict[str, Any]]] | None = None
 
 
 @dataclass(frozen=True)
@@ -555,6 +558,23 @@ def web_router(
             return redirect
         log = await v.deps.store.audit_log(limit=500)
         return await page(request, v, "audit.html", section="audit", entries=log)
+
+    # -- schedules ----------------------------------------------------------------------
+
+    @r.get("/schedules")
+    async def schedules(request: Request) -> Response:
+        v = visit(request)
+        if redirect := await login_needed(request, v):
+            return redirect
+        listing = await v.deps.schedules() if v.deps.schedules else {"items": [], "errors": []}
+        return await page(
+            request,
+            v,
+            "schedules.html",
+            section="schedules",
+            schedules=listing["items"],
+            problems=listing["errors"],
+        )
 
     return r
 
