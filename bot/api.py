@@ -207,6 +207,21 @@ def router() -> APIRouter:
         await services(request).runs.lift_kill(actor="owner", channel="api")
         return {"on": False}
 
+    @api.get("/status")
+    async def status(request: Request) -> dict[str, Any]:
+        """What this process does: its worker, the singletons it leads, the kill switch."""
+        svc = services(request)
+        leaders = svc.extras.get("leaders", {})
+        return {
+            "database": svc.store.engine.dialect.name,
+            "worker": svc.worker.name if svc.worker is not None else None,
+            "leading": sorted(n for n, leader in leaders.items() if leader.leading)
+            if svc.store.is_postgres
+            else sorted(t.get_name() for t in svc.background if not t.done()),
+            "channels": sorted(svc.dispatcher.channels),
+            "kill": await svc.store.get_kill() is not None,
+        }
+
     @api.get("/skills")
     async def skills(request: Request) -> dict[str, Any]:
         svc = services(request)
