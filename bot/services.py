@@ -38,7 +38,9 @@ class Services:
     #: Called at shutdown, newest first (close clients, stop servers).
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
-    def spawn_singleton(self, name: str, work: Callable[[], Coroutine[Any, Any, Any]]) -> asyncio.Task[Any]:
+    def spawn_singleton(
+        self, name: str, work: Callable[[], Coroutine[Any, Any, Any]]
+    ) -> asyncio.Task[Any]:
         """Run `work()` in exactly one process of all that share the database (the outbox, the
         scheduler, mail and Slack receivers). On SQLite there is one process: it runs here."""
         if self.store.is_postgres:
