@@ -10,9 +10,18 @@ from bot.logs import JsonFormatter, RedactingFilter, redact
 
 
 def test_secrets_are_redacted_from_messages_and_arguments() -> None:
-    line = redact("auth Bearer abc.def-123 slack xoxb-1-2-3 app xapp-1-A-2 key sk-live_abcdef123456 "
-                  "url https://x/?token=s3cret&a=1 password=hunter2")
-    for secret in ("abc.def-123", "xoxb-1-2-3", "xapp-1-A-2", "sk-live_abcdef123456", "s3cret", "hunter2"):
+    line = redact(
+        "auth Bearer abc.def-123 slack xoxb-1-2-3 app xapp-1-A-2 key sk-live_abcdef123456 "
+        "url https://x/?token=s3cret&a=1 password=hunter2"
+    )
+    for secret in (
+        "abc.def-123",
+        "xoxb-1-2-3",
+        "xapp-1-A-2",
+        "sk-live_abcdef123456",
+        "s3cret",
+        "hunter2",
+    ):
         assert secret not in line
     assert line.count("[redacted]") == 6 and "a=1" in line
 
@@ -26,7 +35,9 @@ def test_json_lines_carry_run_and_item_ids_and_no_secret() -> None:
     log.addHandler(handler)
     log.propagate = False
     try:
-        log.warning("delivery failed with token=%s", "xoxb-9-9-9", extra={"run_id": "r1", "item_id": "i1"})
+        log.warning(
+            "delivery failed with token=%s", "xoxb-9-9-9", extra={"run_id": "r1", "item_id": "i1"}
+        )
     finally:
         log.removeHandler(handler)
     record = json.loads(stream.getvalue())

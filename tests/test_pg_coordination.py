@@ -40,8 +40,14 @@ async def test_a_new_run_wakes_a_listener_in_another_connection(pg_store: SqlSto
     try:
         while calls == 0:
             await asyncio.sleep(0.05)
-        await pg_store.create_run(run_id="r1", skill="s", input="", trigger="t", now=T0,
-                                  events=[NewEvent(EventKind.RUN_STARTED, {})])
+        await pg_store.create_run(
+            run_id="r1",
+            skill="s",
+            input="",
+            trigger="t",
+            now=T0,
+            events=[NewEvent(EventKind.RUN_STARTED, {})],
+        )
         await asyncio.wait_for(woken.wait(), 10)
     finally:
         listener.cancel()
