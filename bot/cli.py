@@ -47,8 +47,8 @@ def serve(
     """Start the server: API, web page, channels and (unless --no-worker) a worker."""
     import uvicorn
 
+    from bot.boot import BootApp
     from bot.logs import setup_logging
-    from bot.server import create_app
     from bot.settings import Settings
 
     overrides: dict[str, Any] = {
@@ -59,7 +59,21 @@ def serve(
     settings = Settings(**overrides)
     setup_logging(settings)
     token, created = settings.ensure_token()
-    app_ = create_app(settings, token=token, with_worker=not no_worker)
+
+    def build() -> Any:
+        from bot.server import create_app
+
+        return create_app(settings, token=token, with_worker=not no_worker)
+
+    def stop() -> None:
+        server.should_exit = True
+
+    app_ = BootApp(build, on_failure=stop)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app_, host=settings.host, port=settings.port, log_level="warning", access_log=False
+        )
+    )
     base = f"http://{settings.host}:{settings.port}"
     where = (
         "from PIZZABOT_API_TOKEN"
@@ -76,7 +90,9 @@ def serve(
         if not settings.api_token
         else "  CLI/API: use the token from PIZZABOT_API_TOKEN"
     )
-    uvicorn.run(app_, host=settings.host, port=settings.port, log_level="warning", access_log=False)
+    server.run()
+    if app_.failed is not None:
+        raise typer.Exit(1)
 
 
 @app.command()

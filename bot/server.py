@@ -165,7 +165,13 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> JSONResponse:
-        return JSONResponse({"ok": True})
+        """Liveness: the process answers (see bot.boot for the answer while starting)."""
+        return JSONResponse({"ok": True, "ready": True})
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz() -> JSONResponse:
+        """Readiness: the app is built and started; the API, the channels and the worker run."""
+        return JSONResponse({"ok": True, "ready": True})
 
     for wire in plugged:
         wire.install(app, settings)

@@ -77,12 +77,12 @@ class ServerProcess:
                 if self.proc.poll() is not None:
                     raise RuntimeError(f"server exited: {self.log()}")
                 try:
-                    if (await c.get(f"{self.url}/healthz", timeout=1)).status_code == 200:
+                    if (await c.get(f"{self.url}/readyz", timeout=1)).status_code == 200:
                         return
                 except httpx.HTTPError:
                     pass
                 await asyncio.sleep(0.1)
-        raise RuntimeError(f"server did not answer /healthz: {self.log()}")
+        raise RuntimeError(f"server did not become ready: {self.log()}")
 
     def log(self) -> str:
         try:

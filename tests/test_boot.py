@@ -1,0 +1,102 @@
+"""`pizzabot serve` answers /healthz at once and /readyz once the app has started; a start
+that fails ends the process with a non-zero code instead of a server that never becomes ready."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from bot.boot import BootApp
+from tests.peers.server import ServerProcess
+
+
+async def test_alive_at_once_then_ready(tmp_path: Path) -> None:
+    server = ServerProcess(data_dir=tmp_path / "data", skills_dir=tmp_path)
+    server.data_dir.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot.cli", "serve"],
+        env=server.env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    server.proc = proc
+    seen: list[tuple[int, int]] = []
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=2) as c:
+            for _ in range(600):
+                try:
+                    health, ready = await c.get("/healthz"), await c.get("/readyz")
+                except httpx.TransportError:
+                    await asyncio.sleep(0.02)
+                    continue
+                seen.append((health.status_code, ready.status_code))
+                if ready.status_code == 200:
+                    break
+                assert health.json() == {"ok": True, "ready": False}
+                api = await c.get("/api/runs")
+                assert api.status_code == 503 and api.headers["retry-after"] == "1"
+                await asyncio.sleep(0.02)
+            assert seen[-1] == (200, 200)
+            assert (await c.get("/healthz")).json() == {"ok": True, "ready": True}
+            assert (
+                await c.get("/api/runs")
+            ).status_code == 401  # the real app, which wants a token
+    finally:
+        server.stop()
+
+
+async def test_a_failed_start_exits_non_zero(tmp_path: Path) -> None:
+    server = ServerProcess(
+        data_dir=tmp_path / "data",
+        skills_dir=tmp_path,
+        env={"PIZZABOT_DATABASE_URL": "postgresql+asyncpg://nobody@127.0.0.1:1/none"},
+    )
+    server.data_dir.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "serve"],
+        env=server.env(),
+        capture_output=True,
+        timeout=60,
+        text=True,
+    )
+    assert done.returncode == 1 and "could not start" in done.stderr
+
+
+async def test_the_boot_app_hands_over_to_the_built_app() -> None:
+    from fastapi import FastAPI
+
+    real = FastAPI()
+
+    @real.get("/hello")
+    async def hello() -> dict[str, str]:
+        return {"hi": "there"}
+
+    boot = BootApp(lambda: real, on_failure=lambda: None)
+    messages = [{"type": "lifespan.startup"}]
+    sent: list[dict[str, object]] = []
+    stop = asyncio.Event()
+
+    async def receive() -> dict[str, object]:
+        if messages:
+            return messages.pop(0)
+        await stop.wait()
+        return {"type": "lifespan.shutdown"}
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    lifespan = asyncio.create_task(boot({"type": "lifespan"}, receive, send))  # type: ignore[arg-type]
+    for _ in range(100):
+        if boot.ready:
+            break
+        await asyncio.sleep(0.01)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=boot), base_url="http://t") as c:
+        assert (await c.get("/hello")).json() == {"hi": "there"}
+    stop.set()
+    await lifespan
+    assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
