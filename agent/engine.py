@@ -167,7 +167,9 @@ class Engine:
                 if outcome == "end":
                     return (await store.get_run(run.id)).status
         except LeaseLost:
-            log.info("run %s: lease lost, leaving it to its new owner", run.id)
+            log.info(
+                "run %s: lease lost, leaving it to its new owner", run.id, extra={"run_id": run.id}
+            )
             return RunStatus.RUNNING
         except (RunError, UserError) as exc:
             await self._finish(run, RunStatus.FAILED, worker=worker, error=str(exc), skill=skill)
@@ -611,7 +613,12 @@ async def finish_run(
         try:
             await ctx.on_run_end(run.id)
         except Exception:
-            log.warning("run %s: the end-of-run hook failed", run.id, exc_info=True)
+            log.warning(
+                "run %s: the end-of-run hook failed",
+                run.id,
+                exc_info=True,
+                extra={"run_id": run.id},
+            )
 
 
 async def cancel_in_flight(task: asyncio.Task[Any]) -> None:

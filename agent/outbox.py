@@ -93,6 +93,7 @@ class Dispatcher:
                 delivery.channel,
                 attempts,
                 exc,
+                extra={"run_id": delivery.run_id, "item_id": delivery.item_id},
             )
             await store.delivery_failed(
                 delivery.id, error=str(exc)[:500], retry_at=retry_at, now=now

@@ -100,7 +100,9 @@ class Worker:
             step.cancel()
             raise
         except Exception:
-            log.exception("run %s: unexpected error while stepping", run.id)
+            log.exception(
+                "run %s: unexpected error while stepping", run.id, extra={"run_id": run.id}
+            )
         finally:
             heartbeat.cancel()
             if self._tasks.get(run.id) is asyncio.current_task():
@@ -123,7 +125,12 @@ class Worker:
                 step.cancel()
                 return
             except Exception:
-                log.warning("run %s: renewing the lease failed", run_id, exc_info=True)
+                log.warning(
+                    "run %s: renewing the lease failed",
+                    run_id,
+                    exc_info=True,
+                    extra={"run_id": run_id},
+                )
 
     async def _watch(self) -> None:
         while True:
