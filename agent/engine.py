@@ -154,13 +154,18 @@ class Engine:
             await self._finish(run, RunStatus.FAILED, worker=worker, error=str(exc), skill=None)
             return RunStatus.FAILED
         try:
+            fresh = True  # the claim itself just took the lease
             while True:
-                await store.renew_lease(
-                    run.id, worker=worker, now=self.ctx.clock(), lease_seconds=self.lease_seconds
-                )
-                run = await store.get_run(run.id)
-                if run.status is not RunStatus.RUNNING:
-                    return run.status
+                if not fresh:
+                    # Renewing returns the run: one round trip, and LeaseLost once it is not
+                    # ours (cancelled, killed, or taken over).
+                    run = await store.renew_lease(
+                        run.id,
+                        worker=worker,
+                        now=self.ctx.clock(),
+                        lease_seconds=self.lease_seconds,
+                    )
+                fresh = False
                 outcome = await self._step(run, skill, worker)
                 if outcome == "wait":
                     return RunStatus.WAITING
@@ -218,6 +223,13 @@ class Engine:
         reply = await self.model.complete(skill, messages, [s.as_openai() for s in specs])
         now = self.ctx.clock()
         calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls]
+        before = state.usage
+        usage = Usage(
+            tokens=before.tokens + reply.tokens_in + reply.tokens_out,
+            cost_usd=round(before.cost_usd + (reply.cost_usd or 0.0), 6),
+            steps=before.steps + 1,
+            cost_known=before.cost_known and reply.cost_usd is not None,
+        )
         await self.ctx.store.append_events(
             run.id,
             [
@@ -236,8 +248,8 @@ class Engine:
             ],
             worker=worker,
             now=now,
+            usage=usage,
         )
-        usage = conversation.derive(await self.ctx.store.events(run.id)).usage
         if not calls:
             await self._finish(
                 run,
@@ -248,9 +260,6 @@ class Engine:
                 usage=usage,
             )
             return "end"
-        await self.ctx.store.set_status(
-            run.id, RunStatus.RUNNING, worker=worker, now=now, usage=usage
-        )
         return "continue"
 
     # -- tool calls ----------------------------------------------------------------------

@@ -60,8 +60,8 @@ class Store(Protocol):
 
     async def renew_lease(
         self, run_id: str, *, worker: str, now: datetime, lease_seconds: float
-    ) -> None:
-        """Extend the lease; raise LeaseLost when the run is no longer ours."""
+    ) -> Run:
+        """Extend the lease and return the run; raise LeaseLost when it is no longer ours."""
         ...
 
     async def set_status(
@@ -103,8 +103,17 @@ class Store(Protocol):
         ...
 
     async def append_events(
-        self, run_id: str, events: Sequence[NewEvent], *, worker: str | None, now: datetime
-    ) -> list[Event]: ...
+        self,
+        run_id: str,
+        events: Sequence[NewEvent],
+        *,
+        worker: str | None,
+        now: datetime,
+        usage: Usage | None = None,
+    ) -> list[Event]:
+        """Append to the run's log (only while `worker` holds the lease), and record the run's
+        usage so far in the same transaction when given."""
+        ...
 
     async def events(self, run_id: str) -> list[Event]: ...
 

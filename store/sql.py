@@ -308,7 +308,7 @@ class SqlStore:
 
     async def renew_lease(
         self, run_id: str, *, worker: str, now: datetime, lease_seconds: float
-    ) -> None:
+    ) -> Run:
         async with self._tx() as s:
             result = await s.execute(
                 update(RunRow)
@@ -321,6 +321,9 @@ class SqlStore:
             )
             if result.rowcount != 1:  # type: ignore[attr-defined]
                 raise LeaseLost(run_id)
+            row = await s.get(RunRow, run_id, populate_existing=True)
+            assert row is not None
+            return _run(row)
 
     async def set_status(
         self,
@@ -447,7 +450,13 @@ class SqlStore:
         return [_event(r) for r in rows]
 
     async def append_events(
-        self, run_id: str, events: Sequence[NewEvent], *, worker: str | None, now: datetime
+        self,
+        run_id: str,
+        events: Sequence[NewEvent],
+        *,
+        worker: str | None,
+        now: datetime,
+        usage: Usage | None = None,
     ) -> list[Event]:
         for attempt in range(5):
             try:
@@ -464,6 +473,18 @@ class SqlStore:
                             or owner[1] != RunStatus.RUNNING.value
                         ):
                             raise LeaseLost(run_id)
+                    if usage is not None:
+                        await s.execute(
+                            update(RunRow)
+                            .where(RunRow.id == run_id)
+                            .values(
+                                tokens=usage.tokens,
+                                cost_usd=usage.cost_usd,
+                                steps=usage.steps,
+                                cost_known=usage.cost_known,
+                                updated_at=now,
+                            )
+                        )
                     return await self._append(s, run_id, events, now)
             except IntegrityError:
                 # Two writers took the same sequence number; the loser tries again.
