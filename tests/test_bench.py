@@ -1,0 +1,58 @@
+"""`pizzabot bench --quick` runs in CI, so the benchmark cannot rot: every figure is measured
+and written, and no run is executed twice. The figures themselves are printed for a reader,
+not asserted: a shared CI machine's timings are not a pass or a fail."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PG_URL
+
+ROOT = Path(__file__).resolve().parent.parent
+
+FIGURES = (
+    "step_ms_sqlite",
+    "overhead_ms_sqlite",
+    "step_ms_postgres",
+    "overhead_ms_postgres",
+    "decision_to_tool_p50_ms",
+    "decision_to_tool_p99_ms",
+    "rss_waiting_delta_mib",
+    "runs_per_s_1_worker",
+    "runs_per_s_2_workers",
+    "workers_speedup",
+    "claimed_twice",
+    "healthz_s",
+)
+
+
+@pytest.mark.postgres
+def test_quick_bench_measures_every_figure_and_runs_nothing_twice(tmp_path: Path) -> None:
+    output = tmp_path / "bench.json"
+    command = [sys.executable, "-m", "bot.bench", "--quick", "--output", str(output)]
+    done = subprocess.run(
+        [*command, "--postgres", PG_URL],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    print(done.stdout)  # the table, for whoever reads the CI log
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "decision → tool body, p50" in done.stdout
+
+    result = json.loads(output.read_text())
+    assert result["mode"] == "quick"
+    missing = [name for name in FIGURES if result["figures"].get(name) is None]
+    assert missing == []
+    assert result["figures"]["claimed_twice"] == 0
+    assert result["details"]["workers"]["executed_twice"]["runs"] == 0
+    # Two phases of the same number of runs, one with each worker count.
+    workers = result["details"]["workers"]
+    assert workers["one"]["runs"] == workers["two"]["runs"] == result["sizes"]["throughput_runs"]
+    assert len(workers["two"]["by_worker"]) == 2
