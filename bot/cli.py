@@ -483,6 +483,9 @@ def bench(
             sections=tuple(only) if only else bench_.SECTIONS_ALL,
         )
     )
+    if result["errors"]:
+        err.print(f"[red]bench parts failed:[/] {', '.join(result['errors'])}")
+        raise typer.Exit(1)
     if result["figures"]["claimed_twice"]:
         err.print("[red]runs were executed twice[/]")
         raise typer.Exit(1)

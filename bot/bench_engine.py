@@ -1,0 +1,460 @@
+"""The parts of `pizzabot bench` that run the engine in the bench's own process (or, for the
+memory figure, in one fresh process): the scripted model and its workload, and the step,
+decision and memory measurements. See `bot.bench` for what the figures mean.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import json
+import math
+import os
+import socket
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from starlette.requests import Request
+from starlette.responses import Response
+
+from agent.model import Approve, Box, Event, EventKind, ItemStatus, Run, RunStatus
+from agent.testing.model_server import ScriptedModelServer
+from agent.testing.scripts import Message, Reply, ToolCall, count_role
+from bot.bench_tools import LOG_ENV
+from bot.services import Services
+from store.sql import SqlStore
+
+TOOL = "bench__echo"
+#: Model calls per run in the step figures: four tool steps, then the answer.
+STEP_RUN_CALLS = 5
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Sizes:
+    steps: int  # model calls timed per backend
+    waiting: int  # runs left waiting while decisions are timed
+    samples: int  # decisions timed
+    memory_runs: int  # runs made to wait for the memory figure
+    throughput_runs: int  # runs per worker-count phase
+    starts: int  # `pizzabot serve` starts timed
+
+
+def child_env(extra: dict[str, str]) -> dict[str, str]:
+    """The environment of a process the bench starts: none of the caller's Pizza Bot settings
+    (the bench decides them), quiet logs, litellm's bundled price map."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIZZABOT_")}
+    env.update({"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PIZZABOT_LOG_LEVEL": "WARNING"})
+    env.update(extra)
+    return env
+
+
+# -- the scripted model ------------------------------------------------------------------
+
+
+class BenchScript:
+    """The model's side of the workload. A run's input is "bench TAG N": the model asks for
+    `N` echo calls, one at a time, then answers. `expect(tag)` resolves when the answer is
+    given, so the bench waits on the run without polling the store while it is timed."""
+
+    def __init__(self) -> None:
+        self._waiters: dict[str, asyncio.Future[None]] = {}
+        #: (tag, tool results seen) → times the model was asked; only while `counting`.
+        self.asked: Counter[tuple[str, int]] = Counter()
+        self.counting = False
+
+    def expect(self, tag: str) -> asyncio.Future[None]:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters[tag] = future
+        return future
+
+    def __call__(self, messages: list[Message], tools: list[dict[str, Any]]) -> Reply:
+        task = next((m.get("content") for m in messages if m.get("role") == "user"), "")
+        _, tag, wanted = str(task).split()
+        done = count_role(messages, "tool")
+        if self.counting:
+            self.asked[(tag, done)] += 1
+        if done < int(wanted):
+            return Reply(tool_calls=[ToolCall(name=TOOL, arguments={"tag": tag, "i": done})])
+        waiter = self._waiters.pop(tag, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        return Reply(text=f"done {tag}")
+
+
+class BenchModelServer(ScriptedModelServer):
+    """The scripted provider, closing each connection after its answer: every model call
+    pays for a new TCP connection, as the comparison's did."""
+
+    def __init__(self, script: BenchScript) -> None:
+        super().__init__(script)
+        self.client_ports: list[int] = []
+
+    async def _openai_chat(self, request: Request) -> Response:
+        if request.client is not None:
+            self.client_ports.append(request.client.port)
+        response = await super()._openai_chat(request)
+        response.headers["connection"] = "close"
+        return response
+
+    def forget(self) -> None:
+        """Drop what the server keeps per request, so long runs do not grow the process."""
+        self.requests.clear()
+        self.client_ports.clear()
+
+
+def write_skills(folder: Path, model_base: str, *, tools_log: Path | None) -> None:
+    server: dict[str, Any] = {"command": "python", "args": ["-m", "bot.bench_tools"]}
+    if tools_log is not None:
+        server["env"] = {LOG_ENV: str(tools_log)}
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, policy in (("bench-auto", "auto"), ("bench-ask", "ask")):
+        skill = {
+            "name": name,
+            "description": f"pizzabot bench: echo calls with policy {policy}",
+            "instructions": "Call the echo tool as asked, then answer.",
+            "model": "openai/bench",
+            "model_options": {"api_base": model_base, "api_key": "bench"},
+            "mcp_servers": {"bench": server},
+            "tools": {"bench.echo": policy},
+        }
+        (folder / f"{name}.yaml").write_text(yaml.safe_dump(skill, sort_keys=False))
+
+
+# -- small helpers -----------------------------------------------------------------------
+
+
+def percentile(values: Iterable[float], p: float) -> float:
+    """Nearest-rank percentile: an observed value, never an interpolation."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("no values")
+    rank = max(1, math.ceil(len(ordered) * p / 100))
+    return ordered[rank - 1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def rss_bytes() -> int:
+    import psutil
+
+    return int(psutil.Process().memory_info().rss)
+
+
+def _ms(a: datetime, b: datetime) -> float:
+    return (b - a).total_seconds() * 1000
+
+
+def first_event(events: list[Event], kind: EventKind) -> Event:
+    return next(e for e in events if e.kind is kind)
+
+
+def tool_body(event: Event) -> dict[str, Any]:
+    """What the echo tool said about itself (time, pids), from its TOOL_RESULT."""
+    data: dict[str, Any] = json.loads(event.data["text"])
+    return data
+
+
+async def count_status(store: SqlStore, status: RunStatus, ids: list[str] | None = None) -> int:
+    from sqlalchemy import func, select
+
+    from store.tables import RunRow
+
+    q = select(func.count()).select_from(RunRow).where(RunRow.status == status.value)
+    if ids is not None:
+        q = q.where(RunRow.id.in_(ids))
+    # A plain read beside the store's own transactions (SQLite in WAL mode reads concurrently).
+    async with store.engine.connect() as conn:
+        return int((await conn.execute(q)).scalar_one())
+
+
+async def wait_count(
+    store: SqlStore,
+    status: RunStatus,
+    count: int,
+    *,
+    ids: list[str] | None = None,
+    timeout: float,
+    what: str,
+    interval: float = 0.05,
+) -> None:
+    deadline = time.monotonic() + timeout
+    while (have := await count_status(store, status, ids)) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: {have} of {count} runs are {status} after {timeout:.0f}s")
+        await asyncio.sleep(interval)
+
+
+async def _wait_terminal(store: SqlStore, run_id: str, timeout: float = 60.0) -> Run:
+    """Wait for the end of a run whose last model call was answered. Timings come from the
+    run's events, so this polls slowly: every read would queue behind (on SQLite, hold up)
+    the engine's own transactions and slow the run being timed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        await asyncio.sleep(0.025)
+        run = await store.get_run(run_id)
+        if run.status.terminal:
+            if run.status is not RunStatus.DONE:
+                raise RuntimeError(f"bench run {run_id} ended {run.status}: {run.error}")
+            return run
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"bench run {run_id} is still {run.status}")
+
+
+# -- the engine in this process ----------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def engine_here(url: str, work: Path, skills: Path) -> AsyncIterator[Services]:
+    """The server's engine, store and worker, built as `pizzabot serve` builds them, without
+    HTTP: the bench times the engine, not FastAPI."""
+    from bot.server import build, shutdown, start_worker
+    from bot.settings import Settings
+
+    settings = Settings(
+        database_url=url,
+        data_dir=work,
+        skills_dir=skills,
+        worker_concurrency=8,
+        poll_interval=2.0,
+        lease_seconds=30.0,
+    )
+    svc = await build(settings, token="bench", with_worker=True)
+    assert svc.worker is not None
+    start_worker(svc, svc.worker)
+    try:
+        yield svc
+    finally:
+        await shutdown(svc)
+
+
+async def one_run(svc: Services, script: BenchScript, skill: str, tag: str, calls: int) -> Run:
+    """Start a run of `calls` echo calls and wait until it is done."""
+    answered = script.expect(tag)
+    run = await svc.runs.start(skill, f"bench {tag} {calls}", trigger="bench", actor="bench")
+    await asyncio.wait_for(answered, 120)
+    return await _wait_terminal(svc.store, run.id)
+
+
+def step_figures(runs: list[list[Event]]) -> dict[str, float]:
+    """Per step (model call), summed over the runs. Also the median run's step time, and how
+    many runs stalled: their first step began more than half a second after they were made
+    (a wake-up the worker missed shows here as a wait of one poll interval)."""
+    wall = model = tool = 0.0
+    steps = calls = stalled = 0
+    per_run: list[float] = []
+    for events in runs:
+        started = first_event(events, EventKind.RUN_STARTED).at
+        run_ms = _ms(started, events[-1].at)
+        wall += run_ms
+        first_call = first_event(events, EventKind.MODEL_CALL)
+        if _ms(started, first_call.at) - float(first_call.data["latency_ms"]) > 500:
+            stalled += 1
+        n = 0
+        for e in events:
+            if e.kind is EventKind.MODEL_CALL:
+                model += float(e.data["latency_ms"])
+                n += 1
+            elif e.kind is EventKind.TOOL_RESULT:
+                tool += float(e.data["duration_ms"])
+                calls += 1
+        steps += n
+        per_run.append(run_ms / n)
+    return {
+        "steps": steps,
+        "tool_calls": calls,
+        "step_ms": wall / steps,
+        "overhead_ms": (wall - model - tool) / steps,
+        "model_ms": model / steps,
+        "tool_ms": tool / max(calls, 1),
+        "median_run_step_ms": percentile(per_run, 50),
+        "runs_stalled": stalled,
+    }
+
+
+async def bench_steps(
+    model: BenchModelServer,
+    script: BenchScript,
+    url: str,
+    work: Path,
+    skills: Path,
+    sizes: Sizes,
+    *,
+    profile: Path | None,
+) -> dict[str, float]:
+    """Runs of four tool steps and an answer, one at a time, timed by their own events."""
+    async with engine_here(url, work, skills) as svc:
+        # Not timed: the first run imports litellm and starts the MCP server.
+        await one_run(svc, script, "bench-auto", f"warm-{uuid.uuid4().hex[:6]}", 2)
+        model.forget()
+        profiler = None
+        if profile is not None:
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.enable()
+        ids = []
+        for k in range(max(1, sizes.steps // STEP_RUN_CALLS)):
+            run = await one_run(svc, script, "bench-auto", f"s{k}", STEP_RUN_CALLS - 1)
+            ids.append(run.id)
+        if profiler is not None and profile is not None:
+            profiler.disable()
+            profiler.dump_stats(profile)
+            _write_profile_text(profile)
+        figures = step_figures([await svc.store.events(i) for i in ids])
+        requests = len(model.requests)
+        figures["tcp_connections_per_model_call"] = (
+            len(set(model.client_ports)) / requests if requests else 0.0
+        )
+        model.forget()
+        return figures
+
+
+def _write_profile_text(path: Path) -> None:
+    import io
+    import pstats
+
+    out = io.StringIO()
+    stats = pstats.Stats(str(path), stream=out)
+    stats.sort_stats("cumulative").print_stats(60)
+    stats.sort_stats("tottime").print_stats(40)
+    path.with_suffix(".txt").write_text(out.getvalue())
+
+
+async def bench_decisions(
+    model: BenchModelServer,
+    script: BenchScript,
+    url: str,
+    work: Path,
+    skills: Path,
+    sizes: Sizes,
+) -> dict[str, float]:
+    """Make `waiting + samples` runs wait on a decision, then decide `samples` of them one at
+    a time: decide() → the tool body's own clock, with `waiting` others still waiting."""
+    async with engine_here(url, work, skills) as svc:
+        await one_run(svc, script, "bench-auto", f"warm-{uuid.uuid4().hex[:6]}", 1)
+        total = sizes.waiting + sizes.samples
+        tags: dict[str, str] = {}
+        for k in range(total):
+            run = await svc.runs.start("bench-ask", f"bench d{k} 1", trigger="bench")
+            tags[run.id] = f"d{k}"
+        await wait_count(
+            svc.store, RunStatus.WAITING, total, timeout=30 + total * 0.1, what="waiting runs"
+        )
+        model.forget()
+        items = await svc.store.list_items(box=Box.ACTION, status=ItemStatus.PENDING, limit=total)
+        to_body: list[float] = []
+        to_started: list[float] = []
+        for item in items[: sizes.samples]:
+            answered = script.expect(tags[item.run_id])
+            t0 = time.time()
+            await svc.inbox.decide(item.id, Approve(), actor="bench", channel="api")
+            await asyncio.wait_for(answered, 60)
+            await _wait_terminal(svc.store, item.run_id)
+            events = await svc.store.events(item.run_id)
+            started = first_event(events, EventKind.TOOL_STARTED).at.timestamp()
+            body = tool_body(first_event(events, EventKind.TOOL_RESULT))["t"]
+            to_body.append((body - t0) * 1000)
+            to_started.append((started - t0) * 1000)
+        still = await count_status(svc.store, RunStatus.WAITING)
+        model.forget()
+        return {
+            "samples": len(to_body),
+            "waiting": still,
+            "p50_ms": percentile(to_body, 50),
+            "p99_ms": percentile(to_body, 99),
+            "max_ms": max(to_body),
+            "started_p50_ms": percentile(to_started, 50),
+            "started_p99_ms": percentile(to_started, 99),
+        }
+
+
+async def bench_memory(
+    model: BenchModelServer, url: str, work: Path, skills: Path, sizes: Sizes
+) -> dict[str, float]:
+    """Resident memory of an engine process before and after `memory_runs` runs are made to
+    wait on a decision. The process is a fresh one that does nothing else, so memory that
+    earlier parts of the bench used and freed (and the allocator kept) cannot hide a growth."""
+    config = {
+        "url": url,
+        "work": str(work),
+        "skills": str(skills),
+        "runs": sizes.memory_runs,
+        "warm": min(100, sizes.memory_runs // 10),
+    }
+    code = "import sys, bot.bench_engine as b; b.memory_child(sys.argv[1])"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        code,
+        json.dumps(config),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=child_env({}),
+    )
+    reading = asyncio.ensure_future(proc.communicate())
+    while not reading.done():
+        model.forget()  # the scripted server answers the child's model calls from here
+        await asyncio.wait([reading], timeout=1)
+    out, errors = reading.result()
+    if proc.returncode != 0:
+        raise RuntimeError(f"memory child failed:\n{errors.decode(errors='replace')[-3000:]}")
+    result: dict[str, float] = json.loads(out.decode().strip().splitlines()[-1])
+    return result
+
+
+def memory_child(config_json: str) -> None:
+    """The engine process of `bench_memory`: prints its figures as one JSON line."""
+    config = json.loads(config_json)
+    print(json.dumps(asyncio.run(_memory(config))))
+
+
+async def _memory(config: dict[str, Any]) -> dict[str, float]:
+    runs, warm = int(config["runs"]), int(config["warm"])
+    async with engine_here(config["url"], Path(config["work"]), Path(config["skills"])) as svc:
+        # Warm every path a waiting run takes (imports, pools, caches) before the baseline.
+        for k in range(warm):
+            await svc.runs.start("bench-ask", f"bench mw{k} 1", trigger="bench")
+        await wait_count(svc.store, RunStatus.WAITING, warm, timeout=300, what="warm-up")
+        gc.collect()
+        before, blocks_before = rss_bytes(), sys.getallocatedblocks()
+        made = 0
+        while made < runs:
+            n = min(500, runs - made)
+            for k in range(made, made + n):
+                await svc.runs.start("bench-ask", f"bench m{k} 1", trigger="bench")
+            made += n
+            await wait_count(
+                svc.store,
+                RunStatus.WAITING,
+                warm + made,
+                timeout=60 + n * 0.2,
+                what="waiting runs",
+                interval=0.2,
+            )
+        gc.collect()
+        after, blocks_after = rss_bytes(), sys.getallocatedblocks()
+    delta = after - before
+    return {
+        "waiting": runs,
+        "rss_before_mib": before / MIB,
+        "rss_after_mib": after / MIB,
+        "delta_mib": delta / MIB,
+        "per_10000_mib": delta / MIB * 10_000 / runs,
+        "per_run_kib": delta / 1024 / runs,
+        # Python objects still allocated per waiting run (should be ~0: a waiting run is rows).
+        "python_blocks_per_run": (blocks_after - blocks_before) / runs,
+    }
