@@ -28,7 +28,7 @@ lint: $(STAMP)
 test: $(STAMP)
 	bash .ci/install-system-packages
 	$(MAKE) lint
-	$(BIN)/python -m pytest -p no:cacheprovider -n 2
+	$(BIN)/python -m pytest -p no:cacheprovider -n 2 --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/pizzabot bench

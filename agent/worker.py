@@ -58,9 +58,11 @@ class Worker:
         watcher = asyncio.create_task(self._watch(), name="worker-watch")
         try:
             while not self._stopping:
+                # Clear before looking, not after: a wake-up that arrives while `fill` awaits
+                # the database must not be lost (the run would wait a whole poll interval).
+                self._wake.clear()
                 claimed = await self.fill()
                 if not claimed:
-                    self._wake.clear()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), self.poll_interval)
         finally:
@@ -70,9 +72,9 @@ class Worker:
     async def fill(self) -> int:
         """Claim runs until the worker is full or the queue is empty; return how many."""
         claimed = 0
+        if await self.ctx.store.get_kill() is not None:
+            return 0
         while len(self._tasks) < self.concurrency:
-            if await self.ctx.store.get_kill() is not None:
-                break
             # Each claim has its own token, so an older step of the same run in this process is
             # fenced out too, not only steps of other workers.
             self._claims += 1

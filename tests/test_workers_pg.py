@@ -251,6 +251,8 @@ async def test_many_runs_on_several_workers_each_finish_once(cluster: Cluster) -
 
 
 async def test_a_killed_workers_runs_are_finished_by_the_others(cluster: Cluster) -> None:
+    for name in ("w1", "w2")[len(cluster.workers) :]:  # when run on its own
+        cluster.start_worker(name, PIZZABOT_POLL_INTERVAL="1")
     seconds = [SLOW + k / 100 for k in range(6)]
     ids = [await cluster.start_run("scale", f"slow {s}") for s in seconds]
 
