@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 app = typer.Typer(
     help="Pizza Bot: an inbox for your AI agents' background work.",
@@ -124,6 +124,11 @@ def worker() -> None:
 # -- client ------------------------------------------------------------------------------
 
 
+def _id_column(header: str = "id") -> Column:
+    """Ids are what people type back (`pizzabot approve ID`): never cut them short."""
+    return Column(header, no_wrap=True, min_width=16)
+
+
 def _client(url: str | None, token: str | None) -> Any:
     import httpx
 
@@ -189,7 +194,7 @@ def run(
 def runs(url: UrlOpt = None, token: TokenOpt = None, limit: int = 30) -> None:
     """List recent runs."""
     data = _call(url, token, "GET", "/api/runs", params={"limit": limit})
-    t = Table("id", "skill", "status", "trigger", "tokens", "steps", "created")
+    t = Table(_id_column(), "skill", "status", "trigger", "tokens", "steps", "created")
     for r in data["items"]:
         t.add_row(
             r["id"],
@@ -227,7 +232,7 @@ def inbox(
 ) -> None:
     """List the inbox: Action items waiting for you, Unread results."""
     data = _call(url, token, "GET", "/api/inbox", params={"box": box} if box else {})
-    t = Table("id", "box", "run", "title", "args")
+    t = Table(_id_column(), "box", _id_column("run"), "title", "args")
     for i in data["items"]:
         t.add_row(
             i["id"],
@@ -380,7 +385,7 @@ def schedules_list(ctx: typer.Context, url: UrlOpt = None, token: TokenOpt = Non
     if ctx.invoked_subcommand is not None:
         return
     data = _call(url, token, "GET", "/api/schedules")
-    t = Table("id", "skill", "when", "misfire", "source", "next fire", "last fire")
+    t = Table(_id_column(), "skill", "when", "misfire", "source", "next fire", "last fire")
     for s in data["items"]:
         last = s["last_fire"]
         t.add_row(
