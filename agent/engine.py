@@ -1,9 +1,9 @@
 """Step a run until it ends or needs a human, then return: a waiting run is only rows.
 
-`Engine.advance` is what a worker calls with a claimed run. Each step re-reads the event log
-(the durable state), settles the tool calls that have no result yet under the skill's
-policy, and otherwise calls the model. Nothing is held between steps, so a crash at any
-point resumes from the last recorded event:
+`Engine.advance` is what a worker calls with a claimed run. It reads the event log (the
+durable state) once, then each step settles the tool calls that have no result yet under the
+skill's policy, and otherwise calls the model, appending to the log as it goes. Nothing
+outlives the claim, so a crash at any point resumes from the last recorded event:
 
 - an `ask` call whose approved execution started but left no result is asked again;
 - an `auto` call that started but left no result is repeated only when the skill marks the
@@ -26,6 +26,7 @@ from agent.errors import NotFound, RunError, UserError
 from agent.llm import ModelClient
 from agent.model import (
     Box,
+    Event,
     EventKind,
     Item,
     ItemKind,
@@ -127,6 +128,23 @@ def check_budget(
     return BudgetCheck(None, {})
 
 
+@dataclass
+class Claim:
+    """What one claim of a run keeps while it steps: the run, and its event log read once at
+    the claim and extended by every append, so a step never re-reads the log. Anything
+    another writer appends also takes the run away from this claim (cancel, kill: the status
+    changes), so the next fenced append fails and the copy is never used stale."""
+
+    run: Run
+    skill: Skill
+    worker: str
+    events: list[Event]
+    status: RunStatus = RunStatus.RUNNING  # what the step that ended the loop left
+
+    def state(self) -> RunState:
+        return conversation.derive(self.events)
+
+
 class Engine:
     def __init__(
         self,
@@ -146,60 +164,65 @@ class Engine:
     # -- the loop ------------------------------------------------------------------------
 
     async def advance(self, run: Run, *, worker: str) -> RunStatus:
-        """Step `run` (claimed by `worker`) until it waits, ends, or the lease is lost."""
+        """Step `run` (claimed by `worker`) until it waits, ends, or the lease is lost.
+
+        The lease is kept by the worker's heartbeat while this runs; every write checks it,
+        so a run cancelled, killed or taken over meanwhile stops at its next write."""
         store = self.ctx.store
         try:
             skill = self.ctx.skills.get(run.skill)
         except NotFound as exc:
-            await self._finish(run, RunStatus.FAILED, worker=worker, error=str(exc), skill=None)
+            await self._end(run, RunStatus.FAILED, worker=worker, error=str(exc), skill=None)
             return RunStatus.FAILED
+        claim = Claim(run, skill, worker, await store.events(run.id))
         try:
-            fresh = True  # the claim itself just took the lease
             while True:
-                if not fresh:
-                    # Renewing returns the run: one round trip, and LeaseLost once it is not
-                    # ours (cancelled, killed, or taken over).
-                    run = await store.renew_lease(
-                        run.id,
-                        worker=worker,
-                        now=self.ctx.clock(),
-                        lease_seconds=self.lease_seconds,
-                    )
-                fresh = False
-                outcome = await self._step(run, skill, worker)
+                outcome = await self._step(claim)
                 if outcome == "wait":
                     return RunStatus.WAITING
                 if outcome == "end":
-                    return (await store.get_run(run.id)).status
+                    return claim.status
         except LeaseLost:
             log.info(
                 "run %s: lease lost, leaving it to its new owner", run.id, extra={"run_id": run.id}
             )
             return RunStatus.RUNNING
         except (RunError, UserError) as exc:
-            await self._finish(run, RunStatus.FAILED, worker=worker, error=str(exc), skill=skill)
+            await self._finish(claim, RunStatus.FAILED, error=str(exc))
             return RunStatus.FAILED
 
-    async def _step(self, run: Run, skill: Skill, worker: str) -> Outcome:
-        events = await self.ctx.store.events(run.id)
-        state = conversation.derive(events)
+    async def _append(
+        self, claim: Claim, events: list[NewEvent], *, usage: Usage | None = None
+    ) -> None:
+        appended = await self.ctx.store.append_events(
+            claim.run.id, events, worker=claim.worker, now=self.ctx.clock(), usage=usage
+        )
+        if appended and claim.events and appended[0].seq != claim.events[-1].seq + 1:
+            # Someone else wrote in between (should not happen while we hold the lease):
+            # the durable log is the truth, read it again.
+            claim.events = await self.ctx.store.events(claim.run.id)
+        else:
+            claim.events.extend(appended)
+
+    async def _step(self, claim: Claim) -> Outcome:
+        run, skill = claim.run, claim.skill
+        state = claim.state()
         if state.budget_item is not None:
-            return await self._settle_budget(run, skill, state, worker)
+            return await self._settle_budget(claim, state)
         pending = state.pending()
         if pending:
             specs = {s.wire_name: s for s in await self.tools.list_tools(skill)}
             for call in pending:
-                outcome = await self._settle_call(
-                    run, skill, call, specs.get(call.wire_name), worker
-                )
+                outcome = await self._settle_call(claim, call, specs.get(call.wire_name))
                 if outcome != "continue":
                     return outcome
             return "continue"
         if state.finished:
             # A finished run was re-queued without a new message: nothing to do.
             await self.ctx.store.set_status(
-                run.id, RunStatus.DONE, worker=worker, now=self.ctx.clock()
+                run.id, RunStatus.DONE, worker=claim.worker, now=self.ctx.clock()
             )
+            claim.status = RunStatus.DONE
             return "end"
         now = self.ctx.clock()
         budget = skill.budget.over(self.default_budget)
@@ -210,18 +233,16 @@ class Engine:
             budget, run, state.usage, now, state.wall_started or run.created_at, day
         )
         if reached.reached:
-            return await self._ask_budget(run, skill, reached, worker)
-        return await self._call_model(run, skill, events, state, worker)
+            return await self._ask_budget(claim, reached)
+        return await self._call_model(claim, state)
 
     # -- the model -----------------------------------------------------------------------
 
-    async def _call_model(
-        self, run: Run, skill: Skill, events: list[Any], state: RunState, worker: str
-    ) -> Outcome:
+    async def _call_model(self, claim: Claim, state: RunState) -> Outcome:
+        skill = claim.skill
         specs = await self.tools.list_tools(skill)
-        messages = conversation.messages(skill.instructions, events, state)
+        messages = conversation.messages(skill.instructions, claim.events, state)
         reply = await self.model.complete(skill, messages, [s.as_openai() for s in specs])
-        now = self.ctx.clock()
         calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls]
         before = state.usage
         usage = Usage(
@@ -230,8 +251,8 @@ class Engine:
             steps=before.steps + 1,
             cost_known=before.cost_known and reply.cost_usd is not None,
         )
-        await self.ctx.store.append_events(
-            run.id,
+        await self._append(
+            claim,
             [
                 NewEvent(
                     EventKind.MODEL_CALL,
@@ -246,61 +267,47 @@ class Engine:
                 ),
                 NewEvent(EventKind.ASSISTANT_MESSAGE, {"text": reply.text, "tool_calls": calls}),
             ],
-            worker=worker,
-            now=now,
             usage=usage,
         )
         if not calls:
-            await self._finish(
-                run,
-                RunStatus.DONE,
-                worker=worker,
-                result=reply.text or "",
-                skill=skill,
-                usage=usage,
-            )
+            await self._finish(claim, RunStatus.DONE, result=reply.text or "", usage=usage)
             return "end"
         return "continue"
 
     # -- tool calls ----------------------------------------------------------------------
 
-    async def _settle_call(
-        self, run: Run, skill: Skill, call: CallState, spec: ToolSpec | None, worker: str
-    ) -> Outcome:
+    async def _settle_call(self, claim: Claim, call: CallState, spec: ToolSpec | None) -> Outcome:
+        run, skill = claim.run, claim.skill
         server, name = split_wire_name(call.wire_name)
         qualified = f"{server}.{name}"
         store, now = self.ctx.store, self.ctx.clock()
         if spec is None:
-            await self._result(
-                run, call, f"there is no tool named {call.wire_name!r}", True, 0.0, worker
-            )
+            await self._result(claim, call, f"there is no tool named {call.wire_name!r}", True, 0.0)
             return "continue"
         rule = skill.rule(qualified)
         if rule.policy == "deny":
             await self._result(
-                run,
+                claim,
                 call,
                 f"the tool {qualified} is not allowed by the policy of this skill; "
                 "do not try to reach the same effect another way",
                 True,
                 0.0,
-                worker,
             )
             return "continue"
         if rule.policy == "auto":
             if call.started and not rule.idempotent:
                 await self._result(
-                    run,
+                    claim,
                     call,
                     "this call was interrupted by a restart and its outcome is "
                     "unknown; it was not repeated",
                     True,
                     0.0,
-                    worker,
                     extra={"interrupted": True},
                 )
                 return "continue"
-            await self._execute(run, skill, call, qualified, call.args, None, worker)
+            await self._execute(claim, call, qualified, call.args, None)
             return "continue"
         # ask
         decision = call.decision
@@ -308,34 +315,33 @@ class Engine:
             if call.item_ids:
                 item = await store.get_item(call.item_ids[-1])
                 if item.status is ItemStatus.PENDING:
-                    await store.set_status(run.id, RunStatus.WAITING, worker=worker, now=now)
+                    await store.set_status(run.id, RunStatus.WAITING, worker=claim.worker, now=now)
                     return "wait"
-            await self._ask(run, skill, call, spec, rule.risk, worker, reasked=False)
+            await self._ask(claim, call, spec, rule.risk, reasked=False)
             return "wait"
         if decision["decision"] == "reject":
             reason = decision.get("reason") or "no reason given"
             await self._result(
-                run,
+                claim,
                 call,
                 f"A human ({decision.get('actor')}) rejected this call. "
                 f"Reason: {reason}. Do not retry it; adjust your plan.",
                 True,
                 0.0,
-                worker,
                 extra={"rejected": True},
             )
             return "continue"
         if decision["decision"] == "expired":
             why = decision.get("reason") or "no one answered in time"
-            await self._result(run, call, why, True, 0.0, worker, extra={"expired": True})
+            await self._result(claim, call, why, True, 0.0, extra={"expired": True})
             if decision.get("halt"):
                 # on_timeout: halt. The result above keeps the conversation whole for a follow-up.
-                await self._finish(run, RunStatus.CANCELLED, worker=worker, error=why, skill=skill)
+                await self._finish(claim, RunStatus.CANCELLED, error=why)
                 return "end"
             return "continue"
         if call.started:
-            await store.append_events(
-                run.id,
+            await self._append(
+                claim,
                 [
                     NewEvent(
                         EventKind.TOOL_INTERRUPTED,
@@ -346,63 +352,55 @@ class Engine:
                         },
                     )
                 ],
-                worker=worker,
-                now=now,
             )
-            await self._ask(run, skill, call, spec, rule.risk, worker, reasked=True)
+            await self._ask(claim, call, spec, rule.risk, reasked=True)
             return "wait"
         await self._execute(
-            run,
-            skill,
+            claim,
             call,
             qualified,
             conversation.final_args(call),
             call.item_ids[-1] if call.item_ids else None,
-            worker,
         )
         return "continue"
 
     async def _execute(
         self,
-        run: Run,
-        skill: Skill,
+        claim: Claim,
         call: CallState,
         qualified: str,
         args: dict[str, Any],
         item_id: str | None,
-        worker: str,
     ) -> None:
         server, name = qualified.split(".", 1)
-        await self.ctx.store.append_events(
-            run.id,
+        # Recorded before the call, so a crash during it is known for what it was.
+        await self._append(
+            claim,
             [
                 NewEvent(
                     EventKind.TOOL_STARTED,
                     {"call_id": call.id, "tool": qualified, "args": args, "item_id": item_id},
                 )
             ],
-            worker=worker,
-            now=self.ctx.clock(),
         )
+        skill = claim.skill
         outcome = await self.tools.call(skill, server, name, args)
         await self._result(
-            run,
+            claim,
             call,
             _truncate(outcome.text, skill.max_tool_result_chars),
             outcome.is_error,
             outcome.duration_ms,
-            worker,
             extra={"args": args},
         )
 
     async def _result(
         self,
-        run: Run,
+        claim: Claim,
         call: CallState,
         text: str,
         is_error: bool,
         duration_ms: float,
-        worker: str,
         extra: dict[str, Any] | None = None,
     ) -> None:
         server, name = split_wire_name(call.wire_name)
@@ -414,25 +412,20 @@ class Engine:
             "duration_ms": round(duration_ms, 2),
             **(extra or {}),
         }
-        await self.ctx.store.append_events(
-            run.id, [NewEvent(EventKind.TOOL_RESULT, data)], worker=worker, now=self.ctx.clock()
-        )
+        await self._append(claim, [NewEvent(EventKind.TOOL_RESULT, data)])
 
     async def _ask(
         self,
-        run: Run,
-        skill: Skill,
+        claim: Claim,
         call: CallState,
         spec: ToolSpec,
         risk: Risk,
-        worker: str,
         *,
         reasked: bool,
     ) -> None:
+        run, skill = claim.run, claim.skill
         now = self.ctx.clock()
-        events = await self.ctx.store.events(run.id)
-        state = conversation.derive(events)
-        context = state.last_assistant_text or run.input
+        context = claim.state().last_assistant_text or run.input
         note = (
             "\n\n(Asked again: the approved call was interrupted by a restart before it finished.)"
             if reasked
@@ -458,7 +451,7 @@ class Engine:
         await self.ctx.store.create_item(
             item,
             targets=targets_for(skill, self.ctx.channels),
-            worker=worker,
+            worker=claim.worker,
             now=now,
             run_status=RunStatus.WAITING,
             events=[
@@ -478,9 +471,8 @@ class Engine:
 
     # -- budgets -------------------------------------------------------------------------
 
-    async def _ask_budget(
-        self, run: Run, skill: Skill, reached: BudgetCheck, worker: str
-    ) -> Outcome:
+    async def _ask_budget(self, claim: Claim, reached: BudgetCheck) -> Outcome:
+        run, skill = claim.run, claim.skill
         now = self.ctx.clock()
         why = reached.reached or "budget reached"
         extend = reached.extend
@@ -501,7 +493,7 @@ class Engine:
         await self.ctx.store.create_item(
             item,
             targets=targets_for(skill, self.ctx.channels),
-            worker=worker,
+            worker=claim.worker,
             now=now,
             run_status=RunStatus.WAITING,
             events=[
@@ -513,56 +505,68 @@ class Engine:
         self.ctx.wake_outbox()
         return "wait"
 
-    async def _settle_budget(self, run: Run, skill: Skill, state: RunState, worker: str) -> Outcome:
+    async def _settle_budget(self, claim: Claim, state: RunState) -> Outcome:
+        run = claim.run
         decision = state.budget_decision
         now = self.ctx.clock()
         if decision is None:
-            await self.ctx.store.set_status(run.id, RunStatus.WAITING, worker=worker, now=now)
+            await self.ctx.store.set_status(run.id, RunStatus.WAITING, worker=claim.worker, now=now)
             return "wait"
         if decision["decision"] == "approve":
             item = await self.ctx.store.get_item(decision["item_id"])
             extend = {k: float(v) for k, v in (item.args or {}).items()}
             await self.ctx.store.add_budget(run.id, extend)
-            await self.ctx.store.append_events(
-                run.id,
+            await self._append(
+                claim,
                 [
                     NewEvent(
                         EventKind.BUDGET_EXTENDED, {"extend": extend, "by": decision.get("actor")}
                     )
                 ],
-                worker=worker,
-                now=now,
             )
+            # The budget check reads what was added from the run.
+            claim.run = await self.ctx.store.get_run(run.id)
             return "continue"
         reason = f"stopped at the budget by {decision.get('actor')}"
         if decision.get("reason"):
             reason += f": {decision['reason']}"
-        await self._finish(run, RunStatus.CANCELLED, worker=worker, error=reason, skill=skill)
+        await self._finish(claim, RunStatus.CANCELLED, error=reason)
         return "end"
 
     # -- the end -------------------------------------------------------------------------
 
     async def _finish(
         self,
-        run: Run,
+        claim: Claim,
         status: RunStatus,
         *,
-        worker: str | None,
-        skill: Skill | None,
         result: str | None = None,
         error: str | None = None,
         usage: Usage | None = None,
     ) -> None:
         await finish_run(
             self.ctx,
-            run,
+            claim.run,
             status,
-            worker=worker,
-            skill=skill,
+            worker=claim.worker,
+            skill=claim.skill,
             result=result,
             error=error,
-            usage=usage,
+            usage=usage or claim.state().usage,
         )
+        claim.status = status
+
+    async def _end(
+        self,
+        run: Run,
+        status: RunStatus,
+        *,
+        worker: str,
+        skill: Skill | None,
+        error: str,
+    ) -> None:
+        """End a run that could not be stepped at all (its skill is gone)."""
+        await finish_run(self.ctx, run, status, worker=worker, skill=skill, error=error)
 
 
 async def finish_run(

@@ -1,20 +1,44 @@
-"""`SqlStore`: the engine's `Store` on SQLAlchemy 2 (async), for SQLite and PostgreSQL.
+"""`SqlStore`: the engine's `Store` on SQLAlchemy 2, for SQLite and PostgreSQL.
 
 On PostgreSQL many workers in many processes share the database: a claim takes a row with
 `FOR UPDATE SKIP LOCKED`, and every write that belongs to a run's owner checks the lease in
-the same statement (fencing). SQLite has one writer at a time anyway, so this store
-serialises its own transactions with a lock instead of meeting "database is locked".
+the same statement (fencing). Appending events bumps `runs.last_seq` in that fenced UPDATE,
+so numbering an event costs no extra query and two writers can never take the same number.
+
+Every method is one transaction written as a plain function of a `Session`, run in one go:
+- on PostgreSQL through asyncpg (`AsyncSession.run_sync`: no threads);
+- on SQLite on one thread of its own. aiosqlite hops to its thread and back for every
+  statement, fetch, BEGIN and COMMIT, and each hop costs more than the SQL itself (a local
+  transaction is ~0.1 ms): a step of a run paid ~20 hops. Now a transaction is one hop, and
+  SQLite's one writer is this one thread, which also queues our transactions so they never
+  meet "database is locked". An asyncio lock keeps them apart from the few that still use
+  the async session (`_tx`, for `store.triggers`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import and_, event, func, or_, select, text, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Table,
+    and_,
+    bindparam,
+    create_engine,
+    event,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -22,6 +46,7 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
+from sqlalchemy.orm import Session, sessionmaker
 
 from agent.context import new_id
 from agent.errors import AlreadyDecided, NotFound
@@ -48,33 +73,73 @@ from agent.model import (
 from agent.store import LeaseLost
 from store.tables import AuditRow, DeliveryRow, EventRow, ItemRow, RunRow, SwitchRow
 
+T = TypeVar("T")
+
 KILL = "kill"
 _DECIDED_STATUS = {
     "approve": ItemStatus.APPROVED,
     "edit": ItemStatus.EDITED,
     "reject": ItemStatus.REJECTED,
 }
+_RUNNING = RunStatus.RUNNING.value
+
+RUNS = cast(Table, RunRow.__table__)
+EVENTS = cast(Table, EventRow.__table__)
+ITEMS = cast(Table, ItemRow.__table__)
+DELIVERIES = cast(Table, DeliveryRow.__table__)
+SWITCHES = cast(Table, SwitchRow.__table__)
+
+# The statements of a run's every step, built once: building and caching a statement on each
+# call costs more than executing it.
+_SELECT_RUN = select(RUNS).where(RUNS.c.id == bindparam("run_id"))
+_SELECT_EVENTS = (
+    select(EVENTS.c.run_id, EVENTS.c.seq, EVENTS.c.kind, EVENTS.c.data, EVENTS.c.at)
+    .add_columns(EVENTS.c.version)
+    .where(EVENTS.c.run_id == bindparam("run_id"))
+    .order_by(EVENTS.c.seq)
+)
+_INSERT_EVENTS = insert(EVENTS)
+_SELECT_KILL = select(SWITCHES.c.value).where(SWITCHES.c.name == KILL)
+_RENEW = (
+    update(RUNS)
+    .where(
+        RUNS.c.id == bindparam("run_id"),
+        RUNS.c.lease_owner == bindparam("worker"),
+        RUNS.c.status == _RUNNING,
+    )
+    .values(lease_expires_at=bindparam("expires"))
+    .returning(*RUNS.c)
+)
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
 
 
 def connect(url: str, *, echo: bool = False) -> AsyncEngine:
     """An engine for `url`; SQLite gets WAL and a busy timeout so a CLI and a server can share it."""
     if url.startswith("sqlite"):
         engine = create_async_engine(url, echo=echo, connect_args={"timeout": 30})
-
-        @event.listens_for(engine.sync_engine, "connect")
-        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
-            cur.execute("PRAGMA foreign_keys=ON")
-            cur.execute("PRAGMA busy_timeout=30000")
-            cur.close()
-
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
     return create_async_engine(url, echo=echo, pool_size=10, max_overflow=10, pool_pre_ping=True)
 
 
-def _run(row: RunRow) -> Run:
+def _sync_sqlite(engine: AsyncEngine) -> Engine:
+    """A synchronous engine on the same SQLite file as `engine`, for the store's own thread."""
+    url = engine.url.set(drivername="sqlite")
+    sync = create_engine(url, echo=engine.echo, connect_args={"timeout": 30})
+    event.listen(sync, "connect", _sqlite_pragmas)
+    return sync
+
+
+def _run(row: Any) -> Run:
+    """A `Run` from a `runs` row: an ORM object or a Core row (same attribute names)."""
     return Run(
         id=row.id,
         skill=row.skill,
@@ -97,7 +162,7 @@ def _run(row: RunRow) -> Run:
     )
 
 
-def _item(row: ItemRow) -> Item:
+def _item(row: Any) -> Item:
     return Item(
         id=row.id,
         run_id=row.run_id,
@@ -123,7 +188,7 @@ def _item(row: ItemRow) -> Item:
     )
 
 
-def _delivery(row: DeliveryRow) -> Delivery:
+def _delivery(row: Any) -> Delivery:
     return Delivery(
         id=row.id,
         item_id=row.item_id,
@@ -140,7 +205,7 @@ def _delivery(row: DeliveryRow) -> Delivery:
     )
 
 
-def _event(row: EventRow) -> Event:
+def _event(row: Any) -> Event:
     return Event(
         run_id=row.run_id,
         seq=row.seq,
@@ -158,9 +223,31 @@ class SqlStore:
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
         # SQLite allows one writer: queue our own transactions rather than fight over the lock.
         self._lock: asyncio.Lock | None = None if self.is_postgres else asyncio.Lock()
+        self._sync: Engine | None = None
+        self._sync_sessions: sessionmaker[Session] | None = None
+        self._thread: ThreadPoolExecutor | None = None
+        if not self.is_postgres:
+            self._sync = _sync_sqlite(engine)
+            self._sync_sessions = sessionmaker(self._sync, expire_on_commit=False)
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="pizzabot-sqlite")
+
+    async def _do(self, fn: Callable[[Session], T]) -> T:
+        """Run `fn` as one transaction: committed when it returns, rolled back if it raises."""
+        if self._lock is None:
+            async with self._sessions() as s, s.begin():
+                return await s.run_sync(fn)
+        assert self._thread is not None
+        async with self._lock:
+            return await asyncio.get_running_loop().run_in_executor(self._thread, self._tx_sync, fn)
+
+    def _tx_sync(self, fn: Callable[[Session], T]) -> T:
+        assert self._sync_sessions is not None
+        with self._sync_sessions.begin() as s:
+            return fn(s)
 
     @contextlib.asynccontextmanager
     async def _tx(self) -> AsyncIterator[AsyncSession]:
+        """An async session in a transaction, for code outside this class (`store.triggers`)."""
         lock = self._lock
         if lock is not None:
             await lock.acquire()
@@ -171,11 +258,11 @@ class SqlStore:
             if lock is not None:
                 lock.release()
 
-    async def _runnable(self, s: AsyncSession, run_id: str) -> None:
+    def _runnable(self, c: Connection, run_id: str) -> None:
         """Tell every listening worker (any process) that a run can be claimed; PostgreSQL
         delivers it when this transaction commits, and never if it rolls back."""
         if self.is_postgres:
-            await s.execute(text("SELECT pg_notify(:c, :id)"), {"c": "pizzabot_runs", "id": run_id})
+            c.execute(text("SELECT pg_notify(:c, :id)"), {"c": "pizzabot_runs", "id": run_id})
 
     # -- runs ----------------------------------------------------------------------------
 
@@ -194,28 +281,33 @@ class SqlStore:
             existing = await self._by_idempotency(idempotency_key)
             if existing is not None:
                 return existing
+
+        def tx(s: Session) -> Run:
+            row = RunRow(
+                id=run_id,
+                skill=skill,
+                status=RunStatus.QUEUED.value,
+                input=input,
+                trigger=trigger,
+                created_at=now,
+                updated_at=now,
+                tokens=0,
+                cost_usd=0.0,
+                steps=0,
+                cost_known=True,
+                budget_extra={},
+                idempotency_key=idempotency_key,
+                last_seq=0,
+            )
+            s.add(row)
+            s.flush()
+            c = s.connection()
+            self._append(c, run_id, events, now)
+            self._runnable(c, run_id)
+            return _run(row)
+
         try:
-            async with self._tx() as s:
-                row = RunRow(
-                    id=run_id,
-                    skill=skill,
-                    status=RunStatus.QUEUED.value,
-                    input=input,
-                    trigger=trigger,
-                    created_at=now,
-                    updated_at=now,
-                    tokens=0,
-                    cost_usd=0.0,
-                    steps=0,
-                    cost_known=True,
-                    budget_extra={},
-                    idempotency_key=idempotency_key,
-                )
-                s.add(row)
-                await s.flush()
-                await self._append(s, run_id, events, now)
-                await self._runnable(s, run_id)
-                return _run(row)
+            return await self._do(tx)
         except IntegrityError:
             if idempotency_key is None:
                 raise
@@ -225,105 +317,114 @@ class SqlStore:
             return existing
 
     async def _by_idempotency(self, key: str) -> Run | None:
-        async with self._tx() as s:
-            row = (
-                await s.execute(select(RunRow).where(RunRow.idempotency_key == key))
-            ).scalar_one_or_none()
+        def tx(s: Session) -> Run | None:
+            row = s.connection().execute(select(RUNS).where(RUNS.c.idempotency_key == key)).first()
             return _run(row) if row else None
 
+        return await self._do(tx)
+
     async def get_run(self, run_id: str) -> Run:
-        async with self._tx() as s:
-            row = await s.get(RunRow, run_id)
+        def tx(s: Session) -> Run:
+            row = s.connection().execute(_SELECT_RUN, {"run_id": run_id}).first()
             if row is None:
                 raise NotFound(f"no run {run_id}")
             return _run(row)
 
+        return await self._do(tx)
+
     async def list_runs(self, *, limit: int = 100, status: RunStatus | None = None) -> list[Run]:
-        async with self._tx() as s:
-            q = select(RunRow).order_by(RunRow.created_at.desc()).limit(limit)
+        def tx(s: Session) -> list[Run]:
+            q = select(RUNS).order_by(RUNS.c.created_at.desc()).limit(limit)
             if status is not None:
-                q = q.where(RunRow.status == status.value)
-            return [_run(r) for r in (await s.execute(q)).scalars()]
+                q = q.where(RUNS.c.status == status.value)
+            return [_run(r) for r in s.connection().execute(q)]
+
+        return await self._do(tx)
 
     async def runs_with_status(self, status: RunStatus) -> list[str]:
-        async with self._tx() as s:
-            return list(
-                (await s.execute(select(RunRow.id).where(RunRow.status == status.value))).scalars()
-            )
+        def tx(s: Session) -> list[str]:
+            q = select(RUNS.c.id).where(RUNS.c.status == status.value)
+            return list(s.connection().execute(q).scalars())
+
+        return await self._do(tx)
 
     async def release_leases(self, *, now: datetime) -> int:
         """Expire every lease now: for a single-process server (SQLite) at start, whose old
         leases can only belong to a process that died."""
-        async with self._tx() as s:
-            result = await s.execute(
-                update(RunRow)
-                .where(RunRow.status == RunStatus.RUNNING.value)
-                .values(lease_expires_at=now)
+
+        def tx(s: Session) -> int:
+            result = s.connection().execute(
+                update(RUNS).where(RUNS.c.status == _RUNNING).values(lease_expires_at=now)
             )
-            return int(result.rowcount)  # type: ignore[attr-defined]
+            return int(result.rowcount)
+
+        return await self._do(tx)
 
     async def skill_usage_since(self, skill: str, since: datetime) -> Usage:
-        async with self._tx() as s:
+        def tx(s: Session) -> Usage:
             row = (
-                await s.execute(
+                s.connection()
+                .execute(
                     select(
-                        func.coalesce(func.sum(RunRow.tokens), 0),
-                        func.coalesce(func.sum(RunRow.cost_usd), 0.0),
-                        func.coalesce(func.sum(RunRow.steps), 0),
-                    ).where(RunRow.skill == skill, RunRow.created_at >= since)
+                        func.coalesce(func.sum(RUNS.c.tokens), 0),
+                        func.coalesce(func.sum(RUNS.c.cost_usd), 0.0),
+                        func.coalesce(func.sum(RUNS.c.steps), 0),
+                    ).where(RUNS.c.skill == skill, RUNS.c.created_at >= since)
                 )
-            ).one()
+                .one()
+            )
             return Usage(tokens=int(row[0]), cost_usd=float(row[1]), steps=int(row[2]))
 
-    def _claimable(self, now: datetime) -> Any:
+        return await self._do(tx)
+
+    @staticmethod
+    def _claimable(now: datetime) -> Any:
         return or_(
-            RunRow.status == RunStatus.QUEUED.value,
-            and_(RunRow.status == RunStatus.RUNNING.value, RunRow.lease_expires_at < now),
+            RUNS.c.status == RunStatus.QUEUED.value,
+            and_(RUNS.c.status == _RUNNING, RUNS.c.lease_expires_at < now),
         )
 
     async def claim_run(self, *, worker: str, now: datetime, lease_seconds: float) -> Run | None:
-        async with self._tx() as s:
-            q = select(RunRow.id).where(self._claimable(now)).order_by(RunRow.updated_at).limit(1)
-            if self.is_postgres:
-                q = q.with_for_update(skip_locked=True)
-            run_id = (await s.execute(q)).scalar_one_or_none()
-            if run_id is None:
-                return None
-            result = await s.execute(
-                update(RunRow)
-                .where(RunRow.id == run_id, self._claimable(now))
-                .values(
-                    status=RunStatus.RUNNING.value,
-                    lease_owner=worker,
-                    lease_expires_at=now + timedelta(seconds=lease_seconds),
-                    updated_at=now,
-                    started_at=func.coalesce(RunRow.started_at, now),
-                )
+        # One statement: pick the oldest claimable run (on PostgreSQL skipping rows another
+        # worker is taking right now) and take it, returning the claimed row.
+        pick = select(RUNS.c.id).where(self._claimable(now)).order_by(RUNS.c.updated_at).limit(1)
+        if self.is_postgres:
+            pick = pick.with_for_update(skip_locked=True)
+        claim = (
+            update(RUNS)
+            .where(RUNS.c.id == pick.scalar_subquery(), self._claimable(now))
+            .values(
+                status=_RUNNING,
+                lease_owner=worker,
+                lease_expires_at=now + timedelta(seconds=lease_seconds),
+                updated_at=now,
+                started_at=func.coalesce(RUNS.c.started_at, now),
             )
-            if result.rowcount != 1:  # type: ignore[attr-defined]
-                return None
-            row = await s.get(RunRow, run_id, populate_existing=True)
-            assert row is not None
-            return _run(row)
+            .returning(*RUNS.c)
+        )
+
+        def tx(s: Session) -> Run | None:
+            row = s.connection().execute(claim).first()
+            return _run(row) if row is not None else None
+
+        return await self._do(tx)
 
     async def renew_lease(
         self, run_id: str, *, worker: str, now: datetime, lease_seconds: float
     ) -> Run:
-        async with self._tx() as s:
-            result = await s.execute(
-                update(RunRow)
-                .where(
-                    RunRow.id == run_id,
-                    RunRow.lease_owner == worker,
-                    RunRow.status == RunStatus.RUNNING.value,
-                )
-                .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
-            )
-            if result.rowcount != 1:  # type: ignore[attr-defined]
+        params = {
+            "run_id": run_id,
+            "worker": worker,
+            "expires": now + timedelta(seconds=lease_seconds),
+        }
+
+        def tx(s: Session) -> Run:
+            row = s.connection().execute(_RENEW, params).first()
+            if row is None:
                 raise LeaseLost(run_id)
-            row = await s.get(RunRow, run_id, populate_existing=True)
-            assert row is not None
             return _run(row)
+
+        return await self._do(tx)
 
     async def set_status(
         self,
@@ -337,8 +438,8 @@ class SqlStore:
         usage: Usage | None = None,
         killed_by: str | None = None,
     ) -> Run:
-        async with self._tx() as s:
-            return await self._set_status(
+        def tx(s: Session) -> Run:
+            return self._set_status(
                 s,
                 run_id,
                 status,
@@ -350,9 +451,11 @@ class SqlStore:
                 killed_by=killed_by,
             )
 
-    async def _set_status(
+        return await self._do(tx)
+
+    def _set_status(
         self,
-        s: AsyncSession,
+        s: Session,
         run_id: str,
         status: RunStatus,
         *,
@@ -366,12 +469,10 @@ class SqlStore:
         q = select(RunRow).where(RunRow.id == run_id)
         if self.is_postgres:
             q = q.with_for_update()
-        row = (await s.execute(q)).scalar_one_or_none()
+        row = s.execute(q).scalar_one_or_none()
         if row is None:
             raise NotFound(f"no run {run_id}")
-        if worker is not None and (
-            row.lease_owner != worker or row.status != RunStatus.RUNNING.value
-        ):
+        if worker is not None and (row.lease_owner != worker or row.status != _RUNNING):
             raise LeaseLost(run_id)
         current = RunStatus(row.status)
         if current is not status:
@@ -399,8 +500,8 @@ class SqlStore:
         return _run(row)
 
     async def requeue(self, run_id: str, *, now: datetime, events: Sequence[NewEvent] = ()) -> Run:
-        async with self._tx() as s:
-            row = await s.get(RunRow, run_id)
+        def tx(s: Session) -> Run:
+            row = s.get(RunRow, run_id)
             if row is None:
                 raise NotFound(f"no run {run_id}")
             transition(RunStatus(row.status), RunStatus.QUEUED)
@@ -408,13 +509,17 @@ class SqlStore:
             row.updated_at = now
             row.finished_at = None
             row.error = None
-            await self._append(s, run_id, events, now)
-            await self._runnable(s, run_id)
+            s.flush()
+            c = s.connection()
+            self._append(c, run_id, events, now)
+            self._runnable(c, run_id)
             return _run(row)
 
+        return await self._do(tx)
+
     async def add_budget(self, run_id: str, extra: dict[str, float]) -> None:
-        async with self._tx() as s:
-            row = await s.get(RunRow, run_id)
+        def tx(s: Session) -> None:
+            row = s.get(RunRow, run_id)
             if row is None:
                 raise NotFound(f"no run {run_id}")
             merged = dict(row.budget_extra or {})
@@ -422,32 +527,72 @@ class SqlStore:
                 merged[k] = merged.get(k, 0) + v
             row.budget_extra = merged
 
+        await self._do(tx)
+
     # -- events --------------------------------------------------------------------------
 
-    async def _append(
-        self, s: AsyncSession, run_id: str, events: Sequence[NewEvent], now: datetime
+    def _append(
+        self,
+        c: Connection,
+        run_id: str,
+        events: Sequence[NewEvent],
+        now: datetime,
+        *,
+        worker: str | None = None,
+        usage: Usage | None = None,
     ) -> list[Event]:
-        if not events:
+        """Number and insert `events`. The UPDATE that takes the numbers also checks the lease
+        (`worker`) and records `usage`: one statement, and on PostgreSQL it locks the run's
+        row, so concurrent appends to one run are numbered one after the other."""
+        if not events and worker is None and usage is None:
             return []
-        last = (
-            await s.execute(select(func.max(EventRow.seq)).where(EventRow.run_id == run_id))
-        ).scalar()
-        seq = (last or 0) + 1
-        rows = []
-        for i, ev in enumerate(events):
-            rows.append(
-                EventRow(
-                    run_id=run_id,
-                    seq=seq + i,
-                    kind=ev.kind.value,
-                    data=ev.data,
-                    at=now,
-                    version=EVENT_SCHEMA_VERSION,
-                )
+        values: dict[str, Any] = {"last_seq": RUNS.c.last_seq + len(events)}
+        if usage is not None:
+            values.update(
+                tokens=usage.tokens,
+                cost_usd=usage.cost_usd,
+                steps=usage.steps,
+                cost_known=usage.cost_known,
+                updated_at=now,
             )
-        s.add_all(rows)
-        await s.flush()
-        return [_event(r) for r in rows]
+        where = [RUNS.c.id == run_id]
+        if worker is not None:
+            where += [RUNS.c.lease_owner == worker, RUNS.c.status == _RUNNING]
+        last = c.execute(
+            update(RUNS).where(*where).values(**values).returning(RUNS.c.last_seq)
+        ).scalar_one_or_none()
+        if last is None:
+            if worker is not None:
+                raise LeaseLost(run_id)
+            raise NotFound(f"no run {run_id}")
+        first = int(last) - len(events) + 1
+        appended = [
+            Event(
+                run_id=run_id,
+                seq=first + i,
+                kind=ev.kind,
+                data=ev.data,
+                at=now,
+                version=EVENT_SCHEMA_VERSION,
+            )
+            for i, ev in enumerate(events)
+        ]
+        if appended:
+            c.execute(
+                _INSERT_EVENTS,
+                [
+                    {
+                        "run_id": e.run_id,
+                        "seq": e.seq,
+                        "kind": e.kind.value,
+                        "data": e.data,
+                        "at": e.at,
+                        "version": e.version,
+                    }
+                    for e in appended
+                ],
+            )
+        return appended
 
     async def append_events(
         self,
@@ -458,48 +603,16 @@ class SqlStore:
         now: datetime,
         usage: Usage | None = None,
     ) -> list[Event]:
-        for attempt in range(5):
-            try:
-                async with self._tx() as s:
-                    if worker is not None:
-                        owner = (
-                            await s.execute(
-                                select(RunRow.lease_owner, RunRow.status).where(RunRow.id == run_id)
-                            )
-                        ).one_or_none()
-                        if (
-                            owner is None
-                            or owner[0] != worker
-                            or owner[1] != RunStatus.RUNNING.value
-                        ):
-                            raise LeaseLost(run_id)
-                    if usage is not None:
-                        await s.execute(
-                            update(RunRow)
-                            .where(RunRow.id == run_id)
-                            .values(
-                                tokens=usage.tokens,
-                                cost_usd=usage.cost_usd,
-                                steps=usage.steps,
-                                cost_known=usage.cost_known,
-                                updated_at=now,
-                            )
-                        )
-                    return await self._append(s, run_id, events, now)
-            except IntegrityError:
-                # Two writers took the same sequence number; the loser tries again.
-                if attempt == 4:
-                    raise
-        raise AssertionError("unreachable")
+        def tx(s: Session) -> list[Event]:
+            return self._append(s.connection(), run_id, events, now, worker=worker, usage=usage)
+
+        return await self._do(tx)
 
     async def events(self, run_id: str) -> list[Event]:
-        async with self._tx() as s:
-            rows = (
-                await s.execute(
-                    select(EventRow).where(EventRow.run_id == run_id).order_by(EventRow.seq)
-                )
-            ).scalars()
-            return [_event(r) for r in rows]
+        def tx(s: Session) -> list[Event]:
+            return [_event(r) for r in s.connection().execute(_SELECT_EVENTS, {"run_id": run_id})]
+
+        return await self._do(tx)
 
     # -- inbox ---------------------------------------------------------------------------
 
@@ -513,16 +626,14 @@ class SqlStore:
         run_status: RunStatus | None = None,
         events: Sequence[NewEvent] = (),
     ) -> Item:
-        async with self._tx() as s:
-            run = await s.get(RunRow, item.run_id)
+        def tx(s: Session) -> Item:
+            run = s.get(RunRow, item.run_id)
             if run is None:
                 raise NotFound(f"no run {item.run_id}")
-            if worker is not None and (
-                run.lease_owner != worker or run.status != RunStatus.RUNNING.value
-            ):
+            if worker is not None and (run.lease_owner != worker or run.status != _RUNNING):
                 raise LeaseLost(item.run_id)
-            await self._insert_item(s, item, targets, now)
-            await self._append(s, item.run_id, events, now)
+            self._insert_item(s, item, targets, now)
+            self._append(s.connection(), item.run_id, events, now)
             if run_status is not None:
                 transition(RunStatus(run.status), run_status)
                 run.status = run_status.value
@@ -532,8 +643,10 @@ class SqlStore:
                     run.lease_expires_at = None
             return item
 
-    async def _insert_item(
-        self, s: AsyncSession, item: Item, targets: Sequence[Target], now: datetime
+        return await self._do(tx)
+
+    def _insert_item(
+        self, s: Session, item: Item, targets: Sequence[Target], now: datetime
     ) -> None:
         s.add(
             ItemRow(
@@ -554,7 +667,7 @@ class SqlStore:
                 secret=item.secret,
             )
         )
-        await s.flush()
+        s.flush()
         for t in targets:
             s.add(
                 DeliveryRow(
@@ -586,8 +699,8 @@ class SqlStore:
         usage: Usage | None = None,
         killed_by: str | None = None,
     ) -> Run:
-        async with self._tx() as s:
-            run = await self._set_status(
+        def tx(s: Session) -> Run:
+            run = self._set_status(
                 s,
                 run_id,
                 status,
@@ -598,17 +711,22 @@ class SqlStore:
                 usage=usage,
                 killed_by=killed_by,
             )
-            await self._append(s, run_id, [event], now)
-            await self._close_items(s, run_id, status=ItemStatus.CANCELLED, now=now)
-            await self._insert_item(s, note, targets, now)
+            s.flush()
+            self._append(s.connection(), run_id, [event], now)
+            self._close_items(s, run_id, status=ItemStatus.CANCELLED, now=now)
+            self._insert_item(s, note, targets, now)
             return run
 
+        return await self._do(tx)
+
     async def get_item(self, item_id: str) -> Item:
-        async with self._tx() as s:
-            row = await s.get(ItemRow, item_id)
+        def tx(s: Session) -> Item:
+            row = s.connection().execute(select(ITEMS).where(ITEMS.c.id == item_id)).first()
             if row is None:
                 raise NotFound(f"no item {item_id}")
             return _item(row)
+
+        return await self._do(tx)
 
     async def list_items(
         self,
@@ -618,15 +736,17 @@ class SqlStore:
         run_id: str | None = None,
         limit: int = 200,
     ) -> list[Item]:
-        async with self._tx() as s:
-            q = select(ItemRow).order_by(ItemRow.created_at.desc(), ItemRow.id.desc()).limit(limit)
+        def tx(s: Session) -> list[Item]:
+            q = select(ITEMS).order_by(ITEMS.c.created_at.desc(), ITEMS.c.id.desc()).limit(limit)
             if box is not None:
-                q = q.where(ItemRow.box == box.value)
+                q = q.where(ITEMS.c.box == box.value)
             if status is not None:
-                q = q.where(ItemRow.status == status.value)
+                q = q.where(ITEMS.c.status == status.value)
             if run_id is not None:
-                q = q.where(ItemRow.run_id == run_id)
-            return [_item(r) for r in (await s.execute(q)).scalars()]
+                q = q.where(ITEMS.c.run_id == run_id)
+            return [_item(r) for r in s.connection().execute(q)]
+
+        return await self._do(tx)
 
     async def record_decision(
         self,
@@ -642,10 +762,13 @@ class SqlStore:
     ) -> Item:
         new_status = status or _DECIDED_STATUS[decision.kind]
         reason = getattr(decision, "reason", None) or None
-        async with self._tx() as s:
-            result = await s.execute(
-                update(ItemRow)
-                .where(ItemRow.id == item_id, ItemRow.status == ItemStatus.PENDING.value)
+
+        def tx(s: Session) -> Item:
+            c = s.connection()
+            # The first decision wins: only a pending item is updated.
+            row = c.execute(
+                update(ITEMS)
+                .where(ITEMS.c.id == item_id, ITEMS.c.status == ItemStatus.PENDING.value)
                 .values(
                     status=new_status.value,
                     decided_by=actor,
@@ -654,23 +777,26 @@ class SqlStore:
                     final_args=final_args,
                     reason=reason,
                 )
-            )
-            row = await s.get(ItemRow, item_id, populate_existing=True)
+                .returning(*ITEMS.c)
+            ).first()
             if row is None:
-                raise NotFound(f"no item {item_id}")
-            if result.rowcount != 1:  # type: ignore[attr-defined]
-                raise AlreadyDecided(_item(row))
-            await self._append(s, row.run_id, [event], now)
-            await s.execute(
-                update(RunRow)
-                .where(RunRow.id == row.run_id, RunRow.status == RunStatus.WAITING.value)
+                earlier = c.execute(select(ITEMS).where(ITEMS.c.id == item_id)).first()
+                if earlier is None:
+                    raise NotFound(f"no item {item_id}")
+                raise AlreadyDecided(_item(earlier))
+            run_id = row.run_id
+            self._append(c, run_id, [event], now)
+            c.execute(
+                update(RUNS)
+                .where(RUNS.c.id == run_id, RUNS.c.status == RunStatus.WAITING.value)
                 .values(status=RunStatus.QUEUED.value, updated_at=now)
             )
-            await self._runnable(s, row.run_id)
-            await s.execute(
-                update(DeliveryRow)
+            self._runnable(c, run_id)
+            c.execute(
+                update(DELIVERIES)
                 .where(
-                    DeliveryRow.item_id == item_id, DeliveryRow.status == DeliveryStatus.SENT.value
+                    DELIVERIES.c.item_id == item_id,
+                    DELIVERIES.c.status == DeliveryStatus.SENT.value,
                 )
                 .values(needs_update=True, next_attempt_at=None, updated_at=now)
             )
@@ -680,7 +806,7 @@ class SqlStore:
                     action="decision",
                     actor=actor,
                     channel=channel,
-                    run_id=row.run_id,
+                    run_id=run_id,
                     item_id=item_id,
                     detail={
                         "decision": decision.kind,
@@ -693,19 +819,21 @@ class SqlStore:
             )
             return _item(row)
 
-    async def close_items(self, run_id: str, *, status: ItemStatus, now: datetime) -> list[Item]:
-        async with self._tx() as s:
-            return await self._close_items(s, run_id, status=status, now=now)
+        return await self._do(tx)
 
-    async def _close_items(
-        self, s: AsyncSession, run_id: str, *, status: ItemStatus, now: datetime
+    async def close_items(self, run_id: str, *, status: ItemStatus, now: datetime) -> list[Item]:
+        def tx(s: Session) -> list[Item]:
+            return self._close_items(s, run_id, status=status, now=now)
+
+        return await self._do(tx)
+
+    def _close_items(
+        self, s: Session, run_id: str, *, status: ItemStatus, now: datetime
     ) -> list[Item]:
         rows = list(
-            (
-                await s.execute(
-                    select(ItemRow).where(
-                        ItemRow.run_id == run_id, ItemRow.status == ItemStatus.PENDING.value
-                    )
+            s.execute(
+                select(ItemRow).where(
+                    ItemRow.run_id == run_id, ItemRow.status == ItemStatus.PENDING.value
                 )
             ).scalars()
         )
@@ -714,7 +842,7 @@ class SqlStore:
             row.decided_at = now
             row.decided_via = "engine"
             row.decided_by = "the run ended"
-            await s.execute(
+            s.execute(
                 update(DeliveryRow)
                 .where(
                     DeliveryRow.item_id == row.id,
@@ -725,8 +853,8 @@ class SqlStore:
         return [_item(r) for r in rows]
 
     async def mark_read(self, item_id: str, *, now: datetime) -> Item:
-        async with self._tx() as s:
-            row = await s.get(ItemRow, item_id)
+        def tx(s: Session) -> Item:
+            row = s.get(ItemRow, item_id)
             if row is None:
                 raise NotFound(f"no item {item_id}")
             if row.box == Box.UNREAD.value and row.status == ItemStatus.UNREAD.value:
@@ -734,36 +862,41 @@ class SqlStore:
                 row.read_at = now
             return _item(row)
 
+        return await self._do(tx)
+
     # -- outbox --------------------------------------------------------------------------
 
     async def due_deliveries(self, *, now: datetime, limit: int = 50) -> list[Delivery]:
-        due = or_(DeliveryRow.next_attempt_at.is_(None), DeliveryRow.next_attempt_at <= now)
-        async with self._tx() as s:
-            q = (
-                select(DeliveryRow)
-                .where(
-                    or_(
-                        and_(DeliveryRow.status == DeliveryStatus.PENDING.value, due),
-                        and_(
-                            DeliveryRow.status == DeliveryStatus.SENT.value,
-                            DeliveryRow.needs_update.is_(True),
-                            due,
-                        ),
-                    )
+        due = or_(DELIVERIES.c.next_attempt_at.is_(None), DELIVERIES.c.next_attempt_at <= now)
+        q = (
+            select(DELIVERIES)
+            .where(
+                or_(
+                    and_(DELIVERIES.c.status == DeliveryStatus.PENDING.value, due),
+                    and_(
+                        DELIVERIES.c.status == DeliveryStatus.SENT.value,
+                        DELIVERIES.c.needs_update.is_(True),
+                        due,
+                    ),
                 )
-                .order_by(DeliveryRow.created_at)
-                .limit(limit)
             )
-            return [_delivery(r) for r in (await s.execute(q)).scalars()]
+            .order_by(DELIVERIES.c.created_at)
+            .limit(limit)
+        )
+
+        def tx(s: Session) -> list[Delivery]:
+            return [_delivery(r) for r in s.connection().execute(q)]
+
+        return await self._do(tx)
 
     async def delivery_sent(
         self, delivery_id: str, *, ref: dict[str, Any] | None, now: datetime
     ) -> None:
-        async with self._tx() as s:
-            row = await s.get(DeliveryRow, delivery_id)
+        def tx(s: Session) -> None:
+            row = s.get(DeliveryRow, delivery_id)
             if row is None:
                 raise NotFound(f"no delivery {delivery_id}")
-            item = await s.get(ItemRow, row.item_id)
+            item = s.get(ItemRow, row.item_id)
             row.status = DeliveryStatus.SENT.value
             row.ref = ref
             row.external_id = str(ref.get("id")) if ref and ref.get("id") is not None else None
@@ -778,19 +911,23 @@ class SqlStore:
             )
             row.updated_at = now
 
+        await self._do(tx)
+
     async def delivery_updated(self, delivery_id: str, *, now: datetime) -> None:
-        async with self._tx() as s:
-            await s.execute(
-                update(DeliveryRow)
-                .where(DeliveryRow.id == delivery_id)
+        def tx(s: Session) -> None:
+            s.connection().execute(
+                update(DELIVERIES)
+                .where(DELIVERIES.c.id == delivery_id)
                 .values(needs_update=False, last_error=None, next_attempt_at=None, updated_at=now)
             )
+
+        await self._do(tx)
 
     async def delivery_failed(
         self, delivery_id: str, *, error: str, retry_at: datetime | None, now: datetime
     ) -> None:
-        async with self._tx() as s:
-            row = await s.get(DeliveryRow, delivery_id)
+        def tx(s: Session) -> None:
+            row = s.get(DeliveryRow, delivery_id)
             if row is None:
                 raise NotFound(f"no delivery {delivery_id}")
             row.attempts += 1
@@ -803,51 +940,65 @@ class SqlStore:
                 else:
                     row.needs_update = False
 
+        await self._do(tx)
+
     async def deliveries(self, item_id: str) -> list[Delivery]:
-        async with self._tx() as s:
-            q = (
-                select(DeliveryRow)
-                .where(DeliveryRow.item_id == item_id)
-                .order_by(DeliveryRow.created_at)
-            )
-            return [_delivery(r) for r in (await s.execute(q)).scalars()]
+        q = (
+            select(DELIVERIES)
+            .where(DELIVERIES.c.item_id == item_id)
+            .order_by(DELIVERIES.c.created_at)
+        )
+
+        def tx(s: Session) -> list[Delivery]:
+            return [_delivery(r) for r in s.connection().execute(q)]
+
+        return await self._do(tx)
 
     async def run_deliveries(self, run_id: str, channel: str) -> list[Delivery]:
-        async with self._tx() as s:
-            q = (
-                select(DeliveryRow)
-                .where(DeliveryRow.run_id == run_id, DeliveryRow.channel == channel)
-                .order_by(DeliveryRow.created_at)
-            )
-            return [_delivery(r) for r in (await s.execute(q)).scalars()]
+        q = (
+            select(DELIVERIES)
+            .where(DELIVERIES.c.run_id == run_id, DELIVERIES.c.channel == channel)
+            .order_by(DELIVERIES.c.created_at)
+        )
+
+        def tx(s: Session) -> list[Delivery]:
+            return [_delivery(r) for r in s.connection().execute(q)]
+
+        return await self._do(tx)
 
     async def find_delivery(self, channel: str, external_id: str) -> Delivery | None:
-        async with self._tx() as s:
-            row = (
-                await s.execute(
-                    select(DeliveryRow)
-                    .where(DeliveryRow.channel == channel, DeliveryRow.external_id == external_id)
-                    .limit(1)
-                )
-            ).scalar_one_or_none()
+        q = (
+            select(DELIVERIES)
+            .where(DELIVERIES.c.channel == channel, DELIVERIES.c.external_id == external_id)
+            .limit(1)
+        )
+
+        def tx(s: Session) -> Delivery | None:
+            row = s.connection().execute(q).first()
             return _delivery(row) if row else None
+
+        return await self._do(tx)
 
     # -- control -------------------------------------------------------------------------
 
     async def get_kill(self) -> dict[str, Any] | None:
-        async with self._tx() as s:
-            row = await s.get(SwitchRow, KILL)
-            return dict(row.value) if row is not None and row.value.get("on") else None
+        def tx(s: Session) -> dict[str, Any] | None:
+            value = s.connection().execute(_SELECT_KILL).scalar_one_or_none()
+            return dict(value) if value and value.get("on") else None
+
+        return await self._do(tx)
 
     async def set_kill(self, *, on: bool, actor: str, now: datetime) -> None:
-        async with self._tx() as s:
-            row = await s.get(SwitchRow, KILL)
+        def tx(s: Session) -> None:
+            row = s.get(SwitchRow, KILL)
             value = {"on": on, "by": actor, "at": now.isoformat()}
             if row is None:
                 s.add(SwitchRow(name=KILL, value=value, updated_at=now))
             else:
                 row.value = value
                 row.updated_at = now
+
+        await self._do(tx)
 
     async def audit(
         self,
@@ -860,7 +1011,7 @@ class SqlStore:
         item_id: str | None = None,
         detail: dict[str, Any] | None = None,
     ) -> None:
-        async with self._tx() as s:
+        def tx(s: Session) -> None:
             s.add(
                 AuditRow(
                     at=now,
@@ -873,11 +1024,11 @@ class SqlStore:
                 )
             )
 
+        await self._do(tx)
+
     async def audit_log(self, *, limit: int = 200) -> list[AuditEntry]:
-        async with self._tx() as s:
-            rows = (
-                await s.execute(select(AuditRow).order_by(AuditRow.id.desc()).limit(limit))
-            ).scalars()
+        def tx(s: Session) -> list[AuditEntry]:
+            rows = s.execute(select(AuditRow).order_by(AuditRow.id.desc()).limit(limit)).scalars()
             return [
                 AuditEntry(
                     id=r.id,
@@ -892,5 +1043,12 @@ class SqlStore:
                 for r in rows
             ]
 
+        return await self._do(tx)
+
     async def aclose(self) -> None:
+        if self._thread is not None:
+            assert self._sync is not None
+            # The last transactions finish on the store's thread before its engine goes.
+            await asyncio.get_running_loop().run_in_executor(self._thread, self._sync.dispose)
+            self._thread.shutdown(wait=True)
         await self.engine.dispose()

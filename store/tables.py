@@ -17,6 +17,7 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    text,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -67,6 +68,9 @@ class RunRow(Base):
     budget_extra: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     killed_by: Mapped[str | None] = mapped_column(String(200))
     idempotency_key: Mapped[str | None] = mapped_column(String(300), unique=True)
+    #: The newest event's `seq`: appending bumps it in the same fenced UPDATE that checks the
+    #: lease, so numbering an event never needs a `max(seq)` query or a retry.
+    last_seq: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
 
     __table_args__ = (Index("ix_runs_status_updated", "status", "updated_at"),)
 

@@ -296,7 +296,9 @@ class TriggerStore:
                         updated_at=now,
                     )
                 )
-            await self.store._append(s, item.run_id, [note], now)
+            await s.run_sync(
+                lambda sync: self.store._append(sync.connection(), item.run_id, [note], now)
+            )
             return True
 
     async def _pending_item(self, s: AsyncSession, item_id: str) -> ItemRow | None:

@@ -1,0 +1,32 @@
+"""runs.last_seq: the run's newest event number, so an append is one fenced UPDATE
+
+Revision ID: 0004
+Revises: 0003
+Create Date: 2026-11-29 12:30:00.000000
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0004"
+down_revision: str | None = "0003"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("runs", schema=None) as batch_op:
+        batch_op.add_column(
+            sa.Column("last_seq", sa.Integer(), server_default=sa.text("0"), nullable=False)
+        )
+    op.execute(
+        "UPDATE runs SET last_seq = COALESCE("
+        "(SELECT MAX(events.seq) FROM events WHERE events.run_id = runs.id), 0)"
+    )
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("runs", schema=None) as batch_op:
+        batch_op.drop_column("last_seq")
