@@ -168,19 +168,28 @@ def _reply(litellm: Any, response: Any, model: str, latency: float, attempts: in
     usage = getattr(response, "usage", None)
     tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
     tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
-    cost: float | None
-    try:
-        cost = float(litellm.completion_cost(completion_response=response))
-    except Exception:
-        cost = None  # an unknown price: tokens still count, cost is reported as unknown
     return ModelReply(
         text=message.content or None,
         tool_calls=calls,
         tokens_in=tokens_in,
         tokens_out=tokens_out,
-        cost_usd=cost,
+        cost_usd=_cost(litellm, response),
         latency_ms=latency,
         model=model,
         attempts=attempts,
         raw_finish=getattr(choice, "finish_reason", None),
     )
+
+
+def _cost(litellm: Any, response: Any) -> float | None:
+    """The call's price in USD, or None when litellm does not know the model's price (tokens
+    still count). litellm prices every response itself before returning it; pricing it again
+    costs milliseconds per call (an unknown model is looked up under many spellings)."""
+    hidden = getattr(response, "_hidden_params", None) or {}
+    if "response_cost" in hidden:
+        cost = hidden["response_cost"]
+        return float(cost) if cost is not None else None
+    try:
+        return float(litellm.completion_cost(completion_response=response))
+    except Exception:
+        return None

@@ -233,3 +233,44 @@ def test_script_helpers() -> None:
     assert script([], []) == Reply(text="a")
     assert script(messages, []) == Reply(text="b")  # one assistant turn so far
     assert script([*messages, {"role": "assistant", "content": "b"}], []) == Reply(text="b")
+
+
+@pytest.mark.parametrize(
+    ("model", "options", "priced"),
+    [
+        # litellm's bundled price map knows this one
+        ("openai/gpt-4o-mini", {}, True),
+        # a self-hosted model priced in the skill's model_options
+        ("openai/house-model", {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6}, True),
+        # nobody knows this price: tokens count, cost is unknown
+        ("openai/house-model", {}, False),
+    ],
+)
+async def test_the_engine_client_reports_the_price_litellm_knows(
+    model: str, options: dict[str, Any], priced: bool
+) -> None:
+    from agent.llm import LiteLLMClient
+    from agent.skills import Skill
+
+    async with ScriptedModelServer(turns(Reply(text="Pizza's here."))) as srv:
+        skill = Skill.model_validate(
+            {
+                "name": "priced",
+                "instructions": "x",
+                "model": model,
+                "model_options": {"api_base": srv.openai_base, "api_key": "x", **options},
+            }
+        )
+        reply = await LiteLLMClient(env={}, attempts=1).complete(skill, list(USER), [])
+    assert reply.text == "Pizza's here."
+    assert reply.tokens_in > 0 and reply.tokens_out > 0
+    if not priced:
+        assert reply.cost_usd is None
+        return
+    prices = options or _litellm().model_cost["gpt-4o-mini"]
+    expected = (
+        reply.tokens_in * prices["input_cost_per_token"]
+        + reply.tokens_out * prices["output_cost_per_token"]
+    )
+    assert reply.cost_usd == pytest.approx(expected)
+    assert reply.cost_usd > 0
