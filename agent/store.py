@@ -55,7 +55,8 @@ class Store(Protocol):
     ) -> list[Run]: ...
 
     async def claim_run(self, *, worker: str, now: datetime, lease_seconds: float) -> Run | None:
-        """Take one queued run, or a running one whose lease expired, for `worker`."""
+        """Take one queued run, or a running one whose lease expired, for `worker`; none
+        while the kill switch is on."""
         ...
 
     async def renew_lease(

@@ -72,8 +72,6 @@ class Worker:
     async def fill(self) -> int:
         """Claim runs until the worker is full or the queue is empty; return how many."""
         claimed = 0
-        if await self.ctx.store.get_kill() is not None:
-            return 0
         while len(self._tasks) < self.concurrency:
             # Each claim has its own token, so an older step of the same run in this process is
             # fenced out too, not only steps of other workers.

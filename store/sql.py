@@ -404,7 +404,13 @@ class SqlStore:
         )
 
         def tx(s: Session) -> Run | None:
-            row = s.connection().execute(claim).first()
+            c = s.connection()
+            # Read in the same transaction as the claim: once the switch is seen on, no run is
+            # taken, and no separate round trip is paid for it on every wake-up.
+            kill = c.execute(_SELECT_KILL).scalar_one_or_none()
+            if kill and kill.get("on"):
+                return None
+            row = c.execute(claim).first()
             return _run(row) if row is not None else None
 
         return await self._do(tx)

@@ -228,6 +228,69 @@ async def test_the_kill_switch_is_kept(store: SqlStore) -> None:
     assert await store.get_kill() is None
 
 
+async def test_no_run_is_claimed_while_the_kill_switch_is_on(store: SqlStore) -> None:
+    await _run(store)
+    await store.set_kill(on=True, actor="me", now=T0)
+    assert await store.claim_run(worker="w1", now=T0, lease_seconds=30) is None
+    await store.set_kill(on=False, actor="me", now=T0)
+    claimed = await store.claim_run(worker="w1", now=T0, lease_seconds=30)
+    assert claimed is not None and claimed.id == "r1"
+
+
+async def test_concurrent_appends_to_one_run_take_consecutive_numbers(store: SqlStore) -> None:
+    await _run(store)
+    appended = await asyncio.gather(
+        *[
+            store.append_events("r1", [NewEvent(EventKind.NOTE, {"n": i})] * 2, worker=None, now=T0)
+            for i in range(8)
+        ]
+    )
+    # Each append's events are numbered together, and no number is taken twice or skipped.
+    for batch in appended:
+        assert batch[1].seq == batch[0].seq + 1
+    assert [e.seq for e in await store.events("r1")] == list(range(1, 18))
+    with pytest.raises(NotFound):
+        await store.append_events("nope", [NewEvent(EventKind.NOTE, {})], worker=None, now=T0)
+
+
+async def test_a_database_from_before_last_seq_numbers_on_after_its_events(db_url: str) -> None:
+    from alembic import command
+    from sqlalchemy import text
+
+    from store.migrate import alembic_config
+
+    engine = connect(db_url)
+    async with engine.begin() as conn:
+        await conn.run_sync(lambda c: command.upgrade(alembic_config(c), "0003"))
+        await conn.execute(
+            text(
+                "INSERT INTO runs (id, skill, status, input, trigger, created_at, updated_at,"
+                " tokens, cost_usd, steps, cost_known, budget_extra) VALUES ('old', 's',"
+                " 'done', 'hi', 'test', :t, :t, 0, 0, 0, true, '{}')"
+            ),
+            {"t": T0},
+        )
+        for seq in (1, 2, 3):
+            await conn.execute(
+                text(
+                    "INSERT INTO events (run_id, seq, kind, data, at, version)"
+                    " VALUES ('old', :seq, 'note', '{}', :t, 1)"
+                ),
+                {"seq": seq, "t": T0},
+            )
+    await upgrade(engine)
+    store = SqlStore(engine)
+    try:
+        added = await store.append_events(
+            "old", [NewEvent(EventKind.NOTE, {"after": "upgrade"})], worker=None, now=T0
+        )
+        assert [e.seq for e in added] == [4]
+        # The upgrade kept what was there (a copy-and-move of `runs` would cascade it away).
+        assert [e.seq for e in await store.events("old")] == [1, 2, 3, 4]
+    finally:
+        await store.aclose()
+
+
 async def test_migrations_produce_exactly_the_models(db_url: str) -> None:
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext

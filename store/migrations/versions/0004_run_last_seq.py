@@ -17,10 +17,11 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("runs", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column("last_seq", sa.Integer(), server_default=sa.text("0"), nullable=False)
-        )
+    # A plain ADD COLUMN, never a batch (copy-and-move) on SQLite: dropping the old `runs`
+    # table there would cascade to every run's events and items.
+    op.add_column(
+        "runs", sa.Column("last_seq", sa.Integer(), server_default=sa.text("0"), nullable=False)
+    )
     op.execute(
         "UPDATE runs SET last_seq = COALESCE("
         "(SELECT MAX(events.seq) FROM events WHERE events.run_id = runs.id), 0)"
@@ -28,5 +29,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("runs", schema=None) as batch_op:
-        batch_op.drop_column("last_seq")
+    op.drop_column("runs", "last_seq")
