@@ -202,7 +202,9 @@ class ToolHub:
         client = await conn.open(self._connect_timeout)
         started = time.perf_counter()
         try:
-            result = await asyncio.wait_for(client.call_tool(tool, args), self._call_timeout)
+            # A timeout scope, not `wait_for`: no extra task (and loop turn) on every call.
+            async with asyncio.timeout(self._call_timeout):
+                result = await client.call_tool(tool, args)
         except TimeoutError:
             return ToolOutcome(
                 f"the tool did not answer within {self._call_timeout:.0f}s",

@@ -64,7 +64,8 @@ class Worker:
                 claimed = await self.fill()
                 if not claimed:
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+                        async with asyncio.timeout(self.poll_interval):
+                            await self._wake.wait()
         finally:
             watcher.cancel()
             await self.stop()
@@ -89,15 +90,20 @@ class Worker:
             claimed += 1
             task = asyncio.create_task(self._advance(run, claim), name=f"run:{run.id}")
             self._tasks[run.id] = task
+            # Let the claimed run take its first step before claiming the next: a decision's
+            # run should not wait behind the claims of runs that came after it.
+            await asyncio.sleep(0)
         return claimed
 
     async def _advance(self, run: Any, claim: str) -> None:
-        step = asyncio.create_task(self.engine.advance(run, worker=claim))
-        heartbeat = asyncio.create_task(self._heartbeat(run.id, claim, step))
+        # The step runs in this task (no task of its own: one loop turn less before a claimed
+        # run starts); the heartbeat cancels this task if the lease is lost.
+        this = asyncio.current_task()
+        assert this is not None
+        heartbeat = asyncio.create_task(self._heartbeat(run.id, claim, this))
         try:
-            await step
+            await self.engine.advance(run, worker=claim)
         except asyncio.CancelledError:
-            step.cancel()
             raise
         except Exception:
             log.exception(
@@ -105,7 +111,7 @@ class Worker:
             )
         finally:
             heartbeat.cancel()
-            if self._tasks.get(run.id) is asyncio.current_task():
+            if self._tasks.get(run.id) is this:
                 self._tasks.pop(run.id, None)
             self._wake.set()
 

@@ -5,14 +5,16 @@ On PostgreSQL many workers in many processes share the database: a claim takes a
 the same statement (fencing). Appending events bumps `runs.last_seq` in that fenced UPDATE,
 so numbering an event costs no extra query and two writers can never take the same number.
 
-Every method is one transaction written as a plain function of a `Session`, run in one go:
-- on PostgreSQL through asyncpg (`AsyncSession.run_sync`: no threads);
-- on SQLite on one thread of its own. aiosqlite hops to its thread and back for every
-  statement, fetch, BEGIN and COMMIT, and each hop costs more than the SQL itself (a local
-  transaction is ~0.1 ms): a step of a run paid ~20 hops. Now a transaction is one hop, and
-  SQLite's one writer is this one thread, which also queues our transactions so they never
-  meet "database is locked". An asyncio lock keeps them apart from the few that still use
-  the async session (`_tx`, for `store.triggers`).
+Every method is one transaction, written as a plain function of a `Connection` (or of a
+`Session` where the ORM earns its keep), and run in one go:
+- on PostgreSQL through asyncpg (`run_sync`: no threads);
+- on SQLite, on the event loop itself. A local SQLite transaction takes a fraction of a
+  millisecond of CPU, and under the GIL a thread does not run it any sooner: aiosqlite's hop
+  to its thread and back for every statement, fetch, BEGIN and COMMIT cost more than the SQL
+  (`pizzabot bench` measured a step's store time going from ~40 ms to a few). Only when
+  another process holds the database (SQLite's one writer) does the wait move to a thread
+  of the store's own, so the loop is never blocked for longer than a short busy timeout.
+  An asyncio lock queues this process's transactions, so they never meet each other.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any, TypeVar, cast
 from sqlalchemy import (
     Connection,
     Engine,
+    Integer,
     Table,
     and_,
     bindparam,
@@ -39,14 +42,14 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
     async_sessionmaker,
     create_async_engine,
 )
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 from agent.context import new_id
 from agent.errors import AlreadyDecided, NotFound
@@ -71,7 +74,15 @@ from agent.model import (
     transition,
 )
 from agent.store import LeaseLost
-from store.tables import AuditRow, DeliveryRow, EventRow, ItemRow, RunRow, SwitchRow
+from store.tables import (
+    AuditRow,
+    DeliveryRow,
+    EventRow,
+    ItemRow,
+    RunRow,
+    SwitchRow,
+    UtcDateTime,
+)
 
 T = TypeVar("T")
 
@@ -88,6 +99,12 @@ EVENTS = cast(Table, EventRow.__table__)
 ITEMS = cast(Table, ItemRow.__table__)
 DELIVERIES = cast(Table, DeliveryRow.__table__)
 SWITCHES = cast(Table, SwitchRow.__table__)
+AUDIT = cast(Table, AuditRow.__table__)
+
+#: How long a transaction on the event loop waits for another process's write before the wait
+#: moves to the store's thread (where it may take up to `_BUSY_WAIT_MS`).
+_BUSY_INLINE_MS = 50
+_BUSY_WAIT_MS = 30_000
 
 # The statements of a run's every step, built once: building and caching a statement on each
 # call costs more than executing it.
@@ -100,6 +117,88 @@ _SELECT_EVENTS = (
 )
 _INSERT_EVENTS = insert(EVENTS)
 _SELECT_KILL = select(SWITCHES.c.value).where(SWITCHES.c.name == KILL)
+_NOW = bindparam("now", type_=UtcDateTime())
+_SELECT_ITEM = select(ITEMS).where(ITEMS.c.id == bindparam("item_id"))
+
+
+def _claimable(now: Any) -> Any:
+    return or_(
+        RUNS.c.status == RunStatus.QUEUED.value,
+        and_(RUNS.c.status == _RUNNING, RUNS.c.lease_expires_at < now),
+    )
+
+
+def _claim(postgres: bool) -> Any:
+    """One statement: pick the oldest claimable run (on PostgreSQL skipping rows another
+    worker is taking at this moment) and take it, returning the claimed row."""
+    pick = select(RUNS.c.id).where(_claimable(_NOW)).order_by(RUNS.c.updated_at).limit(1)
+    if postgres:
+        pick = pick.with_for_update(skip_locked=True)
+    return (
+        update(RUNS)
+        .where(RUNS.c.id == pick.scalar_subquery(), _claimable(_NOW))
+        .values(
+            status=_RUNNING,
+            lease_owner=bindparam("worker"),
+            lease_expires_at=bindparam("expires", type_=UtcDateTime()),
+            updated_at=_NOW,
+            started_at=func.coalesce(RUNS.c.started_at, _NOW),
+        )
+        .returning(*RUNS.c)
+    )
+
+
+_CLAIM = {False: _claim(False), True: _claim(True)}
+
+
+def _bump(fenced: bool, usage: bool) -> Any:
+    """Take `n` event numbers for a run, checking the lease when `fenced`, and record the
+    run's usage so far when `usage`."""
+    stmt = update(RUNS).where(RUNS.c.id == bindparam("run_id"))
+    if fenced:
+        stmt = stmt.where(RUNS.c.lease_owner == bindparam("worker"), RUNS.c.status == _RUNNING)
+    values: dict[str, Any] = {"last_seq": RUNS.c.last_seq + bindparam("n", type_=Integer())}
+    if usage:
+        values.update(
+            tokens=bindparam("u_tokens"),
+            cost_usd=bindparam("u_cost"),
+            steps=bindparam("u_steps"),
+            cost_known=bindparam("u_known"),
+            updated_at=_NOW,
+        )
+    return stmt.values(**values).returning(RUNS.c.last_seq)
+
+
+_BUMP = {(f, u): _bump(f, u) for f in (False, True) for u in (False, True)}
+
+_DECIDE = (
+    update(ITEMS)
+    .where(ITEMS.c.id == bindparam("item_id"), ITEMS.c.status == ItemStatus.PENDING.value)
+    .values(
+        status=bindparam("d_status"),
+        decided_by=bindparam("d_actor"),
+        decided_via=bindparam("d_via"),
+        decided_at=_NOW,
+        final_args=bindparam("d_args", type_=ITEMS.c.final_args.type),
+        reason=bindparam("d_reason"),
+    )
+    .returning(*ITEMS.c)
+)
+_QUEUE_IF_WAITING = (
+    update(RUNS)
+    .where(RUNS.c.id == bindparam("run_id"), RUNS.c.status == RunStatus.WAITING.value)
+    .values(status=RunStatus.QUEUED.value, updated_at=_NOW)
+)
+_COPIES_NEED_UPDATE = (
+    update(DELIVERIES)
+    .where(
+        DELIVERIES.c.item_id == bindparam("c_item"),
+        DELIVERIES.c.status == DeliveryStatus.SENT.value,
+    )
+    .values(needs_update=True, next_attempt_at=None, updated_at=_NOW)
+)
+_INSERT_AUDIT = insert(AUDIT)
+
 _RENEW = (
     update(RUNS)
     .where(
@@ -107,35 +206,42 @@ _RENEW = (
         RUNS.c.lease_owner == bindparam("worker"),
         RUNS.c.status == _RUNNING,
     )
-    .values(lease_expires_at=bindparam("expires"))
+    .values(lease_expires_at=bindparam("expires", type_=UtcDateTime()))
     .returning(*RUNS.c)
 )
 
 
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-    cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA busy_timeout=30000")
-    cur.close()
+def _pragmas(busy_ms: int) -> Callable[[Any, Any], None]:
+    def on_connect(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute(f"PRAGMA busy_timeout={busy_ms}")
+        cur.close()
+
+    return on_connect
 
 
 def connect(url: str, *, echo: bool = False) -> AsyncEngine:
     """An engine for `url`; SQLite gets WAL and a busy timeout so a CLI and a server can share it."""
     if url.startswith("sqlite"):
         engine = create_async_engine(url, echo=echo, connect_args={"timeout": 30})
-        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        event.listen(engine.sync_engine, "connect", _pragmas(_BUSY_WAIT_MS))
         return engine
     return create_async_engine(url, echo=echo, pool_size=10, max_overflow=10, pool_pre_ping=True)
 
 
-def _sync_sqlite(engine: AsyncEngine) -> Engine:
-    """A synchronous engine on the same SQLite file as `engine`, for the store's own thread."""
+def _sync_sqlite(engine: AsyncEngine, busy_ms: int) -> Engine:
+    """A synchronous engine on the same SQLite file as `engine`."""
     url = engine.url.set(drivername="sqlite")
-    sync = create_engine(url, echo=engine.echo, connect_args={"timeout": 30})
-    event.listen(sync, "connect", _sqlite_pragmas)
+    sync = create_engine(url, echo=engine.echo, connect_args={"timeout": busy_ms / 1000})
+    event.listen(sync, "connect", _pragmas(busy_ms))
     return sync
+
+
+def _locked(exc: OperationalError) -> bool:
+    return "locked" in str(exc.orig) or "busy" in str(exc.orig)
 
 
 def _run(row: Any) -> Run:
@@ -216,6 +322,11 @@ def _event(row: Any) -> Event:
     )
 
 
+def _transaction(engine: Engine, fn: Callable[[Connection], T]) -> T:
+    with engine.begin() as c:
+        return fn(c)
+
+
 class SqlStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
@@ -223,27 +334,50 @@ class SqlStore:
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
         # SQLite allows one writer: queue our own transactions rather than fight over the lock.
         self._lock: asyncio.Lock | None = None if self.is_postgres else asyncio.Lock()
-        self._sync: Engine | None = None
-        self._sync_sessions: sessionmaker[Session] | None = None
+        # SQLite: transactions run on the loop (`_inline`) and wait out another process's
+        # write on the store's thread (`_waiting`); see the module docstring.
+        self._inline: Engine | None = None
+        self._waiting: Engine | None = None
         self._thread: ThreadPoolExecutor | None = None
         if not self.is_postgres:
-            self._sync = _sync_sqlite(engine)
-            self._sync_sessions = sessionmaker(self._sync, expire_on_commit=False)
+            self._inline = _sync_sqlite(engine, _BUSY_INLINE_MS)
+            self._waiting = _sync_sqlite(engine, _BUSY_WAIT_MS)
             self._thread = ThreadPoolExecutor(1, thread_name_prefix="pizzabot-sqlite")
 
     async def _do(self, fn: Callable[[Session], T]) -> T:
-        """Run `fn` as one transaction: committed when it returns, rolled back if it raises."""
-        if self._lock is None:
+        """Run `fn` with an ORM session as one transaction: committed when it returns,
+        rolled back if it raises."""
+        if self.is_postgres:
             async with self._sessions() as s, s.begin():
                 return await s.run_sync(fn)
-        assert self._thread is not None
-        async with self._lock:
-            return await asyncio.get_running_loop().run_in_executor(self._thread, self._tx_sync, fn)
 
-    def _tx_sync(self, fn: Callable[[Session], T]) -> T:
-        assert self._sync_sessions is not None
-        with self._sync_sessions.begin() as s:
-            return fn(s)
+        def in_session(c: Connection) -> T:
+            with Session(bind=c, expire_on_commit=False) as session:
+                result = fn(session)
+                session.flush()  # the connection's transaction commits it
+                return result
+
+        return await self._sqlite(in_session)
+
+    async def _do_core(self, fn: Callable[[Connection], T]) -> T:
+        """Run `fn` with a plain connection as one transaction (no ORM session to build)."""
+        if self.is_postgres:
+            async with self.engine.begin() as conn:
+                return await conn.run_sync(fn)
+        return await self._sqlite(fn)
+
+    async def _sqlite(self, fn: Callable[[Connection], T]) -> T:
+        assert self._lock is not None and self._inline is not None
+        async with self._lock:
+            try:
+                return _transaction(self._inline, fn)
+            except OperationalError as exc:
+                if not _locked(exc):
+                    raise
+            # Another process is writing: wait for it off the loop, then try again.
+            assert self._thread is not None and self._waiting is not None
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._thread, _transaction, self._waiting, fn)
 
     @contextlib.asynccontextmanager
     async def _tx(self) -> AsyncIterator[AsyncSession]:
@@ -317,103 +451,76 @@ class SqlStore:
             return existing
 
     async def _by_idempotency(self, key: str) -> Run | None:
-        def tx(s: Session) -> Run | None:
-            row = s.connection().execute(select(RUNS).where(RUNS.c.idempotency_key == key)).first()
+        def tx(c: Connection) -> Run | None:
+            row = c.execute(select(RUNS).where(RUNS.c.idempotency_key == key)).first()
             return _run(row) if row else None
 
-        return await self._do(tx)
+        return await self._do_core(tx)
 
     async def get_run(self, run_id: str) -> Run:
-        def tx(s: Session) -> Run:
-            row = s.connection().execute(_SELECT_RUN, {"run_id": run_id}).first()
+        def tx(c: Connection) -> Run:
+            row = c.execute(_SELECT_RUN, {"run_id": run_id}).first()
             if row is None:
                 raise NotFound(f"no run {run_id}")
             return _run(row)
 
-        return await self._do(tx)
+        return await self._do_core(tx)
 
     async def list_runs(self, *, limit: int = 100, status: RunStatus | None = None) -> list[Run]:
-        def tx(s: Session) -> list[Run]:
+        def tx(c: Connection) -> list[Run]:
             q = select(RUNS).order_by(RUNS.c.created_at.desc()).limit(limit)
             if status is not None:
                 q = q.where(RUNS.c.status == status.value)
-            return [_run(r) for r in s.connection().execute(q)]
+            return [_run(r) for r in c.execute(q)]
 
-        return await self._do(tx)
+        return await self._do_core(tx)
 
     async def runs_with_status(self, status: RunStatus) -> list[str]:
-        def tx(s: Session) -> list[str]:
+        def tx(c: Connection) -> list[str]:
             q = select(RUNS.c.id).where(RUNS.c.status == status.value)
-            return list(s.connection().execute(q).scalars())
+            return list(c.execute(q).scalars())
 
-        return await self._do(tx)
+        return await self._do_core(tx)
 
     async def release_leases(self, *, now: datetime) -> int:
         """Expire every lease now: for a single-process server (SQLite) at start, whose old
         leases can only belong to a process that died."""
 
-        def tx(s: Session) -> int:
-            result = s.connection().execute(
+        def tx(c: Connection) -> int:
+            result = c.execute(
                 update(RUNS).where(RUNS.c.status == _RUNNING).values(lease_expires_at=now)
             )
             return int(result.rowcount)
 
-        return await self._do(tx)
+        return await self._do_core(tx)
 
     async def skill_usage_since(self, skill: str, since: datetime) -> Usage:
-        def tx(s: Session) -> Usage:
-            row = (
-                s.connection()
-                .execute(
-                    select(
-                        func.coalesce(func.sum(RUNS.c.tokens), 0),
-                        func.coalesce(func.sum(RUNS.c.cost_usd), 0.0),
-                        func.coalesce(func.sum(RUNS.c.steps), 0),
-                    ).where(RUNS.c.skill == skill, RUNS.c.created_at >= since)
-                )
-                .one()
-            )
+        def tx(c: Connection) -> Usage:
+            row = c.execute(
+                select(
+                    func.coalesce(func.sum(RUNS.c.tokens), 0),
+                    func.coalesce(func.sum(RUNS.c.cost_usd), 0.0),
+                    func.coalesce(func.sum(RUNS.c.steps), 0),
+                ).where(RUNS.c.skill == skill, RUNS.c.created_at >= since)
+            ).one()
             return Usage(tokens=int(row[0]), cost_usd=float(row[1]), steps=int(row[2]))
 
-        return await self._do(tx)
-
-    @staticmethod
-    def _claimable(now: datetime) -> Any:
-        return or_(
-            RUNS.c.status == RunStatus.QUEUED.value,
-            and_(RUNS.c.status == _RUNNING, RUNS.c.lease_expires_at < now),
-        )
+        return await self._do_core(tx)
 
     async def claim_run(self, *, worker: str, now: datetime, lease_seconds: float) -> Run | None:
-        # One statement: pick the oldest claimable run (on PostgreSQL skipping rows another
-        # worker is taking right now) and take it, returning the claimed row.
-        pick = select(RUNS.c.id).where(self._claimable(now)).order_by(RUNS.c.updated_at).limit(1)
-        if self.is_postgres:
-            pick = pick.with_for_update(skip_locked=True)
-        claim = (
-            update(RUNS)
-            .where(RUNS.c.id == pick.scalar_subquery(), self._claimable(now))
-            .values(
-                status=_RUNNING,
-                lease_owner=worker,
-                lease_expires_at=now + timedelta(seconds=lease_seconds),
-                updated_at=now,
-                started_at=func.coalesce(RUNS.c.started_at, now),
-            )
-            .returning(*RUNS.c)
-        )
+        claim = _CLAIM[self.is_postgres]
+        params = {"now": now, "worker": worker, "expires": now + timedelta(seconds=lease_seconds)}
 
-        def tx(s: Session) -> Run | None:
-            c = s.connection()
+        def tx(c: Connection) -> Run | None:
             # Read in the same transaction as the claim: once the switch is seen on, no run is
             # taken, and no separate round trip is paid for it on every wake-up.
             kill = c.execute(_SELECT_KILL).scalar_one_or_none()
             if kill and kill.get("on"):
                 return None
-            row = c.execute(claim).first()
+            row = c.execute(claim, params).first()
             return _run(row) if row is not None else None
 
-        return await self._do(tx)
+        return await self._do_core(tx)
 
     async def renew_lease(
         self, run_id: str, *, worker: str, now: datetime, lease_seconds: float
@@ -424,13 +531,13 @@ class SqlStore:
             "expires": now + timedelta(seconds=lease_seconds),
         }
 
-        def tx(s: Session) -> Run:
-            row = s.connection().execute(_RENEW, params).first()
+        def tx(c: Connection) -> Run:
+            row = c.execute(_RENEW, params).first()
             if row is None:
                 raise LeaseLost(run_id)
             return _run(row)
 
-        return await self._do(tx)
+        return await self._do_core(tx)
 
     async def set_status(
         self,
@@ -552,21 +659,16 @@ class SqlStore:
         row, so concurrent appends to one run are numbered one after the other."""
         if not events and worker is None and usage is None:
             return []
-        values: dict[str, Any] = {"last_seq": RUNS.c.last_seq + len(events)}
+        params: dict[str, Any] = {"run_id": run_id, "n": len(events), "worker": worker}
         if usage is not None:
-            values.update(
-                tokens=usage.tokens,
-                cost_usd=usage.cost_usd,
-                steps=usage.steps,
-                cost_known=usage.cost_known,
-                updated_at=now,
+            params.update(
+                u_tokens=usage.tokens,
+                u_cost=usage.cost_usd,
+                u_steps=usage.steps,
+                u_known=usage.cost_known,
+                now=now,
             )
-        where = [RUNS.c.id == run_id]
-        if worker is not None:
-            where += [RUNS.c.lease_owner == worker, RUNS.c.status == _RUNNING]
-        last = c.execute(
-            update(RUNS).where(*where).values(**values).returning(RUNS.c.last_seq)
-        ).scalar_one_or_none()
+        last = c.execute(_BUMP[(worker is not None, usage is not None)], params).scalar()
         if last is None:
             if worker is not None:
                 raise LeaseLost(run_id)
@@ -609,16 +711,16 @@ class SqlStore:
         now: datetime,
         usage: Usage | None = None,
     ) -> list[Event]:
-        def tx(s: Session) -> list[Event]:
-            return self._append(s.connection(), run_id, events, now, worker=worker, usage=usage)
+        def tx(c: Connection) -> list[Event]:
+            return self._append(c, run_id, events, now, worker=worker, usage=usage)
 
-        return await self._do(tx)
+        return await self._do_core(tx)
 
     async def events(self, run_id: str) -> list[Event]:
-        def tx(s: Session) -> list[Event]:
-            return [_event(r) for r in s.connection().execute(_SELECT_EVENTS, {"run_id": run_id})]
+        def tx(c: Connection) -> list[Event]:
+            return [_event(r) for r in c.execute(_SELECT_EVENTS, {"run_id": run_id})]
 
-        return await self._do(tx)
+        return await self._do_core(tx)
 
     # -- inbox ---------------------------------------------------------------------------
 
@@ -726,13 +828,13 @@ class SqlStore:
         return await self._do(tx)
 
     async def get_item(self, item_id: str) -> Item:
-        def tx(s: Session) -> Item:
-            row = s.connection().execute(select(ITEMS).where(ITEMS.c.id == item_id)).first()
+        def tx(c: Connection) -> Item:
+            row = c.execute(_SELECT_ITEM, {"item_id": item_id}).first()
             if row is None:
                 raise NotFound(f"no item {item_id}")
             return _item(row)
 
-        return await self._do(tx)
+        return await self._do_core(tx)
 
     async def list_items(
         self,
@@ -742,7 +844,7 @@ class SqlStore:
         run_id: str | None = None,
         limit: int = 200,
     ) -> list[Item]:
-        def tx(s: Session) -> list[Item]:
+        def tx(c: Connection) -> list[Item]:
             q = select(ITEMS).order_by(ITEMS.c.created_at.desc(), ITEMS.c.id.desc()).limit(limit)
             if box is not None:
                 q = q.where(ITEMS.c.box == box.value)
@@ -750,9 +852,9 @@ class SqlStore:
                 q = q.where(ITEMS.c.status == status.value)
             if run_id is not None:
                 q = q.where(ITEMS.c.run_id == run_id)
-            return [_item(r) for r in s.connection().execute(q)]
+            return [_item(r) for r in c.execute(q)]
 
-        return await self._do(tx)
+        return await self._do_core(tx)
 
     async def record_decision(
         self,
@@ -769,63 +871,51 @@ class SqlStore:
         new_status = status or _DECIDED_STATUS[decision.kind]
         reason = getattr(decision, "reason", None) or None
 
-        def tx(s: Session) -> Item:
-            c = s.connection()
+        def tx(c: Connection) -> Item:
             # The first decision wins: only a pending item is updated.
             row = c.execute(
-                update(ITEMS)
-                .where(ITEMS.c.id == item_id, ITEMS.c.status == ItemStatus.PENDING.value)
-                .values(
-                    status=new_status.value,
-                    decided_by=actor,
-                    decided_via=channel,
-                    decided_at=now,
-                    final_args=final_args,
-                    reason=reason,
-                )
-                .returning(*ITEMS.c)
+                _DECIDE,
+                {
+                    "item_id": item_id,
+                    "now": now,
+                    "d_status": new_status.value,
+                    "d_actor": actor,
+                    "d_via": channel,
+                    "d_args": final_args,
+                    "d_reason": reason,
+                },
             ).first()
             if row is None:
-                earlier = c.execute(select(ITEMS).where(ITEMS.c.id == item_id)).first()
+                earlier = c.execute(_SELECT_ITEM, {"item_id": item_id}).first()
                 if earlier is None:
                     raise NotFound(f"no item {item_id}")
                 raise AlreadyDecided(_item(earlier))
             run_id = row.run_id
             self._append(c, run_id, [event], now)
-            c.execute(
-                update(RUNS)
-                .where(RUNS.c.id == run_id, RUNS.c.status == RunStatus.WAITING.value)
-                .values(status=RunStatus.QUEUED.value, updated_at=now)
-            )
+            c.execute(_QUEUE_IF_WAITING, {"run_id": run_id, "now": now})
             self._runnable(c, run_id)
+            c.execute(_COPIES_NEED_UPDATE, {"c_item": item_id, "now": now})
             c.execute(
-                update(DELIVERIES)
-                .where(
-                    DELIVERIES.c.item_id == item_id,
-                    DELIVERIES.c.status == DeliveryStatus.SENT.value,
-                )
-                .values(needs_update=True, next_attempt_at=None, updated_at=now)
-            )
-            s.add(
-                AuditRow(
-                    at=now,
-                    action="decision",
-                    actor=actor,
-                    channel=channel,
-                    run_id=run_id,
-                    item_id=item_id,
-                    detail={
+                _INSERT_AUDIT,
+                {
+                    "at": now,
+                    "action": "decision",
+                    "actor": actor,
+                    "channel": channel,
+                    "run_id": run_id,
+                    "item_id": item_id,
+                    "detail": {
                         "decision": decision.kind,
                         "status": new_status.value,
                         "args_before": row.args,
                         "args_after": final_args,
                         "reason": reason,
                     },
-                )
+                },
             )
             return _item(row)
 
-        return await self._do(tx)
+        return await self._do_core(tx)
 
     async def close_items(self, run_id: str, *, status: ItemStatus, now: datetime) -> list[Item]:
         def tx(s: Session) -> list[Item]:
@@ -890,10 +980,10 @@ class SqlStore:
             .limit(limit)
         )
 
-        def tx(s: Session) -> list[Delivery]:
-            return [_delivery(r) for r in s.connection().execute(q)]
+        def tx(c: Connection) -> list[Delivery]:
+            return [_delivery(r) for r in c.execute(q)]
 
-        return await self._do(tx)
+        return await self._do_core(tx)
 
     async def delivery_sent(
         self, delivery_id: str, *, ref: dict[str, Any] | None, now: datetime
@@ -920,14 +1010,14 @@ class SqlStore:
         await self._do(tx)
 
     async def delivery_updated(self, delivery_id: str, *, now: datetime) -> None:
-        def tx(s: Session) -> None:
-            s.connection().execute(
+        def tx(c: Connection) -> None:
+            c.execute(
                 update(DELIVERIES)
                 .where(DELIVERIES.c.id == delivery_id)
                 .values(needs_update=False, last_error=None, next_attempt_at=None, updated_at=now)
             )
 
-        await self._do(tx)
+        await self._do_core(tx)
 
     async def delivery_failed(
         self, delivery_id: str, *, error: str, retry_at: datetime | None, now: datetime
@@ -955,10 +1045,10 @@ class SqlStore:
             .order_by(DELIVERIES.c.created_at)
         )
 
-        def tx(s: Session) -> list[Delivery]:
-            return [_delivery(r) for r in s.connection().execute(q)]
+        def tx(c: Connection) -> list[Delivery]:
+            return [_delivery(r) for r in c.execute(q)]
 
-        return await self._do(tx)
+        return await self._do_core(tx)
 
     async def run_deliveries(self, run_id: str, channel: str) -> list[Delivery]:
         q = (
@@ -967,10 +1057,10 @@ class SqlStore:
             .order_by(DELIVERIES.c.created_at)
         )
 
-        def tx(s: Session) -> list[Delivery]:
-            return [_delivery(r) for r in s.connection().execute(q)]
+        def tx(c: Connection) -> list[Delivery]:
+            return [_delivery(r) for r in c.execute(q)]
 
-        return await self._do(tx)
+        return await self._do_core(tx)
 
     async def find_delivery(self, channel: str, external_id: str) -> Delivery | None:
         q = (
@@ -979,20 +1069,20 @@ class SqlStore:
             .limit(1)
         )
 
-        def tx(s: Session) -> Delivery | None:
-            row = s.connection().execute(q).first()
+        def tx(c: Connection) -> Delivery | None:
+            row = c.execute(q).first()
             return _delivery(row) if row else None
 
-        return await self._do(tx)
+        return await self._do_core(tx)
 
     # -- control -------------------------------------------------------------------------
 
     async def get_kill(self) -> dict[str, Any] | None:
-        def tx(s: Session) -> dict[str, Any] | None:
-            value = s.connection().execute(_SELECT_KILL).scalar_one_or_none()
+        def tx(c: Connection) -> dict[str, Any] | None:
+            value = c.execute(_SELECT_KILL).scalar_one_or_none()
             return dict(value) if value and value.get("on") else None
 
-        return await self._do(tx)
+        return await self._do_core(tx)
 
     async def set_kill(self, *, on: bool, actor: str, now: datetime) -> None:
         def tx(s: Session) -> None:
@@ -1053,8 +1143,8 @@ class SqlStore:
 
     async def aclose(self) -> None:
         if self._thread is not None:
-            assert self._sync is not None
-            # The last transactions finish on the store's thread before its engine goes.
-            await asyncio.get_running_loop().run_in_executor(self._thread, self._sync.dispose)
             self._thread.shutdown(wait=True)
+        for sync in (self._inline, self._waiting):
+            if sync is not None:
+                sync.dispose()
         await self.engine.dispose()
