@@ -1,9 +1,10 @@
 """`pizzabot bench`: how fast the engine is, measured the same way every time.
 
-A fixed workload runs against the scripted model server (`agent.testing.model_server`, reached
-through litellm, one new TCP connection per request as in the LangGraph comparison of issue 8)
-and a tool that does nothing (`bot.bench_tools`). The figures, printed next to the targets and
-the comparison, and written as JSON:
+A fixed workload runs against the scripted model server (`agent.testing.model_server`, in a
+process of its own as a real provider is: `bot.bench_model`; reached through litellm, one new
+TCP connection per request as in the LangGraph comparison of issue 8) and a tool that does
+nothing (`bot.bench_tools`). The figures, printed next to the targets and the comparison, and
+written as JSON:
 
 - per model(+tool) step: wall time, and the engine's own share of it (wall time minus the
   model and tool time the run's events record: MODEL_CALL latency_ms, TOOL_RESULT duration_ms),
@@ -40,14 +41,14 @@ from rich.console import Console
 from rich.table import Table
 
 from bot.bench_engine import (
-    BenchModelServer,
-    BenchScript,
     Sizes,
     bench_decisions,
     bench_memory,
     bench_steps,
+    child_env,
     write_skills,
 )
+from bot.bench_model import ModelProcess
 from bot.bench_procs import bench_start, bench_workers, scratch_postgres
 
 DEFAULT_OUTPUT = Path("bench-output/bench.json")
@@ -172,7 +173,6 @@ async def measure(opts: Options) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="pizzabot-bench-"))
     began = time.perf_counter()
     details: dict[str, Any] = {"section_seconds": {}, "errors": {}}
-    script = BenchScript()
     profile_dir = opts.output.parent if opts.profile else None
     if profile_dir is not None:
         profile_dir.mkdir(parents=True, exist_ok=True)
@@ -197,7 +197,7 @@ async def measure(opts: Options) -> dict[str, Any]:
 
     try:
         _bytecode_cache(work)
-        model = BenchModelServer(script)
+        model = ModelProcess(env=child_env({}), log=work / "model-server.log")
         async with model:
             skills = work / "skills"
             write_skills(skills, model.openai_base, tools_log=None)
@@ -209,12 +209,11 @@ async def measure(opts: Options) -> dict[str, Any]:
             pg = opts.postgres
             if pg is not None and "workers" in only:
                 with section("workers", "worker processes on PostgreSQL"):
-                    details["workers"] = await bench_workers(model, script, pg, work, sizes)
+                    details["workers"] = await bench_workers(model, pg, work, sizes)
             if "steps" in only:
                 with section("steps_sqlite", "steps on SQLite"):
                     details["steps_sqlite"] = await bench_steps(
                         model,
-                        script,
                         f"sqlite+aiosqlite:///{work / 'steps.db'}",
                         work / "steps-sqlite",
                         skills,
@@ -226,7 +225,6 @@ async def measure(opts: Options) -> dict[str, Any]:
                     async with scratch_postgres(pg) as url:
                         details["steps_postgres"] = await bench_steps(
                             model,
-                            script,
                             url,
                             work / "steps-pg",
                             skills,
@@ -237,7 +235,6 @@ async def measure(opts: Options) -> dict[str, Any]:
                 with section("decisions", f"decisions with {sizes.waiting} runs waiting"):
                     details["decisions"] = await bench_decisions(
                         model,
-                        script,
                         f"sqlite+aiosqlite:///{work / 'decisions.db'}",
                         work / "decisions",
                         skills,

@@ -1,6 +1,7 @@
 """The parts of `pizzabot bench` that run the engine in the bench's own process (or, for the
-memory figure, in one fresh process): the scripted model and its workload, and the step,
-decision and memory measurements. See `bot.bench` for what the figures mean.
+memory figure, in one fresh process): the step, decision and memory measurements. The scripted
+model they call runs in a process of its own (`bot.bench_model`). See `bot.bench` for what the
+figures mean.
 """
 
 from __future__ import annotations
@@ -15,25 +16,21 @@ import socket
 import sys
 import time
 import uuid
-from collections import Counter
-from collections.abc import AsyncIterator, Iterable
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
-from starlette.requests import Request
-from starlette.responses import Response
 
 from agent.model import Approve, Box, Event, EventKind, ItemStatus, Run, RunStatus
-from agent.testing.model_server import ScriptedModelServer
-from agent.testing.scripts import Message, Reply, ToolCall, count_role
+from bot.bench_model import ModelProcess
 from bot.bench_tools import LOG_ENV
 from bot.services import Services
 from store.sql import SqlStore
 
-TOOL = "bench__echo"
 #: Model calls per run in the step figures: four tool steps, then the answer.
 STEP_RUN_CALLS = 5
 MIB = 1024 * 1024
@@ -58,58 +55,7 @@ def child_env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-# -- the scripted model ------------------------------------------------------------------
-
-
-class BenchScript:
-    """The model's side of the workload. A run's input is "bench TAG N": the model asks for
-    `N` echo calls, one at a time, then answers. `expect(tag)` resolves when the answer is
-    given, so the bench waits on the run without polling the store while it is timed."""
-
-    def __init__(self) -> None:
-        self._waiters: dict[str, asyncio.Future[None]] = {}
-        #: (tag, tool results seen) → times the model was asked; only while `counting`.
-        self.asked: Counter[tuple[str, int]] = Counter()
-        self.counting = False
-
-    def expect(self, tag: str) -> asyncio.Future[None]:
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters[tag] = future
-        return future
-
-    def __call__(self, messages: list[Message], tools: list[dict[str, Any]]) -> Reply:
-        task = next((m.get("content") for m in messages if m.get("role") == "user"), "")
-        _, tag, wanted = str(task).split()
-        done = count_role(messages, "tool")
-        if self.counting:
-            self.asked[(tag, done)] += 1
-        if done < int(wanted):
-            return Reply(tool_calls=[ToolCall(name=TOOL, arguments={"tag": tag, "i": done})])
-        waiter = self._waiters.pop(tag, None)
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-        return Reply(text=f"done {tag}")
-
-
-class BenchModelServer(ScriptedModelServer):
-    """The scripted provider, closing each connection after its answer: every model call
-    pays for a new TCP connection, as the comparison's did."""
-
-    def __init__(self, script: BenchScript) -> None:
-        super().__init__(script)
-        self.client_ports: list[int] = []
-
-    async def _openai_chat(self, request: Request) -> Response:
-        if request.client is not None:
-            self.client_ports.append(request.client.port)
-        response = await super()._openai_chat(request)
-        response.headers["connection"] = "close"
-        return response
-
-    def forget(self) -> None:
-        """Drop what the server keeps per request, so long runs do not grow the process."""
-        self.requests.clear()
-        self.client_ports.clear()
+# -- the workload's skills --------------------------------------------------------------
 
 
 def write_skills(folder: Path, model_base: str, *, tools_log: Path | None) -> None:
@@ -198,29 +144,61 @@ async def wait_count(
         await asyncio.sleep(interval)
 
 
-async def _wait_terminal(store: SqlStore, run_id: str, timeout: float = 60.0) -> Run:
-    """Wait for the end of a run whose last model call was answered. Timings come from the
-    run's events, so this polls slowly: every read would queue behind (on SQLite, hold up)
-    the engine's own transactions and slow the run being timed."""
-    deadline = time.monotonic() + timeout
-    while True:
-        await asyncio.sleep(0.025)
+class RunEnds:
+    """Which runs ended, as the engine's end-of-run hook tells it, so the bench waits for a
+    timed run's end without reading the store meanwhile: every read would queue behind (on
+    SQLite, hold up) the engine's own transactions and slow the run being timed. The timings
+    themselves come from the runs' events."""
+
+    def __init__(self, keep: int = 1000) -> None:
+        self._waiting: dict[str, asyncio.Future[None]] = {}
+        # Runs that ended before anyone waited on them (a bounded few: most runs are awaited).
+        self._ended: OrderedDict[str, None] = OrderedDict()
+        self._keep = keep
+
+    async def __call__(self, run_id: str) -> None:
+        future = self._waiting.pop(run_id, None)
+        if future is None:
+            self._ended[run_id] = None
+            while len(self._ended) > self._keep:
+                self._ended.popitem(last=False)
+        elif not future.done():
+            future.set_result(None)
+
+    def watch(self, run_id: str) -> asyncio.Future[None]:
+        """A future that resolves when the run has ended (at once if it already did)."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if run_id in self._ended:
+            del self._ended[run_id]
+            future.set_result(None)
+        else:
+            self._waiting[run_id] = future
+        return future
+
+    async def wait(self, store: SqlStore, run_id: str, timeout: float = 120.0) -> Run:
+        """Wait for the run's end, then read it once: it must have finished DONE."""
+        try:
+            await asyncio.wait_for(self.watch(run_id), timeout)
+        except TimeoutError:
+            run = await store.get_run(run_id)
+            raise TimeoutError(f"bench run {run_id} is still {run.status}") from None
+        finally:
+            self._waiting.pop(run_id, None)
         run = await store.get_run(run_id)
-        if run.status.terminal:
-            if run.status is not RunStatus.DONE:
-                raise RuntimeError(f"bench run {run_id} ended {run.status}: {run.error}")
-            return run
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"bench run {run_id} is still {run.status}")
+        if run.status is not RunStatus.DONE:
+            raise RuntimeError(f"bench run {run_id} ended {run.status}: {run.error}")
+        return run
 
 
 # -- the engine in this process ----------------------------------------------------------
 
 
 @contextlib.asynccontextmanager
-async def engine_here(url: str, work: Path, skills: Path) -> AsyncIterator[Services]:
+async def engine_here(
+    url: str, work: Path, skills: Path, *, ends: RunEnds | None = None
+) -> AsyncIterator[Services]:
     """The server's engine, store and worker, built as `pizzabot serve` builds them, without
-    HTTP: the bench times the engine, not FastAPI."""
+    HTTP: the bench times the engine, not FastAPI. `ends` is told of every run that ends."""
     from bot.server import build, shutdown, start_worker
     from bot.settings import Settings
 
@@ -234,6 +212,8 @@ async def engine_here(url: str, work: Path, skills: Path) -> AsyncIterator[Servi
     )
     svc = await build(settings, token="bench", with_worker=True)
     assert svc.worker is not None
+    if ends is not None:
+        svc.ctx.on_run_end = _chain(svc.ctx.on_run_end, ends)
     start_worker(svc, svc.worker)
     try:
         yield svc
@@ -241,12 +221,25 @@ async def engine_here(url: str, work: Path, skills: Path) -> AsyncIterator[Servi
         await shutdown(svc)
 
 
-async def one_run(svc: Services, script: BenchScript, skill: str, tag: str, calls: int) -> Run:
+def _chain(
+    first: Callable[[str], Awaitable[None]] | None, then: Callable[[str], Awaitable[None]]
+) -> Callable[[str], Awaitable[None]]:
+    """An end-of-run hook that runs the services' own hook (trace export, if set), then ours."""
+
+    async def on_run_end(run_id: str) -> None:
+        try:
+            if first is not None:
+                await first(run_id)
+        finally:
+            await then(run_id)
+
+    return on_run_end
+
+
+async def one_run(svc: Services, ends: RunEnds, skill: str, tag: str, calls: int) -> Run:
     """Start a run of `calls` echo calls and wait until it is done."""
-    answered = script.expect(tag)
     run = await svc.runs.start(skill, f"bench {tag} {calls}", trigger="bench", actor="bench")
-    await asyncio.wait_for(answered, 120)
-    return await _wait_terminal(svc.store, run.id)
+    return await ends.wait(svc.store, run.id)
 
 
 def step_figures(runs: list[list[Event]]) -> dict[str, float]:
@@ -286,8 +279,7 @@ def step_figures(runs: list[list[Event]]) -> dict[str, float]:
 
 
 async def bench_steps(
-    model: BenchModelServer,
-    script: BenchScript,
+    model: ModelProcess,
     url: str,
     work: Path,
     skills: Path,
@@ -296,10 +288,11 @@ async def bench_steps(
     profile: Path | None,
 ) -> dict[str, float]:
     """Runs of four tool steps and an answer, one at a time, timed by their own events."""
-    async with engine_here(url, work, skills) as svc:
+    ends = RunEnds()
+    async with engine_here(url, work, skills, ends=ends) as svc:
         # Not timed: the first run imports litellm and starts the MCP server.
-        await one_run(svc, script, "bench-auto", f"warm-{uuid.uuid4().hex[:6]}", 2)
-        model.forget()
+        await one_run(svc, ends, "bench-auto", f"warm-{uuid.uuid4().hex[:6]}", 2)
+        await model.forget()
         profiler = None
         if profile is not None:
             import cProfile
@@ -308,18 +301,16 @@ async def bench_steps(
             profiler.enable()
         ids = []
         for k in range(max(1, sizes.steps // STEP_RUN_CALLS)):
-            run = await one_run(svc, script, "bench-auto", f"s{k}", STEP_RUN_CALLS - 1)
+            run = await one_run(svc, ends, "bench-auto", f"s{k}", STEP_RUN_CALLS - 1)
             ids.append(run.id)
         if profiler is not None and profile is not None:
             profiler.disable()
             profiler.dump_stats(profile)
             _write_profile_text(profile)
         figures = step_figures([await svc.store.events(i) for i in ids])
-        requests = len(model.requests)
-        figures["tcp_connections_per_model_call"] = (
-            len(set(model.client_ports)) / requests if requests else 0.0
-        )
-        model.forget()
+        requests, connections = await model.calls()
+        figures["tcp_connections_per_model_call"] = connections / requests if requests else 0.0
+        await model.forget()
         return figures
 
 
@@ -335,8 +326,7 @@ def _write_profile_text(path: Path) -> None:
 
 
 async def bench_decisions(
-    model: BenchModelServer,
-    script: BenchScript,
+    model: ModelProcess,
     url: str,
     work: Path,
     skills: Path,
@@ -344,33 +334,30 @@ async def bench_decisions(
 ) -> dict[str, float]:
     """Make `waiting + samples` runs wait on a decision, then decide `samples` of them one at
     a time: decide() → the tool body's own clock, with `waiting` others still waiting."""
-    async with engine_here(url, work, skills) as svc:
-        await one_run(svc, script, "bench-auto", f"warm-{uuid.uuid4().hex[:6]}", 1)
+    ends = RunEnds()
+    async with engine_here(url, work, skills, ends=ends) as svc:
+        await one_run(svc, ends, "bench-auto", f"warm-{uuid.uuid4().hex[:6]}", 1)
         total = sizes.waiting + sizes.samples
-        tags: dict[str, str] = {}
         for k in range(total):
-            run = await svc.runs.start("bench-ask", f"bench d{k} 1", trigger="bench")
-            tags[run.id] = f"d{k}"
+            await svc.runs.start("bench-ask", f"bench d{k} 1", trigger="bench")
         await wait_count(
             svc.store, RunStatus.WAITING, total, timeout=30 + total * 0.1, what="waiting runs"
         )
-        model.forget()
+        await model.forget()
         items = await svc.store.list_items(box=Box.ACTION, status=ItemStatus.PENDING, limit=total)
         to_body: list[float] = []
         to_started: list[float] = []
         for item in items[: sizes.samples]:
-            answered = script.expect(tags[item.run_id])
             t0 = time.time()
             await svc.inbox.decide(item.id, Approve(), actor="bench", channel="api")
-            await asyncio.wait_for(answered, 60)
-            await _wait_terminal(svc.store, item.run_id)
+            await ends.wait(svc.store, item.run_id, 60)
             events = await svc.store.events(item.run_id)
             started = first_event(events, EventKind.TOOL_STARTED).at.timestamp()
             body = tool_body(first_event(events, EventKind.TOOL_RESULT))["t"]
             to_body.append((body - t0) * 1000)
             to_started.append((started - t0) * 1000)
         still = await count_status(svc.store, RunStatus.WAITING)
-        model.forget()
+        await model.forget()
         return {
             "samples": len(to_body),
             "waiting": still,
@@ -383,7 +370,7 @@ async def bench_decisions(
 
 
 async def bench_memory(
-    model: BenchModelServer, url: str, work: Path, skills: Path, sizes: Sizes
+    model: ModelProcess, url: str, work: Path, skills: Path, sizes: Sizes
 ) -> dict[str, float]:
     """Resident memory of an engine process before and after `memory_runs` runs are made to
     wait on a decision. The process is a fresh one that does nothing else, so memory that
@@ -407,7 +394,7 @@ async def bench_memory(
     )
     reading = asyncio.ensure_future(proc.communicate())
     while not reading.done():
-        model.forget()  # the scripted server answers the child's model calls from here
+        await model.forget()  # the scripted server keeps every request it answers
         await asyncio.wait([reading], timeout=1)
     out, errors = reading.result()
     if proc.returncode != 0:

@@ -22,8 +22,6 @@ from typing import Any
 
 from agent.model import EventKind, RunStatus
 from bot.bench_engine import (
-    BenchModelServer,
-    BenchScript,
     Sizes,
     child_env,
     count_status,
@@ -32,6 +30,7 @@ from bot.bench_engine import (
     tool_body,
     write_skills,
 )
+from bot.bench_model import ModelProcess
 from bot.services import Services
 from store.sql import SqlStore
 
@@ -136,9 +135,9 @@ class Phase:
         return self.runs / self.seconds
 
 
-def cpu_seconds(children: list[Child]) -> dict[str, float]:
-    """CPU time used so far by each worker (with its MCP servers), this process (the scripted
-    model server and the bench), PostgreSQL, and the whole machine."""
+def cpu_seconds(children: list[Child], model: ModelProcess) -> dict[str, float]:
+    """CPU time used so far by each worker (with its MCP servers), the bench and its scripted
+    model server (this process and that one), PostgreSQL, and the whole machine."""
     import psutil
 
     def tree(proc: psutil.Process) -> float:
@@ -155,6 +154,8 @@ def cpu_seconds(children: list[Child]) -> dict[str, float]:
             used[child.name] = tree(psutil.Process(child.pid))
     me = psutil.Process().cpu_times()
     used["bench + model server"] = me.user + me.system
+    with contextlib.suppress(psutil.Error):
+        used["bench + model server"] += tree(psutil.Process(model.pid))
     pg = 0.0
     for p in psutil.process_iter(["name", "cpu_times"]):
         if (p.info["name"] or "").startswith("postgres") and p.info["cpu_times"] is not None:
@@ -193,11 +194,11 @@ async def _ran_on(store: SqlStore, ids: list[str]) -> Counter[int]:
 
 
 async def _phase(
-    client: Services, children: list[Child], label: str, n: int
+    client: Services, children: list[Child], model: ModelProcess, label: str, n: int
 ) -> tuple[Phase, list[str]]:
-    before, t0 = cpu_seconds(children), time.perf_counter()
+    before, t0 = cpu_seconds(children, model), time.perf_counter()
     ids = await _run_batch(client, children, f"t{label}-", n, timeout=60 + n)
-    after, elapsed = cpu_seconds(children), time.perf_counter() - t0
+    after, elapsed = cpu_seconds(children, model), time.perf_counter() - t0
     cores = {k: round((after[k] - before.get(k, 0.0)) / elapsed, 2) for k in after}
     runs = [await client.store.get_run(i) for i in ids]
     start = min(r.created_at for r in runs)
@@ -255,8 +256,7 @@ async def executed_twice(store: SqlStore, ids: list[str], tools_log: Path) -> di
 
 
 async def bench_workers(
-    model: BenchModelServer,
-    script: BenchScript,
+    model: ModelProcess,
     admin: str,
     work: Path,
     sizes: Sizes,
@@ -295,19 +295,18 @@ async def bench_workers(
             for child in children:
                 child.start()
             await _warm_workers(client, children, "a")
-            script.counting = True
-            two, ids2 = await _phase(client, children, "2w", sizes.throughput_runs)
+            await model.counting(True)
+            two, ids2 = await _phase(client, children, model, "2w", sizes.throughput_runs)
             children[1].stop()
-            one, ids1 = await _phase(client, children[:1], "1w", sizes.throughput_runs)
-            script.counting = False
+            one, ids1 = await _phase(client, children[:1], model, "1w", sizes.throughput_runs)
             twice = await executed_twice(client.store, ids1 + ids2, tools_log)
-            repeated = sum(1 for n in script.asked.values() if n > 1)
         finally:
             for child in children:
                 child.stop()
             await shutdown(client)
-            script.asked.clear()
-            model.forget()
+            await model.counting(False)  # the later parts are timed: no counting there
+        repeated = sum(1 for n in (await model.asked()).values() if n > 1)
+        await model.forget()
     return {
         "one": asdict(one) | {"runs_per_s": one.rate},
         "two": asdict(two) | {"runs_per_s": two.rate},
@@ -359,7 +358,7 @@ async def _wait_answer(child: Child, url: str, what: str) -> float:
 
 
 async def bench_start(
-    model: BenchModelServer, work: Path, sizes: Sizes, *, first_run: bool
+    model: ModelProcess, work: Path, sizes: Sizes, *, first_run: bool
 ) -> dict[str, Any]:
     """`pizzabot serve` on a fresh SQLite data folder: start → `/healthz` answering (alive),
     start → `/readyz` (the app built and started), and in full mode start → a first run done,
