@@ -32,6 +32,7 @@ FIGURES = (
 
 
 @pytest.mark.postgres
+@pytest.mark.timeout(450)  # the bench starts servers and workers: minutes on a busy 2-core machine
 def test_quick_bench_measures_every_figure_and_runs_nothing_twice(tmp_path: Path) -> None:
     output = tmp_path / "bench.json"
     command = [sys.executable, "-m", "bot.bench", "--quick", "--output", str(output)]
