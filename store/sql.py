@@ -50,6 +50,7 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import StaticPool
 
 from agent.context import new_id
 from agent.errors import AlreadyDecided, NotFound
@@ -235,7 +236,14 @@ def connect(url: str, *, echo: bool = False) -> AsyncEngine:
 def _sync_sqlite(engine: AsyncEngine, busy_ms: int) -> Engine:
     """A synchronous engine on the same SQLite file as `engine`."""
     url = engine.url.set(drivername="sqlite")
-    sync = create_engine(url, echo=engine.echo, connect_args={"timeout": busy_ms / 1000})
+    # One connection, always the same: our transactions take turns anyway, and a connection
+    # keeps its page cache warm only while no other connection writes.
+    sync = create_engine(
+        url,
+        echo=engine.echo,
+        connect_args={"timeout": busy_ms / 1000},
+        poolclass=StaticPool,
+    )
     event.listen(sync, "connect", _pragmas(busy_ms))
     return sync
 
