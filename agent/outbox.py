@@ -16,6 +16,7 @@ from datetime import timedelta
 from agent.channel import Channel, DeliveryError
 from agent.context import Context
 from agent.model import Delivery, DeliveryStatus
+from agent.tasks import stop_if_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +45,18 @@ class Dispatcher:
 
     async def run_forever(self) -> None:
         while True:
+            stop_if_cancelled()
+            # Cleared before the pass, not after: a wake-up during it must not be lost.
+            self._wake.clear()
             try:
                 await self.drain()
             except Exception:
                 log.exception("outbox pass failed")
-            self._wake.clear()
+            # `asyncio.timeout`, not `wait_for`: on Python 3.11 `wait_for` swallows a cancel
+            # that arrives as the event is set, and the dispatcher would never stop.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+                async with asyncio.timeout(self.poll_interval):
+                    await self._wake.wait()
 
     async def drain(self) -> int:
         """Do every due delivery and update once; return how many were handled."""

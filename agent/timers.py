@@ -30,6 +30,7 @@ from agent.errors import AlreadyDecided
 from agent.inbox import Inbox
 from agent.model import Box, EventKind, Item, ItemKind, ItemStatus, NewEvent, Target
 from agent.skills import Deliver, Skill, ToolRule
+from agent.tasks import stop_if_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,7 @@ class Timers:
 
     async def run_forever(self) -> None:
         while True:
+            stop_if_cancelled()
             try:
                 await self.tick()
             except Exception:

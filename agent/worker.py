@@ -19,6 +19,7 @@ from agent.context import Context
 from agent.engine import Engine, cancel_in_flight
 from agent.model import RunStatus
 from agent.store import LeaseLost
+from agent.tasks import stop_if_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -58,11 +59,13 @@ class Worker:
         watcher = asyncio.create_task(self._watch(), name="worker-watch")
         try:
             while not self._stopping:
+                stop_if_cancelled()
                 # Clear before looking, not after: a wake-up that arrives while `fill` awaits
                 # the database must not be lost (the run would wait a whole poll interval).
                 self._wake.clear()
                 claimed = await self.fill()
                 if not claimed:
+                    # `asyncio.timeout`: `wait_for` can swallow a cancel on Python 3.11.
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(self.poll_interval):
                             await self._wake.wait()

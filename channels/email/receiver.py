@@ -23,6 +23,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agent.tasks import stop_if_cancelled
+
 log = logging.getLogger(__name__)
 
 
@@ -92,6 +94,7 @@ class ImapReceiver:
     async def run_forever(self) -> None:
         delay = self.config.backoff_initial
         while True:
+            stop_if_cancelled()
             client = None
             try:
                 client = await self._connect()
@@ -175,7 +178,8 @@ class ImapReceiver:
 
     async def _wait_lost(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._lost.wait(), seconds)
+            async with asyncio.timeout(seconds):  # not wait_for: it can swallow a cancel (3.11)
+                await self._lost.wait()
         if self._lost.is_set():
             raise ConnectionLost("the server closed the connection")
 
