@@ -69,7 +69,14 @@ def write_skills(folder: Path, model_base: str, *, tools_log: Path | None) -> No
             "description": f"pizzabot bench: echo calls with policy {policy}",
             "instructions": "Call the echo tool as asked, then answer.",
             "model": "openai/bench",
-            "model_options": {"api_base": model_base, "api_key": "bench"},
+            # Priced, as a real model is (litellm's table or the skill): for a model with no
+            # price litellm searches its table under many spellings on every call.
+            "model_options": {
+                "api_base": model_base,
+                "api_key": "bench",
+                "input_cost_per_token": 1e-6,
+                "output_cost_per_token": 2e-6,
+            },
             "mcp_servers": {"bench": server},
             "tools": {"bench.echo": policy},
         }
