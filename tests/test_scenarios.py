@@ -169,7 +169,8 @@ def slow_then_done(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) 
 async def _wait_started(st: Stack) -> None:
     import asyncio
 
-    for _ in range(300):
+    # Generous: a fresh server's first run waits for litellm's import and the MCP server.
+    for _ in range(600):
         if any(c["tool"] == "slow" and c["event"] == "started" for c in st.tool_calls()):
             return
         await asyncio.sleep(0.1)
