@@ -116,13 +116,12 @@ class LiteLLMClient:
     async def complete(
         self, skill: Skill, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> ModelReply:
-        if not self._prepared:
+        if self._prepared:
+            litellm = import_litellm()
+        else:
             # Seconds of import: off the event loop, so the worker's heartbeat keeps the lease
             # (and the server answers) meanwhile; it may be importing on another thread already.
             litellm = await asyncio.to_thread(import_litellm)
-        else:
-            litellm = import_litellm()
-        if not self._prepared:
             if self._on_import is not None:
                 self._on_import(litellm)
             self._prepared = True
