@@ -169,6 +169,7 @@ class ImapReceiver:
     async def _serve(self, client: Any) -> None:
         idle = self.config.idle and client.has_capability("IDLE")
         while True:
+            stop_if_cancelled()  # aioimaplib waits with wait_for, which can lose a cancel
             await self.process_unseen(client)
             if idle:
                 await self._idle(client)
@@ -195,6 +196,7 @@ class ImapReceiver:
         push_task: asyncio.Future[Any] | None = None
         try:
             while True:
+                stop_if_cancelled()
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     break
@@ -223,7 +225,8 @@ class ImapReceiver:
             if not self._lost.is_set():
                 client.idle_done()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(idle_task, self.config.timeout)
+                    async with asyncio.timeout(self.config.timeout):
+                        await idle_task
         if self._lost.is_set():
             raise ConnectionLost("the server closed the connection")
 
