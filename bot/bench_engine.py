@@ -34,6 +34,8 @@ from store.sql import SqlStore
 #: Model calls per run in the step figures: four tool steps, then the answer.
 STEP_RUN_CALLS = 5
 MIB = 1024 * 1024
+#: Runs started at once by the memory part; its warm-up is one such batch.
+MEMORY_BATCH = 500
 
 
 @dataclass(frozen=True)
@@ -381,13 +383,19 @@ async def bench_memory(
 ) -> dict[str, float]:
     """Resident memory of an engine process before and after `memory_runs` runs are made to
     wait on a decision. The process is a fresh one that does nothing else, so memory that
-    earlier parts of the bench used and freed (and the allocator kept) cannot hide a growth."""
+    earlier parts of the bench used and freed (and the allocator kept) cannot hide a growth.
+
+    The runs are started in batches, and the warm-up before the first reading is one batch of
+    the same size: a batch in flight (its queued runs, their tasks and buffers) costs memory
+    that is freed when it settles but that the allocator keeps as its high-water mark. Warmed
+    with a smaller batch, that one-off mark (~3 MiB for 500 runs) was counted as if the
+    waiting runs held it; warmed with the same batch, only what stays per waiting run counts."""
     config = {
         "url": url,
         "work": str(work),
         "skills": str(skills),
         "runs": sizes.memory_runs,
-        "warm": min(100, sizes.memory_runs // 10),
+        "batch": min(MEMORY_BATCH, sizes.memory_runs // 10),
     }
     code = "import sys, bot.bench_engine as b; b.memory_child(sys.argv[1])"
     proc = await asyncio.create_subprocess_exec(
@@ -417,24 +425,24 @@ def memory_child(config_json: str) -> None:
 
 
 async def _memory(config: dict[str, Any]) -> dict[str, float]:
-    runs, warm = int(config["runs"]), int(config["warm"])
+    runs, batch = int(config["runs"]), int(config["batch"])
     async with engine_here(config["url"], Path(config["work"]), Path(config["skills"])) as svc:
         # Warm every path a waiting run takes (imports, pools, caches) before the baseline.
-        for k in range(warm):
+        for k in range(batch):
             await svc.runs.start("bench-ask", f"bench mw{k} 1", trigger="bench")
-        await wait_count(svc.store, RunStatus.WAITING, warm, timeout=300, what="warm-up")
+        await wait_count(svc.store, RunStatus.WAITING, batch, timeout=300, what="warm-up")
         gc.collect()
         before, blocks_before = rss_bytes(), sys.getallocatedblocks()
         made = 0
         while made < runs:
-            n = min(500, runs - made)
+            n = min(batch, runs - made)
             for k in range(made, made + n):
                 await svc.runs.start("bench-ask", f"bench m{k} 1", trigger="bench")
             made += n
             await wait_count(
                 svc.store,
                 RunStatus.WAITING,
-                warm + made,
+                batch + made,
                 timeout=60 + n * 0.2,
                 what="waiting runs",
                 interval=0.2,
@@ -444,6 +452,7 @@ async def _memory(config: dict[str, Any]) -> dict[str, float]:
     delta = after - before
     return {
         "waiting": runs,
+        "batch": batch,
         "rss_before_mib": before / MIB,
         "rss_after_mib": after / MIB,
         "delta_mib": delta / MIB,
