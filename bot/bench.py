@@ -58,7 +58,7 @@ err = Console(stderr=True)
 
 
 FULL = Sizes(
-    steps=200, waiting=1000, samples=200, memory_runs=10_000, throughput_runs=300, starts=3
+    steps=200, waiting=1000, samples=200, memory_runs=10_000, throughput_runs=1000, starts=3
 )
 QUICK = Sizes(steps=20, waiting=50, samples=20, memory_runs=100, throughput_runs=30, starts=1)
 
@@ -121,6 +121,9 @@ ROWS: list[tuple[str, str, str]] = [
     ("runs_per_s_1_worker", "runs/s, 1 worker process (PostgreSQL)", "/s"),
     ("runs_per_s_2_workers", "runs/s, 2 worker processes (PostgreSQL)", "/s"),
     ("workers_speedup", "  2 workers ÷ 1 worker", "×"),
+    ("workers_speedup_headroom", "  room on this machine: cores ÷ cores busy, 1 worker", "×"),
+    ("cpu_ms_per_run_1_worker", "  CPU per run, all processes, 1 worker", "ms"),
+    ("cpu_ms_per_run_2_workers", "  CPU per run, all processes, 2 workers", "ms"),
     ("claimed_twice", "runs executed twice", ""),
     ("healthz_s", "pizzabot serve start → /healthz", "s"),
     ("ready_s", "pizzabot serve start → /readyz", "s"),
@@ -290,6 +293,9 @@ def figures_from(details: dict[str, Any]) -> dict[str, float | None]:
         "runs_per_s_1_worker": workers["one"]["runs_per_s"] if workers else None,
         "runs_per_s_2_workers": workers["two"]["runs_per_s"] if workers else None,
         "workers_speedup": workers["speedup"] if workers else None,
+        "workers_speedup_headroom": workers.get("speedup_headroom") if workers else None,
+        "cpu_ms_per_run_1_worker": workers["one"]["cpu_ms_per_run"] if workers else None,
+        "cpu_ms_per_run_2_workers": workers["two"]["cpu_ms_per_run"] if workers else None,
         "claimed_twice": float(workers["executed_twice"]["runs"]) if workers else None,
         "healthz_s": pick("start", "median_s"),
         "ready_s": pick("start", "ready_median_s"),

@@ -134,6 +134,12 @@ class Phase:
     def rate(self) -> float:
         return self.runs / self.seconds
 
+    @property
+    def cpu_ms_per_run(self) -> float:
+        """CPU time the whole machine spent per run finished (every process: the workers,
+        PostgreSQL, the model server, the bench)."""
+        return self.cores.get("machine", 0.0) / self.rate * 1000
+
 
 def cpu_seconds(children: list[Child], model: ModelProcess) -> dict[str, float]:
     """CPU time used so far by each worker (with its MCP servers), the bench and its scripted
@@ -307,10 +313,14 @@ async def bench_workers(
             await model.counting(False)  # the later parts are timed: no counting there
         repeated = sum(1 for n in (await model.asked()).values() if n > 1)
         await model.forget()
+    machine_one = one.cores.get("machine", 0.0)
     return {
-        "one": asdict(one) | {"runs_per_s": one.rate},
-        "two": asdict(two) | {"runs_per_s": two.rate},
+        "one": asdict(one) | {"runs_per_s": one.rate, "cpu_ms_per_run": one.cpu_ms_per_run},
+        "two": asdict(two) | {"runs_per_s": two.rate, "cpu_ms_per_run": two.cpu_ms_per_run},
         "speedup": two.rate / one.rate,
+        # What two workers could give on this machine with every core busy, if a run cost the
+        # same CPU (all processes) as with one; not a hard bound (busier loops batch more).
+        "speedup_headroom": (os.cpu_count() or 1) / machine_one if machine_one else None,
         "executed_twice": twice,
         "model_steps_asked_twice": repeated,
     }

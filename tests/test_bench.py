@@ -26,6 +26,9 @@ FIGURES = (
     "runs_per_s_1_worker",
     "runs_per_s_2_workers",
     "workers_speedup",
+    "workers_speedup_headroom",
+    "cpu_ms_per_run_1_worker",
+    "cpu_ms_per_run_2_workers",
     "claimed_twice",
     "healthz_s",
 )
