@@ -54,9 +54,16 @@ class Store(Protocol):
         self, *, limit: int = 100, status: RunStatus | None = None
     ) -> list[Run]: ...
 
+    async def claim_runs(
+        self, *, worker: str, now: datetime, lease_seconds: float, limit: int
+    ) -> list[Run]:
+        """Take up to `limit` runs, oldest first, for `worker`, in one transaction: queued
+        ones, or running ones whose lease expired; none while the kill switch is on. Fewer
+        than `limit` means no more were claimable."""
+        ...
+
     async def claim_run(self, *, worker: str, now: datetime, lease_seconds: float) -> Run | None:
-        """Take one queued run, or a running one whose lease expired, for `worker`; none
-        while the kill switch is on."""
+        """`claim_runs` for one run."""
         ...
 
     async def renew_lease(

@@ -45,6 +45,8 @@ class Worker:
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         self._stopping = False
         self._claims = 0
+        # The last claim filled every slot, so claimable runs may be left in the queue.
+        self._backlog = False
 
     def wake(self) -> None:
         self._wake.set()
@@ -63,40 +65,45 @@ class Worker:
                 # Clear before looking, not after: a wake-up that arrives while `fill` awaits
                 # the database must not be lost (the run would wait a whole poll interval).
                 self._wake.clear()
-                claimed = await self.fill()
-                if not claimed:
-                    # `asyncio.timeout`: `wait_for` can swallow a cancel on Python 3.11.
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(self.poll_interval):
-                            await self._wake.wait()
+                await self.fill()
+                # Until a new run, a decision or (when full) a finished run wakes it.
+                # `asyncio.timeout`: `wait_for` can swallow a cancel on Python 3.11.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.poll_interval):
+                        await self._wake.wait()
         finally:
             watcher.cancel()
             await self.stop()
 
     async def fill(self) -> int:
         """Claim runs until the worker is full or the queue is empty; return how many."""
-        claimed = 0
-        while len(self._tasks) < self.concurrency:
-            # Each claim has its own token, so an older step of the same run in this process is
-            # fenced out too, not only steps of other workers.
-            self._claims += 1
-            claim = f"{self.name}#{self._claims}"
-            try:
-                run = await self.ctx.store.claim_run(
-                    worker=claim, now=self.ctx.clock(), lease_seconds=self.engine.lease_seconds
-                )
-            except Exception:
-                log.exception("claiming a run failed")
-                break
-            if run is None:
-                break
-            claimed += 1
-            task = asyncio.create_task(self._advance(run, claim), name=f"run:{run.id}")
-            self._tasks[run.id] = task
-            # Let the claimed run take its first step before claiming the next: a decision's
-            # run should not wait behind the claims of runs that came after it.
-            await asyncio.sleep(0)
-        return claimed
+        free = self.concurrency - len(self._tasks)
+        if free <= 0:
+            self._backlog = True
+            return 0
+        # Each claim has its own token, so an older step of the same run in this process is
+        # fenced out too, not only steps of other workers.
+        self._claims += 1
+        claim = f"{self.name}#{self._claims}"
+        try:
+            runs = await self.ctx.store.claim_runs(
+                worker=claim,
+                now=self.ctx.clock(),
+                lease_seconds=self.engine.lease_seconds,
+                limit=free,
+            )
+        except Exception:
+            log.exception("claiming runs failed")
+            self._backlog = True
+            return 0
+        # One claim for all the free slots: fewer runs than asked for means the queue is
+        # empty now, and new work will come with a wake-up; none is looked for meanwhile.
+        self._backlog = len(runs) == free
+        for run in runs:
+            self._tasks[run.id] = asyncio.create_task(
+                self._advance(run, claim), name=f"run:{run.id}"
+            )
+        return len(runs)
 
     async def _advance(self, run: Any, claim: str) -> None:
         # The step runs in this task (no task of its own: one loop turn less before a claimed
@@ -116,7 +123,9 @@ class Worker:
             heartbeat.cancel()
             if self._tasks.get(run.id) is this:
                 self._tasks.pop(run.id, None)
-            self._wake.set()
+            if self._backlog:
+                # Runs may have been left queued while this worker was full.
+                self._wake.set()
 
     async def _heartbeat(self, run_id: str, claim: str, step: asyncio.Task[Any]) -> None:
         """Keep the lease while a step is in flight (a model or tool call can outlast it);

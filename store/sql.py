@@ -130,23 +130,29 @@ def _claimable(now: Any) -> Any:
 
 
 def _claim(postgres: bool) -> Any:
-    """One statement: pick the oldest claimable run (on PostgreSQL skipping rows another
-    worker is taking at this moment) and take it, returning the claimed row."""
-    pick = select(RUNS.c.id).where(_claimable(_NOW)).order_by(RUNS.c.updated_at).limit(1)
-    if postgres:
-        pick = pick.with_for_update(skip_locked=True)
-    return (
-        update(RUNS)
-        .where(RUNS.c.id == pick.scalar_subquery(), _claimable(_NOW))
-        .values(
-            status=_RUNNING,
-            lease_owner=bindparam("worker"),
-            lease_expires_at=bindparam("expires", type_=UtcDateTime()),
-            updated_at=_NOW,
-            started_at=func.coalesce(RUNS.c.started_at, _NOW),
-        )
-        .returning(*RUNS.c)
+    """One statement: pick the `n` oldest claimable runs (on PostgreSQL skipping rows another
+    worker is taking at this moment) and take them, returning the claimed rows."""
+    pick = (
+        select(RUNS.c.id)
+        .where(_claimable(_NOW))
+        .order_by(RUNS.c.updated_at)
+        .limit(bindparam("n", type_=Integer()))
     )
+    take = update(RUNS).values(
+        status=_RUNNING,
+        lease_owner=bindparam("worker"),
+        lease_expires_at=bindparam("expires", type_=UtcDateTime()),
+        updated_at=_NOW,
+        started_at=func.coalesce(RUNS.c.started_at, _NOW),
+    )
+    if postgres:
+        # Picked once, in a CTE: as `id IN (subquery)` the planner may run the locking
+        # subquery more than once, and concurrent claims then come back empty.
+        picked = pick.with_for_update(skip_locked=True).cte("picked")
+        take = take.where(RUNS.c.id == picked.c.id)
+    else:
+        take = take.where(RUNS.c.id.in_(pick.scalar_subquery()))
+    return take.where(_claimable(_NOW)).returning(*RUNS.c)
 
 
 _CLAIM = {False: _claim(False), True: _claim(True)}
@@ -274,6 +280,10 @@ def _run(row: Any) -> Run:
         budget_extra=dict(row.budget_extra or {}),
         killed_by=row.killed_by,
     )
+
+
+def _age(run: Run) -> tuple[datetime, str]:
+    return (run.created_at, run.id)
 
 
 def _item(row: Any) -> Item:
@@ -515,20 +525,31 @@ class SqlStore:
 
         return await self._do_core(tx)
 
-    async def claim_run(self, *, worker: str, now: datetime, lease_seconds: float) -> Run | None:
+    async def claim_runs(
+        self, *, worker: str, now: datetime, lease_seconds: float, limit: int
+    ) -> list[Run]:
         claim = _CLAIM[self.is_postgres]
-        params = {"now": now, "worker": worker, "expires": now + timedelta(seconds=lease_seconds)}
+        params = {
+            "now": now,
+            "worker": worker,
+            "expires": now + timedelta(seconds=lease_seconds),
+            "n": limit,
+        }
 
-        def tx(c: Connection) -> Run | None:
+        def tx(c: Connection) -> list[Run]:
             # Read in the same transaction as the claim: once the switch is seen on, no run is
             # taken, and no separate round trip is paid for it on every wake-up.
             kill = c.execute(_SELECT_KILL).scalar_one_or_none()
             if kill and kill.get("on"):
-                return None
-            row = c.execute(claim, params).first()
-            return _run(row) if row is not None else None
+                return []
+            # RETURNING gives no order; oldest first, as they were picked.
+            return sorted((_run(row) for row in c.execute(claim, params)), key=_age)
 
         return await self._do_core(tx)
+
+    async def claim_run(self, *, worker: str, now: datetime, lease_seconds: float) -> Run | None:
+        runs = await self.claim_runs(worker=worker, now=now, lease_seconds=lease_seconds, limit=1)
+        return runs[0] if runs else None
 
     async def renew_lease(
         self, run_id: str, *, worker: str, now: datetime, lease_seconds: float

@@ -116,6 +116,27 @@ async def test_concurrent_claims_never_hand_one_run_to_two_workers(store: SqlSto
     assert sorted(ids) == [f"r{i}" for i in range(6)]
 
 
+async def test_a_batch_claim_takes_the_oldest_runs_each_once(store: SqlStore) -> None:
+    for i in range(7):
+        await store.create_run(
+            run_id=f"r{i}", skill="s", input="hi", trigger="test", now=T0 + timedelta(seconds=i)
+        )
+    batches = await asyncio.gather(
+        *[
+            store.claim_runs(worker=f"w{i}", now=T0, lease_seconds=30, limit=3)
+            for i in range(4)
+        ]
+    )
+    claimed = [r.id for batch in batches for r in batch]
+    assert sorted(claimed) == [f"r{i}" for i in range(7)]
+    for batch in batches:
+        # Oldest first within a batch, each run held by the worker that claimed it.
+        assert [r.created_at for r in batch] == sorted(r.created_at for r in batch)
+        assert len({r.lease_owner for r in batch}) <= 1
+    # An empty queue gives fewer than asked for: none.
+    assert await store.claim_runs(worker="w9", now=T0, lease_seconds=30, limit=3) == []
+
+
 async def test_illegal_transitions_are_refused(store: SqlStore) -> None:
     await _run(store)
     with pytest.raises(IllegalTransition):
