@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
@@ -42,7 +43,7 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -86,6 +87,7 @@ from store.tables import (
 )
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 KILL = "kill"
 _DECIDED_STATUS = {
@@ -117,6 +119,7 @@ _SELECT_EVENTS = (
     .order_by(EVENTS.c.seq)
 )
 _INSERT_EVENTS = insert(EVENTS)
+_PING = text("SELECT 1")
 _SELECT_KILL = select(SWITCHES.c.value).where(SWITCHES.c.name == KILL)
 _NOW = bindparam("now", type_=UtcDateTime())
 _SELECT_ITEM = select(ITEMS).where(ITEMS.c.id == bindparam("item_id"))
@@ -236,7 +239,10 @@ def connect(url: str, *, echo: bool = False) -> AsyncEngine:
         engine = create_async_engine(url, echo=echo, connect_args={"timeout": 30})
         event.listen(engine.sync_engine, "connect", _pragmas(_BUSY_WAIT_MS))
         return engine
-    return create_async_engine(url, echo=echo, pool_size=10, max_overflow=10, pool_pre_ping=True)
+    # No `pool_pre_ping`: it costs a round trip on every transaction. A connection that died
+    # while pooled (a PostgreSQL restart) fails its next transaction before COMMIT; the store
+    # runs that transaction again on a fresh connection (`_retrying`).
+    return create_async_engine(url, echo=echo, pool_size=10, max_overflow=10)
 
 
 def _sync_sqlite(engine: AsyncEngine, busy_ms: int) -> Engine:
@@ -340,6 +346,35 @@ def _event(row: Any) -> Event:
     )
 
 
+async def _retrying(attempt: Callable[[list[bool]], Awaitable[T]]) -> T:
+    """Run a PostgreSQL transaction; once more on a fresh connection if its connection turned
+    out to be dead before COMMIT was sent. Nothing of it was applied then (the server rolls
+    back a transaction whose connection is gone), so running it again is safe. A connection
+    lost during COMMIT leaves the outcome unknown: that error goes to the caller.
+
+    `attempt` appends to the list it is given just before it commits."""
+    committing: list[bool] = []
+    try:
+        return await attempt(committing)
+    except DBAPIError as exc:
+        if committing or not exc.connection_invalidated:
+            raise
+        log.info("a pooled PostgreSQL connection was dead (%s); retrying", type(exc.orig).__name__)
+    return await attempt([])
+
+
+async def _alive(session: AsyncSession) -> None:
+    """Begin `session`'s transaction on a live connection: the caller's block cannot be run
+    again, so a dead pooled connection is found (and replaced) before it starts."""
+    try:
+        await session.execute(_PING)
+    except DBAPIError as exc:
+        if not exc.connection_invalidated:
+            raise
+        await session.rollback()  # lets the dead connection go; the next statement gets another
+        await session.execute(_PING)
+
+
 def _transaction(engine: Engine, fn: Callable[[Connection], T]) -> T:
     with engine.begin() as c:
         return fn(c)
@@ -366,8 +401,14 @@ class SqlStore:
         """Run `fn` with an ORM session as one transaction: committed when it returns,
         rolled back if it raises."""
         if self.is_postgres:
-            async with self._sessions() as s, s.begin():
-                return await s.run_sync(fn)
+
+            async def attempt(committing: list[bool]) -> T:
+                async with self._sessions() as s, s.begin():
+                    result = await s.run_sync(fn)
+                    committing.append(True)
+                return result
+
+            return await _retrying(attempt)
 
         def in_session(c: Connection) -> T:
             with Session(bind=c, expire_on_commit=False) as session:
@@ -380,8 +421,14 @@ class SqlStore:
     async def _do_core(self, fn: Callable[[Connection], T]) -> T:
         """Run `fn` with a plain connection as one transaction (no ORM session to build)."""
         if self.is_postgres:
-            async with self.engine.begin() as conn:
-                return await conn.run_sync(fn)
+
+            async def attempt(committing: list[bool]) -> T:
+                async with self.engine.begin() as conn:
+                    result = await conn.run_sync(fn)
+                    committing.append(True)
+                return result
+
+            return await _retrying(attempt)
         return await self._sqlite(fn)
 
     async def _sqlite(self, fn: Callable[[Connection], T]) -> T:
@@ -404,8 +451,11 @@ class SqlStore:
         if lock is not None:
             await lock.acquire()
         try:
-            async with self._sessions() as session, session.begin():
+            async with self._sessions() as session:
+                if self.is_postgres:
+                    await _alive(session)
                 yield session
+                await session.commit()  # not reached if the block raised: closing rolls back
         finally:
             if lock is not None:
                 lock.release()

@@ -80,3 +80,45 @@ async def test_only_one_leader_runs_a_singleton_and_another_takes_over(pg_store:
         await asyncio.sleep(0.05)
     assert running == ["a", "b"]
     b.cancel()
+
+
+async def _drop_connections(url: str) -> int:
+    """What a PostgreSQL restart does to a process's pooled connections."""
+    import asyncpg
+
+    database = url.rsplit("/", 1)[1]
+    admin = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/postgres")
+    try:
+        dropped = await admin.fetch(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = $1 AND pid <> pg_backend_pid()",
+            database,
+        )
+    finally:
+        await admin.close()
+    return len(dropped)
+
+
+async def test_connections_the_server_dropped_cost_no_transaction(
+    pg_store: SqlStore, pg_url: str
+) -> None:
+    from store.triggers import TriggerStore
+
+    # Several pooled connections, all of which the server then drops.
+    await asyncio.gather(
+        *[
+            pg_store.create_run(
+                run_id=f"r{i}", skill="s", input="", trigger="t", now=T0, events=[]
+            )
+            for i in range(3)
+        ]
+    )
+    assert await _drop_connections(pg_url) >= 1
+    # Each call meets a dead connection first; it is replaced and the call goes through.
+    assert [(await pg_store.get_run(f"r{i}")).id for i in range(3)] == ["r0", "r1", "r2"]
+    appended = await pg_store.append_events(
+        "r0", [NewEvent(EventKind.NOTE, {"n": 1})], worker=None, now=T0
+    )
+    assert [e.seq for e in appended] == [1]
+    assert await _drop_connections(pg_url) >= 1
+    assert await TriggerStore(pg_store).list_schedules() == []
