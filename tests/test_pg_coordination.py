@@ -107,9 +107,7 @@ async def test_connections_the_server_dropped_cost_no_transaction(
     # Several pooled connections, all of which the server then drops.
     await asyncio.gather(
         *[
-            pg_store.create_run(
-                run_id=f"r{i}", skill="s", input="", trigger="t", now=T0, events=[]
-            )
+            pg_store.create_run(run_id=f"r{i}", skill="s", input="", trigger="t", now=T0, events=[])
             for i in range(3)
         ]
     )

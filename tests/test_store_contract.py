@@ -122,10 +122,7 @@ async def test_a_batch_claim_takes_the_oldest_runs_each_once(store: SqlStore) ->
             run_id=f"r{i}", skill="s", input="hi", trigger="test", now=T0 + timedelta(seconds=i)
         )
     batches = await asyncio.gather(
-        *[
-            store.claim_runs(worker=f"w{i}", now=T0, lease_seconds=30, limit=3)
-            for i in range(4)
-        ]
+        *[store.claim_runs(worker=f"w{i}", now=T0, lease_seconds=30, limit=3) for i in range(4)]
     )
     claimed = [r.id for batch in batches for r in batch]
     assert sorted(claimed) == [f"r{i}" for i in range(7)]
