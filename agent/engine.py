@@ -163,8 +163,11 @@ class Engine:
 
     # -- the loop ------------------------------------------------------------------------
 
-    async def advance(self, run: Run, *, worker: str) -> RunStatus:
+    async def advance(
+        self, run: Run, *, worker: str, events: list[Event] | None = None
+    ) -> RunStatus:
         """Step `run` (claimed by `worker`) until it waits, ends, or the lease is lost.
+        `events` is its log as read with the claim; without it the log is read here.
 
         The lease is kept by the worker's heartbeat while this runs; every write checks it,
         so a run cancelled, killed or taken over meanwhile stops at its next write."""
@@ -174,7 +177,9 @@ class Engine:
         except NotFound as exc:
             await self._end(run, RunStatus.FAILED, worker=worker, error=str(exc), skill=None)
             return RunStatus.FAILED
-        claim = Claim(run, skill, worker, await store.events(run.id))
+        if events is None:
+            events = await store.events(run.id)
+        claim = Claim(run, skill, worker, events)
         try:
             while True:
                 outcome = await self._step(claim)

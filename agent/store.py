@@ -8,6 +8,7 @@ change a run take the worker's id: a worker that lost its lease cannot write (fe
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -29,6 +30,15 @@ from agent.model import (
 
 class LeaseLost(Exception):
     """The run is no longer owned by this worker; stop touching it."""
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A run just claimed, with its event log as of the claim (read in the same transaction,
+    so the worker starts stepping without another round trip)."""
+
+    run: Run
+    events: list[Event]
 
 
 class Store(Protocol):
@@ -56,7 +66,7 @@ class Store(Protocol):
 
     async def claim_runs(
         self, *, worker: str, now: datetime, lease_seconds: float, limit: int
-    ) -> list[Run]:
+    ) -> list[Claimed]:
         """Take up to `limit` runs, oldest first, for `worker`, in one transaction: queued
         ones, or running ones whose lease expired; none while the kill switch is on. Fewer
         than `limit` means no more were claimable."""

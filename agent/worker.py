@@ -18,7 +18,7 @@ from typing import Any
 from agent.context import Context
 from agent.engine import Engine, cancel_in_flight
 from agent.model import RunStatus
-from agent.store import LeaseLost
+from agent.store import Claimed, LeaseLost
 from agent.tasks import stop_if_cancelled
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ class Worker:
         self._claims += 1
         claim = f"{self.name}#{self._claims}"
         try:
-            runs = await self.ctx.store.claim_runs(
+            claimed = await self.ctx.store.claim_runs(
                 worker=claim,
                 now=self.ctx.clock(),
                 lease_seconds=self.engine.lease_seconds,
@@ -98,21 +98,22 @@ class Worker:
             return 0
         # One claim for all the free slots: fewer runs than asked for means the queue is
         # empty now, and new work will come with a wake-up; none is looked for meanwhile.
-        self._backlog = len(runs) == free
-        for run in runs:
-            self._tasks[run.id] = asyncio.create_task(
-                self._advance(run, claim), name=f"run:{run.id}"
+        self._backlog = len(claimed) == free
+        for c in claimed:
+            self._tasks[c.run.id] = asyncio.create_task(
+                self._advance(c, claim), name=f"run:{c.run.id}"
             )
-        return len(runs)
+        return len(claimed)
 
-    async def _advance(self, run: Any, claim: str) -> None:
+    async def _advance(self, claimed: Claimed, claim: str) -> None:
         # The step runs in this task (no task of its own: one loop turn less before a claimed
         # run starts); the heartbeat cancels this task if the lease is lost.
+        run = claimed.run
         this = asyncio.current_task()
         assert this is not None
         heartbeat = asyncio.create_task(self._heartbeat(run.id, claim, this))
         try:
-            await self.engine.advance(run, worker=claim)
+            await self.engine.advance(run, worker=claim, events=claimed.events)
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -75,7 +75,7 @@ from agent.model import (
     Usage,
     transition,
 )
-from agent.store import LeaseLost
+from agent.store import Claimed, LeaseLost
 from store.tables import (
     AuditRow,
     DeliveryRow,
@@ -577,7 +577,7 @@ class SqlStore:
 
     async def claim_runs(
         self, *, worker: str, now: datetime, lease_seconds: float, limit: int
-    ) -> list[Run]:
+    ) -> list[Claimed]:
         claim = _CLAIM[self.is_postgres]
         params = {
             "now": now,
@@ -586,20 +586,26 @@ class SqlStore:
             "n": limit,
         }
 
-        def tx(c: Connection) -> list[Run]:
+        def tx(c: Connection) -> list[Claimed]:
             # Read in the same transaction as the claim: once the switch is seen on, no run is
             # taken, and no separate round trip is paid for it on every wake-up.
             kill = c.execute(_SELECT_KILL).scalar_one_or_none()
             if kill and kill.get("on"):
                 return []
             # RETURNING gives no order; oldest first, as they were picked.
-            return sorted((_run(row) for row in c.execute(claim, params)), key=_age)
+            runs = sorted((_run(row) for row in c.execute(claim, params)), key=_age)
+            return [
+                Claimed(run, [_event(r) for r in c.execute(_SELECT_EVENTS, {"run_id": run.id})])
+                for run in runs
+            ]
 
         return await self._do_core(tx)
 
     async def claim_run(self, *, worker: str, now: datetime, lease_seconds: float) -> Run | None:
-        runs = await self.claim_runs(worker=worker, now=now, lease_seconds=lease_seconds, limit=1)
-        return runs[0] if runs else None
+        claimed = await self.claim_runs(
+            worker=worker, now=now, lease_seconds=lease_seconds, limit=1
+        )
+        return claimed[0].run if claimed else None
 
     async def renew_lease(
         self, run_id: str, *, worker: str, now: datetime, lease_seconds: float

@@ -116,20 +116,33 @@ async def test_concurrent_claims_never_hand_one_run_to_two_workers(store: SqlSto
     assert sorted(ids) == [f"r{i}" for i in range(6)]
 
 
-async def test_a_batch_claim_takes_the_oldest_runs_each_once(store: SqlStore) -> None:
+async def test_a_batch_claim_takes_the_oldest_runs_each_once_with_their_logs(
+    store: SqlStore,
+) -> None:
     for i in range(7):
         await store.create_run(
-            run_id=f"r{i}", skill="s", input="hi", trigger="test", now=T0 + timedelta(seconds=i)
+            run_id=f"r{i}",
+            skill="s",
+            input="hi",
+            trigger="test",
+            now=T0 + timedelta(seconds=i),
+            events=[NewEvent(EventKind.RUN_STARTED, {"input": f"job {i}"})],
         )
     batches = await asyncio.gather(
         *[store.claim_runs(worker=f"w{i}", now=T0, lease_seconds=30, limit=3) for i in range(4)]
     )
-    claimed = [r.id for batch in batches for r in batch]
+    claimed = [c.run.id for batch in batches for c in batch]
     assert sorted(claimed) == [f"r{i}" for i in range(7)]
     for batch in batches:
+        runs = [c.run for c in batch]
         # Oldest first within a batch, each run held by the worker that claimed it.
-        assert [r.created_at for r in batch] == sorted(r.created_at for r in batch)
-        assert len({r.lease_owner for r in batch}) <= 1
+        assert [r.created_at for r in runs] == sorted(r.created_at for r in runs)
+        assert len({r.lease_owner for r in runs}) <= 1
+        # Each comes with its own log, read in the claim's transaction.
+        for c in batch:
+            assert [(e.run_id, e.seq, e.data["input"]) for e in c.events] == [
+                (c.run.id, 1, f"job {c.run.id[1:]}")
+            ]
     # An empty queue gives fewer than asked for: none.
     assert await store.claim_runs(worker="w9", now=T0, lease_seconds=30, limit=3) == []
 
