@@ -133,12 +133,12 @@ def _claimable(now: Any) -> Any:
 
 
 def _claim(postgres: bool) -> Any:
-    """One statement: pick the `n` oldest claimable runs (on PostgreSQL skipping rows another
-    worker is taking at this moment) and take them, returning the claimed rows."""
+    """One statement: pick the `n` oldest claimable runs, by creation (on PostgreSQL skipping
+    rows another worker is taking at this moment), and take them, returning the claimed rows."""
     pick = (
         select(RUNS.c.id)
         .where(_claimable(_NOW))
-        .order_by(RUNS.c.updated_at)
+        .order_by(RUNS.c.created_at)
         .limit(bindparam("n", type_=Integer()))
     )
     take = update(RUNS).values(

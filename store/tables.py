@@ -72,7 +72,9 @@ class RunRow(Base):
     #: lease, so numbering an event never needs a `max(seq)` query or a retry.
     last_seq: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
 
-    __table_args__ = (Index("ix_runs_status_updated", "status", "updated_at"),)
+    # Claims take the oldest run first. Not `updated_at`: every step's usage bumps it, and an
+    # indexed column changing makes each of those updates non-HOT on PostgreSQL (migration 0005).
+    __table_args__ = (Index("ix_runs_status_created", "status", "created_at"),)
 
 
 class EventRow(Base):

@@ -147,6 +147,27 @@ async def test_a_batch_claim_takes_the_oldest_runs_each_once_with_their_logs(
     assert await store.claim_runs(worker="w9", now=T0, lease_seconds=30, limit=3) == []
 
 
+async def test_a_decided_run_is_claimed_before_runs_made_after_it(store: SqlStore) -> None:
+    # r1 waits on a decision; r2 is queued meanwhile; the decision then queues r1 again.
+    await _run(store, "r1")
+    await store.claim_run(worker="w", now=T0, lease_seconds=30)
+    await store.create_item(_item(), targets=[], worker="w", now=T0, run_status=RunStatus.WAITING)
+    later = T0 + timedelta(minutes=5)
+    await store.create_run(run_id="r2", skill="s", input="hi", trigger="test", now=later)
+    await store.record_decision(
+        "i1",
+        Approve(),
+        actor="u",
+        channel="api",
+        now=later + timedelta(minutes=5),
+        final_args=None,
+        event=NewEvent(EventKind.DECISION, {"item_id": "i1"}),
+    )
+    # The oldest run first: the person who answered does not wait behind newer work.
+    claimed = await store.claim_runs(worker="w2", now=later, lease_seconds=30, limit=1)
+    assert [c.run.id for c in claimed] == ["r1"]
+
+
 async def test_illegal_transitions_are_refused(store: SqlStore) -> None:
     await _run(store)
     with pytest.raises(IllegalTransition):
