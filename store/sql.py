@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
@@ -241,7 +241,7 @@ def connect(url: str, *, echo: bool = False) -> AsyncEngine:
         return engine
     # No `pool_pre_ping`: it costs a round trip on every transaction. A connection that died
     # while pooled (a PostgreSQL restart) fails its next transaction before COMMIT; the store
-    # runs that transaction again on a fresh connection (`_retrying`).
+    # runs that transaction again on a fresh connection (`_pg_transaction`).
     return create_async_engine(url, echo=echo, pool_size=10, max_overflow=10)
 
 
@@ -346,21 +346,25 @@ def _event(row: Any) -> Event:
     )
 
 
-async def _retrying(attempt: Callable[[list[bool]], Awaitable[T]]) -> T:
-    """Run a PostgreSQL transaction; once more on a fresh connection if its connection turned
-    out to be dead before COMMIT was sent. Nothing of it was applied then (the server rolls
-    back a transaction whose connection is gone), so running it again is safe. A connection
-    lost during COMMIT leaves the outcome unknown: that error goes to the caller.
-
-    `attempt` appends to the list it is given just before it commits."""
-    committing: list[bool] = []
+async def _pg_transaction(
+    engine: AsyncEngine, fn: Callable[[Connection], T], *, retry: bool = True
+) -> T:
+    """Run `fn` as one PostgreSQL transaction; once more on a fresh connection if its
+    connection turned out to be dead before COMMIT was sent. Nothing of it was applied then
+    (the server rolls back a transaction whose connection is gone), so running it again is
+    safe. A connection lost during COMMIT leaves the outcome unknown: that error goes to the
+    caller."""
+    committing = False
     try:
-        return await attempt(committing)
+        async with engine.begin() as conn:
+            result = await conn.run_sync(fn)
+            committing = True
+        return result
     except DBAPIError as exc:
-        if committing or not exc.connection_invalidated:
+        if not retry or committing or not exc.connection_invalidated:
             raise
         log.info("a pooled PostgreSQL connection was dead (%s); retrying", type(exc.orig).__name__)
-    return await attempt([])
+    return await _pg_transaction(engine, fn, retry=False)
 
 
 async def _alive(session: AsyncSession) -> None:
@@ -400,15 +404,6 @@ class SqlStore:
     async def _do(self, fn: Callable[[Session], T]) -> T:
         """Run `fn` with an ORM session as one transaction: committed when it returns,
         rolled back if it raises."""
-        if self.is_postgres:
-
-            async def attempt(committing: list[bool]) -> T:
-                async with self._sessions() as s, s.begin():
-                    result = await s.run_sync(fn)
-                    committing.append(True)
-                return result
-
-            return await _retrying(attempt)
 
         def in_session(c: Connection) -> T:
             with Session(bind=c, expire_on_commit=False) as session:
@@ -416,19 +411,12 @@ class SqlStore:
                 session.flush()  # the connection's transaction commits it
                 return result
 
-        return await self._sqlite(in_session)
+        return await self._do_core(in_session)
 
     async def _do_core(self, fn: Callable[[Connection], T]) -> T:
         """Run `fn` with a plain connection as one transaction (no ORM session to build)."""
         if self.is_postgres:
-
-            async def attempt(committing: list[bool]) -> T:
-                async with self.engine.begin() as conn:
-                    result = await conn.run_sync(fn)
-                    committing.append(True)
-                return result
-
-            return await _retrying(attempt)
+            return await _pg_transaction(self.engine, fn)
         return await self._sqlite(fn)
 
     async def _sqlite(self, fn: Callable[[Connection], T]) -> T:
