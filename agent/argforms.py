@@ -12,14 +12,31 @@ API edits (JSON) with the very same rules:
 - :func:`coerce_form` turns submitted strings back into typed arguments and validates them,
   returning human messages keyed by field name (``""`` for errors tied to no field).
 - :func:`validate_arguments` is that validation alone, for arguments that arrive as JSON.
+- :func:`loads_json` reads JSON arguments with numbers bounded, for text from a model, a form
+  or a mail.
 
 Pure functions: no I/O. Remote ``$ref``s are never fetched (jsonschema would, by default),
 because a tool's schema is not trusted to make this process open URLs.
+
+Two rules are stricter than JSON Schema on purpose, because arguments come from people and
+models, not from programs that agree on a format:
+
+- Numbers are bounded: a whole number has at most :data:`MAX_INTEGER_DIGITS` digits, any
+  number must be finite, and number text is at most :data:`MAX_NUMBER_TEXT` characters.
+  Turning ``1e1000000`` into an ``int`` takes seconds of CPU on the event loop, and Python
+  refuses to print an ``int`` of more than 4300 digits; a bound makes both a field error.
+- A field the schema does not declare is refused unless the object's schema says
+  ``additionalProperties: true`` (or gives a schema for them), nested objects alike. The
+  standard's default allows them, but there an edit's typo (``copy`` for ``copies``) would
+  reach the tool while the field the person meant stays unchanged. An object schema that
+  declares no fields at all (no ``properties``) stays free-form.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -30,7 +47,16 @@ import referencing
 import referencing.exceptions
 from jsonschema.exceptions import ValidationError
 
-__all__ = ["Field", "FieldKind", "coerce_form", "form_fields", "validate_arguments"]
+__all__ = [
+    "MAX_INTEGER_DIGITS",
+    "MAX_NUMBER_TEXT",
+    "Field",
+    "FieldKind",
+    "coerce_form",
+    "form_fields",
+    "loads_json",
+    "validate_arguments",
+]
 
 FieldKind: TypeAlias = Literal[
     "text", "textarea", "number", "integer", "checkbox", "select", "json"
@@ -40,6 +66,15 @@ Schema: TypeAlias = Mapping[str, Any]
 
 #: The name of the single JSON field offered when a schema declares no properties at all.
 WHOLE_ARGUMENTS = "arguments"
+
+#: Digits a whole number may have: far beyond any id or amount, and cheap to convert.
+MAX_INTEGER_DIGITS = 100
+#: Characters a typed number may have, exponent and sign included.
+MAX_NUMBER_TEXT = 200
+_INTEGER_LIMIT = 10**MAX_INTEGER_DIGITS
+_FLOAT_EXPONENT = 308  # beyond it a double is infinite (or zero)
+_TOO_MANY_DIGITS = f"is out of range: a whole number has at most {MAX_INTEGER_DIGITS} digits"
+_NOT_FINITE = "is out of range: must be a finite number"
 
 _MAX_DEPTH = 4  # deeper objects are edited as JSON: a form of 5 nested levels helps nobody
 _TRUE_WORDS = frozenset({"true", "yes", "on", "1", "y"})
@@ -468,32 +503,92 @@ def _parse(leaf: _Leaf, text: str) -> Any:
             number = _decimal(text, "must be a whole number")
             if number != number.to_integral_value():
                 raise ValueError("must be a whole number")
+            if number.adjusted() >= MAX_INTEGER_DIGITS:
+                raise ValueError(_TOO_MANY_DIGITS)
             return int(number)
         case "number":
             number = _decimal(text, "must be a number")
-            if number == number.to_integral_value() and not any(c in text for c in ".eE"):
+            whole = number == number.to_integral_value() and not any(c in text for c in ".eE")
+            if whole and number.adjusted() < MAX_INTEGER_DIGITS:
                 return int(number)
-            return float(number)
+            return _float(number)
         case "select":
             return _choose(leaf, text)
         case "json":
-            try:
-                return json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ValueError(
-                    f"invalid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
-                ) from None
+            return loads_json(text)
     raise ValueError(f"cannot read a {leaf.kind} field")  # pragma: no cover - kinds are closed
 
 
 def _decimal(text: str, message: str) -> Decimal:
+    """The number typed, with its size checked before anything converts it: ``int()`` of
+    ``Decimal("1e1000000")`` takes seconds."""
+    text = text.strip()
+    if len(text) > MAX_NUMBER_TEXT:
+        raise ValueError(f"is too long for a number (at most {MAX_NUMBER_TEXT} characters)")
     try:
-        number = Decimal(text.strip())
+        number = Decimal(text)
     except InvalidOperation:
         raise ValueError(message) from None
     if not number.is_finite():
         raise ValueError(message)
     return number
+
+
+def _float(number: Decimal) -> float:
+    if number and abs(number.adjusted()) > _FLOAT_EXPONENT:
+        raise ValueError(_NOT_FINITE if number.adjusted() > 0 else "is too small: use 0")
+    value = float(number)
+    if not math.isfinite(value):
+        raise ValueError(_NOT_FINITE)
+    return value
+
+
+# --- JSON with bounded numbers -----------------------------------------------------------
+
+
+class _OutOfRange(ValueError):
+    pass
+
+
+def _json_int(text: str) -> int:
+    # Counted before int(): Python refuses > 4300 digits, and converting fewer is still slow.
+    if len(text.lstrip("-")) > MAX_INTEGER_DIGITS:
+        raise _OutOfRange(f"a number {_TOO_MANY_DIGITS}")
+    return int(text)
+
+
+def _json_float(text: str) -> float:
+    if len(text) > MAX_NUMBER_TEXT:
+        raise _OutOfRange(f"a number is too long (at most {MAX_NUMBER_TEXT} characters)")
+    try:
+        return _float(Decimal(text))
+    except ValueError as exc:
+        raise _OutOfRange(f"a number {exc}") from None
+
+
+def _json_constant(name: str) -> Any:
+    raise _OutOfRange(f"{name} is not a number JSON allows")
+
+
+def loads_json(text: str) -> Any:
+    """JSON from text, with each number bounded as in a form field.
+
+    Raises ``ValueError`` with a message for a person: invalid JSON, a number out of range,
+    ``NaN``/``Infinity`` (which Python's ``json`` would otherwise accept), or nesting too
+    deep to read.
+    """
+    try:
+        return json.loads(
+            text, parse_int=_json_int, parse_float=_json_float, parse_constant=_json_constant
+        )
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"invalid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
+        ) from None
+    except _OutOfRange as exc:
+        raise ValueError(str(exc)) from None
+    except RecursionError:
+        raise ValueError("invalid JSON: nested too deeply") from None
 
 
 def _choose(leaf: _Leaf, text: str) -> Any:
@@ -529,9 +624,18 @@ def validate_arguments(schema: Schema, args: Mapping[str, Any]) -> dict[str, str
     """Check ``args`` against ``schema``; human messages keyed by form field name.
 
     Errors inside a field (an item of a JSON list) name their place: ``"[0]: must be text"``.
-    Errors tied to no field go under ``""``, joined with ``"; "``.
+    Errors tied to no field go under ``""``, joined with ``"; "``. A field the schema does not
+    declare is an error under its own dotted name (``copy``, ``address.zip``) that lists the
+    known ones; a number out of range is an error before the schema is even consulted.
     """
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    fields = {leaf.path: leaf.name for leaf in _leaves(_tree(schema))}
+    errors: dict[str, str] = {}
+    # First, and alone: jsonschema's messages repr() the value, which fails past 4300 digits.
+    for path, message in _out_of_range(args):
+        _add(errors, *_locate(fields, path, message))
+    if errors:
+        return errors
     try:
         cls.check_schema(schema)
         # An empty registry: without one jsonschema fetches remote $refs over the network.
@@ -541,17 +645,157 @@ def validate_arguments(schema: Schema, args: Mapping[str, Any]) -> dict[str, str
         return {"": f"the tool's input schema is invalid: {exc.message}"}
     except referencing.exceptions.Unresolvable as exc:
         return {"": f"the tool's input schema refers to something unavailable: {exc}"}
-    tree = _tree(schema)
-    fields = {leaf.path: leaf.name for leaf in _leaves(tree)}
-    errors: dict[str, str] = {}
+    unknown = _undeclared(schema, args)
+    for path, known in unknown:
+        name, message = _locate(fields, path, _unknown_message(path, known))
+        if name == "" and path:
+            name, message = _where(path), _unknown_message(path, known)
+        _add(errors, name, message)
+    reported = {path for path, _ in unknown}
     for error in found:
         for leaf_error in _flatten(error):
             for path, message in _messages(leaf_error):
-                name, message = _locate(fields, path, message)
-                if name == "" and "" in errors:
-                    errors[""] = f"{errors['']}; {message}"
-                errors.setdefault(name, message)
+                if path in reported:
+                    continue
+                _add(errors, *_locate(fields, path, message))
     return errors
+
+
+def _add(errors: dict[str, str], name: str, message: str) -> None:
+    if name == "" and "" in errors:
+        errors[""] = f"{errors['']}; {message}"
+    errors.setdefault(name, message)
+
+
+def _out_of_range(value: Any) -> list[tuple[tuple[Any, ...], str]]:
+    """Where ``value`` holds a number no field accepts (infinite, NaN, too many digits), and
+    which limit it broke."""
+    bad: list[tuple[tuple[Any, ...], str]] = []
+    stack: list[tuple[tuple[Any, ...], Any]] = [((), value)]
+    while stack:  # a loop, not recursion: JSON nests as deep as its parser allowed
+        path, current = stack.pop()
+        if isinstance(current, bool):
+            continue
+        if isinstance(current, int):
+            if abs(current) >= _INTEGER_LIMIT:
+                bad.append((path, _TOO_MANY_DIGITS))
+        elif isinstance(current, float):
+            if not math.isfinite(current):
+                bad.append((path, _NOT_FINITE))
+        elif isinstance(current, Mapping):
+            stack.extend(((*path, k), v) for k, v in current.items())
+        elif isinstance(current, list | tuple):
+            stack.extend(((*path, i), v) for i, v in enumerate(current))
+    return sorted(bad, key=lambda found: str(found[0]))
+
+
+_Path: TypeAlias = tuple[Any, ...]
+#: What a schema that cannot be read here (a remote ``$ref``) counts as: anything goes.
+_OPEN: Schema = {"additionalProperties": True}
+
+
+def _undeclared(root: Schema, args: Any) -> list[tuple[_Path, tuple[str, ...]]]:
+    """Where ``args`` has a field its schema does not declare, with the fields it does.
+
+    Every schema that applies to a value counts (``$ref``, ``allOf``, each branch of
+    ``anyOf``/``oneOf``, ``then``/``else``): a field declared by any of them is known, and
+    one that any of them opens (``additionalProperties`` or ``unevaluatedProperties`` true or
+    a schema) lets undeclared fields through. An object whose schemas declare no fields at
+    all is free-form.
+    """
+    found: list[tuple[_Path, tuple[str, ...]]] = []
+    stack: list[tuple[_Path, list[Any], Any]] = [((), [root], args)]
+    while stack:
+        path, nodes, value = stack.pop()
+        shapes = _shapes(root, nodes)
+        if isinstance(value, Mapping):
+            declared: dict[str, list[Any]] = {}
+            patterns: list[tuple[str, Any]] = []
+            extra: list[Any] = []
+            closed = opened = False
+            for node in shapes:
+                props = node.get("properties")
+                if isinstance(props, Mapping):
+                    closed = True
+                    for key, sub in props.items():
+                        declared.setdefault(str(key), []).append(sub)
+                pats = node.get("patternProperties")
+                if isinstance(pats, Mapping):
+                    closed = True
+                    patterns.extend((str(p), sub) for p, sub in pats.items())
+                for keyword in ("additionalProperties", "unevaluatedProperties"):
+                    more = node.get(keyword)
+                    if more is True or isinstance(more, Mapping):
+                        opened = True
+                        if isinstance(more, Mapping):
+                            extra.append(more)
+                    elif more is False:
+                        closed = True
+            for key, member in value.items():
+                subs = declared.get(str(key), []) + [
+                    sub for pattern, sub in patterns if _matches(pattern, str(key))
+                ]
+                if not subs:
+                    if closed and not opened:
+                        found.append(((*path, key), tuple(declared)))
+                        continue
+                    subs = extra
+                stack.append(((*path, key), subs, member))
+        elif isinstance(value, list):
+            for i, member in enumerate(value):
+                subs = [sub for node in shapes for sub in _item_schemas(node, i)]
+                stack.append(((*path, i), subs, member))
+    return sorted(found, key=lambda f: str(f[0]))
+
+
+def _shapes(root: Schema, nodes: list[Any]) -> list[Schema]:
+    """Every schema object that applies to one value, with references and combinations
+    followed (each reference once: a recursive schema stops at the value's depth)."""
+    out: list[Schema] = []
+    todo = list(nodes)
+    refs: set[str] = set()
+    while todo:
+        node = todo.pop()
+        if not isinstance(node, Mapping):
+            continue  # true: anything; false: jsonschema already refuses the value
+        out.append(node)
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref not in refs:
+            refs.add(ref)
+            target = _pointer(root, ref[1:]) if ref.startswith("#") else None
+            todo.append(_OPEN if target is None else target)
+        for keyword in ("allOf", "anyOf", "oneOf"):
+            branches = node.get(keyword)
+            if isinstance(branches, list):
+                todo.extend(branches)
+        for keyword in ("then", "else"):
+            if keyword in node:
+                todo.append(node[keyword])
+    return out
+
+
+def _item_schemas(node: Schema, index: int) -> list[Any]:
+    prefix = node.get("prefixItems")
+    items = node.get("items")
+    if isinstance(items, list):  # before draft 2020-12, a list of items was the tuple form
+        prefix, items = items, node.get("additionalItems")
+    if isinstance(prefix, list) and index < len(prefix):
+        return [prefix[index]]
+    return [items] if items is not None else []
+
+
+def _matches(pattern: str, name: str) -> bool:
+    try:
+        return re.search(pattern, name) is not None
+    except re.error:
+        return False
+
+
+def _unknown_message(path: _Path, known: tuple[str, ...]) -> str:
+    owner = "this tool" if len(path) == 1 else _where(path[:-1])
+    if not known:
+        return f"unknown field: {owner} has no fields"
+    return f"unknown field; the fields of {owner} are: {', '.join(known)}"
 
 
 def _flatten(error: ValidationError) -> list[ValidationError]:
@@ -573,9 +817,15 @@ def _messages(error: ValidationError) -> list[tuple[tuple[Any, ...], str]]:
         return [((*path, k), "is required") for k in missing]
     if error.validator == "additionalProperties" and isinstance(instance, Mapping):
         declared = error.schema.get("properties", {})
-        extra = [str(k) for k in instance if k not in declared]
+        patterns = error.schema.get("patternProperties", {})
+        extra = [
+            k
+            for k in instance
+            if k not in declared and not any(_matches(p, str(k)) for p in patterns)
+        ]
         if extra:
-            return [(path, f"unexpected field: {', '.join(extra)}")]
+            # Each under its own path, where the check for undeclared fields reported it.
+            return [((*path, k), "unknown field") for k in extra]
     return [(path, _human(error))]
 
 

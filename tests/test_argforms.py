@@ -458,7 +458,10 @@ def test_defaults_and_titles_prefill_the_form() -> None:
 def test_additional_properties_false_rejects_extra_arguments() -> None:
     schema = obj({"a": {"type": "string"}}, additionalProperties=False)
 
-    assert validate_arguments(schema, {"a": "x", "b": 1, "c": 2}) == {"": "unexpected field: b, c"}
+    assert validate_arguments(schema, {"a": "x", "b": 1, "c": 2}) == {
+        "b": "unknown field; the fields of this tool are: a",
+        "c": "unknown field; the fields of this tool are: a",
+    }
     assert validate_arguments(schema, {"a": "x"}) == {}
 
 
@@ -696,3 +699,129 @@ async def test_an_mcp_servers_tool_schema_works() -> None:
         "note": None,
     }
     assert coerce_form(schema, values | {"quantity": "0"})[1] == {"quantity": "must be at least 1"}
+
+
+# --- bounds and undeclared fields --------------------------------------------------------
+
+
+@pytest.mark.parametrize("typed", ["1e500000", "1e1000000", "-1e100", "9" * 101])
+def test_a_whole_number_past_its_digit_limit_is_a_field_error(typed: str) -> None:
+    schema = obj({"copies": {"type": "integer"}})
+
+    args, errors = coerce_form(schema, {"copies": typed})
+
+    assert errors == {"copies": "is out of range: a whole number has at most 100 digits"}
+    assert "copies" not in args
+
+
+def test_a_whole_number_within_its_digit_limit_is_kept_exactly() -> None:
+    schema = obj({"id": {"type": "integer"}})
+
+    assert coerce_form(schema, {"id": "9" * 100}) == ({"id": int("9" * 100)}, {})
+    assert coerce_form(schema, {"id": "1e99"}) == ({"id": 10**99}, {})
+
+
+@pytest.mark.parametrize(
+    ("typed", "message"),
+    [
+        ("1e309", "is out of range: must be a finite number"),
+        ("1e500000", "is out of range: must be a finite number"),
+        ("1e-500000", "is too small: use 0"),
+        ("1" * 201, "is too long for a number (at most 200 characters)"),
+    ],
+)
+def test_a_number_a_double_cannot_hold_is_a_field_error(typed: str, message: str) -> None:
+    schema = obj({"price": {"type": "number"}})
+
+    assert coerce_form(schema, {"price": typed}) == ({}, {"price": message})
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"n": 1e500}', "a number is out of range: must be a finite number"),
+        ('{"n": NaN}', "NaN is not a number JSON allows"),
+        ('{"n": -Infinity}', "-Infinity is not a number JSON allows"),
+        ('{"n": ' + "7" * 5000 + "}", "a number is out of range: a whole number has at most"),
+    ],
+)
+def test_a_json_field_refuses_numbers_out_of_range(text: str, message: str) -> None:
+    schema = obj({"extra": {"type": "object", "additionalProperties": True}})
+
+    args, errors = coerce_form(schema, {"extra": text})
+
+    assert errors["extra"].startswith(message)
+    assert "extra" not in args
+
+
+def test_arguments_from_json_with_numbers_out_of_range_are_field_errors() -> None:
+    schema = obj({"copies": {"type": "integer"}, "scale": {"type": "number"}, "tags": {}})
+
+    errors = validate_arguments(
+        schema, {"copies": 10**5000, "scale": float("inf"), "tags": [1, float("nan")]}
+    )
+
+    assert errors == {
+        "copies": "is out of range: a whole number has at most 100 digits",
+        "scale": "is out of range: must be a finite number",
+        "tags": "[1]: is out of range: must be a finite number",
+    }
+
+
+def test_an_undeclared_field_is_refused_with_the_known_ones() -> None:
+    schema = obj({"copies": {"type": "integer"}, "to": {"type": "string"}})
+
+    assert validate_arguments(schema, {"copies": 1, "copy": 3}) == {
+        "copy": "unknown field; the fields of this tool are: copies, to"
+    }
+
+
+def test_an_undeclared_field_of_a_nested_object_is_refused() -> None:
+    class Address(BaseModel):
+        city: str
+
+    class Order(BaseModel):
+        address: Address
+        lines: list[Address]
+
+    schema = Order.model_json_schema()
+
+    errors = validate_arguments(
+        schema, {"address": {"city": "Oslo", "zip": "0150"}, "lines": [{"city": "a", "x": 1}]}
+    )
+
+    assert errors == {
+        "address.zip": "unknown field; the fields of address are: city",
+        "lines": "[0].x: unknown field; the fields of lines[0] are: city",
+    }
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        obj({"a": {"type": "integer"}}, additionalProperties=True),
+        obj({"a": {"type": "integer"}}, additionalProperties={"type": "integer"}),
+        obj({"a": {"type": "integer"}}, patternProperties={"^x-": {"type": "integer"}}),
+        {"type": "object"},
+        {"allOf": [obj({"a": {"type": "integer"}}), obj({"b": {"type": "integer"}})]},
+        {"anyOf": [obj({"a": {"type": "integer"}}), obj({"x-b": {"type": "integer"}})]},
+    ],
+)
+def test_fields_the_schema_allows_are_accepted(schema: dict[str, Any]) -> None:
+    args = {"a": 1, "x-b": 2} if "allOf" not in schema else {"a": 1, "b": 2}
+
+    assert validate_arguments(schema, args) == {}
+
+
+def test_a_schema_for_extra_fields_checks_their_members_too() -> None:
+    schema = obj({}, additionalProperties=obj({"n": {"type": "integer"}}))
+
+    assert validate_arguments(schema, {"k": {"n": 1, "m": 2}}) == {
+        "k.m": "unknown field; the fields of k are: n"
+    }
+
+
+def test_a_tool_without_arguments_takes_no_fields() -> None:
+    assert validate_arguments(obj({}), {"force": True}) == {
+        "force": "unknown field: this tool has no fields"
+    }
