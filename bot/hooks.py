@@ -7,12 +7,28 @@ engine does the work later. Checks, in order, each refusing with no run:
 - 413 the body is larger than `webhook_max_bytes`;
 - 401 `X-Pizzabot-Timestamp` (Unix seconds) is missing or more than `webhook_tolerance`
   seconds away from the server's clock;
-- 401 `X-Pizzabot-Signature` is not `sha256=` + hex HMAC-SHA256 of `timestamp + "." + body`
-  keyed with the secret in the environment variable the hook's `secret_env` names;
-- 409 the kill switch is on.
+- 401 `X-Pizzabot-Signature` is not the signature of this request (below);
+- 400 / 415 / 422 the body cannot be read (JSON nested too deeply; multipart; not JSON,
+  not UTF-8);
+- 409 the signature was accepted before: a captured request sent again is a replay;
+- 409 the kill switch is on;
+- 409 the `Idempotency-Key` was used with another body.
 
-An `Idempotency-Key` header makes a retried delivery return the first delivery's run.
-The secret is read here, in `bot/`, and never logged.
+The signature is `sha256=` + the hex HMAC-SHA256, keyed with the secret in the environment
+variable the hook's `secret_env` names, of the bytes
+
+    timestamp + "\n" + idempotency_key + "\n" + body
+
+where `timestamp` is the `X-Pizzabot-Timestamp` value, `idempotency_key` the
+`Idempotency-Key` header with surrounding spaces removed (empty when there is none; a header
+value cannot hold a line break, so the three parts cannot be shifted into each other) and
+`body` the exact bytes sent. A request without an `Idempotency-Key` may still be signed the
+older way, over `timestamp + "." + body`; one with a key must be signed with the key.
+
+Each accepted signature is remembered in the database until its timestamp is stale everywhere,
+so a request is accepted once however many servers share the database. A retried delivery is
+signed again (a new timestamp); with the same `Idempotency-Key` and the same body it gets the
+first delivery's run. The secret is read here, in `bot/`, and never logged.
 """
 
 from __future__ import annotations
@@ -23,6 +39,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -32,16 +49,31 @@ from fastapi.responses import JSONResponse
 from agent.skills import Hook, Skill, SkillBook
 from bot.services import Services
 from bot.settings import environment
+from store.triggers import TriggerStore
 
 log = logging.getLogger(__name__)
 
 TIMESTAMP_HEADER = "X-Pizzabot-Timestamp"
 SIGNATURE_HEADER = "X-Pizzabot-Signature"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+#: How long past its timestamp's own window a signature is remembered: servers sharing the
+#: database may disagree about the time by up to this much.
+CLOCK_MARGIN = 300.0
 
 
-def sign(secret: str, timestamp: str, body: bytes) -> str:
+def signed_bytes(timestamp: str, body: bytes, key: str = "") -> bytes:
+    """What the signature covers: ``timestamp LF idempotency-key LF body``."""
+    return timestamp.encode() + b"\n" + key.encode() + b"\n" + body
+
+
+def sign(secret: str, timestamp: str, body: bytes, *, key: str = "") -> str:
     """The signature header value a sender computes: "sha256=<hex>"."""
+    mac = hmac.new(secret.encode(), signed_bytes(timestamp, body, key), hashlib.sha256)
+    return "sha256=" + mac.hexdigest()
+
+
+def sign_without_key(secret: str, timestamp: str, body: bytes) -> str:
+    """The older signature, over ``timestamp "." body``: accepted only without a key."""
     mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
     return "sha256=" + mac.hexdigest()
 
@@ -68,18 +100,26 @@ async def read_limited(request: Request, limit: int) -> bytes:
 
 
 def check_signature(
-    secret: str, headers: Any, body: bytes, *, now: float, tolerance: float
-) -> None:
+    secret: str, headers: Any, body: bytes, *, key: str, now: float, tolerance: float
+) -> tuple[int, str]:
+    """The request's timestamp and signature (hex), once both are right; else 401."""
     stamp = (headers.get(TIMESTAMP_HEADER) or "").strip()
-    if not stamp.isdigit():
+    # ASCII digits, and few of them: int() refuses other digits and very long numbers.
+    if not (stamp.isascii() and stamp.isdigit() and len(stamp) <= 12):
         raise HTTPException(401, f"missing or malformed {TIMESTAMP_HEADER} (Unix seconds)")
     if abs(now - int(stamp)) > tolerance:
         raise HTTPException(
             401, f"stale {TIMESTAMP_HEADER}: more than {tolerance:.0f}s from the server's clock"
         )
-    given = (headers.get(SIGNATURE_HEADER) or "").strip()
-    if not hmac.compare_digest(given.encode(), sign(secret, stamp, body).encode()):
+    given = (headers.get(SIGNATURE_HEADER) or "").strip().encode()
+    expected = [sign(secret, stamp, body, key=key)]
+    if not key:
+        expected.append(sign_without_key(secret, stamp, body))
+    # Every candidate is compared, so the time taken says nothing about which one matched.
+    matches = [hmac.compare_digest(given, e.encode()) for e in expected]
+    if not any(matches):
         raise HTTPException(401, f"bad {SIGNATURE_HEADER}")
+    return int(stamp), given.decode().removeprefix("sha256=")
 
 
 def run_input(body: bytes, content_type: str) -> str:
@@ -98,6 +138,8 @@ def run_input(body: bytes, content_type: str) -> str:
             json.loads(text)
         except ValueError:
             raise HTTPException(422, "the body is not valid JSON") from None
+        except RecursionError:
+            raise HTTPException(400, "the JSON body is nested too deeply") from None
         return text
     if kind.startswith("multipart/"):
         raise HTTPException(415, "send JSON or application/x-www-form-urlencoded")
@@ -128,16 +170,39 @@ def router(
             log.error("hook %s: the environment variable %s is not set", name, hook.secret_env)
             raise HTTPException(503, f"hook {name!r} has no secret configured on the server")
         body = await read_limited(request, max_bytes)
-        check_signature(secret, request.headers, body, now=clock(), tolerance=tolerance)
-        text = run_input(body, request.headers.get("content-type", ""))
         key = (request.headers.get(IDEMPOTENCY_HEADER) or "").strip()
-        run = await svc.runs.start(
-            skill.name,
-            text,
-            trigger=f"hook:{name}",
-            actor=f"hook:{name}",
-            idempotency_key=idempotency_key(name, key) if key else None,
+        now = clock()
+        stamp, signature = check_signature(
+            secret, request.headers, body, key=key, now=now, tolerance=tolerance
         )
+        text = run_input(body, request.headers.get("content-type", ""))
+        triggers = TriggerStore(svc.store)
+        if not await triggers.accept_signature(
+            signature,
+            hook=name,
+            expires_at=_utc(stamp + tolerance + CLOCK_MARGIN),
+            now=_utc(now),
+        ):
+            raise HTTPException(409, "this signature was accepted before: sign each delivery anew")
+        try:
+            run = await svc.runs.start(
+                skill.name,
+                text,
+                trigger=f"hook:{name}",
+                actor=f"hook:{name}",
+                idempotency_key=idempotency_key(name, key) if key else None,
+            )
+            if run.skill != skill.name or run.input != text:
+                raise HTTPException(
+                    409,
+                    f"this {IDEMPOTENCY_HEADER} was used with another request body; "
+                    "use a new key for a new request",
+                )
+        except Exception:
+            # Refused after all: the same signed request may be sent again (say, once the
+            # kill switch is lifted) and be judged afresh.
+            await triggers.forget_signature(signature)
+            raise
         return JSONResponse(
             {"run_id": run.id, "skill": run.skill, "status": str(run.status)},
             status_code=202,
@@ -145,3 +210,7 @@ def router(
         )
 
     return hooks
+
+
+def _utc(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)

@@ -114,6 +114,10 @@ class Settings(BaseSettings):
     def base_url(self) -> str:
         return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
 
+    # Web inbox (bot/wire_web.py): failed logins per client address before it must wait (429)
+    web_login_max_failures: int = 10
+    web_login_window: float = 300.0  # seconds over which failures count, and the wait after
+
     def default_budget(self) -> Budget:
         return Budget(
             tokens=self.budget_tokens,

@@ -12,6 +12,7 @@ from fastapi.staticfiles import StaticFiles
 from bot.services import Services
 from bot.settings import Settings
 from channels.web import STATIC_DIR, WebDeps, web_router
+from store.web_sessions import SqlSessionEnds
 
 
 def _deps(request: Request) -> WebDeps:
@@ -23,13 +24,21 @@ def _deps(request: Request) -> WebDeps:
         runs=svc.runs,
         skills=svc.ctx.skills,
         token=svc.token,
+        ended=SqlSessionEnds(svc.store),
         schedules=scheduler.list_json if scheduler is not None else None,
     )
 
 
 def install(app: FastAPI, settings: Settings) -> None:
     secure = settings.base_url.startswith("https://")
-    app.include_router(web_router(_deps, secure_cookie=secure))
+    app.include_router(
+        web_router(
+            _deps,
+            secure_cookie=secure,
+            login_max_failures=settings.web_login_max_failures,
+            login_window=settings.web_login_window,
+        )
+    )
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="web-static")
 
 

@@ -1,9 +1,10 @@
-"""Tables for what starts or nudges work without a person: schedules, their fires, and the
-one-time timers (reminder, escalation) of an inbox item.
+"""Tables for what starts or nudges work without a person: schedules, their fires, the
+one-time timers (reminder, escalation) of an inbox item, and the memory of what may be used
+only once: a webhook's signature, a web session after logout.
 
-The unique constraints are the point: a schedule fires at most once per fire time and an item
-is reminded or escalated at most once, however many servers share the database, because the
-second insert of the same key inserts nothing.
+The unique constraints are the point: a schedule fires at most once per fire time, an item is
+reminded or escalated at most once and a signature is accepted once, however many servers share
+the database, because the second insert of the same key inserts nothing.
 """
 
 from __future__ import annotations
@@ -59,3 +60,23 @@ class ItemTimerRow(Base):
     at: Mapped[datetime]
 
     __table_args__ = (UniqueConstraint("item_id", "kind", name="ux_item_timers_item_kind"),)
+
+
+class HookSignatureRow(Base):
+    """A webhook signature already accepted; a replay of it inserts nothing and is refused.
+
+    Kept until its timestamp can no longer pass the tolerance check (`expires_at`), then
+    pruned."""
+
+    __tablename__ = "hook_signatures"
+    signature: Mapped[str] = mapped_column(String(64), primary_key=True)  # hex HMAC-SHA256
+    hook: Mapped[str] = mapped_column(String(200))
+    expires_at: Mapped[datetime] = mapped_column(index=True)
+
+
+class EndedSessionRow(Base):
+    """A web session ended by logout: its cookie is refused until it would have expired."""
+
+    __tablename__ = "web_sessions_ended"
+    sid: Mapped[str] = mapped_column(String(64), primary_key=True)
+    expires_at: Mapped[datetime] = mapped_column(index=True)

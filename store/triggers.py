@@ -1,8 +1,9 @@
-"""SQL for the triggers: schedules, their fires, and the one-time timers of inbox items.
+"""SQL for the triggers: schedules, their fires, the one-time timers of inbox items, and the
+webhook signatures already accepted.
 
 Every "at most once" here is an insert that a unique constraint turns into a no-op the second
 time (`INSERT … ON CONFLICT DO NOTHING`): one fire per (schedule, fire time), one reminder and
-one escalation per item. That holds across restarts and across servers sharing PostgreSQL,
+one escalation per item, one accepted request per webhook signature. That holds across restarts and across servers sharing PostgreSQL,
 with no lock held between them. It shares `SqlStore`'s transactions (and on SQLite its
 writer lock), so both stores can be used side by side in one process.
 """
@@ -22,7 +23,7 @@ from agent.errors import NotFound
 from agent.model import Box, DeliveryStatus, ItemStatus, NewEvent, Target
 from store.sql import SqlStore
 from store.tables import DeliveryRow, ItemRow
-from store.tables_triggers import ItemTimerRow, ScheduleFireRow, ScheduleRow
+from store.tables_triggers import HookSignatureRow, ItemTimerRow, ScheduleFireRow, ScheduleRow
 
 Claim = Literal["claimed", "duplicate", "paused", "missing"]
 
@@ -246,6 +247,29 @@ class TriggerStore:
                 ScheduleFireRow.status == "claimed", ScheduleFireRow.created_at < before
             )
             return [_fire(r) for r in (await s.execute(q)).scalars()]
+
+    # -- webhook signatures --------------------------------------------------------------
+
+    async def accept_signature(
+        self, signature: str, *, hook: str, expires_at: datetime, now: datetime
+    ) -> bool:
+        """Record a webhook signature as used; False when it was used before (a replay).
+
+        Signatures whose `expires_at` has passed are pruned on the way: their timestamps are
+        refused as stale anyway."""
+        async with self._tx() as s:
+            await s.execute(delete(HookSignatureRow).where(HookSignatureRow.expires_at < now))
+            result = await s.execute(
+                self._insert(HookSignatureRow)
+                .values(signature=signature, hook=hook, expires_at=expires_at)
+                .on_conflict_do_nothing(index_elements=["signature"])
+            )
+            return bool(result.rowcount == 1)
+
+    async def forget_signature(self, signature: str) -> None:
+        """Let a signature be used again: its request was refused after it was recorded."""
+        async with self._tx() as s:
+            await s.execute(delete(HookSignatureRow).where(HookSignatureRow.signature == signature))
 
     # -- item timers ---------------------------------------------------------------------
 

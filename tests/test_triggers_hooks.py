@@ -36,7 +36,7 @@ def signed(
     headers = {
         "Content-Type": content_type,
         "X-Pizzabot-Timestamp": stamp,
-        "X-Pizzabot-Signature": sign(secret, stamp, body),
+        "X-Pizzabot-Signature": sign(secret, stamp, body, key=key or ""),
     }
     if key is not None:
         headers["Idempotency-Key"] = key

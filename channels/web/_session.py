@@ -1,18 +1,29 @@
-"""Signed session cookies and CSRF tokens for the web inbox, with nothing stored server-side.
+"""Signed session cookies, CSRF tokens and the failed-login throttle of the web inbox.
 
 The API token is the one secret the owner holds, so everything is derived from it: the
 signing key is an HMAC of the token, a session is a random id plus its issue time signed
 with that key, and a form's CSRF token is an HMAC of the session id. A new API token
 therefore ends every session at once, and a CSRF token is useless without its cookie.
+
+A living session is stored nowhere; an ended one is (`SessionEnds`, in the database): logout
+must stop a copied cookie, which no signature can do on its own.
+
+Failed logins are counted per client address in this process (`LoginThrottle`): past the
+limit the client is told to wait (429) and its attempts are neither checked nor audited one by
+one, so guessing is slow and cannot flood the audit log.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Callable
+from datetime import datetime
+from typing import Protocol
 
 COOKIE = "pizzabot_session"
 #: A session lasts this long after login; logging in again starts a new one.
@@ -59,6 +70,64 @@ class Sessions:
 
     def _sign(self, text: str) -> str:
         return hmac.new(self._key, text.encode(), hashlib.sha256).hexdigest()
+
+
+class SessionEnds(Protocol):
+    """Where ended sessions are remembered (`store.web_sessions.SqlSessionEnds`)."""
+
+    async def end(self, sid: str, *, expires_at: datetime, now: datetime) -> None: ...
+
+    async def ended(self, sid: str) -> bool: ...
+
+
+class LoginThrottle:
+    """Failed logins per client: `max_failures` within `window` seconds, then wait.
+
+    The count starts at a client's first failure and is forgotten `window` seconds later (or at
+    a successful login); while a client is over the limit, `retry_after` says how long it has
+    left. At most `max_clients` are tracked: the least recently seen is forgotten first, so a
+    flood of addresses costs bounded memory.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_failures: int = 10,
+        window: float = 300.0,
+        clock: Callable[[], float] = time.time,
+        max_clients: int = 10_000,
+    ) -> None:
+        self.max_failures = max_failures
+        self.window = window
+        self._clock = clock
+        self._max_clients = max_clients
+        self._failures: OrderedDict[str, tuple[float, int]] = OrderedDict()  # first at, count
+
+    def retry_after(self, client: str) -> int:
+        """Whole seconds the client must wait before its next try; 0 when it may try now."""
+        entry = self._current(client)
+        if entry is None or entry[1] < self.max_failures:
+            return 0
+        return max(1, math.ceil(entry[0] + self.window - self._clock()))
+
+    def failed(self, client: str) -> bool:
+        """Count a failure; True when it is the one that reaches the limit."""
+        first, count = self._current(client) or (self._clock(), 0)
+        self._failures[client] = (first, count + 1)
+        self._failures.move_to_end(client)
+        while len(self._failures) > self._max_clients:
+            self._failures.popitem(last=False)
+        return count + 1 == self.max_failures
+
+    def succeeded(self, client: str) -> None:
+        self._failures.pop(client, None)
+
+    def _current(self, client: str) -> tuple[float, int] | None:
+        entry = self._failures.get(client)
+        if entry is not None and self._clock() - entry[0] >= self.window:
+            del self._failures[client]
+            return None
+        return entry
 
 
 def _same(a: str, b: str) -> bool:

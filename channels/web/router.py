@@ -8,10 +8,11 @@ person holding the API token is the owner: the web channel decides, starts and c
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -37,7 +38,7 @@ from agent.runs import Runs
 from agent.skills import SkillBook
 from agent.store import Store
 from channels.web._render import render
-from channels.web._session import COOKIE, MAX_AGE, Sessions
+from channels.web._session import COOKIE, MAX_AGE, LoginThrottle, SessionEnds, Sessions
 from channels.web.forms import FieldView, field_views, read_form
 from channels.web.timeline import entries
 
@@ -77,6 +78,8 @@ class WebDeps:
     runs: Runs
     skills: SkillBook
     token: str
+    #: Sessions ended by logout, refused from then on by every server sharing the database.
+    ended: SessionEnds
     #: The schedules with their next fire times (`{"items": [...], "errors": [...]}`), when
     #: the server runs a scheduler; the page is read-only (the CLI and API change schedules).
     schedules: Callable[[], Awaitable[dict[str, Any]]] | None = None
@@ -111,19 +114,25 @@ def web_router(
     *,
     secure_cookie: bool = False,
     clock: Callable[[], float] = time.time,
+    login_max_failures: int = 10,
+    login_window: float = 300.0,
 ) -> APIRouter:
     """The web inbox as a router to include at ``/``.
 
     ``deps`` gives the services for a request (read at request time, so the router can be
     made before the service starts). ``secure_cookie`` marks the session cookie Secure, for a
-    page served over HTTPS.
+    page served over HTTPS. A client address with ``login_max_failures`` failed logins within
+    ``login_window`` seconds is refused (429) until that window ends.
     """
     r = APIRouter(include_in_schema=False)
+    throttle = LoginThrottle(max_failures=login_max_failures, window=login_window, clock=clock)
 
-    def visit(request: Request) -> _Visit:
+    async def visit(request: Request) -> _Visit:
         d = deps(request)
         sessions = Sessions(d.token, clock=clock)
         sid = sessions.verify(request.cookies.get(COOKIE))
+        if sid is not None and await d.ended.ended(sid):
+            sid = None
         return _Visit(d, sessions, sid, str(request.scope.get("root_path", "")).rstrip("/"))
 
     async def page(
@@ -200,14 +209,40 @@ def web_router(
     async def login_answer(request: Request, v: _Visit, token: str, next_: str | None) -> Response:
         store = v.deps.store
         now = datetime.now(UTC)
+        # The peer address: uvicorn puts a forwarded one here only for the proxies it trusts.
+        client = request.client.host if request.client else "unknown"
+        if wait := throttle.retry_after(client):
+            # Not checked and not audited: one row said this client was throttled.
+            refusal = await page(
+                request,
+                v,
+                "login.html",
+                status=429,
+                error=f"Too many failed logins from your address. Try again in {_duration(wait)}.",
+                next=_safe_next(next_),
+            )
+            refusal.headers["Retry-After"] = str(wait)
+            return refusal
         if not v.sessions.token_matches(token):
             await store.audit(
                 action="web_login_failed",
                 actor="unknown",
                 channel=CHANNEL,
                 now=now,
-                detail={"client": request.client.host if request.client else None},
+                detail={"client": client},
             )
+            if throttle.failed(client):
+                await store.audit(
+                    action="web_login_throttled",
+                    actor="unknown",
+                    channel=CHANNEL,
+                    now=now,
+                    detail={
+                        "client": client,
+                        "failures": throttle.max_failures,
+                        "retry_after": throttle.retry_after(client),
+                    },
+                )
             return await page(
                 request,
                 v,
@@ -216,6 +251,7 @@ def web_router(
                 error="That is not the API token of this server.",
                 next=_safe_next(next_),
             )
+        throttle.succeeded(client)
         await store.audit(action="web_login", actor=ACTOR, channel=CHANNEL, now=now)
         response = RedirectResponse(f"{v.root}{_safe_next(next_) or '/'}", 303, headers=_HEADERS)
         response.set_cookie(
@@ -231,7 +267,7 @@ def web_router(
 
     @r.get("/login")
     async def login_form(request: Request) -> Response:
-        v = visit(request)
+        v = await visit(request)
         token = request.query_params.get("token")
         next_ = request.query_params.get("next")
         if token is not None:
@@ -242,15 +278,20 @@ def web_router(
 
     @r.post("/login")
     async def login_post(request: Request) -> Response:
-        v = visit(request)
+        v = await visit(request)
         form = await request.form()
         return await login_answer(request, v, _text(form, "token").strip(), _text(form, "next"))
 
     @r.post("/logout")
     async def logout(request: Request) -> Response:
-        v = visit(request)
+        v = await visit(request)
         if refused := await post_refused(request, v):
             return refused
+        assert v.sid is not None  # post_refused let it through
+        now = datetime.fromtimestamp(clock(), UTC)
+        # A copy of the cookie (another browser, a proxy log) must stop working too.
+        expires = now + timedelta(seconds=MAX_AGE + 60)
+        await v.deps.ended.end(v.sid, expires_at=expires, now=now)
         response = RedirectResponse(f"{v.root}/login?note=loggedout", 303, headers=_HEADERS)
         response.delete_cookie(COOKIE, path=v.root or "/", httponly=True, samesite="strict")
         return response
@@ -265,21 +306,21 @@ def web_router(
 
     @r.get("/")
     async def home(request: Request) -> Response:
-        v = visit(request)
+        v = await visit(request)
         if redirect := await login_needed(request, v):
             return redirect
         return await page(request, v, "inbox.html", section="inbox", **await boxes(v))
 
     @r.get("/boxes")
     async def boxes_fragment(request: Request) -> Response:
-        v = visit(request)
+        v = await visit(request)
         if v.sid is None:
             return Response(status_code=401)
         return fragment(v, "_boxes.html", **await boxes(v))
 
     @r.post("/items/read-all")
     async def read_all(request: Request) -> Response:
-        v = visit(request)
+        v = await visit(request)
         if refused := await post_refused(request, v):
             return refused
         for item in await v.deps.store.list_items(box=Box.UNREAD, status=ItemStatus.UNREAD):
@@ -329,7 +370,7 @@ def web_router(
 
     @r.get("/items/{item_id}")
     async def item_get(item_id: str, request: Request) -> Response:
-        v = visit(request)
+        v = await visit(request)
         if redirect := await login_needed(request, v):
             return redirect
         try:
@@ -340,7 +381,7 @@ def web_router(
 
     @r.get("/items/{item_id}/state")
     async def item_state(item_id: str, request: Request) -> Response:
-        v = visit(request)
+        v = await visit(request)
         if v.sid is None:
             return Response(status_code=401)
         try:
@@ -352,7 +393,7 @@ def web_router(
     async def decide(
         request: Request, item_id: str, make: Callable[[FormData], Decision]
     ) -> Response:
-        v = visit(request)
+        v = await visit(request)
         if refused := await post_refused(request, v):
             return refused
         decision = make(await request.form())
@@ -382,7 +423,7 @@ def web_router(
 
     @r.post("/items/{item_id}/edit")
     async def edit(item_id: str, request: Request) -> Response:
-        v = visit(request)
+        v = await visit(request)
         if refused := await post_refused(request, v):
             return refused
         try:
@@ -417,7 +458,7 @@ def web_router(
 
     @r.post("/items/{item_id}/read")
     async def mark_read(item_id: str, request: Request) -> Response:
-        v = visit(request)
+        v = await visit(request)
         if refused := await post_refused(request, v):
             return refused
         try:
@@ -431,7 +472,7 @@ def web_router(
 
     @r.get("/runs")
     async def runs_list(request: Request) -> Response:
-        v = visit(request)
+        v = await visit(request)
         if redirect := await login_needed(request, v):
             return redirect
         runs = await v.deps.store.list_runs(limit=200)
@@ -460,14 +501,14 @@ def web_router(
 
     @r.get("/runs/new")
     async def new_run(request: Request) -> Response:
-        v = visit(request)
+        v = await visit(request)
         if redirect := await login_needed(request, v):
             return redirect
         return await new_run_page(request, v)
 
     @r.post("/runs")
     async def start_run(request: Request) -> Response:
-        v = visit(request)
+        v = await visit(request)
         if refused := await post_refused(request, v):
             return refused
         form = await request.form()
@@ -498,7 +539,7 @@ def web_router(
 
     @r.get("/runs/{run_id}")
     async def run_get(run_id: str, request: Request) -> Response:
-        v = visit(request)
+        v = await visit(request)
         if redirect := await login_needed(request, v):
             return redirect
         try:
@@ -509,7 +550,7 @@ def web_router(
 
     @r.get("/runs/{run_id}/live")
     async def run_live(run_id: str, request: Request) -> Response:
-        v = visit(request)
+        v = await visit(request)
         if v.sid is None:
             return Response(status_code=401)
         try:
@@ -520,7 +561,7 @@ def web_router(
 
     @r.post("/runs/{run_id}/cancel")
     async def cancel(run_id: str, request: Request) -> Response:
-        v = visit(request)
+        v = await visit(request)
         if refused := await post_refused(request, v):
             return refused
         try:
@@ -533,7 +574,7 @@ def web_router(
 
     @r.post("/runs/{run_id}/messages")
     async def follow_up(run_id: str, request: Request) -> Response:
-        v = visit(request)
+        v = await visit(request)
         if refused := await post_refused(request, v):
             return refused
         text = _text(await request.form(), "text").strip()[:_MAX_TEXT]
@@ -553,7 +594,7 @@ def web_router(
 
     @r.get("/audit")
     async def audit(request: Request) -> Response:
-        v = visit(request)
+        v = await visit(request)
         if redirect := await login_needed(request, v):
             return redirect
         log = await v.deps.store.audit_log(limit=500)
@@ -563,7 +604,7 @@ def web_router(
 
     @r.get("/schedules")
     async def schedules(request: Request) -> Response:
-        v = visit(request)
+        v = await visit(request)
         if redirect := await login_needed(request, v):
             return redirect
         listing = await v.deps.schedules() if v.deps.schedules else {"items": [], "errors": []}
@@ -591,6 +632,13 @@ def _safe_next(value: str | None) -> str | None:
     if any(c in value for c in "\r\n\\"):
         return None
     return value
+
+
+def _duration(seconds: int) -> str:
+    minutes = math.ceil(seconds / 60)
+    if seconds < 60:
+        return f"{seconds} seconds" if seconds > 1 else "a second"
+    return f"{minutes} minutes" if minutes > 1 else "a minute"
 
 
 def _joined(errors: dict[str, str]) -> str:

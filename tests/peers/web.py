@@ -31,6 +31,7 @@ from agent.skills import Approvers, Skill, SkillBook
 from channels.web import STATIC_DIR, WebDeps, web_router
 from store.migrate import upgrade
 from store.sql import SqlStore, connect
+from store.web_sessions import SqlSessionEnds
 
 TOKEN = "web-test-token-abcdef"
 T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
@@ -45,9 +46,11 @@ SKILL = Skill(
 
 
 class WebApp:
-    def __init__(self, root: Path, *, token: str = TOKEN) -> None:
+    def __init__(self, root: Path, *, token: str = TOKEN, **router_options: Any) -> None:
+        """``router_options`` go to `web_router` (a clock, the login throttle's limits)."""
         self.root = root
         self.token = token
+        self.router_options = router_options
         self.store: SqlStore
         self.ctx: Context
         self.inbox: Inbox
@@ -68,8 +71,9 @@ class WebApp:
             runs=self.runs,
             skills=self.ctx.skills,
             token=self.token,
+            ended=SqlSessionEnds(self.store),
         )
-        self.app.include_router(web_router(lambda _request: deps))
+        self.app.include_router(web_router(lambda _request: deps, **self.router_options))
         self.app.mount("/static", StaticFiles(directory=STATIC_DIR), name="web-static")
         return self
 
