@@ -7,35 +7,46 @@ engine launches this module as a stdio MCP server named `files`:
 
 The model addresses a file as `<folder name>/<path inside it>` (`notes/2024/ideas.md`), where
 the folder name is the granted folder's base name (made unique with `-2`, `-3`, ... when two
-grants share one); an absolute path inside a granted folder is accepted too. Every path is
-resolved with `os.path.realpath` before use, so `..`, absolute paths elsewhere and symlinks
-that lead out (a linked file or a linked parent folder) are refused. The write tools exist
-only when at least one folder is writable, so a read-only skill cannot even ask to write.
-
-The path rules live in `Grants`, which knows nothing about MCP and is unit-tested alone.
+grants share one); an absolute path inside a granted folder is accepted too. Every operation
+reaches the disk through `agent.grants`, which opens each component relative to the folder
+before it and never follows a symbolic link, so `..`, paths elsewhere, links and folders
+swapped for links mid-call all stay out. The write tools exist only when at least one folder
+is writable, so a read-only skill cannot even ask to write.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import fnmatch
 import os
-import shutil
+import secrets
 import stat
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Annotated, Protocol
 
 from pydantic import Field
 
 from agent.errors import UserError
+from agent.grants import DIR_FLAGS, READ_FLAGS, Folder, Grant, Grants, PathRefused, Spot
 
 if TYPE_CHECKING:
     # Importing the SDK takes seconds; the engine imports this module only for `launch_args`.
     from mcp.server.mcpserver import MCPServer
+
+__all__ = [
+    "Grant",
+    "Grants",
+    "PathRefused",
+    "build_server",
+    "launch_args",
+    "list_dir",
+    "move",
+    "read_file",
+    "search",
+    "write_file",
+]
 
 #: Most bytes one `read_file` returns; the model reads on with `offset`.
 READ_CAP = 1_000_000
@@ -45,118 +56,51 @@ SEARCH_DEFAULT = 50
 #: Bounds on one search's work, so a huge tree cannot stall a run.
 SEARCH_MAX_FILES = 20_000
 SEARCH_MAX_FILE_BYTES = 2_000_000
+SEARCH_MAX_DEPTH = 64
 LIST_CAP = 1_000
 _SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", "node_modules"})
 _ROOTS = frozenset({"", ".", "/"})
+_NEW_FILE_MODE = 0o644
 
 
-class PathRefused(Exception):
-    """A path the grants do not allow; the message is written for the model to read."""
+# -- opening what a spot names, judged by what was opened ----------------------------------
 
 
-@dataclass(frozen=True)
-class Grant:
-    """One granted folder: the name the model uses, its real location, and its access."""
+@contextmanager
+def _open_regular(spot: Spot, path: str) -> Iterator[tuple[int, os.stat_result]]:
+    """The regular file at `spot`, opened for reading; a folder, link, FIFO or device is
+    refused after the open, by what the descriptor is."""
+    if not spot.name:
+        raise PathRefused(f"{path!r} is a folder: use list_dir")
+    try:
+        fd = os.open(spot.name, READ_FLAGS, dir_fd=spot.folder.fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Grants.link_refusal(spot) from None
+        if exc.errno == errno.ENOENT:
+            raise FileNotFoundError(errno.ENOENT, "no such file", spot.shown) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise PathRefused(f"{path!r} is a folder: use list_dir")
+        if not stat.S_ISREG(st.st_mode):
+            raise PathRefused(f"{path!r} is not a regular file")
+        yield fd, st
+    finally:
+        os.close(fd)
 
-    name: str
-    root: Path
-    writable: bool
 
-    @property
-    def access(self) -> str:
-        return "read-write" if self.writable else "read-only"
-
-
-class Grants:
-    """The granted folders and the one rule for turning a model's path into a real one."""
-
-    def __init__(self, folders: Sequence[tuple[str | Path, bool]]) -> None:
-        """`folders` are `(path, writable)`; a folder granted twice keeps the wider access."""
-        by_root: dict[Path, bool] = {}
-        given: dict[Path, str] = {}
-        for raw, writable in folders:
-            spelled = os.path.abspath(os.path.expanduser(raw))
-            root = Path(os.path.realpath(spelled))
-            if not root.is_dir():
-                raise UserError(f"granted folder {str(raw)!r} is not an existing folder")
-            by_root[root] = by_root.get(root, False) or writable
-            # Named as the skill spelled it: a granted `~/notes` linking elsewhere is `notes`.
-            given.setdefault(root, Path(spelled).name)
-        if not by_root:
-            raise UserError("the files server needs at least one granted folder")
-        grants: list[Grant] = []
-        taken: set[str] = set()
-        for root, writable in by_root.items():
-            base = given[root] or "root"
-            name, n = base, 1
-            while name in taken:
-                n += 1
-                name = f"{base}-{n}"
-            taken.add(name)
-            grants.append(Grant(name, root, writable))
-        self.folders: tuple[Grant, ...] = tuple(grants)
-        self._by_name = {g.name: g for g in grants}
-
-    @property
-    def any_writable(self) -> bool:
-        return any(g.writable for g in self.folders)
-
-    def describe(self) -> str:
-        """One line per folder, for the server's instructions and the root listing."""
-        return "\n".join(f"{g.name}/  ({g.access})  = {g.root}" for g in self.folders)
-
-    def summary(self) -> str:
-        return ", ".join(f"{g.name}/ ({g.access})" for g in self.folders)
-
-    def locate(self, path: str) -> Path:
-        """The path as the model named it, made absolute but not yet resolved."""
-        if path.strip() in _ROOTS:
-            raise PathRefused(
-                f"path {path!r} names no file: start with a granted folder ({self.summary()})"
-            )
-        if "\x00" in path:
-            raise PathRefused(f"path {path!r} contains a NUL byte")
-        if os.path.isabs(path):
-            return Path(path)
-        name, _, rest = path.removeprefix("./").partition("/")
-        grant = self._by_name.get(name)
-        if grant is None:
-            raise PathRefused(
-                f"path {path!r} does not start with a granted folder name; "
-                f"write paths as '<folder>/<path inside it>' with one of: {self.summary()}"
-            )
-        return grant.root / rest if rest else grant.root
-
-    def resolve(self, path: str, *, write: bool = False) -> Path:
-        """The real path behind `path`, or `PathRefused` when it leaves the grants.
-
-        Symlinks are resolved first, so a link pointing out (or a linked parent folder) is
-        judged by where it leads. A path that does not exist yet resolves through its
-        existing parents, which is what a write needs.
-        """
-        real = Path(os.path.realpath(self.locate(path)))
-        holders = [g for g in self.folders if real.is_relative_to(g.root)]
-        if not holders:
-            raise PathRefused(f"path {path!r} is outside the granted folders: {self.summary()}")
-        if write and not any(g.writable for g in holders):
-            raise PathRefused(f"path {path!r} is granted read-only")
-        return real
-
-    def grant_of(self, real: Path) -> Grant:
-        """The most specific grant holding an already resolved path (nested grants exist)."""
-        holders = [g for g in self.folders if real.is_relative_to(g.root)]
-        if not holders:
-            raise PathRefused(f"path {str(real)!r} is outside the granted folders")
-        return max(holders, key=lambda g: len(g.root.parts))
-
-    def contains(self, real: Path) -> bool:
-        return any(real.is_relative_to(g.root) for g in self.folders)
-
-    def display(self, real: Path) -> str:
-        """How the model should write a resolved path: `<folder>/<rel>`."""
-        grant = self.grant_of(real)
-        rel = real.relative_to(grant.root).as_posix()
-        return grant.name if rel == "." else f"{grant.name}/{rel}"
+def _read_all(fd: int, size: int) -> bytes:
+    chunks: list[bytes] = []
+    got = 0
+    while got < size:
+        chunk = os.read(fd, min(1 << 20, size - got))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
 # -- the operations, plain functions over `Grants` so they test without a server ---------
@@ -165,88 +109,121 @@ class Grants:
 def list_dir(grants: Grants, path: str) -> str:
     if path.strip() in _ROOTS:
         return "Granted folders:\n" + grants.describe()
-    real = grants.resolve(path)
-    if not real.is_dir():
-        raise PathRefused(f"{path!r} is not a folder")
-    lines: list[str] = []
-    with os.scandir(real) as it:
-        entries = sorted(it, key=lambda e: e.name)
-    for entry in entries[:LIST_CAP]:
-        shown = f"{grants.display(real)}/{entry.name}"
-        try:
-            if entry.is_symlink() and not grants.contains(Path(os.path.realpath(entry.path))):
-                lines.append(f"{shown}  (link leading outside the granted folders)")
-            elif entry.is_dir():
-                lines.append(f"{shown}/")
-            else:
-                lines.append(f"{shown}  ({entry.stat().st_size} bytes)")
-        except OSError:
-            lines.append(f"{shown}  (unreadable)")
-    if not entries:
-        return f"{grants.display(real)}/ is empty"
+    with grants.folder(path) as folder:
+        with os.scandir(folder.fd) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        lines = [_describe_entry(grants, folder, entry) for entry in entries[:LIST_CAP]]
+        if not entries:
+            return f"{folder.shown()}/ is empty"
     if len(entries) > LIST_CAP:
         lines.append(f"[{len(entries) - LIST_CAP} more entries not shown]")
     return "\n".join(lines)
 
 
+def _describe_entry(grants: Grants, folder: Folder, entry: os.DirEntry[str]) -> str:
+    shown = folder.shown(entry.name)
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except OSError:
+        return f"{shown}  (unreadable)"
+    if stat.S_ISLNK(st.st_mode):
+        return f"{shown}  (symbolic link; not followed)"
+    if stat.S_ISDIR(st.st_mode):
+        nested = grants.granted(st)
+        if nested is not None and nested.writable != folder.grant.writable:
+            return f"{shown}/  (granted {nested.access})"
+        return f"{shown}/"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{shown}  (not a regular file)"
+    return f"{shown}  ({st.st_size} bytes)"
+
+
 def read_file(grants: Grants, path: str, max_bytes: int = READ_CAP, offset: int = 0) -> str:
-    real = grants.resolve(path)
-    if real.is_dir():
-        raise PathRefused(f"{path!r} is a folder: use list_dir")
-    if real.exists() and not real.is_file():
-        raise PathRefused(f"{path!r} is not a regular file")
     limit = max(1, min(max_bytes, READ_CAP))
-    size = real.stat().st_size
-    with real.open("rb") as fh:
-        fh.seek(max(0, offset))
-        data = fh.read(limit)
+    start = max(0, offset)
+    with grants.spot(path) as spot, _open_regular(spot, path) as (fd, st):
+        shown = spot.shown
+        size = st.st_size
+        data = os.pread(fd, limit, start)
     if b"\x00" in data[:8192]:
-        return f"{grants.display(real)} looks like a binary file ({size} bytes); not shown"
+        return f"{shown} looks like a binary file ({size} bytes); not shown"
     text = data.decode("utf-8", errors="replace")
-    end = max(0, offset) + len(data)
+    end = start + len(data)
     if end < size:
         text += (
-            f"\n[truncated: showed bytes {max(0, offset)}-{end} of {size}; "
+            f"\n[truncated: showed bytes {start}-{end} of {size}; "
             f"call read_file with offset={end} to read on (at most {READ_CAP} bytes per call)]"
         )
     return text
 
 
-def _walk(grants: Grants, top: Path) -> Iterator[Path]:
-    for dirpath, dirnames, filenames in os.walk(top):
-        # Linked folders are not followed: a link out must not widen the search.
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-        for name in sorted(filenames):
-            yield Path(dirpath) / name
+def _walk(
+    grants: Grants, folder: Folder, *, skip_grants: bool, depth: int = 0
+) -> Iterator[tuple[Folder, str]]:
+    """Regular files under an opened folder as `(folder, name)`, a folder's own files before
+    its subfolders'. Links are not followed; with `skip_grants`, a granted folder met on the
+    way is left for its own turn."""
+    with os.scandir(folder.fd) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    subdirs: list[str] = []
+    for entry in entries:
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            yield folder, entry.name
+        elif (
+            stat.S_ISDIR(st.st_mode)
+            and entry.name not in _SKIP_DIRS
+            and not (skip_grants and grants.granted(st) is not None)
+        ):
+            subdirs.append(entry.name)
+    if depth >= SEARCH_MAX_DEPTH:
+        return
+    for name in subdirs:
+        try:
+            fd = os.open(name, DIR_FLAGS, dir_fd=folder.fd)
+        except OSError:
+            continue  # swapped for a link or removed since the listing: not followed
+        try:
+            nested = grants.granted(os.fstat(fd))
+            child = (
+                Folder(fd, nested, ())
+                if nested is not None
+                else Folder(fd, folder.grant, (*folder.parts, name))
+            )
+            yield from _walk(grants, child, skip_grants=skip_grants, depth=depth + 1)
+        finally:
+            os.close(fd)
 
 
 def search(grants: Grants, pattern: str, path: str = "", max_results: int = SEARCH_DEFAULT) -> str:
     if not pattern:
         raise PathRefused("search needs a non-empty pattern")
     limit = max(1, min(max_results, SEARCH_CAP))
-    tops = [g.root for g in grants.folders] if path.strip() in _ROOTS else [grants.resolve(path)]
+    everywhere = path.strip() in _ROOTS
+    tops = [g.name for g in grants.folders] if everywhere else [path]
     is_glob = any(c in pattern for c in "*?[")
     needle = pattern.casefold()
     hits: list[str] = []
     scanned = 0
     for top in tops:
-        for file in _walk(grants, top):
-            scanned += 1
-            if scanned > SEARCH_MAX_FILES or len(hits) >= limit:
-                break
-            real = Path(os.path.realpath(file))
-            if not grants.contains(real) or not real.is_file():
-                continue
-            shown = grants.display(file)
-            rel = shown.partition("/")[2]
-            if is_glob:
-                if fnmatch.fnmatch(file.name, pattern) or fnmatch.fnmatch(rel, pattern):
+        with grants.folder(top) as folder:
+            for where, name in _walk(grants, folder, skip_grants=everywhere):
+                scanned += 1
+                if scanned > SEARCH_MAX_FILES or len(hits) >= limit:
+                    break
+                shown = where.shown(name)
+                rel = shown.partition("/")[2]
+                if is_glob:
+                    if fnmatch.fnmatch(name, pattern) or fnmatch.fnmatch(rel, pattern):
+                        hits.append(shown)
+                    continue
+                if needle in name.casefold():
                     hits.append(shown)
-                continue
-            if needle in file.name.casefold():
-                hits.append(shown)
-                continue
-            hits.extend(_grep(real, shown, needle, limit - len(hits)))
+                    continue
+                hits.extend(_grep(Spot(where, name), needle, limit - len(hits)))
     lines = hits[:limit] or [f"no matches for {pattern!r}"]
     if len(hits) >= limit:
         lines.append(f"[stopped at {limit} results; narrow the pattern or the path]")
@@ -255,67 +232,116 @@ def search(grants: Grants, pattern: str, path: str = "", max_results: int = SEAR
     return "\n".join(lines)
 
 
-def _grep(real: Path, shown: str, needle: str, room: int) -> list[str]:
+def _grep(spot: Spot, needle: str, room: int) -> list[str]:
     try:
-        if real.stat().st_size > SEARCH_MAX_FILE_BYTES:
-            return []
-        data = real.read_bytes()
-    except OSError:
-        return []
+        with _open_regular(spot, spot.shown) as (fd, st):
+            if st.st_size > SEARCH_MAX_FILE_BYTES:
+                return []
+            data = _read_all(fd, st.st_size)
+    except (OSError, PathRefused):
+        return []  # swapped or removed since the listing
     if b"\x00" in data[:8192]:
         return []
     hits: list[str] = []
     for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
         if needle in line.casefold():
-            hits.append(f"{shown}:{number}: {line.strip()[:200]}")
+            hits.append(f"{spot.shown}:{number}: {line.strip()[:200]}")
             if len(hits) >= room:
                 break
     return hits
 
 
-def write_file(grants: Grants, path: str, content: str) -> str:
-    real = grants.resolve(path, write=True)
-    if real.is_dir():
+def _refuse_unless_replaceable(spot: Spot, path: str, st: os.stat_result | None) -> None:
+    if st is None:
+        return
+    if stat.S_ISDIR(st.st_mode):
         raise PathRefused(f"{path!r} is a folder")
-    real.parent.mkdir(parents=True, exist_ok=True)
-    # Resolve again: the folders just made are real now, and must still be inside.
-    real = grants.resolve(path, write=True)
-    data = content.encode("utf-8")
-    mode = stat.S_IMODE(real.stat().st_mode) if real.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
+    if stat.S_ISLNK(st.st_mode):
+        raise Grants.link_refusal(spot)
+    if not stat.S_ISREG(st.st_mode):
+        raise PathRefused(f"{path!r} is not a regular file")
+
+
+def _write_new(folder: Folder, name: str, chunks: Iterable[bytes], mode: int) -> None:
+    """Write a file next to `name`, then rename it over `name`: a reader sees the old file or
+    the new one, never half of it."""
+    tmp = f".{name[:200]}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(
+        tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+        dir_fd=folder.fd,
+    )  # fmt: skip
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        # A reader sees the old file or the new one, never half of it.
-        os.replace(tmp, real)
+        try:
+            for chunk in chunks:
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view) :]
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=folder.fd, dst_dir_fd=folder.fd)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        with suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=folder.fd)
         raise
-    return f"wrote {len(data)} bytes to {grants.display(real)}"
+
+
+def write_file(grants: Grants, path: str, content: str) -> str:
+    data = content.encode("utf-8")
+    with grants.spot(path, create=True, write=True) as spot:
+        if not spot.name:
+            raise PathRefused(f"{path!r} is a folder")
+        st = spot.lstat()
+        _refuse_unless_replaceable(spot, path, st)
+        mode = stat.S_IMODE(st.st_mode) if st is not None else _NEW_FILE_MODE
+        _write_new(spot.folder, spot.name, [data], mode)
+        return f"wrote {len(data)} bytes to {spot.shown}"
 
 
 def move(grants: Grants, src: str, dst: str) -> str:
-    source = grants.resolve(src, write=True)
-    target = grants.resolve(dst, write=True)
-    if os.path.islink(grants.locate(src)):
-        # Resolving would move the link's target instead of the link: refuse the surprise.
-        raise PathRefused(f"{src!r} is a symbolic link; moving links is not supported")
-    if not source.exists():
-        raise PathRefused(f"{src!r} does not exist")
-    if any(g.root.is_relative_to(source) for g in grants.folders):
-        raise PathRefused(f"{src!r} is a granted folder (or holds one) and cannot be moved")
-    if target.exists():
-        raise PathRefused(f"{dst!r} already exists; moves never overwrite")
-    if target.is_relative_to(source):
-        raise PathRefused(f"cannot move {src!r} into itself")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target = grants.resolve(dst, write=True)
-    # shutil.move falls back to copy-and-delete when the grants sit on different disks.
-    shutil.move(source, target)
-    return f"moved {grants.display(source)} to {grants.display(target)}"
+    with grants.spot(src, write=True) as source:
+        st = source.lstat()
+        if not source.name or (st is not None and grants.granted(st) is not None):
+            raise PathRefused(f"{src!r} is a granted folder (or holds one) and cannot be moved")
+        if st is None:
+            raise PathRefused(f"{src!r} does not exist")
+        if stat.S_ISLNK(st.st_mode):
+            raise PathRefused(f"{src!r} is a symbolic link; moving links is not supported")
+        if stat.S_ISDIR(st.st_mode) and grants.holds_a_root(source.real):
+            raise PathRefused(f"{src!r} is a granted folder (or holds one) and cannot be moved")
+        with grants.spot(dst, create=True, write=True) as target:
+            if not target.name or target.lstat() is not None:
+                raise PathRefused(f"{dst!r} already exists; moves never overwrite")
+            if target.real.is_relative_to(source.real):
+                raise PathRefused(f"cannot move {src!r} into itself")
+            try:
+                os.rename(
+                    source.name, target.name,
+                    src_dir_fd=source.folder.fd, dst_dir_fd=target.folder.fd,
+                )  # fmt: skip
+            except OSError as exc:
+                if exc.errno != errno.EXDEV:
+                    raise
+                if stat.S_ISDIR(st.st_mode):
+                    raise PathRefused(
+                        f"{src!r} is a folder on another disk than {dst!r}; "
+                        "move the files in it one by one"
+                    ) from None
+                _move_across_disks(source, target, src)
+            return f"moved {source.shown} to {target.shown}"
+
+
+def _move_across_disks(source: Spot, target: Spot, src: str) -> None:
+    """A rename cannot cross file systems: copy the file through descriptors, then remove it."""
+    with _open_regular(source, src) as (fd, st):
+
+        def chunks() -> Iterator[bytes]:
+            while chunk := os.read(fd, 1 << 20):
+                yield chunk
+
+        _write_new(target.folder, target.name, chunks(), stat.S_IMODE(st.st_mode))
+    os.unlink(source.name, dir_fd=source.folder.fd)
 
 
 # -- the MCP server -----------------------------------------------------------------------
@@ -323,7 +349,7 @@ def move(grants: Grants, src: str, dst: str) -> str:
 _PATH_RULE = (
     "Paths are '<folder>/<path inside it>', e.g. 'notes/todo.md', where <folder> is a granted "
     "folder's name; an absolute path inside a granted folder also works. Nothing outside the "
-    "granted folders can be reached."
+    "granted folders can be reached, and symbolic links are not followed."
 )
 
 
@@ -341,7 +367,7 @@ def _as_tool_error() -> Iterator[None]:
         raise ToolError(str(exc)) from None
     except FileNotFoundError as exc:
         raise ToolError(f"no such file or folder: {exc.filename}") from None
-    except (OSError, shutil.Error) as exc:
+    except OSError as exc:
         raise ToolError(f"{type(exc).__name__}: {exc}") from None
 
 

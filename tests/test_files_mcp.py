@@ -41,79 +41,102 @@ def grants(tree: dict[str, Path]) -> Grants:
     return Grants([(tree["notes"], False), (tree["drafts"], True)])
 
 
-# -- the path checker ---------------------------------------------------------------------
+# -- the path rules ------------------------------------------------------------------------
 
 
-def test_relative_and_absolute_paths_inside_resolve(grants: Grants, tree: dict[str, Path]) -> None:
-    assert grants.resolve("notes/todo.md") == tree["notes"] / "todo.md"
-    assert grants.resolve(str(tree["notes"] / "sub" / "deep.txt")) == tree["notes"] / "sub/deep.txt"
-    assert grants.display(tree["drafts"] / "a" / "b.md") == "drafts/a/b.md"
+def test_relative_and_absolute_paths_inside_are_read(grants: Grants, tree: dict[str, Path]) -> None:
+    assert files_mcp.read_file(grants, "notes/todo.md") == "buy flour\nfeed the cat\n"
+    deep = str(tree["notes"] / "sub" / "deep.txt")
+    assert files_mcp.read_file(grants, deep) == "the Flour is in the cellar\n"
+    assert files_mcp.read_file(grants, "notes/sub/../todo.md").startswith("buy flour")
+    assert grants.locate("drafts/a/./b.md") == (grants.folders[1], ("a", "b.md"))
 
 
 @pytest.mark.parametrize("path", ["notes/../outside/secret.txt", "notes/sub/../../outside"])
 def test_dotdot_traversal_is_refused(grants: Grants, path: str) -> None:
     with pytest.raises(PathRefused, match="outside the granted folders"):
-        grants.resolve(path)
+        files_mcp.read_file(grants, path)
     with pytest.raises(PathRefused, match="does not start with a granted folder name"):
-        grants.resolve("../outside/secret.txt")
+        files_mcp.read_file(grants, "../outside/secret.txt")
 
 
 def test_dotdot_out_names_the_granted_folders(grants: Grants) -> None:
     with pytest.raises(PathRefused, match=r"is outside the granted folders: notes/ \(read-only\)"):
-        grants.resolve("notes/../outside/secret.txt")
+        files_mcp.read_file(grants, "notes/../outside/secret.txt")
 
 
 def test_absolute_path_elsewhere_is_refused(grants: Grants, tree: dict[str, Path]) -> None:
     for path in ("/etc/passwd", str(tree["outside"] / "secret.txt"), str(tree["notes"].parent)):
         with pytest.raises(PathRefused, match="outside the granted folders"):
-            grants.resolve(path)
+            files_mcp.read_file(grants, path)
 
 
 def test_unknown_folder_name_is_refused(grants: Grants) -> None:
     with pytest.raises(PathRefused, match="does not start with a granted folder name"):
-        grants.resolve("outside/secret.txt")
+        files_mcp.read_file(grants, "outside/secret.txt")
 
 
 def test_symlinked_file_pointing_out_is_refused(grants: Grants) -> None:
-    with pytest.raises(PathRefused, match="outside the granted folders"):
-        grants.resolve("notes/leak.txt")
+    with pytest.raises(PathRefused, match="is a symbolic link; links are not followed"):
+        files_mcp.read_file(grants, "notes/leak.txt")
 
 
 def test_symlinked_parent_folder_pointing_out_is_refused(grants: Grants) -> None:
-    with pytest.raises(PathRefused, match="outside the granted folders"):
-        grants.resolve("notes/linked/secret.txt")
-    # Also for a file that does not exist yet, where only the parent can be resolved.
-    with pytest.raises(PathRefused, match="outside the granted folders"):
-        grants.resolve("notes/linked/new.txt", write=True)
+    with pytest.raises(PathRefused, match="'notes/linked' is a symbolic link"):
+        files_mcp.read_file(grants, "notes/linked/secret.txt")
+    with pytest.raises(PathRefused, match="'notes/linked' is a symbolic link"):
+        files_mcp.list_dir(grants, "notes/linked")
+
+
+def test_a_link_inside_the_grants_is_not_followed_either(
+    grants: Grants, tree: dict[str, Path]
+) -> None:
+    (tree["drafts"] / "todo-link.md").symlink_to(tree["notes"] / "todo.md")
+    with pytest.raises(PathRefused, match="is a symbolic link"):
+        files_mcp.read_file(grants, "drafts/todo-link.md")
+    with pytest.raises(PathRefused, match="is a symbolic link"):
+        files_mcp.write_file(grants, "drafts/todo-link.md", "x")
+    assert (tree["notes"] / "todo.md").read_text() == "buy flour\nfeed the cat\n"
 
 
 def test_write_without_grant_is_refused(grants: Grants) -> None:
-    assert grants.resolve("notes/todo.md")  # readable ...
+    assert files_mcp.read_file(grants, "notes/todo.md")  # readable ...
     with pytest.raises(PathRefused, match=r"'notes/todo\.md' is granted read-only"):
-        grants.resolve("notes/todo.md", write=True)  # ... but not writable
+        files_mcp.write_file(grants, "notes/todo.md", "x")  # ... but not writable
     with pytest.raises(PathRefused, match="granted read-only"):
-        files_mcp.write_file(grants, "notes/new.md", "x")
-    assert not (grants.folders[0].root / "new.md").exists()
+        files_mcp.write_file(grants, "notes/new/deeper.md", "x")
+    assert not (grants.folders[0].root / "new").exists()
 
 
 def test_write_with_grant_lands_atomically(grants: Grants, tree: dict[str, Path]) -> None:
-    assert grants.resolve("drafts/new.md", write=True) == tree["drafts"] / "new.md"
     out = files_mcp.write_file(grants, "drafts/a/b/new.md", "héllo\n")
     assert out == "wrote 7 bytes to drafts/a/b/new.md"
     assert (tree["drafts"] / "a/b/new.md").read_text() == "héllo\n"
     files_mcp.write_file(grants, "drafts/old.md", "replaced")
     assert (tree["drafts"] / "old.md").read_text() == "replaced"
+    files_mcp.write_file(grants, str(tree["drafts"] / "abs.md"), "by absolute path")
+    assert (tree["drafts"] / "abs.md").read_text() == "by absolute path"
     # No temp files are left behind.
-    assert sorted(p.name for p in tree["drafts"].iterdir()) == ["a", "old.md"]
+    assert sorted(p.name for p in tree["drafts"].iterdir()) == ["a", "abs.md", "old.md"]
+
+
+def test_write_keeps_an_existing_files_mode(grants: Grants, tree: dict[str, Path]) -> None:
+    (tree["drafts"] / "old.md").chmod(0o600)
+    files_mcp.write_file(grants, "drafts/old.md", "replaced")
+    files_mcp.write_file(grants, "drafts/fresh.md", "new")
+    assert (tree["drafts"] / "old.md").stat().st_mode & 0o777 == 0o600
+    assert (tree["drafts"] / "fresh.md").stat().st_mode & 0o777 == 0o644
 
 
 def test_write_through_a_link_out_of_a_writable_folder_is_refused(
     grants: Grants, tree: dict[str, Path]
 ) -> None:
     (tree["drafts"] / "out").symlink_to(tree["outside"], target_is_directory=True)
-    with pytest.raises(PathRefused, match="outside the granted folders"):
+    with pytest.raises(PathRefused, match="'drafts/out' is a symbolic link"):
         files_mcp.write_file(grants, "drafts/out/pwned.txt", "x")
-    assert not (tree["outside"] / "pwned.txt").exists()
+    with pytest.raises(PathRefused, match="'drafts/out' is a symbolic link"):
+        files_mcp.write_file(grants, "drafts/out/new/pwned.txt", "x")
+    assert sorted(os.listdir(tree["outside"])) == ["secret.txt"]
 
 
 def test_move_across_grants(tmp_path: Path, tree: dict[str, Path]) -> None:
@@ -136,12 +159,21 @@ def test_move_across_grants(tmp_path: Path, tree: dict[str, Path]) -> None:
     assert (archive / "2024/old.md").exists()
 
 
-def test_move_never_overwrites_and_never_moves_a_granted_folder(grants: Grants) -> None:
+def test_move_never_overwrites_and_never_moves_a_granted_folder(
+    grants: Grants, tree: dict[str, Path]
+) -> None:
     files_mcp.write_file(grants, "drafts/new.md", "new")
     with pytest.raises(PathRefused, match="already exists"):
         files_mcp.move(grants, "drafts/new.md", "drafts/old.md")
     with pytest.raises(PathRefused, match="granted folder"):
         files_mcp.move(grants, "drafts", "drafts/inner")
+    files_mcp.write_file(grants, "drafts/box/a.md", "a")
+    with pytest.raises(PathRefused, match="into itself"):
+        files_mcp.move(grants, "drafts/box", "drafts/box/inner/box")
+    assert (
+        files_mcp.move(grants, "drafts/box", "drafts/crate") == "moved drafts/box to drafts/crate"
+    )
+    assert (tree["drafts"] / "crate/a.md").read_text() == "a"
 
 
 def test_grants_must_exist_and_same_names_get_suffixes(tmp_path: Path) -> None:
@@ -151,15 +183,18 @@ def test_grants_must_exist_and_same_names_get_suffixes(tmp_path: Path) -> None:
     (tmp_path / "b" / "notes").mkdir(parents=True)
     grants = Grants([(tmp_path / "a/notes", False), (tmp_path / "b/notes", True)])
     assert [g.name for g in grants.folders] == ["notes", "notes-2"]
-    assert grants.resolve("notes-2/x.md", write=True) == tmp_path / "b/notes/x.md"
+    files_mcp.write_file(grants, "notes-2/x.md", "x")
+    assert (tmp_path / "b/notes/x.md").read_text() == "x"
 
 
 def test_a_granted_folder_that_is_a_link_keeps_its_name(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "x.md").write_text("x")
     (tmp_path / "notes").symlink_to(tmp_path / "data", target_is_directory=True)
     grants = Grants([(tmp_path / "notes", False)])
-    assert grants.resolve("notes/x.md") == tmp_path / "data/x.md"
-    assert grants.resolve(str(tmp_path / "notes/x.md")) == tmp_path / "data/x.md"
+    assert files_mcp.read_file(grants, "notes/x.md") == "x"
+    assert files_mcp.read_file(grants, str(tmp_path / "notes/x.md")) == "x"
+    assert files_mcp.read_file(grants, str(tmp_path / "data/x.md")) == "x"
 
 
 # -- the operations -----------------------------------------------------------------------
@@ -171,6 +206,18 @@ def test_read_is_capped_and_says_so(grants: Grants, tree: dict[str, Path]) -> No
     assert text.startswith("a" * 10 + "\n[truncated: showed bytes 0-10 of 100")
     assert "offset=10" in text
     assert files_mcp.read_file(grants, "notes/big.txt", offset=95) == "aaaaa"
+
+
+def test_read_refuses_folders_and_special_files(grants: Grants, tree: dict[str, Path]) -> None:
+    os.mkfifo(tree["notes"] / "pipe")
+    with pytest.raises(PathRefused, match="is not a regular file"):
+        files_mcp.read_file(grants, "notes/pipe")
+    with pytest.raises(PathRefused, match="is a folder: use list_dir"):
+        files_mcp.read_file(grants, "notes/sub")
+    with pytest.raises(PathRefused, match="is a folder: use list_dir"):
+        files_mcp.read_file(grants, "notes")
+    with pytest.raises(FileNotFoundError):
+        files_mcp.read_file(grants, "notes/missing.md")
 
 
 def test_search_finds_names_and_contents_but_not_through_links(grants: Grants) -> None:
@@ -194,7 +241,8 @@ def test_root_listing_shows_folders_with_access(grants: Grants, tree: dict[str, 
     listing = files_mcp.list_dir(grants, "notes").splitlines()
     assert "notes/sub/" in listing
     assert "notes/todo.md  (23 bytes)" in listing
-    assert "notes/leak.txt  (link leading outside the granted folders)" in listing
+    assert "notes/leak.txt  (symbolic link; not followed)" in listing
+    assert "notes/linked  (symbolic link; not followed)" in listing
 
 
 def test_launch_args_map_skill_folders_to_flags() -> None:
@@ -242,6 +290,10 @@ async def test_read_only_server_over_stdio(tree: dict[str, Path]) -> None:
         assert bad.is_error
         assert "is outside the granted folders" in _text(bad)
         assert "s3cret" not in _text(bad)
+
+        leak = await client.call_tool("read_file", {"path": "notes/leak.txt"})
+        assert leak.is_error
+        assert "is a symbolic link; links are not followed" in _text(leak)
 
         write = await client.call_tool("write_file", {"path": "notes/x.md", "content": "x"})
         assert write.is_error  # the tool does not exist here
