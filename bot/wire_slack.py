@@ -1,7 +1,8 @@
 """Plugs the Slack channel (channels/slack) into the app: routes at creation, receivers in the lifespan.
 
 Slack is on when a bot token is set. Socket Mode (the default, with the app-level token) needs
-no public URL; HTTP mode serves Bolt's handler at `POST /slack/events` of this same app.
+no public URL; HTTP mode serves Bolt's handler at `POST /slack/events` of this same app. Home
+tabs are republished by one process (like the outbox), woken whenever the outbox is.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ async def start(svc: Services, app: FastAPI) -> None:
     from slack_sdk.web.async_client import AsyncWebClient
 
     from bot.server import add_channel
-    from channels.slack import SlackChannel, SlackInbound, build_app
+    from channels.slack import HomeTabs, SlackChannel, SlackInbound, build_app
 
     token = _secret(settings.slack_bot_token)
     client = (
@@ -81,10 +82,24 @@ async def start(svc: Services, app: FastAPI) -> None:
         base_url=settings.base_url,
         default_skill=settings.slack_default_skill,
     )
+    home = HomeTabs(client=client, inbound=inbound)
     bolt = build_app(
-        client=client, signing_secret=_secret(settings.slack_signing_secret), inbound=inbound
+        client=client,
+        signing_secret=_secret(settings.slack_signing_secret),
+        inbound=inbound,
+        home=home,
     )
     svc.extras["slack"] = bolt
+    svc.extras["slack_home"] = home
+    # Whatever wakes the outbox changed someone's items: their Home tab is republished too.
+    wake_outbox = svc.ctx.wake_outbox
+
+    def wake() -> None:
+        wake_outbox()
+        home.poke()
+
+    svc.ctx.wake_outbox = wake
+    svc.spawn_singleton("slack-home", home.run_forever)
     nobody = [s.name for s in svc.ctx.skills.all() if not s.approvers.slack]
     if nobody:
         log.warning(

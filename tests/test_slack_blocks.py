@@ -41,6 +41,11 @@ ARGS: dict[str, Any] = {
 }
 
 
+#: The edit modal's block_id of each argument: its index in the form, never its name.
+B = {f.name: blocks.field_block(i) for i, f in enumerate(form_fields(SCHEMA, ARGS))}
+NAMES = {block_id: name for name, block_id in B.items()}
+
+
 def action(**over: Any) -> Item:
     item = Item(
         id="it1",
@@ -197,35 +202,38 @@ def test_the_edit_modal_is_built_from_the_schema_and_prefilled() -> None:
     ref = ModalRef("it1", "C123", "171.1")
     view = blocks.edit_modal(action(), ref=ref, base_url=BASE)
     assert view["callback_id"] == "pizza_edit_view" and view["type"] == "modal"
-    assert ModalRef.loads(view["private_metadata"]) == ref
+    fields = form_fields(SCHEMA, ARGS)
+    assert ModalRef.loads(view["private_metadata"]) == replace(
+        ref, fields=blocks.fields_digest(fields)
+    )
     assert len(view["title"]["text"]) <= 24 and len(view["submit"]["text"]) <= 24
     inputs = _inputs(view)
-    assert inputs["arg:to"]["element"] == {
+    assert inputs[B["to"]]["element"] == {
         "type": "plain_text_input",
         "action_id": "value",
         "initial_value": "ann@example.com",
     }
     assert (
-        inputs["arg:to"]["optional"] is False and inputs["arg:to"]["hint"]["text"] == "Recipient."
+        inputs[B["to"]]["optional"] is False and inputs[B["to"]]["hint"]["text"] == "Recipient."
     )
-    assert inputs["arg:body"]["element"]["multiline"] is True
-    assert inputs["arg:priority"]["element"]["type"] == "static_select"
-    assert inputs["arg:priority"]["element"]["initial_option"]["value"] == "normal"
-    assert inputs["arg:priority"]["optional"] is True
-    copies = inputs["arg:copies"]["element"]
+    assert inputs[B["body"]]["element"]["multiline"] is True
+    assert inputs[B["priority"]]["element"]["type"] == "static_select"
+    assert inputs[B["priority"]]["element"]["initial_option"]["value"] == "normal"
+    assert inputs[B["priority"]]["optional"] is True
+    copies = inputs[B["copies"]]["element"]
     assert copies == {
         "type": "number_input",
         "action_id": "value",
         "is_decimal_allowed": False,
         "initial_value": "2",
     }
-    assert "from 1 to 10" in inputs["arg:copies"]["hint"]["text"]
-    assert inputs["arg:ratio"]["element"]["is_decimal_allowed"] is True
-    receipt = inputs["arg:receipt"]["element"]
+    assert "from 1 to 10" in inputs[B["copies"]]["hint"]["text"]
+    assert inputs[B["ratio"]]["element"]["is_decimal_allowed"] is True
+    receipt = inputs[B["receipt"]]["element"]
     assert receipt["type"] == "checkboxes" and receipt["initial_options"] == receipt["options"]
-    tags = inputs["arg:tags"]["element"]
+    tags = inputs[B["tags"]]["element"]
     assert tags["multiline"] is True and json.loads(tags["initial_value"]) == ["quote", "q4"]
-    cc = inputs["arg:cc"]
+    cc = inputs[B["cc"]]
     assert cc["optional"] is True and "initial_value" not in cc["element"]
 
 
@@ -234,7 +242,7 @@ def _state(view: dict[str, Any], **typed: Any) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for block_id, block in _inputs(view).items():
         element = block["element"]
-        name = block_id.removeprefix("arg:")
+        name = NAMES[block_id]
         kind = element["type"]
         if kind == "checkboxes":
             chosen = typed.get(name, element.get("initial_options", []))
@@ -274,29 +282,29 @@ def test_changed_values_are_coerced_and_errors_map_to_blocks() -> None:
     args, errors = coerce_form(SCHEMA, raw)
     assert args["receipt"] is False and "priority" not in args  # empty optional: tool default
     mapped = blocks.form_errors(errors, fields)
-    assert set(mapped) == {"arg:copies", "arg:to"}
-    assert blocks.form_errors({"": "something is off"}, fields) == {"arg:to": "something is off"}
+    assert set(mapped) == {B["copies"], B["to"]}
+    assert blocks.form_errors({"": "something is off"}, fields) == {B["to"]: "something is off"}
 
 
 def test_a_value_too_long_for_slack_is_kept_and_linked_not_cut() -> None:
     long_body = "word " * 1000
     item = action(args={**ARGS, "body": long_body})
     view = blocks.edit_modal(item, ref=ModalRef("it1"), base_url=BASE)
-    assert "arg:body" not in _inputs(view)
+    assert B["body"] not in _inputs(view)
     assert "too long to edit in Slack" in json.dumps(view)
     fields = form_fields(SCHEMA, item.args or {})
     raw = blocks.form_values(_state(view, to="bob@example.com"), fields)
     args, errors = coerce_form(SCHEMA, raw)
     assert errors == {} and args["body"] == long_body and args["to"] == "bob@example.com"
     # An error about the kept field shows on a field people can see.
-    assert blocks.form_errors({"body": "too long"}, fields) == {"arg:to": "body: too long"}
+    assert blocks.form_errors({"body": "too long"}, fields) == {B["to"]: "body: too long"}
 
 
 def test_a_proposed_value_slack_would_refuse_is_not_prefilled() -> None:
     item = action(args={**ARGS, "copies": "many", "priority": "urgent"})
     inputs = _inputs(blocks.edit_modal(item, ref=ModalRef("it1"), base_url=BASE))
-    assert "initial_value" not in inputs["arg:copies"]["element"]
-    assert "initial_option" not in inputs["arg:priority"]["element"]
+    assert "initial_value" not in inputs[B["copies"]]["element"]
+    assert "initial_option" not in inputs[B["priority"]]["element"]
 
 
 def test_the_reject_modal_asks_for_an_optional_reason() -> None:

@@ -21,6 +21,7 @@ def test_the_manifest_subscribes_to_what_the_app_listens_for() -> None:
     m = manifest()
     settings = m["settings"]
     assert set(settings["event_subscriptions"]["bot_events"]) == {
+        "app_home_opened",
         "app_mention",
         "message.im",
         "message.channels",
@@ -30,6 +31,7 @@ def test_the_manifest_subscribes_to_what_the_app_listens_for() -> None:
     [command] = m["features"]["slash_commands"]
     assert command["command"] == SlackInbound.command == "/pizza"
     assert m["features"]["app_home"]["messages_tab_enabled"] is True  # DMs to the bot
+    assert m["features"]["app_home"]["home_tab_enabled"] is True  # the Home tab is the inbox
 
 
 def test_the_manifest_grants_the_scopes_the_calls_need() -> None:

@@ -1,10 +1,13 @@
-"""Slack: inbox items as messages with buttons, edits in a modal, runs started from Slack.
+"""Slack: inbox items as messages with buttons, edits in a modal, runs started from Slack,
+and each person's inbox in the app's Home tab.
 
 `SlackChannel` delivers and updates (the outbox's side); `build_app` makes the Bolt app that
-turns clicks, modals, `/pizza`, DMs and mentions into engine calls; `blocks` renders.
+turns clicks, modals, `/pizza`, DMs and mentions into engine calls; `HomeTabs` publishes the
+Home tab; `blocks` and `home` render.
 """
 
 from channels.slack.app import SlackInbound, build_app
 from channels.slack.channel import SlackChannel
+from channels.slack.home import HomeTabs
 
-__all__ = ["SlackChannel", "SlackInbound", "build_app"]
+__all__ = ["HomeTabs", "SlackChannel", "SlackInbound", "build_app"]

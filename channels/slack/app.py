@@ -1,7 +1,8 @@
 """The Bolt app: what people do in Slack, translated into calls of the engine.
 
-Buttons and modals become `Inbox.decide`, `/pizza`, DMs and @mentions become `Runs.start`, and a
-reply in a run's thread becomes `Runs.follow_up`. No rule lives here: the inbox decides who may
+Buttons and modals become `Inbox.decide`, `/pizza`, DMs, @mentions and the Home tab's start
+form become `Runs.start`, and a reply in a run's thread becomes `Runs.follow_up`; opening the
+Home tab publishes it (`channels.slack.home`). No rule lives here: the inbox decides who may
 decide and whether the first decision already won; this module only answers in Slack's terms
 (an ephemeral note, an inline form error).
 
@@ -30,14 +31,23 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent.argforms import coerce_form, form_fields
+from agent.argforms import form_fields
 from agent.errors import AlreadyDecided, Conflict, InvalidArguments, NotAllowed, NotFound
 from agent.inbox import Inbox
-from agent.model import Approve, Decision, Delivery, Edit, Item, Reject, Run
+from agent.model import Approve, Box, Decision, Delivery, Edit, Item, ItemStatus, Reject, Run
 from agent.runs import Runs
 from agent.skills import SkillBook
 from channels.slack import blocks
 from channels.slack.blocks import ModalRef
+from channels.slack.home import (
+    INPUT_BLOCK,
+    SKILL_BLOCK,
+    START,
+    START_VIEW,
+    HomeTabs,
+    start_modal,
+    start_values,
+)
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +72,15 @@ class SlackStore(Protocol):
     async def get_run(self, run_id: str) -> Run: ...
 
     async def find_delivery(self, channel: str, external_id: str) -> Delivery | None: ...
+
+    async def list_items(
+        self,
+        *,
+        box: Box | None = None,
+        status: ItemStatus | None = None,
+        run_id: str | None = None,
+        limit: int = 200,
+    ) -> list[Item]: ...
 
     async def audit(
         self,
@@ -126,6 +145,18 @@ class SlackInbound:
         closed: no approvers anywhere, nobody)."""
         return {user for skill in self.skills.all() for user in skill.approvers.slack}
 
+    def may_decide(self, item: Item, user: str) -> bool:
+        """The rule the cards' buttons meet: the inbox's, for Slack."""
+        return self.inbox.may_decide(item, actor=user, channel=CHANNEL)
+
+    def follows(self, item: Item, user: str) -> bool:
+        """Whether `user` is someone an Unread item of its skill is for: the skill's Slack
+        approvers, and the person it delivers to."""
+        skill = self.skills.get(item.skill) if item.skill in self.skills else None
+        if skill is None:
+            return False
+        return user in skill.approvers_for(None, CHANNEL) or skill.deliver.slack == user
+
     def parse(self, text: str) -> tuple[str, str] | str:
         """(skill, input) from "SKILL what to do", or from the default skill; else a hint."""
         text = text.strip()
@@ -158,16 +189,17 @@ class SlackInbound:
         text: str,
         thread_ts: str | None = None,
     ) -> None:
-        """An ephemeral note only `user` sees, next to where they acted."""
-        if not channel:
-            log.info("slack: no conversation to tell %s: %s", user, text)
-            return
+        """An ephemeral note only `user` sees, next to where they acted; in their direct
+        messages with the app when they acted where no conversation is (the Home tab)."""
         try:
-            await client.chat_postEphemeral(
-                channel=channel, user=user, text=text, thread_ts=thread_ts
-            )
+            if channel:
+                await client.chat_postEphemeral(
+                    channel=channel, user=user, text=text, thread_ts=thread_ts
+                )
+            else:
+                await client.chat_postMessage(channel=user, text=text, unfurl_links=False)
         except _SLACK_ERRORS as exc:
-            log.warning("slack: could not post an ephemeral note to %s: %s", user, exc)
+            log.warning("slack: could not post a note to %s: %s", user, exc)
 
     # -- decisions -----------------------------------------------------------------------
 
@@ -279,8 +311,13 @@ class SlackInbound:
             return
         schema = item.schema or {}
         fields = form_fields(schema, item.args or {})
-        raw = blocks.form_values((view.get("state") or {}).get("values") or {}, fields)
-        args, errors = coerce_form(schema, raw)
+        if ref.fields != blocks.fields_digest(fields):
+            # Built from another field list (an older modal): its block ids mean other fields.
+            text = "This form is out of date: close it and press Edit again."
+            await ack(response_action="errors", errors={_first_input(view): text})
+            return
+        state = (view.get("state") or {}).get("values") or {}
+        args, errors = blocks.submitted_args(schema, item.args or {}, fields, state)
         if errors:
             await ack(response_action="errors", errors=blocks.form_errors(errors, fields))
             return
@@ -309,6 +346,43 @@ class SlackInbound:
             thread_ts=ref.thread_ts,
             retried=retried,
         )
+
+    # -- the Home tab --------------------------------------------------------------------
+
+    async def on_start_click(self, *, body: dict[str, Any], client: AsyncWebClient) -> None:
+        """ "Start a run" in the Home tab: the skill picker, for people who may start runs."""
+        user = str(body["user"]["id"])
+        if user not in self.starters():
+            await self.tell(client, channel=None, user=user, text=_NOT_STARTER)
+            return
+        skills = [(s.name, s.description) for s in self.skills.all()]
+        if not skills:
+            await self.tell(client, channel=None, user=user, text="No skills are loaded yet.")
+            return
+        try:
+            await client.views_open(trigger_id=body["trigger_id"], view=start_modal(skills))
+        except _SLACK_ERRORS as exc:
+            log.warning("slack: views.open failed for the start form: %s", exc)
+
+    async def on_start_submit(
+        self, *, ack: AsyncAck, body: dict[str, Any], view: dict[str, Any], client: AsyncWebClient
+    ) -> None:
+        user = str(body["user"]["id"])
+        skill, text = start_values((view.get("state") or {}).get("values") or {})
+        errors: dict[str, str] = {}
+        if user not in self.starters():
+            errors[SKILL_BLOCK] = _NOT_STARTER.replace("`", "")
+        elif skill not in self.skills:
+            errors[SKILL_BLOCK] = "Pick one of the skills."
+        if not text:
+            errors[INPUT_BLOCK] = "Say what the run should do."
+        if errors:
+            await ack(response_action="errors", errors=errors)
+            return
+        await ack()
+        key = f"slack:view:{view['id']}" if view.get("id") else None
+        reply = await self.start(skill, text, user=user, key=key)
+        await self.tell(client, channel=None, user=user, text=reply)
 
     # -- starting and following up -------------------------------------------------------
 
@@ -461,9 +535,17 @@ async def _skip_event_retries(
     return None
 
 
-def build_app(*, client: AsyncWebClient, signing_secret: str, inbound: SlackInbound) -> AsyncApp:
+def build_app(
+    *,
+    client: AsyncWebClient,
+    signing_secret: str,
+    inbound: SlackInbound,
+    home: HomeTabs | None = None,
+) -> AsyncApp:
     """The Bolt app, with its listeners. Serve it with Bolt's FastAPI handler (HTTP mode) or
-    its Socket Mode handler; Bolt checks every HTTP request's signature and age."""
+    its Socket Mode handler; Bolt checks every HTTP request's signature and age. `home`
+    publishes the Home tab (one that only answers openings when none is given)."""
+    tabs = home or HomeTabs(client=client, inbound=inbound)
     app = AsyncApp(
         client=client,
         signing_secret=signing_secret,
@@ -538,6 +620,26 @@ def build_app(*, client: AsyncWebClient, signing_secret: str, inbound: SlackInbo
             event=event, body=body, client=client, bot=context.get("bot_user_id")
         )
 
+    async def home_opened(event: dict[str, Any]) -> None:
+        if event.get("tab", "home") != "home" or not event.get("user"):
+            return
+        try:
+            await tabs.opened(str(event["user"]), published_before=bool(event.get("view")))
+        except _SLACK_ERRORS as exc:
+            log.warning("slack: could not publish a Home tab: %s", exc)
+
+    async def start_clicked(ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
+        await ack()
+        await inbound.on_start_click(body=body, client=client)
+
+    async def start_submit(
+        ack: AsyncAck, body: dict[str, Any], view: dict[str, Any], client: AsyncWebClient
+    ) -> None:
+        await inbound.on_start_submit(ack=ack, body=body, view=view, client=client)
+
+    app.event("app_home_opened")(home_opened)
+    app.action(START)(start_clicked)
+    app.view(START_VIEW)(start_submit)
     app.action(blocks.APPROVE)(approve)
     app.action(blocks.EDIT)(edit)
     app.action(blocks.REJECT)(reject)

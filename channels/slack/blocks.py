@@ -5,19 +5,31 @@ form values), so every layout rule is testable without Slack. Edit forms come fr
 `agent.argforms`, the same translation the web page and email use.
 
 Slack's limits shape some choices here: a section holds 3,000 characters, a text input 3,000,
-a select 100 options of at most 150 characters, a modal 100 blocks. What does not fit is cut
-with a link to the item's web page instead of being sent and refused.
+a select 100 options of at most 150 characters, a modal 100 blocks, a `block_id` 255 characters
+and unique in its view. What does not fit is cut with a link to the item's web page instead of
+being sent and refused. A tool's schema is the model's or a server's text, so an input's
+`block_id` is the field's index in the form (reversed on submit against the same field list,
+whose digest rides in `private_metadata`), never its name; and a value Slack cannot show (a
+number like `1e999`) is not prefilled.
+
+Everything the model, a tool or a skill wrote is escaped before it reaches mrkdwn, the
+top-level `text` included (Slack reads `<!channel>`, `<@U…>` and `<url|label>` there too).
 """
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
+import math
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from agent.argforms import Field, form_fields
+from agent.argforms import Field, coerce_form, form_fields, validate_arguments
 from agent.model import Box, Item, ItemKind, ItemStatus
 
 __all__ = [
@@ -30,16 +42,21 @@ __all__ = [
     "ModalRef",
     "already_text",
     "args_text",
+    "buttons",
     "decided_text",
     "edit_modal",
     "esc",
+    "field_block",
+    "fields_digest",
     "form_errors",
     "form_values",
+    "fresh_args",
     "item_url",
     "message",
     "reason_value",
     "reject_modal",
     "run_url",
+    "submitted_args",
 ]
 
 #: action_id of the buttons and callback_id of the modals: what the Bolt listeners match.
@@ -64,6 +81,9 @@ _MODAL_BLOCKS = 100
 _SELECT_OPTIONS = 100
 _OPTION_VALUE_MAX = 150
 _OPTION_TEXT_MAX = 75
+_NUMBER_MAX = 30  # digits Slack is sure to show in a number_input; longer numbers are typed
+_PLAIN_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+_SLACK_USER = re.compile(r"[UW][A-Z0-9]+")
 
 
 @dataclass(frozen=True)
@@ -82,14 +102,29 @@ class ModalRef:
     item_id: str
     channel: str | None = None
     thread_ts: str | None = None
+    #: The digest of the edit form's field names: the block ids are indexes into that list.
+    fields: str | None = None
 
     def dumps(self) -> str:
-        return json.dumps({"item": self.item_id, "channel": self.channel, "thread": self.thread_ts})
+        data = {"item": self.item_id, "channel": self.channel, "thread": self.thread_ts}
+        if self.fields:
+            data["fields"] = self.fields
+        return json.dumps(data)
 
     @classmethod
     def loads(cls, text: str) -> ModalRef:
-        data = json.loads(text or "{}")
-        return cls(str(data.get("item", "")), data.get("channel"), data.get("thread"))
+        try:
+            data = json.loads(text or "{}")
+        except ValueError:
+            data = {}
+        if not isinstance(data, dict):
+            data = {}
+
+        def get(key: str) -> str | None:
+            value = data.get(key)
+            return value if isinstance(value, str) else None
+
+        return cls(get("item") or "", get("channel"), get("thread"), get("fields"))
 
 
 # --- small helpers ----------------------------------------------------------------------
@@ -136,7 +171,7 @@ def who(name: str | None, via: str | None) -> str:
     """A decider as Slack shows them: Slack users as mentions, anyone else by name."""
     if not name:
         return "someone"
-    if via == "slack":
+    if via == "slack" and _SLACK_USER.fullmatch(name):
         return f"<@{name}>"
     return esc(name)
 
@@ -226,9 +261,9 @@ def _action(item: Item, base_url: str) -> Message:
     if item.decided:
         blocks.append(_section(decided_text(item)))
     else:
-        blocks.append(_buttons(item))
+        blocks.append(buttons(item))
     blocks.append(_context(_link(url, "Open on the web page")))
-    return Message(text=_cut(f"{item.title}", 300), blocks=blocks)
+    return Message(text=esc(_cut(item.title, 300)), blocks=blocks)
 
 
 _STATUS_WORD = {
@@ -240,7 +275,8 @@ _STATUS_WORD = {
 }
 
 
-def _buttons(item: Item) -> dict[str, Any]:
+def buttons(item: Item) -> dict[str, Any]:
+    """Approve, Edit (tool calls only) and Reject: one row, the same on a card and in Home."""
     budget = item.kind is ItemKind.BUDGET
     approve: dict[str, Any] = {
         "type": "button",
@@ -330,18 +366,58 @@ def _unread(item: Item, base_url: str) -> Message:
             + (" (the result is cut here)" if cut else "")
         ),
     ]
-    return Message(text=_cut(f"{item.title}: {result}", 300), blocks=blocks)
+    return Message(text=esc(_cut(f"{item.title}: {result}", 300)), blocks=blocks)
 
 
 # --- modals -----------------------------------------------------------------------------
 
 
-def _block_id(name: str) -> str:
-    return _FIELD_PREFIX + name
+def field_block(index: int) -> str:
+    """The `block_id` of the edit form's `index`-th field: short, unique in the view, and
+    reversible against the same field list, whatever the argument is called."""
+    return f"{_FIELD_PREFIX}{index}"
+
+
+def fields_digest(fields: Sequence[Field]) -> str:
+    """Names the field list a modal was built from, so its indexes are read against the same."""
+    names = json.dumps([f.name for f in fields], ensure_ascii=False)
+    return hashlib.sha256(names.encode()).hexdigest()[:16]
+
+
+def _ambiguous(fields: Sequence[Field]) -> set[str]:
+    """Names two fields share (a property called `a.b` beside an object `a` with `b`): one
+    form value cannot stand for both, so Slack keeps them as proposed."""
+    seen: set[str] = set()
+    twice: set[str] = set()
+    for field in fields:
+        (twice if field.name in seen else seen).add(field.name)
+    return twice
 
 
 def _too_long(field: Field) -> bool:
     return isinstance(field.value, str) and len(field.value) > _INPUT_MAX
+
+
+def _number_text(value: str | bool | None, *, integer: bool) -> str | None:
+    """`value` as Slack's number_input shows it (plain digits), or None when it cannot: not a
+    number, infinite (a model's `1e999`), a fraction for an integer, or too many digits."""
+    if not isinstance(value, str):
+        return None
+    try:
+        number = Decimal(value.strip())
+    except InvalidOperation:
+        return None
+    if not number.is_finite() or number.adjusted() >= _NUMBER_MAX:
+        return None
+    if integer and number != number.to_integral_value():
+        return None
+    text = value.strip() if _PLAIN_NUMBER.fullmatch(value.strip()) else format(number, "f")
+    ok = _PLAIN_NUMBER.fullmatch(text) and len(text) <= _NUMBER_MAX
+    return text if ok and math.isfinite(float(text)) else None
+
+
+def _numeric(field: Field) -> bool:
+    return field.kind in {"number", "integer"}
 
 
 def _hint(field: Field) -> str | None:
@@ -356,6 +432,12 @@ def _hint(field: Field) -> str | None:
         parts.append(f"At most {field.max_length} characters")
     if field.kind == "json":
         parts.append("JSON")
+    if (
+        _numeric(field)
+        and isinstance(field.value, str)
+        and _number_text(field.value, integer=field.kind == "integer") is None
+    ):
+        parts.append(f"The proposed value {_cut(field.value, 40)} cannot be shown here")
     return _cut(". ".join(parts), 2000) if parts else None
 
 
@@ -377,7 +459,7 @@ def _element(field: Field) -> dict[str, Any]:
         if value is True:
             element["initial_options"] = [box]
         return element
-    if field.kind in {"number", "integer"}:
+    if _numeric(field):
         # No min/max on the element: Slack refuses a view whose initial value is out of range,
         # and a model may propose one. The range is in the hint and checked on submit.
         element = {
@@ -385,8 +467,9 @@ def _element(field: Field) -> dict[str, Any]:
             "action_id": _ACTION,
             "is_decimal_allowed": field.kind == "number",
         }
-        if isinstance(value, str) and _numeric(value, integer=field.kind == "integer"):
-            element["initial_value"] = value
+        shown = _number_text(value, integer=field.kind == "integer")
+        if shown is not None:
+            element["initial_value"] = shown
         return element
     if field.kind == "select" and _selectable(field):
         options = [_option(o) for o in field.options]
@@ -404,18 +487,10 @@ def _element(field: Field) -> dict[str, Any]:
     return element
 
 
-def _numeric(text: str, *, integer: bool) -> bool:
-    try:
-        number = float(text)
-    except ValueError:
-        return False
-    return number == number and (not integer or number.is_integer())  # NaN is no number
-
-
-def _input(field: Field) -> dict[str, Any]:
+def _input(index: int, field: Field) -> dict[str, Any]:
     block: dict[str, Any] = {
         "type": "input",
-        "block_id": _block_id(field.name),
+        "block_id": field_block(index),
         "label": _plain(field.label, 2000),
         "element": _element(field),
         # A checkbox left empty means false, so it can never be "required" the Slack way.
@@ -430,6 +505,7 @@ def _input(field: Field) -> dict[str, Any]:
 def edit_modal(item: Item, *, ref: ModalRef, base_url: str) -> dict[str, Any]:
     """The edit form for an action: one input per argument, prefilled with the proposal."""
     fields = form_fields(item.schema or {}, item.args or {})
+    ref = replace(ref, fields=fields_digest(fields))
     url = item_url(base_url, item)
     server, _, tool = (item.tool or "").partition(".")
     blocks: list[dict[str, Any]] = [
@@ -440,8 +516,16 @@ def edit_modal(item: Item, *, ref: ModalRef, base_url: str) -> dict[str, Any]:
     ]
     if len(fields) + 1 > _MODAL_BLOCKS:
         return _web_only_modal(item, ref, url, "This tool has too many arguments for a Slack form.")
-    for field in fields:
-        if _too_long(field):
+    ambiguous = _ambiguous(fields)
+    for index, field in enumerate(fields):
+        if field.name in ambiguous:
+            blocks.append(
+                _context(
+                    f"*{esc(field.label)}* shares its name with another argument, so it is kept "
+                    f"as proposed here: {_link(url, 'edit it on the web page')}"
+                )
+            )
+        elif _too_long(field):
             blocks.append(
                 _context(
                     f"*{esc(field.label)}* is too long to edit in Slack and is kept as it is: "
@@ -449,7 +533,7 @@ def edit_modal(item: Item, *, ref: ModalRef, base_url: str) -> dict[str, Any]:
                 )
             )
         else:
-            blocks.append(_input(field))
+            blocks.append(_input(index, field))
     if not any(b["type"] == "input" for b in blocks):
         return _web_only_modal(item, ref, url, "Nothing here can be edited in a Slack form.")
     return {
@@ -500,17 +584,22 @@ def reason_value(state_values: Mapping[str, Any]) -> str:
     return str(entry.get("value") or "").strip()
 
 
+def _editable(field: Field, ambiguous: set[str]) -> bool:
+    return not _too_long(field) and field.name not in ambiguous
+
+
 def form_values(
     state_values: Mapping[str, Any], fields: Sequence[Field]
 ) -> dict[str, str | bool | None]:
     """The raw form values (for `agent.argforms.coerce_form`) from a submitted view's
-    `state.values`. Fields that were too long for Slack keep their proposed value."""
+    `state.values`. Fields Slack could not show keep their proposed value."""
     raw: dict[str, str | bool | None] = {}
-    for field in fields:
-        if _too_long(field):
+    ambiguous = _ambiguous(fields)
+    for index, field in enumerate(fields):
+        if not _editable(field, ambiguous):
             raw[field.name] = field.value
             continue
-        entry = state_values.get(_block_id(field.name), {}).get(_ACTION)
+        entry = state_values.get(field_block(index), {}).get(_ACTION)
         if not isinstance(entry, Mapping):
             raw[field.name] = False if field.kind == "checkbox" else None
             continue
@@ -527,20 +616,87 @@ def form_values(
     return raw
 
 
+def submitted_args(
+    schema: Mapping[str, Any],
+    proposed: Mapping[str, Any],
+    fields: Sequence[Field],
+    state_values: Mapping[str, Any],
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Typed arguments and errors (by field name) from a submitted edit modal.
+
+    Arguments whose name two fields share were kept as proposed, at every path that name
+    stands for, and are checked again as a whole."""
+    args, errors = coerce_form(schema, form_values(state_values, fields))
+    ambiguous = _ambiguous(fields)
+    if not ambiguous:
+        return args, errors
+    args = fresh_args(args, proposed, ambiguous)
+    errors = {k: v for k, v in errors.items() if k not in ambiguous and k != ""}
+    for name, message in validate_arguments(schema, args).items():
+        errors.setdefault(name, message)
+    return args, errors
+
+
+def fresh_args(
+    args: Mapping[str, Any], proposed: Mapping[str, Any], names: set[str]
+) -> dict[str, Any]:
+    """`args` with every path whose dotted name is in `names` set back to its value in
+    `proposed` (or dropped where `proposed` has none)."""
+    out: dict[str, Any] = copy.deepcopy(dict(args))
+    paths = {p for p in _paths(args) if ".".join(p) in names}
+    paths |= {p for p in _paths(proposed) if ".".join(p) in names}
+    for path in sorted(paths, key=len):
+        found, value = _at(proposed, path)
+        holder: Any = out
+        for key in path[:-1]:
+            if not isinstance(holder.get(key), dict):
+                if not found:
+                    holder = None
+                    break
+                holder[key] = {}
+            holder = holder[key]
+        if holder is None:
+            continue
+        if found:
+            holder[path[-1]] = value
+        else:
+            holder.pop(path[-1], None)
+    return out
+
+
+def _paths(obj: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found: list[tuple[str, ...]] = []
+    for key, value in obj.items():
+        path = (*prefix, str(key))
+        found.append(path)
+        if isinstance(value, Mapping):
+            found += _paths(value, path)
+    return found
+
+
+def _at(obj: Any, path: tuple[str, ...]) -> tuple[bool, Any]:
+    for key in path:
+        if not isinstance(obj, Mapping) or key not in obj:
+            return False, None
+        obj = obj[key]
+    return True, obj
+
+
 def form_errors(errors: Mapping[str, str], fields: Sequence[Field]) -> dict[str, str]:
     """`coerce_form` errors keyed by the modal's block ids, as `response_action: errors`
-    wants them. An error about no single field goes to the first input."""
-    inputs = [f.name for f in fields if not _too_long(f)]
+    wants them. An error about no field shown goes to the first input, naming its field."""
+    ambiguous = _ambiguous(fields)
+    inputs = [(i, f.name) for i, f in enumerate(fields) if _editable(f, ambiguous)]
     out: dict[str, str] = {}
     for name, text in errors.items():
         target = next(
-            (n for n in inputs if n == name),
-            next((n for n in inputs if name and n.startswith(name + ".")), None),
+            (i for i, n in inputs if n == name),
+            next((i for i, n in inputs if name and n.startswith(name + ".")), None),
         )
         if target is None:
-            target = inputs[0] if inputs else ""
+            target = inputs[0][0] if inputs else 0
             if name:
                 text = f"{name}: {text}"
-        block = _block_id(target)
+        block = field_block(target)
         out[block] = f"{out[block]}; {text}" if block in out else text
     return {k: _cut(v, 2000) for k, v in out.items()}

@@ -12,6 +12,12 @@ test drives: `push(envelope)` sends an envelope to the connected app and returns
 The rest builds what Slack sends an app, in the shapes Slack documents: `block_actions` and
 `view_submission` payloads, slash commands, events, signed with the signing secret
 (`X-Slack-Signature`, `X-Slack-Request-Timestamp`).
+
+`payload_problems` checks what the app sent against Slack's documented limits, the way Slack
+would answer `invalid_blocks` / `invalid_arguments`: what `slack_sdk.models` validates, plus
+what it does not (block_id length and uniqueness per view or message, action_id uniqueness per
+block, a number_input's initial value, private_metadata's size). `SlackApi.check()` applies it
+to every call recorded so far.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import math
 import threading
 import time
 import uuid
@@ -31,6 +38,9 @@ from urllib.parse import urlencode
 
 import httpx
 from aiohttp import WSMsgType, web
+from slack_sdk.errors import SlackObjectFormationError
+from slack_sdk.models.blocks import Block
+from slack_sdk.models.views import View
 from slack_sdk.signature import SignatureVerifier
 
 BOT_USER = "UBOT"
@@ -177,6 +187,13 @@ class SlackApi:
             and all(c.args.get(k) == v for k, v in match.items())
         ]
 
+    def check(self) -> None:
+        """Fail with every payload so far that Slack would refuse (see `payload_problems`)."""
+        with self._lock:
+            calls = list(self.calls)
+        found = [f"{c.method}: {p}" for c in calls for p in payload_problems(c.method, c.args)]
+        assert not found, "Slack would refuse:\n" + "\n".join(found)
+
     async def wait_for(
         self,
         method: str,
@@ -263,7 +280,7 @@ class SlackApi:
                 return {**ok, "channel": args.get("channel"), "ts": args.get("ts")}
             case "chat.postEphemeral":
                 return {**ok, "message_ts": f"{1_700_000_000 + next(self._ts)}.000200"}
-            case "views.open":
+            case "views.open" | "views.publish":
                 view = args.get("view") or {}
                 return {**ok, "view": {**view, "id": "V" + uuid.uuid4().hex[:8]}}
             case "conversations.open":
@@ -320,6 +337,129 @@ class SlackApi:
         return await asyncio.wait_for(future, timeout)
 
 
+# --- what Slack accepts -------------------------------------------------------------------
+
+_MESSAGE_BLOCKS = 50
+_VIEW_BLOCKS = 100
+_ID_MAX = 255
+_TEXT_MAX = 40_000  # a message's top-level text: Slack truncates after this
+_METADATA_MAX = 3000
+_TEXT_INPUT_MAX = 3000
+_OPTIONS_MAX = 100
+_OPTION_VALUE_MAX = 150
+_OPTION_TEXT_MAX = 75
+
+
+def payload_problems(method: str, args: dict[str, Any]) -> list[str]:
+    """Why Slack would refuse this Web API call's blocks or view (empty when it would not)."""
+    problems: list[str] = []
+    text = args.get("text")
+    if isinstance(text, str) and len(text) > _TEXT_MAX:
+        problems.append(f"top-level text of {len(text)} characters")
+    if method in {"chat.postMessage", "chat.update", "chat.postEphemeral"}:
+        if not text and not args.get("blocks"):
+            problems.append("neither text nor blocks")
+        message_blocks = args.get("blocks")
+        if message_blocks is not None:
+            problems += _blocks_problems(message_blocks, limit=_MESSAGE_BLOCKS)
+    view = args.get("view")
+    if isinstance(view, dict):
+        try:
+            View(**view).validate_json()
+        except (SlackObjectFormationError, TypeError) as exc:
+            problems.append(f"view: {exc}")
+        problems += _blocks_problems(view.get("blocks") or [], limit=_VIEW_BLOCKS)
+        for key in ("callback_id", "external_id"):
+            if len(str(view.get(key) or "")) > _ID_MAX:
+                problems.append(f"view {key} over {_ID_MAX} characters")
+        if len(str(view.get("private_metadata") or "")) > _METADATA_MAX:
+            problems.append(f"private_metadata over {_METADATA_MAX} characters")
+    return problems
+
+
+def _blocks_problems(blocks: Any, *, limit: int) -> list[str]:
+    if not isinstance(blocks, list):
+        return [f"blocks is {type(blocks).__name__}, not a list"]
+    problems: list[str] = []
+    if len(blocks) > limit:
+        problems.append(f"{len(blocks)} blocks (at most {limit})")
+    block_ids: set[str] = set()
+    for n, block in enumerate(blocks):
+        where = f"block {n} ({block.get('type')})" if isinstance(block, dict) else f"block {n}"
+        parsed = Block.parse(block) if isinstance(block, dict) else None
+        if parsed is None:
+            problems.append(f"{where}: not a block Slack knows")
+            continue
+        try:
+            parsed.validate_json()
+        except SlackObjectFormationError as exc:
+            problems.append(f"{where}: {exc}")
+        block_id = block.get("block_id")
+        if block_id is not None:
+            if not 0 < len(str(block_id)) <= _ID_MAX:
+                problems.append(f"{where}: block_id of {len(str(block_id))} characters")
+            if block_id in block_ids:
+                problems.append(f"{where}: block_id {str(block_id)[:60]!r} used twice")
+            block_ids.add(block_id)
+        elements = list(block.get("elements") or [])
+        if isinstance(block.get("element"), dict):
+            elements.append(block["element"])
+        if isinstance(block.get("accessory"), dict):
+            elements.append(block["accessory"])
+        action_ids: set[str] = set()
+        for element in elements:
+            if not isinstance(element, dict) or "action_id" not in element:
+                continue
+            action_id = str(element["action_id"])
+            if not 0 < len(action_id) <= _ID_MAX:
+                problems.append(f"{where}: action_id of {len(action_id)} characters")
+            if action_id in action_ids:
+                problems.append(f"{where}: action_id {action_id[:60]!r} used twice")
+            action_ids.add(action_id)
+            problems += [f"{where}: {p}" for p in _element_problems(element)]
+    return problems
+
+
+def _element_problems(element: dict[str, Any]) -> list[str]:
+    problems: list[str] = []
+    kind = element.get("type")
+    initial = element.get("initial_value")
+    if kind == "number_input" and initial is not None:
+        try:
+            number = float(str(initial))
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number):
+            problems.append(f"number_input initial_value {str(initial)[:40]!r} is no number")
+        elif not element.get("is_decimal_allowed") and not str(initial).lstrip("-").isdigit():
+            problems.append(f"integer number_input initial_value {initial!r}")
+        low, high = element.get("min_value"), element.get("max_value")
+        if (low is not None and number < float(low)) or (high is not None and number > float(high)):
+            problems.append(f"number_input initial_value {initial!r} outside its range")
+    if (
+        kind == "plain_text_input"
+        and isinstance(initial, str)
+        and len(initial) > int(element.get("max_length") or _TEXT_INPUT_MAX)
+    ):
+        problems.append(f"plain_text_input initial_value of {len(initial)} characters")
+    options = element.get("options")
+    if isinstance(options, list):
+        if not 0 < len(options) <= _OPTIONS_MAX:
+            problems.append(f"{len(options)} options")
+        values = [str(o.get("value")) for o in options if isinstance(o, dict)]
+        if len(set(values)) != len(values):
+            problems.append("an option value used twice")
+        for option in options:
+            if len(str(option.get("value") or "")) > _OPTION_VALUE_MAX:
+                problems.append(f"option value over {_OPTION_VALUE_MAX} characters")
+            if len(str((option.get("text") or {}).get("text") or "")) > _OPTION_TEXT_MAX:
+                problems.append(f"option text over {_OPTION_TEXT_MAX} characters")
+        chosen = element.get("initial_option")
+        if isinstance(chosen, dict) and chosen not in options:
+            problems.append("initial_option is not one of the options")
+    return problems
+
+
 # --- what Slack sends an app -------------------------------------------------------------
 
 
@@ -330,7 +470,7 @@ def signed_headers(
     signature = SignatureVerifier(secret).generate_signature(timestamp=ts, body=body)
     return {
         "X-Slack-Request-Timestamp": ts,
-        "X-Slack-Signature": signature,
+        "X-Slack-Signature": signature or "",
         "Content-Type": content_type or "application/x-www-form-urlencoded",
     }
 

@@ -1,0 +1,323 @@
+"""The app's Home tab in Slack: each person's own inbox, where Slack people look for an app.
+
+A person's Home tab shows the Action items they may decide (with the very buttons a card has,
+so the same listeners and approver rules apply), their recent Unread items, a link to the web
+page and, for people who may start runs, a "Start a run" button that opens a modal.
+
+`HomeTabs` publishes it (`views.publish`): when the person opens the tab, and again when their
+items change. Changes are debounced and a view is only sent when it differs from the one last
+sent, since Slack rate-limits `views.publish`; a slow poll catches changes that another
+process made. A Home view holds at most 100 blocks, so long boxes end with "and N more on the
+web page".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from agent.model import Box, Item, ItemKind, ItemStatus
+from agent.tasks import stop_if_cancelled
+from channels.slack import blocks
+from channels.slack.blocks import esc
+
+if TYPE_CHECKING:
+    from channels.slack.app import SlackInbound
+
+__all__ = [
+    "START",
+    "START_VIEW",
+    "HomeTabs",
+    "Inbox",
+    "home_view",
+    "start_modal",
+    "start_values",
+]
+
+log = logging.getLogger(__name__)
+
+#: action_id of the Home tab's "Start a run" button and callback_id of its modal.
+START = "pizza_start"
+START_VIEW = "pizza_start_view"
+
+SKILL_BLOCK = "skill"
+INPUT_BLOCK = "input"
+_ACTION = "value"
+
+ACTIONS_SHOWN = 20  # 3 blocks each: with the rest, a Home view stays under Slack's 100 blocks
+UNREAD_SHOWN = 10
+_HOME_BLOCKS = 100
+_SKILL_OPTIONS = 100
+_PENDING_READ = 1000  # pending actions read per refresh; more than that are counted as more
+_UNREAD_READ = 200
+
+
+@dataclass(frozen=True)
+class Inbox:
+    """What one person's Home tab shows: the lists are everything they may see, newest first;
+    the view shows the first of each and counts the rest."""
+
+    actions: Sequence[Item]
+    unread: Sequence[Item]
+    may_start: bool
+
+
+def _plain(text: str, limit: int = 150) -> dict[str, Any]:
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return {"type": "plain_text", "text": text or " ", "emoji": True}
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text[:3000] or " "}}
+
+
+def _context(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text[:3000] or " "}]}
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _action_blocks(item: Item, base_url: str) -> list[dict[str, Any]]:
+    url = blocks.item_url(base_url, item)
+    what = "budget reached" if item.kind is ItemKind.BUDGET else "approval needed"
+    lines = [f"*{esc(_cut(item.title, 200))}*"]
+    if item.body:
+        lines.append(esc(_cut(item.body, 300)))
+    facts = [f"*{esc(item.skill)}*: {what}", blocks.when(item.created_at)]
+    if item.tool:
+        server, _, tool = item.tool.partition(".")
+        facts.append(f"🔧 `{esc(tool or server)}` on `{esc(server)}`")
+    facts.append(f"<{url}|Details on the web page>")
+    return [
+        _section("\n".join(lines)),
+        _context(" · ".join(facts)),
+        blocks.buttons(item),
+    ]
+
+
+def _unread_block(item: Item, base_url: str) -> dict[str, Any]:
+    ok = item.title.endswith("finished")
+    url = blocks.run_url(base_url, item.run_id)
+    line = f"{'✅' if ok else '⚠️'} *{esc(_cut(item.title, 200))}* · {blocks.when(item.created_at)}"
+    if item.body:
+        line += "\n" + esc(_cut(item.body, 300))
+    return _section(f"{line}\n<{url}|Open the run>")
+
+
+def home_view(inbox: Inbox, *, base_url: str) -> dict[str, Any]:
+    """The Home tab for one person: always within Slack's limits, however many items wait."""
+    base = base_url.rstrip("/")
+    web = f"{base}/"
+    top: list[dict[str, Any]] = [
+        {"type": "header", "text": _plain("Your Pizza Bot inbox")},
+        _section(f"What your agents ask you and what they finished. <{web}|Open the web page>"),
+    ]
+    if inbox.may_start:
+        top.append(
+            {
+                "type": "actions",
+                "block_id": "home:start",
+                "elements": [
+                    {
+                        "type": "button",
+                        "action_id": START,
+                        "text": _plain("Start a run"),
+                        "style": "primary",
+                        "value": "start",
+                    }
+                ],
+            }
+        )
+    view: list[dict[str, Any]] = [
+        *top,
+        {"type": "divider"},
+        {"type": "header", "text": _plain(f"Action ({len(inbox.actions)})")},
+    ]
+    if not inbox.actions:
+        view.append(_context("Nothing waits for your decision."))
+    for item in inbox.actions[:ACTIONS_SHOWN]:
+        view += _action_blocks(item, base)
+    more = len(inbox.actions) - ACTIONS_SHOWN
+    if more > 0:
+        view.append(_context(f"…and {more} more on the <{web}|web page>."))
+    view += [
+        {"type": "divider"},
+        {"type": "header", "text": _plain(f"Unread ({len(inbox.unread)})")},
+    ]
+    if not inbox.unread:
+        view.append(_context("Nothing unread."))
+    for item in inbox.unread[:UNREAD_SHOWN]:
+        view.append(_unread_block(item, base))
+    more = len(inbox.unread) - UNREAD_SHOWN
+    if more > 0:
+        view.append(_context(f"…and {more} more on the <{web}|web page>."))
+    assert len(view) <= _HOME_BLOCKS, "the Home layout outgrew Slack's 100 blocks"
+    return {"type": "home", "callback_id": "pizza_home", "blocks": view}
+
+
+def start_modal(skills: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """Pick a skill, say what to do. `skills` are (name, description) pairs."""
+    options = [
+        {
+            "text": _plain(name, 75),
+            "value": name,
+            **({"description": _plain(about, 75)} if about else {}),
+        }
+        for name, about in skills[:_SKILL_OPTIONS]
+    ]
+    return {
+        "type": "modal",
+        "callback_id": START_VIEW,
+        "title": _plain("Start a run", 24),
+        "submit": _plain("Start", 24),
+        "close": _plain("Cancel", 24),
+        "blocks": [
+            {
+                "type": "input",
+                "block_id": SKILL_BLOCK,
+                "label": _plain("Skill"),
+                "element": {
+                    "type": "static_select",
+                    "action_id": _ACTION,
+                    "options": options,
+                    **({"initial_option": options[0]} if len(options) == 1 else {}),
+                },
+            },
+            {
+                "type": "input",
+                "block_id": INPUT_BLOCK,
+                "label": _plain("What should it do?"),
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": _ACTION,
+                    "multiline": True,
+                    "max_length": 3000,
+                },
+            },
+        ],
+    }
+
+
+def start_values(state_values: Mapping[str, Any]) -> tuple[str, str]:
+    """(skill, input) from a submitted start modal; empty strings where nothing was given."""
+    skill = (state_values.get(SKILL_BLOCK) or {}).get(_ACTION) or {}
+    option = skill.get("selected_option") if isinstance(skill, Mapping) else None
+    name = str(option.get("value") or "") if isinstance(option, Mapping) else ""
+    text = (state_values.get(INPUT_BLOCK) or {}).get(_ACTION) or {}
+    typed = str(text.get("value") or "") if isinstance(text, Mapping) else ""
+    return name, typed.strip()
+
+
+def _fingerprint(view: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(view, sort_keys=True).encode()).hexdigest()
+
+
+class HomeTabs:
+    """Publishes Home tabs. `opened` answers `app_home_opened`; `poke` says items changed
+    (debounced by `debounce` seconds); `run_forever` does the republishing, and also looks
+    every `poll` seconds for changes made in another process."""
+
+    def __init__(
+        self,
+        *,
+        client: AsyncWebClient,
+        inbound: SlackInbound,
+        debounce: float = 2.0,
+        poll: float = 30.0,
+    ) -> None:
+        self.client = client
+        self.inbound = inbound
+        self.debounce = debounce
+        self.poll = poll
+        self._sent: dict[str, str] = {}  # user -> fingerprint of the view last published
+        self._seen: set[str] = set()  # people who opened the tab since this process started
+        self._wake = asyncio.Event()
+        self._pause = 0.0  # Slack's Retry-After, honoured before the next pass
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    async def inboxes(self, users: Sequence[str]) -> dict[str, Inbox]:
+        """Every person's Home content, from one read of each box."""
+        store = self.inbound.store
+        pending = await store.list_items(
+            box=Box.ACTION, status=ItemStatus.PENDING, limit=_PENDING_READ
+        )
+        unread = await store.list_items(
+            box=Box.UNREAD, status=ItemStatus.UNREAD, limit=_UNREAD_READ
+        )
+        starters = self.inbound.starters()
+        return {
+            user: Inbox(
+                actions=[i for i in pending if self.inbound.may_decide(i, user)],
+                unread=[i for i in unread if self.inbound.follows(i, user)],
+                may_start=user in starters,
+            )
+            for user in users
+        }
+
+    async def opened(self, user: str, *, published_before: bool) -> None:
+        """The person opened their Home tab: show it, fresh."""
+        self._seen.add(user)
+        if not published_before:
+            self._sent.pop(user, None)  # Slack has nothing to show: send it whatever we sent
+        inboxes = await self.inboxes([user])
+        await self._publish(user, inboxes[user])
+
+    async def refresh(self) -> int:
+        """Republish every Home tab that changed; return how many were sent."""
+        users = sorted(self._seen | self.inbound.starters())
+        if not users:
+            return 0
+        sent = 0
+        for user, inbox in (await self.inboxes(users)).items():
+            sent += await self._publish(user, inbox)
+        return sent
+
+    async def _publish(self, user: str, inbox: Inbox) -> int:
+        view = home_view(inbox, base_url=self.inbound.base_url)
+        mark = _fingerprint(view)
+        if self._sent.get(user) == mark:
+            return 0
+        try:
+            await self.client.views_publish(user_id=user, view=view)
+        except SlackApiError as exc:
+            headers = getattr(exc.response, "headers", None) or {}
+            if getattr(exc.response, "status_code", None) == 429:
+                with contextlib.suppress(TypeError, ValueError):
+                    self._pause = max(self._pause, float(headers.get("Retry-After", 1)))
+            log.warning("slack: views.publish for %s failed: %s", user, exc)
+            return 0
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("slack: views.publish for %s failed: %s", user, exc)
+            return 0
+        self._sent[user] = mark
+        return 1
+
+    async def run_forever(self) -> None:
+        while True:
+            stop_if_cancelled()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.poll):
+                    await self._wake.wait()
+            # Let a burst of changes (a run's items, a decision and its result) settle, and
+            # honour Slack's rate limit, before one pass publishes them all.
+            await asyncio.sleep(max(self.debounce, self._pause))
+            self._pause = 0.0
+            self._wake.clear()
+            try:
+                await self.refresh()
+            except Exception:
+                log.exception("slack: Home tab refresh failed")
