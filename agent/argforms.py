@@ -52,6 +52,7 @@ __all__ = [
     "MAX_NUMBER_TEXT",
     "Field",
     "FieldKind",
+    "bounded_decoder",
     "coerce_form",
     "form_fields",
     "loads_json",
@@ -570,6 +571,14 @@ def _json_constant(name: str) -> Any:
     raise _OutOfRange(f"{name} is not a number JSON allows")
 
 
+def bounded_decoder() -> json.JSONDecoder:
+    """A JSON decoder whose numbers are bounded as in a form field (``raw_decode`` for JSON
+    with text after it, as in a mail); its errors are ``ValueError``s."""
+    return json.JSONDecoder(
+        parse_int=_json_int, parse_float=_json_float, parse_constant=_json_constant
+    )
+
+
 def loads_json(text: str) -> Any:
     """JSON from text, with each number bounded as in a form field.
 
@@ -578,9 +587,7 @@ def loads_json(text: str) -> Any:
     deep to read.
     """
     try:
-        return json.loads(
-            text, parse_int=_json_int, parse_float=_json_float, parse_constant=_json_constant
-        )
+        return bounded_decoder().decode(text)
     except json.JSONDecodeError as exc:
         raise ValueError(
             f"invalid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"

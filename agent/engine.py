@@ -8,6 +8,10 @@ outlives the claim, so a crash at any point resumes from the last recorded event
 - an `ask` call whose approved execution started but left no result is asked again;
 - an `auto` call that started but left no result is repeated only when the skill marks the
   tool `idempotent`; otherwise the model is told the outcome is unknown.
+
+Text that comes from outside (a run's failure, a tool's error) passes the engine's
+`Redactor` before it is stored: the event log is also the trace, the API's answer and every
+channel's message, so a secret echoed there would be shown everywhere.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from agent.model import (
     Target,
     Usage,
 )
+from agent.redaction import Redactor
 from agent.skills import Budget, Skill
 from agent.store import LeaseLost
 from agent.tools import ToolHub, ToolSpec, split_wire_name
@@ -154,8 +159,11 @@ class Engine:
         tools: ToolHub,
         lease_seconds: float = 30.0,
         default_budget: Budget | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.ctx = ctx
+        #: The server's secrets (``bot`` hands them over) and well-known key shapes.
+        self.redact = redactor or Redactor()
         self.default_budget = default_budget or Budget()
         self.model = model
         self.tools = tools
@@ -409,6 +417,9 @@ class Engine:
         extra: dict[str, Any] | None = None,
     ) -> None:
         server, name = split_wire_name(call.wire_name)
+        # An error is exception text (redact all key shapes); a result is the tool's content,
+        # which the model needs as it is, so only the server's own secrets leave it.
+        text = self.redact(text) if is_error else self.redact.values_only(text)
         data = {
             "call_id": call.id,
             "tool": f"{server}.{name}",
@@ -556,7 +567,7 @@ class Engine:
             worker=claim.worker,
             skill=claim.skill,
             result=result,
-            error=error,
+            error=None if error is None else self.redact(error),
             usage=usage or claim.state().usage,
         )
         claim.status = status
@@ -571,7 +582,9 @@ class Engine:
         error: str,
     ) -> None:
         """End a run that could not be stepped at all (its skill is gone)."""
-        await finish_run(self.ctx, run, status, worker=worker, skill=skill, error=error)
+        await finish_run(
+            self.ctx, run, status, worker=worker, skill=skill, error=self.redact(error)
+        )
 
 
 async def finish_run(

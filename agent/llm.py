@@ -3,14 +3,15 @@
 litellm costs seconds to import, so it is imported on the first call, never at module
 import: the server must answer `/healthz` at once. Transient provider errors (429, 5xx,
 timeouts, dropped connections) are retried with exponential backoff (tenacity); after the
-last try the run fails with a readable reason.
+last try the run fails with a readable reason — with the call's API key and any other
+secret redacted, since a provider's error may echo the key and the reason is stored and shown.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -18,8 +19,13 @@ from typing import Any, Protocol
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
+from agent.argforms import loads_json
 from agent.errors import ModelError, UserError
+from agent.redaction import Redactor
 from agent.skills import Skill
+
+#: Model options whose string values are secrets: what a provider's error may echo.
+_SECRET_OPTION = re.compile(r"key|secret|token|password|credential", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -71,14 +77,17 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, transient)
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException, redact: Callable[[str], str]) -> str:
     status = getattr(exc, "status_code", None)
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    # Redacted before it is cut: a key cut in half no longer matches its value.
+    whole = redact(str(exc))
+    text = whole.splitlines()[0] if whole else type(exc).__name__
     return f"{type(exc).__name__}{f' (HTTP {status})' if status else ''}: {text[:300]}"
 
 
 class LiteLLMClient:
-    """The one model route: litellm. `env` resolves a skill's `api_key_env`."""
+    """The one model route: litellm. `env` resolves a skill's `api_key_env`; `redactor`
+    knows the server's other secrets (the call's own key is added to it per call)."""
 
     def __init__(
         self,
@@ -90,8 +99,10 @@ class LiteLLMClient:
         timeout: float = 120.0,
         sleep: Callable[[float], Awaitable[None]] | None = None,
         on_import: Callable[[Any], None] | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self._env = env
+        self._redactor = redactor or Redactor()
         self._on_import = on_import
         self._prepared = False
         self._attempts = attempts
@@ -148,9 +159,23 @@ class LiteLLMClient:
                     response = await litellm.acompletion(**kwargs)
         except Exception as exc:
             tries = f" after {attempts} attempts" if attempts > 1 else ""
-            raise ModelError(f"model {skill.model} failed{tries}: {_describe(exc)}") from exc
+            redact = self._redactor.with_values(_secret_options(options))
+            # Not chained: a logged traceback of the cause would print the unredacted text.
+            raise ModelError(
+                f"model {skill.model} failed{tries}: {_describe(exc, redact)}"
+            ) from None
         latency = (time.perf_counter() - started) * 1000
         return _reply(litellm, response, skill.model, latency, attempts)
+
+
+def _secret_options(options: Mapping[str, Any]) -> list[str]:
+    found: list[str] = []
+    for key, value in options.items():
+        if isinstance(value, str) and _SECRET_OPTION.search(key):
+            found.append(value)
+        elif isinstance(value, Mapping):  # extra_headers and the like
+            found.extend(_secret_options(value))
+    return found
 
 
 def _reply(litellm: Any, response: Any, model: str, latency: float, attempts: int) -> ModelReply:
@@ -160,8 +185,9 @@ def _reply(litellm: Any, response: Any, model: str, latency: float, attempts: in
     for i, tc in enumerate(message.tool_calls or []):
         raw = tc.function.arguments or "{}"
         try:
-            args = json.loads(raw) if isinstance(raw, str) else dict(raw)
-        except json.JSONDecodeError:
+            # Numbers bounded: a huge literal would block the loop or fail every later step.
+            args = loads_json(raw) if isinstance(raw, str) else dict(raw)
+        except ValueError:
             args = {"_unparsed": raw}
         calls.append(
             ToolCall(
