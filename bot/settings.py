@@ -85,7 +85,10 @@ class Settings(BaseSettings):
     email_default_skill: str | None = None
     email_authserv_id: str | None = None  # trust only Authentication-Results from this server
     email_max_bytes: int = 5_000_000  # larger mails are refused unread
-    email_link_ttl: float = 7 * 86400  # seconds a decision link in a mail works
+    email_link_ttl: float = 86400  # seconds a decision link in a mail works
+    # Signs decision links and reply tokens; unset: a random key kept in data_dir/mail-key.
+    # Every server process of one deployment needs the same key.
+    email_key: SecretStr | None = None
 
     @field_validator("email_allowed_senders", mode="before")
     @classmethod

@@ -1,13 +1,19 @@
 """Plugs the email channel (channels/email) into the app: routes at creation, receivers in the lifespan.
 
 Email is on when `PIZZABOT_EMAIL_FROM` and `PIZZABOT_SMTP_HOST` are set: items are mailed
-(SMTP) and the one-time decision links are served under `/mail/d/`. With
-`PIZZABOT_IMAP_HOST` too, the bot's mailbox is watched for replies and new runs.
+(SMTP). The one-time decision links are put in mails and served under `/mail/d/` only when
+`PIZZABOT_PUBLIC_URL` says where people reach the server. With `PIZZABOT_IMAP_HOST` too,
+the bot's mailbox is watched for replies and new runs. Links and reply tokens are signed
+with the mail key: `PIZZABOT_EMAIL_KEY`, else one kept in the data folder (`mail-key`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import secrets
+import stat
+from pathlib import Path
 
 from fastapi import FastAPI, Request
 
@@ -21,6 +27,7 @@ from channels.email import (
     LinkDesk,
     MailHandler,
     MailIdentity,
+    MailKey,
     SmtpConfig,
     SmtpMailer,
     links_router,
@@ -45,8 +52,39 @@ def _desk(request: Request) -> LinkDesk | None:
 
 
 def install(app: FastAPI, settings: Settings) -> None:
-    if enabled(settings):
+    # Without a public URL no mail carries a link, so no route takes one either.
+    if enabled(settings) and settings.public_url:
         app.include_router(links_router(_desk))
+
+
+def _key_file(path: Path) -> str:
+    """The key kept at `path`, made (0600, atomically: other processes may race) if missing."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        spare = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(48) + "\n")
+        try:
+            os.link(spare, path)  # fails if another process was first: theirs is kept
+        except FileExistsError:
+            pass
+        finally:
+            spare.unlink()
+    if path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        log.warning("Email: %s is readable by others; it should be mode 0600", path)
+    return path.read_text().strip()
+
+
+def mail_key(settings: Settings) -> MailKey:
+    """The key that signs decision links and reply tokens; it never leaves the server."""
+    if settings.email_key is not None:
+        text = settings.email_key.get_secret_value()
+    else:
+        text = _key_file(settings.data_dir / "mail-key")
+    if len(text.encode()) < 32:
+        raise ValueError("PIZZABOT_EMAIL_KEY must be at least 32 characters")
+    return MailKey(text.encode())
 
 
 def _secret(value: object) -> str | None:
@@ -75,20 +113,23 @@ async def start(svc: Services, app: FastAPI) -> None:
             timeout=s.smtp_timeout,
         )
     )
+    key = mail_key(s)
     channel = EmailChannel(
         mailer=mailer,
         identity=identity,
         store=svc.store,
         skills=svc.ctx.skills,
+        key=key,
         public_url=s.public_url,
         link_ttl=s.email_link_ttl,
         clock=svc.ctx.clock,
     )
     add_channel(svc, channel)
     mail_log = SqlMailLog(svc.store.engine)
-    svc.extras[_DESK] = LinkDesk(
-        store=svc.store, inbox=svc.inbox, log=mail_log, clock=svc.ctx.clock
-    )
+    if s.public_url:
+        svc.extras[_DESK] = LinkDesk(
+            store=svc.store, inbox=svc.inbox, log=mail_log, key=key, clock=svc.ctx.clock
+        )
     svc.extras["email_channel"] = channel
     log.info("Email: sending as %s via %s:%s", identity.address, s.smtp_host, s.smtp_port)
     for skill in svc.ctx.skills.all():
@@ -109,8 +150,9 @@ async def start(svc: Services, app: FastAPI) -> None:
         log=mail_log,
         answerer=channel,
         identity=identity,
+        key=key,
         config=InboundConfig(
-            allowed_senders=frozenset(a.lower() for a in s.email_allowed_senders),
+            allowed_senders=frozenset(a.strip().lower() for a in s.email_allowed_senders),
             default_skill=s.email_default_skill,
             authserv_id=s.email_authserv_id,
             max_bytes=s.email_max_bytes,

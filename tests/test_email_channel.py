@@ -60,8 +60,9 @@ async def test_action_mail_arrives_threaded_with_reply_instructions(
         got = await bot.mail_for(first.id)
 
         assert got["Subject"] == "[pizzabot] test: send Ann the quote"
-        assert got["Reply-To"].addresses[0].addr_spec == f"{bot.user}+{first.secret}@example.test"
-        assert first.secret in got["Message-ID"]
+        token = bot.key.reply_token(first.id, ALICE)  # Alice's own, made with the server's key
+        assert got["Reply-To"].addresses[0].addr_spec == f"{bot.user}+{token}@example.test"
+        assert token in got["Message-ID"] and first.secret not in got.as_string()
         assert got["In-Reply-To"] is None
         plain = got.get_body(("plain",))
         html = got.get_body(("html",))
@@ -266,7 +267,8 @@ async def test_refusals_decide_nothing_and_do_not_stop_the_loop(
         bad.append(reply_to(mallory_copy, "approve", sender=f"Mallory <{MALLORY}>", cc=ALICE))
         # Wrong token: the thread's Message-ID with another token, and no plus-address.
         wrong = reply_to(got, "approve", to=bot.address)
-        forged_ref = str(got["Message-ID"]).replace(item.secret, "x" * len(item.secret))
+        token = bot.key.reply_token(item.id, ALICE)
+        forged_ref = str(got["Message-ID"]).replace(token, "x" * len(token))
         wrong.replace_header("In-Reply-To", forged_ref)
         wrong.replace_header("References", forged_ref)
         bad.append(wrong)

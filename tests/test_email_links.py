@@ -15,6 +15,7 @@ import pytest
 from fastapi import FastAPI
 
 from agent.model import ItemStatus
+from channels.email.keys import MailKey
 from channels.email.links import links_router, sign_link
 from tests.peers.email_bot import ALICE, MALLORY, PROPOSED, USERS, EmailBot, email_skill
 from tests.peers.mailserver import DOVECOT, MailServer
@@ -128,25 +129,34 @@ async def test_non_approvers_get_no_links_and_forged_or_old_links_fail(
     item = await bot.action()
     assert links_in(await bot.mail_for(item.id, user="mallory", password="mallory-pw")) == {}
 
-    # A link made out for Mallory (say, forged with a guessed secret) fails the signature.
+    # A link made out with any key but the server's fails the signature.
     forged = sign_link(
-        item.__class__(**{**item.__dict__, "secret": "guess"}),
+        MailKey(MailKey.generate()),
+        item,
         decision="approve",
-        address=MALLORY,
+        address=ALICE,
         expires=bot.ctx.clock() + timedelta(days=1),
     )
     assert (await web.post(f"/mail/d/{forged}")).status_code == 410
 
     expired = sign_link(
-        item, decision="approve", address=ALICE, expires=bot.ctx.clock() - timedelta(seconds=1)
+        bot.key,
+        item,
+        decision="approve",
+        address=ALICE,
+        expires=bot.ctx.clock() - timedelta(seconds=1),
     )
     page = await web.get(f"/mail/d/{expired}")
     assert page.status_code == 410 and "expired" in page.text
     assert (await web.post(f"/mail/d/{expired}")).status_code == 410
 
-    # A correctly signed link for someone who is not an approver still cannot decide.
+    # A link the server signed for someone who is not an approver still cannot decide.
     outsider = sign_link(
-        item, decision="approve", address=MALLORY, expires=bot.ctx.clock() + timedelta(days=1)
+        bot.key,
+        item,
+        decision="approve",
+        address=MALLORY,
+        expires=bot.ctx.clock() + timedelta(days=1),
     )
     refused = await web.post(f"/mail/d/{outsider}")
     assert refused.status_code == 403

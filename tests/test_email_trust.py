@@ -18,7 +18,8 @@ from channels.email.compose import (
     notice_mail,
     subject_for,
 )
-from channels.email.links import BadLink, read_link, sign_link, verify_link
+from channels.email.keys import MailKey
+from channels.email.links import BadLink, sign_link, verify_link
 from channels.email.trust import (
     address_of,
     auth_failure,
@@ -31,7 +32,8 @@ from channels.email.trust import (
 
 BOT = MailIdentity(address="bot@example.test")
 NOW = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
-SECRET = "Tk4xQ2v9-pLm_Zr7wE3sYa"
+KEY = MailKey(b"k" * 32)
+SECRET = KEY.reply_token("i1", "alice@example.test")  # Alice's token for item i1
 ITEM_MID = BOT.item_message_id("d1", SECRET)
 
 
@@ -58,7 +60,7 @@ def item(**over: object) -> Item:
             "required": ["to"],
         },
         "risk": Risk(impact="high", reversible=False, scope="external"),
-        "secret": SECRET,
+        "secret": "item-secret-never-mailed",
     }
     fields.update(over)
     return Item(**fields)  # type: ignore[arg-type]
@@ -105,6 +107,14 @@ def test_address_of_ignores_display_name_and_case() -> None:
     assert address_of("undisclosed-recipients:;") is None
 
 
+def test_reply_tokens_are_per_item_and_recipient_and_survive_lower_casing() -> None:
+    alice = KEY.reply_token("i1", "Alice@Example.test")
+    assert alice == SECRET and alice == alice.lower() and len(alice) >= 26
+    assert KEY.reply_token("i1", "bob@example.test") != alice
+    assert KEY.reply_token("i2", "alice@example.test") != alice
+    assert MailKey(b"x" * 32).reply_token("i1", "alice@example.test") != alice
+
+
 def test_plus_tokens_come_from_the_bots_addresses_only() -> None:
     msg = reply(to=f"bot+{SECRET}@example.test, other+nope@example.test")
     msg["Delivered-To"] = "bot+second@example.test"
@@ -123,7 +133,7 @@ def test_a_proper_reply_counts() -> None:
     verdict = check_reply(
         reply(),
         sender="alice@example.test",
-        secret=SECRET,
+        token=SECRET,
         ref=ITEM_MID.strip("<>"),
         approvers=["alice@example.test"],
         bot_address="bot@example.test",
@@ -137,7 +147,7 @@ def test_token_only_in_the_message_id_is_enough() -> None:
     verdict = check_reply(
         reply(to="bot@example.test"),
         sender="alice@example.test",
-        secret=SECRET,
+        token=SECRET,
         ref=ITEM_MID.strip("<>"),
         approvers=["alice@example.test"],
         bot_address="bot@example.test",
@@ -156,7 +166,7 @@ def test_missing_token_stranger_and_forgery_each_count_against() -> None:
     verdict = check_reply(
         msg,
         sender="mallory@example.test",
-        secret=SECRET,
+        token=SECRET,
         ref="pizzabot.d1.wrong@example.test",
         approvers=["alice@example.test"],
         bot_address="bot@example.test",
@@ -267,6 +277,7 @@ def test_action_mail_says_the_same_in_text_and_html() -> None:
         message_id=ITEM_MID,
         thread=Thread(subject_for("test", run().input)),
         can_decide=True,
+        token=SECRET,
         links=None,
         now=NOW,
     )
@@ -279,8 +290,9 @@ def test_action_mail_says_the_same_in_text_and_html() -> None:
     assert "copies (a whole number 1–10" in text
     assert msg["Subject"] == "[pizzabot] test: send Ann the quote"
     assert msg["Message-ID"] == ITEM_MID
-    assert msg["Reply-To"].addresses[0].addr_spec == f"bot+{SECRET}@example.test"
-    assert msg["In-Reply-To"] is None and msg["Auto-Submitted"] == "auto-generated"
+    again = email.message_from_bytes(msg.as_bytes(), policy=email.policy.default)
+    assert again["Reply-To"].addresses[0].addr_spec == f"bot+{SECRET}@example.test"
+    assert again["In-Reply-To"] is None and again["Auto-Submitted"] == "auto-generated"
 
 
 def test_later_mails_thread_under_the_first() -> None:
@@ -313,21 +325,23 @@ def test_non_approvers_get_no_instructions() -> None:
         run(),
         identity=BOT,
         to="carol@example.test",
-        message_id=ITEM_MID,
+        message_id=BOT.item_message_id("d1", None),
         thread=Thread("s"),
         can_decide=False,
+        token=SECRET,
         links=None,
         now=NOW,
     )
     text, _html = parts(msg)
     assert "reject REASON" not in text and "not an email approver" in text
+    assert SECRET not in msg.as_string()  # no token: a reply from this copy decides nothing
 
 
 def test_answer_threads_under_the_mail_it_answers() -> None:
     original = reply()
     original["Message-ID"] = "<their-1@example.test>"
     msg = answer_mail(
-        original, identity=BOT, to="alice@example.test", text="nope", secret=SECRET, now=NOW
+        original, identity=BOT, to="alice@example.test", text="nope", token=SECRET, now=NOW
     )
     assert msg["In-Reply-To"] == "<their-1@example.test>"
     assert str(msg["References"]).split() == [ITEM_MID, "<their-1@example.test>"]
@@ -347,26 +361,37 @@ def test_subject_is_short_and_stable() -> None:
 
 def test_a_signed_link_checks_out_until_it_expires() -> None:
     token = sign_link(
-        item(), decision="approve", address="Alice@example.test", expires=NOW + timedelta(days=1)
+        KEY,
+        item(),
+        decision="approve",
+        address="Alice@example.test",
+        expires=NOW + timedelta(days=1),
     )
-    claim = read_link(token)
+    claim = verify_link(KEY, token, now=NOW)
     assert (claim.item_id, claim.decision, claim.address) == ("i1", "approve", "alice@example.test")
-    verify_link(token, claim, secret=SECRET, now=NOW)
     with pytest.raises(BadLink, match="expired"):
-        verify_link(token, claim, secret=SECRET, now=NOW + timedelta(days=2))
+        verify_link(KEY, token, now=NOW + timedelta(days=2))
 
 
-def test_a_tampered_link_fails() -> None:
+def test_a_tampered_link_or_another_key_fails() -> None:
     token = sign_link(
-        item(), decision="approve", address="alice@example.test", expires=NOW + timedelta(days=1)
+        KEY,
+        item(),
+        decision="approve",
+        address="alice@example.test",
+        expires=NOW + timedelta(days=1),
     )
     other = sign_link(
-        item(), decision="reject", address="alice@example.test", expires=NOW + timedelta(days=1)
+        KEY,
+        item(),
+        decision="reject",
+        address="alice@example.test",
+        expires=NOW + timedelta(days=1),
     )
     forged = other.split(".")[0] + "." + token.split(".")[1]
     with pytest.raises(BadLink):
-        verify_link(forged, read_link(forged), secret=SECRET, now=NOW)
+        verify_link(KEY, forged, now=NOW)
     with pytest.raises(BadLink):
-        verify_link(token, read_link(token), secret="another-secret", now=NOW)
+        verify_link(MailKey(b"another key" * 3), token, now=NOW)
     with pytest.raises(BadLink):
-        read_link("garbage")
+        verify_link(KEY, "garbage", now=NOW)

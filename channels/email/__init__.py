@@ -4,6 +4,7 @@
     MailHandler    one received mail -> Inbox.decide / Runs.follow_up / Runs.start
     ImapReceiver   the IMAP IDLE loop that feeds MailHandler, reconnecting with backoff
     LinkDesk       the one-time, prefetch-safe decision links (`links_router` mounts them)
+    MailKey        the server's key for decision links and per-recipient reply tokens
     MailLog        the protocol for "already handled" keys (store.mail.SqlMailLog)
 
 `bot.wire_email` builds these from the settings; nothing here reads the environment.
@@ -12,6 +13,7 @@
 from channels.email.channel import EmailChannel, Mailer, SmtpConfig, SmtpMailer
 from channels.email.compose import MailIdentity
 from channels.email.inbound import InboundConfig, MailHandler
+from channels.email.keys import MailKey
 from channels.email.links import LinkDesk, links_router
 from channels.email.ports import MailLog, MailStore
 from channels.email.receiver import ImapConfig, ImapReceiver
@@ -24,6 +26,7 @@ __all__ = [
     "LinkDesk",
     "MailHandler",
     "MailIdentity",
+    "MailKey",
     "MailLog",
     "MailStore",
     "Mailer",

@@ -4,6 +4,10 @@
 cannot be edited, so the outcome follows in the thread); `answer` replies to a mail the bot
 received (an error, a refusal, an acknowledgement). An SMTP outage raises `DeliveryError`,
 so the outbox retries with backoff: it only delays delivery.
+
+Only a copy to one of the item's email approvers carries something that can decide: that
+approver's own reply token and, with a public URL, signed links made out to them. A copy to
+anyone else in `deliver.email` is for information: no token, no links.
 """
 
 from __future__ import annotations
@@ -28,8 +32,11 @@ from channels.email.compose import (
     notice_mail,
     subject_for,
 )
+from channels.email.headers import HeaderError
+from channels.email.keys import MailKey
 from channels.email.links import make_links
 from channels.email.ports import MailStore
+from channels.email.trust import same_address
 
 log = logging.getLogger(__name__)
 
@@ -95,12 +102,14 @@ class EmailChannel:
         identity: MailIdentity,
         store: MailStore,
         skills: SkillBook,
+        key: MailKey,
         public_url: str | None = None,
-        link_ttl: float = 7 * 86400,
+        link_ttl: float = 86400,
         clock: Callable[[], datetime] = utcnow,
         answer_retries: tuple[float, ...] = (2.0, 10.0, 60.0),
     ) -> None:
         self.mailer = mailer
+        self.key = key
         self.identity = identity
         self.store = store
         self.skills = skills
@@ -114,7 +123,7 @@ class EmailChannel:
         if item.skill not in self.skills:
             return False
         approvers = self.skills.get(item.skill).approvers_for(item.tool, "email")
-        return address.strip().lower() in approvers
+        return any(same_address(address, a) for a in approvers)
 
     async def _earlier(self, run_id: str, delivery: Delivery) -> list[str]:
         """Message-IDs of this run's mails to the same address sent before `delivery`."""
@@ -131,25 +140,35 @@ class EmailChannel:
         run = await self.store.get_run(item.run_id)
         earlier = await self._earlier(item.run_id, delivery)
         thread = Thread.of(subject_for(run.skill, run.input), earlier)
-        message_id = self.identity.item_message_id(delivery.id, item.secret)
         can = self.can_decide(item, delivery.address)
+        token = self.key.reply_token(item.id, delivery.address) if can else None
+        message_id = self.identity.item_message_id(delivery.id, token)
         now = self.clock()
-        links = None
-        if self.public_url and can and item.box is Box.ACTION:
-            links = make_links(
-                item, address=delivery.address, base_url=self.public_url, ttl=self.link_ttl, now=now
+        try:
+            links = None
+            if self.public_url and can and item.box is Box.ACTION:
+                links = make_links(
+                    self.key,
+                    item,
+                    address=delivery.address,
+                    base_url=self.public_url,
+                    ttl=self.link_ttl,
+                    now=now,
+                )
+            msg = item_mail(
+                item,
+                run,
+                identity=self.identity,
+                to=delivery.address,
+                message_id=message_id,
+                thread=thread,
+                can_decide=can,
+                token=token,
+                links=links,
+                now=now,
             )
-        msg = item_mail(
-            item,
-            run,
-            identity=self.identity,
-            to=delivery.address,
-            message_id=message_id,
-            thread=thread,
-            can_decide=can,
-            links=links,
-            now=now,
-        )
+        except (HeaderError, ValueError) as exc:
+            raise DeliveryError(f"not mailed: {exc}", permanent=True) from exc
         await self.mailer.send(msg)
         root = earlier[0] if earlier else message_id
         return {"id": message_id, "thread": root, "address": delivery.address}
@@ -163,24 +182,33 @@ class EmailChannel:
         earlier = await self._earlier(item.run_id, delivery)
         if isinstance(ref_id, str):
             earlier.append(ref_id)
-        msg = notice_mail(
-            item,
-            identity=self.identity,
-            to=delivery.address,
-            message_id=self.identity.notice_message_id(delivery.id, str(item.status)),
-            thread=Thread.of(subject_for(run.skill, run.input), earlier),
-            now=self.clock(),
-        )
+        try:
+            msg = notice_mail(
+                item,
+                identity=self.identity,
+                to=delivery.address,
+                message_id=self.identity.notice_message_id(delivery.id, str(item.status)),
+                thread=Thread.of(subject_for(run.skill, run.input), earlier),
+                now=self.clock(),
+            )
+        except HeaderError as exc:
+            raise DeliveryError(f"not mailed: {exc}", permanent=True) from exc
         await self.mailer.send(msg)
 
     async def answer(
-        self, original: EmailMessage, *, to: str, text: str, secret: str | None = None
+        self, original: EmailMessage, *, to: str, text: str, token: str | None = None
     ) -> None:
         """Reply to a received mail, in the background: SMTP trouble must not hold up the
-        receive loop, and a failed answer is retried a few times, then logged."""
-        msg = answer_mail(
-            original, identity=self.identity, to=to, text=text, secret=secret, now=self.clock()
-        )
+        receive loop, and a failed answer is retried a few times, then logged. An answer
+        that cannot be written (no plain address to write to) is logged, not raised: the
+        mail it answers was handled."""
+        try:
+            msg = answer_mail(
+                original, identity=self.identity, to=to, text=text, token=token, now=self.clock()
+            )
+        except HeaderError as exc:
+            log.warning("answer not sent: %s", exc)
+            return
         task = asyncio.create_task(self._send_answer(msg), name="email-answer")
         self._answers.add(task)
         task.add_done_callback(self._answers.discard)

@@ -5,8 +5,12 @@ Threading: every mail of a run (to one address) is one thread. The first item's 
 it; later ones carry `In-Reply-To` (the previous mail) and `References` (the first one and
 the latest few) and keep the same subject, which is what Gmail, Outlook and Apple Mail group
 by. A Message-ID is made from the delivery's id, so a resend after an SMTP error is the same
-message to the recipient's client, and it carries the item's secret token so that a reply
-from any client proves its writer received the mail (see `trust`).
+message to the recipient's client. An approver's copy carries that approver's own reply
+token (in the Message-ID and the `Reply-To` plus-address), so that a reply from any client
+proves its writer received that mail (see `trust`); a copy to anyone else carries none.
+
+Every header is built by `headers` from cleaned text (the subject from a run's input, an
+answered mail's Subject and Message-IDs): no outside text reaches `email` as a raw value.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from email.headerregistry import Address
 from email.message import EmailMessage
 from email.policy import SMTP
 from email.utils import format_datetime, make_msgid
@@ -24,6 +27,9 @@ from typing import Any
 
 from agent.argforms import Field, form_fields
 from agent.model import Box, Item, ItemKind, ItemStatus, Run
+from channels.email import headers
+from channels.email.headers import Folded
+from channels.email.trust import message_ids
 
 SUBJECT_TAG = "[pizzabot]"
 _MAX_REFERENCES = 10
@@ -46,16 +52,19 @@ class MailIdentity:
     def domain(self) -> str:
         return self.address.rpartition("@")[2].lower()
 
-    def sender(self) -> Address:
-        return Address(self.name, addr_spec=self.address)
+    def sender(self) -> Folded:
+        return headers.mailbox("From", self.address, self.name)
 
-    def reply_to(self, secret: str | None) -> Address:
-        if not secret or not self.plus_address:
-            return self.sender()
-        return Address(self.name, addr_spec=f"{self.local}+{secret}@{self.domain}")
+    def reply_to(self, token: str | None) -> Folded:
+        """Where a reply goes: `bot+<token>@…` for a recipient who may decide."""
+        if not token or not self.plus_address:
+            return headers.mailbox("Reply-To", self.address, self.name)
+        return headers.mailbox("Reply-To", f"{self.local}+{token}@{self.domain}", self.name)
 
-    def item_message_id(self, delivery_id: str, secret: str) -> str:
-        return f"<pizzabot.{delivery_id}.{secret}@{self.domain}>"
+    def item_message_id(self, delivery_id: str, token: str | None) -> str:
+        if not token:
+            return f"<pizzabot.{delivery_id}.info@{self.domain}>"
+        return f"<pizzabot.{delivery_id}.{token}@{self.domain}>"
 
     def notice_message_id(self, delivery_id: str, status: str) -> str:
         return f"<pizzabot.{delivery_id}.{status}.notice@{self.domain}>"
@@ -95,9 +104,8 @@ class Links:
 def subject_for(skill: str, run_input: str) -> str:
     """`[pizzabot] <skill>: <first line of the run's input, short>`, stable for the run."""
     first = next((line.strip() for line in run_input.splitlines() if line.strip()), "")
-    first = re.sub(r"\s+", " ", first)
-    if len(first) > 60:
-        first = first[:59].rstrip() + "…"
+    first = headers.clean(first, limit=60)
+    skill = headers.clean(skill, limit=60)
     return f"{SUBJECT_TAG} {skill}: {first}" if first else f"{SUBJECT_TAG} {skill}"
 
 
@@ -106,13 +114,15 @@ def _base(
 ) -> EmailMessage:
     msg = EmailMessage(policy=SMTP)
     msg["From"] = identity.sender()
-    msg["To"] = to
-    msg["Subject"] = thread.subject
-    msg["Date"] = format_datetime(now)
-    msg["Message-ID"] = message_id
+    msg["To"] = headers.mailbox("To", to)
+    msg["Subject"] = headers.unstructured("Subject", thread.subject)
+    msg["Date"] = headers.atom("Date", format_datetime(now))
+    msg["Message-ID"] = headers.msg_ids("Message-ID", [message_id])
     if thread.in_reply_to:
-        msg["In-Reply-To"] = thread.in_reply_to
-        msg["References"] = " ".join(thread.references or (thread.in_reply_to,))
+        msg["In-Reply-To"] = headers.msg_ids("In-Reply-To", [thread.in_reply_to])
+        msg["References"] = headers.msg_ids(
+            "References", list(thread.references or (thread.in_reply_to,))
+        )
     return msg
 
 
@@ -319,16 +329,19 @@ def item_mail(
     message_id: str,
     thread: Thread,
     can_decide: bool,
+    token: str | None,
     links: Links | None,
     now: datetime,
 ) -> EmailMessage:
-    """An item (an action to decide, or a finished run's result) as a mail in its thread."""
+    """An item (an action to decide, or a finished run's result) as a mail in its thread.
+
+    `token` is this recipient's reply token; it goes out only when they `can_decide`."""
     msg = _base(identity=identity, to=to, thread=thread, message_id=message_id, now=now)
-    msg["Reply-To"] = identity.reply_to(item.secret)
+    msg["Reply-To"] = identity.reply_to(token if can_decide else None)
     # RFC 3834: tells auto-responders (vacation notices) not to answer.
-    msg["Auto-Submitted"] = "auto-generated"
-    msg["X-Pizzabot-Item"] = item.id
-    msg["X-Pizzabot-Run"] = item.run_id
+    msg["Auto-Submitted"] = headers.atom("Auto-Submitted", "auto-generated")
+    msg["X-Pizzabot-Item"] = headers.atom("X-Pizzabot-Item", item.id)
+    msg["X-Pizzabot-Run"] = headers.atom("X-Pizzabot-Run", item.run_id)
     text = _item_text(item, run, can_decide=can_decide, links=links)
     msg.set_content("\n".join([*text, "", "-- ", _footer(item)]) + "\n")
     msg.add_alternative(_item_html(item, run, can_decide=can_decide, links=links), subtype="html")
@@ -367,9 +380,9 @@ def notice_mail(
 ) -> EmailMessage:
     """The outcome of an action, in its thread, so every copy shows how it ended."""
     msg = _base(identity=identity, to=to, thread=thread, message_id=message_id, now=now)
-    msg["Auto-Submitted"] = "auto-generated"
-    msg["X-Pizzabot-Item"] = item.id
-    msg["X-Pizzabot-Run"] = item.run_id
+    msg["Auto-Submitted"] = headers.atom("Auto-Submitted", "auto-generated")
+    msg["X-Pizzabot-Item"] = headers.atom("X-Pizzabot-Item", item.id)
+    msg["X-Pizzabot-Run"] = headers.atom("X-Pizzabot-Run", item.run_id)
     text = f"{item.title}\n\n{outcome_text(item)}"
     msg.set_content(f"{text}\n\n-- \n{_footer(item)}\n")
     msg.add_alternative(
@@ -385,28 +398,45 @@ def _re(subject: str) -> str:
     return subject if re.match(r"^\s*re\s*:", subject, re.IGNORECASE) else f"Re: {subject}"
 
 
+def _valid_ids(values: list[str]) -> list[str]:
+    """The well-formed Message-IDs among `values`: the rest of a mail's threading headers
+    is the sender's text, and is not written back."""
+    out: list[str] = []
+    for found in values:
+        try:
+            out.append(headers.msg_id(f"<{found}>"))
+        except headers.HeaderError:
+            continue
+    return out
+
+
 def answer_mail(
     original: EmailMessage,
     *,
     identity: MailIdentity,
     to: str,
     text: str,
-    secret: str | None,
+    token: str | None,
     now: datetime,
 ) -> EmailMessage:
-    """The bot's answer to a mail it received (an error, a refusal, an acknowledgement)."""
-    their_id = str(original.get("Message-ID", "")).strip()
-    refs = [r for r in str(original.get("References", "")).split() if r]
+    """The bot's answer to a mail it received (an error, a refusal, an acknowledgement).
+
+    `token` is the recipient's reply token for the item the mail was about (None: a reply
+    to the answer decides nothing)."""
+    their_ids = _valid_ids(message_ids(str(original.get("Message-ID", ""))))
+    their_id = their_ids[0] if their_ids else None
+    refs = _valid_ids(message_ids(str(original.get("References", ""))))
     if their_id:
         refs.append(their_id)
+    subject = headers.clean(str(original.get("Subject", "")))
     thread = Thread(
-        _re(str(original.get("Subject", "")) or SUBJECT_TAG),
-        in_reply_to=their_id or None,
+        _re(subject or SUBJECT_TAG),
+        in_reply_to=their_id,
         references=tuple(refs[-_MAX_REFERENCES:]),
     )
     message_id = make_msgid(idstring="pizzabot-answer", domain=identity.domain)
     msg = _base(identity=identity, to=to, thread=thread, message_id=message_id, now=now)
-    msg["Reply-To"] = identity.reply_to(secret)
-    msg["Auto-Submitted"] = "auto-replied"
+    msg["Reply-To"] = identity.reply_to(token)
+    msg["Auto-Submitted"] = headers.atom("Auto-Submitted", "auto-replied")
     msg.set_content(f"{text}\n\n-- \nPizza Bot\n")
     return msg

@@ -35,14 +35,16 @@ from agent.model import Approve, Box, Decision, Edit, Item, ItemKind, ItemStatus
 from agent.runs import Runs
 from agent.skills import SkillBook
 from channels.email.compose import SUBJECT_TAG, MailIdentity, outcome_text
+from channels.email.keys import MailKey
 from channels.email.ports import MailLog, MailStore
 from channels.email.replies import Command, UnreadableMail, body_text, read_reply, top_of_reply
 from channels.email.trust import (
-    address_of,
     auth_failure,
     check_reply,
     is_automatic,
     plus_tokens,
+    same_address,
+    sender_of,
     split_address,
     thread_refs,
 )
@@ -60,7 +62,7 @@ HOW_TO = (
 
 class Answerer(Protocol):
     async def answer(
-        self, original: EmailMessage, *, to: str, text: str, secret: str | None = None
+        self, original: EmailMessage, *, to: str, text: str, token: str | None = None
     ) -> None: ...
 
 
@@ -100,8 +102,10 @@ class MailHandler:
         answerer: Answerer,
         identity: MailIdentity,
         config: InboundConfig,
+        key: MailKey,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
+        self.key = key
         self.store = store
         self.inbox = inbox
         self.runs = runs
@@ -124,15 +128,16 @@ class MailHandler:
             # Not handled: forget it, so the next pass tries again.
             await self.log.release(key)
             raise
-        log.info("mail %s from %s: %s", key[:80], address_of(msg["From"]), outcome)
+        log.info("mail %s from %s: %s", key[:80], sender_of(msg)[0], outcome)
         return outcome
 
     # -- routing -------------------------------------------------------------------------
 
     async def _handle(self, msg: EmailMessage, *, size: int) -> str:
-        sender = address_of(msg["From"])
+        sender, why = sender_of(msg)
         if sender is None:
-            return await self._ignore(msg, "unknown", "no single sender address in From")
+            # Nobody to hold to it, and nobody to answer: an ambiguous From decides nothing.
+            return await self._ignore(msg, "unknown", why)
         if self.identity.is_mine(sender):
             return await self._ignore(msg, sender, "sent by the bot itself")
         automatic = is_automatic(msg)
@@ -179,9 +184,14 @@ class MailHandler:
 
     def _known(self, sender: str) -> bool:
         """Someone the bot may write to: an email approver of any skill, or an allowed sender."""
-        if sender in self.config.allowed_senders:
+        if self._allowed(sender):
             return True
-        return any(sender in skill.approvers.email for skill in self.skills.all())
+        return any(
+            same_address(sender, a) for skill in self.skills.all() for a in skill.approvers.email
+        )
+
+    def _allowed(self, sender: str) -> bool:
+        return any(same_address(sender, a) for a in self.config.allowed_senders)
 
     # -- outcomes ------------------------------------------------------------------------
 
@@ -222,11 +232,14 @@ class MailHandler:
         reasons = [why] if isinstance(why, str) else why
         if self._known(sender):
             text = "Your mail was not acted on: " + "; ".join(reasons) + "."
-            await self.answerer.answer(msg, to=sender, text=text, secret=None)
+            await self.answerer.answer(msg, to=sender, text=text, token=None)
         return "refused: " + "; ".join(reasons)
 
     async def _say(self, msg: EmailMessage, sender: str, item: Item, text: str) -> None:
-        await self.answerer.answer(msg, to=sender, text=text, secret=item.secret)
+        """Answer an approver on the item's thread, with their own token: a reply to the
+        answer works like a reply to the item's mail."""
+        token = self.key.reply_token(item.id, sender)
+        await self.answerer.answer(msg, to=sender, text=text, token=token)
 
     # -- replies -------------------------------------------------------------------------
 
@@ -235,7 +248,7 @@ class MailHandler:
         verdict = check_reply(
             msg,
             sender=sender,
-            secret=item.secret,
+            token=self.key.reply_token(item.id, sender),
             ref=ref,
             approvers=skill.approvers_for(item.tool, "email") if skill else [],
             bot_address=self.identity.address,
@@ -304,7 +317,7 @@ class MailHandler:
         return self.config.default_skill, title
 
     async def _start(self, msg: EmailMessage, sender: str) -> str:
-        if sender not in self.config.allowed_senders:
+        if not self._allowed(sender):
             return await self._refuse(msg, sender, f"{sender} may not start runs by mail")
         failure = auth_failure(
             msg, from_domain=split_address(sender)[1], authserv_id=self.config.authserv_id

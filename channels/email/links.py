@@ -2,10 +2,15 @@
 
 Mail security gateways (and some clients' previews) open every link in a mail. So a link
 never decides by being opened: GET shows a confirm page, and only that page's POST decides.
-A link names the item, the decision and the address it was mailed to; it is signed with the
-item's secret and an expiry, and it works once (used links are recorded in the `MailLog`).
-The decision is the mail recipient's, made through `Inbox.decide(..., channel="email")`, so
-the approver list still applies.
+
+A link is a claim "this item, this decision, mailed to this address, until then", signed
+with the server's mail key (`keys.MailKey`), which never leaves the server: nothing in any
+mail lets its reader make another link, for another person, decision or expiry. Links are
+put only in the mails of the item's email approvers, expire after `link_ttl` (a day by
+default), and work once (used links are recorded in the `MailLog`). The decision is the
+mail recipient's, made through `Inbox.decide(..., channel="email")`, so the approver list
+is checked again when the link is used. `bot.wire_email` mounts the routes only when the
+server has a public URL to put in links.
 
     GET  /mail/d/{token}   confirm page (a form: button, reason, or the edit fields)
     POST /mail/d/{token}   decide
@@ -13,10 +18,7 @@ the approver list still applies.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
-import hmac
 import html
 import json
 from collections.abc import Callable
@@ -33,10 +35,13 @@ from agent.errors import AlreadyDecided, InvalidArguments, NotAllowed, NotFound
 from agent.inbox import Inbox
 from agent.model import Box, Item, ItemKind, decision_from
 from channels.email.compose import Links, outcome_text
+from channels.email.keys import BadSignature, MailKey
 from channels.email.ports import MailLog, MailStore
+from channels.email.trust import normalize_address
 
 PATH = "/mail/d"
 DECISIONS = ("approve", "reject", "edit")
+MAX_TOKEN = 1000
 
 
 class BadLink(Exception):
@@ -51,55 +56,42 @@ class LinkClaim:
     expires: int  # unix seconds
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+def sign_link(key: MailKey, item: Item, *, decision: str, address: str, expires: datetime) -> str:
+    who = normalize_address(address)
+    if decision not in DECISIONS or who is None:
+        raise ValueError("a link is for one decision and one plain address")
+    return key.sign({"i": item.id, "d": decision, "a": who, "e": int(expires.timestamp())})
 
 
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def _mac(secret: str, payload: str) -> str:
-    return _b64(hmac.new(secret.encode(), payload.encode(), hashlib.sha256).digest()[:20])
-
-
-def sign_link(item: Item, *, decision: str, address: str, expires: datetime) -> str:
-    claim = {"i": item.id, "d": decision, "a": address.lower(), "e": int(expires.timestamp())}
-    payload = _b64(json.dumps(claim, separators=(",", ":")).encode())
-    return f"{payload}.{_mac(item.secret, payload)}"
-
-
-def read_link(token: str) -> LinkClaim:
-    """The claim a link makes, not yet checked: it names the item whose secret checks it."""
-    payload, _, _mac_part = token.partition(".")
-    try:
-        data = json.loads(_unb64(payload))
-        claim = LinkClaim(str(data["i"]), str(data["d"]), str(data["a"]), int(data["e"]))
-    except (ValueError, KeyError, TypeError, binascii.Error):
-        raise BadLink("this link is not valid") from None
-    if claim.decision not in DECISIONS:
+def verify_link(key: MailKey, token: str, *, now: datetime) -> LinkClaim:
+    """The claim of a link the server signed and that has not expired; else `BadLink`."""
+    if len(token) > MAX_TOKEN:
         raise BadLink("this link is not valid")
-    return claim
-
-
-def verify_link(token: str, claim: LinkClaim, *, secret: str, now: datetime) -> None:
-    payload, _, mac = token.partition(".")
-    if not secret or not hmac.compare_digest(mac.encode(), _mac(secret, payload).encode()):
+    try:
+        data = key.load(token)
+        claim = LinkClaim(str(data["i"]), str(data["d"]), str(data["a"]), int(data["e"]))
+    except (BadSignature, ValueError, KeyError, TypeError):
+        raise BadLink("this link is not valid") from None
+    if claim.decision not in DECISIONS or normalize_address(claim.address) != claim.address:
         raise BadLink("this link is not valid")
     if now.timestamp() > claim.expires:
         raise BadLink("this link has expired; reply to the mail instead")
+    return claim
 
 
 def link_key(token: str) -> str:
     return "link:" + hashlib.sha256(token.encode()).hexdigest()[:40]
 
 
-def make_links(item: Item, *, address: str, base_url: str, ttl: float, now: datetime) -> Links:
+def make_links(
+    key: MailKey, item: Item, *, address: str, base_url: str, ttl: float, now: datetime
+) -> Links:
     expires = now + timedelta(seconds=ttl)
     base = base_url.rstrip("/") + PATH
 
     def url(decision: str) -> str:
-        return f"{base}/{sign_link(item, decision=decision, address=address, expires=expires)}"
+        token = sign_link(key, item, decision=decision, address=address, expires=expires)
+        return f"{base}/{token}"
 
     edit = url("edit") if item.kind is ItemKind.TOOL else None
     page = f"{base_url.rstrip('/')}/items/{item.id}"
@@ -197,20 +189,21 @@ class LinkDesk:
         store: MailStore,
         inbox: Inbox,
         log: MailLog,
+        key: MailKey,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
+        self.key = key
         self.store = store
         self.inbox = inbox
         self.log = log
         self.clock = clock
 
     async def _check(self, token: str) -> tuple[LinkClaim, Item]:
-        claim = read_link(token)
+        claim = verify_link(self.key, token, now=self.clock())
         try:
             item = await self.store.get_item(claim.item_id)
         except NotFound:
             raise BadLink("this link is not valid") from None
-        verify_link(token, claim, secret=item.secret, now=self.clock())
         if item.box is not Box.ACTION:
             raise BadLink("this link is not valid")
         if await self.log.seen(link_key(token)):
@@ -340,7 +333,6 @@ __all__ = [
     "link_key",
     "links_router",
     "make_links",
-    "read_link",
     "sign_link",
     "verify_link",
 ]

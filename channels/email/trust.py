@@ -2,20 +2,27 @@
 
 Anyone can send a mail with any `From`. A reply decides only when all of these hold:
 
-- it is on the item's thread and carries the item's secret token: the token is in the
-  plus-address the reply went to (`bot+<token>@…`, from our `Reply-To`; `Delivered-To`
-  keeps it even for a Bcc) or in the Message-ID of our mail it answers (`In-Reply-To` /
-  `References`), so only someone who received the item's mail can produce it;
-- the sender (the address in `From`, display name ignored, case ignored) is one of the
-  skill's email approvers;
+- the sender is unambiguous: exactly one `From` header, holding exactly one mailbox, that
+  the header parser read without a defect (`approver@corp <mallory@evil>` or a second
+  `From` decides nothing), with an ASCII address (compared lower-cased; a look-alike such as
+  the Kelvin sign U+212A, which `str.lower()` turns into `k`, never matches);
+- the sender is one of the skill's email approvers;
+- it carries the token the bot gave *that* recipient for the item: in the plus-address the
+  reply went to (`bot+<token>@…`, from our `Reply-To`; `Delivered-To` keeps it even for a
+  Bcc) or in the Message-ID of our mail it answers (`In-Reply-To` / `References`). A token
+  is made per item and recipient with the server's key (see `keys`), so a copy that leaked
+  or went to someone else cannot decide as anyone but its own recipient;
 - the receiving server's topmost `Authentication-Results` does not say the `From` was
-  forged: DMARC failed, or SPF/DKIM aligned with the From domain failed.
+  forged: DMARC for the From domain failed, or SPF / DKIM aligned with the From domain
+  failed and none aligned passed. A DMARC result counts only for the domain in its
+  `header.from`; `dmarc=none` or `temperror` never outweighs an aligned failure.
 
 Everything here takes the parsed message and returns plain values; `inbound` acts on them.
 """
 
 from __future__ import annotations
 
+import hmac
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -25,20 +32,67 @@ from email.utils import getaddresses
 _MSGID = re.compile(r"<([^<>\s]+)>")
 
 
+def normalize_address(value: str | None) -> str | None:
+    """An address as the bot compares it: ASCII only, lower-cased; None for anything else.
+
+    `str.lower()` maps some non-ASCII letters onto ASCII ones (U+212A KELVIN SIGN -> `k`),
+    so lower-casing first and comparing after would let a look-alike pass as an approver.
+    """
+    if not value:
+        return None
+    text = value.strip()
+    if not text.isascii() or text.count("@") != 1 or any(ch.isspace() for ch in text):
+        return None
+    local, _, domain = text.partition("@")
+    if not local or not domain:
+        return None
+    return text.lower()
+
+
+def same_address(a: str | None, b: str | None) -> bool:
+    na, nb = normalize_address(a), normalize_address(b)
+    return na is not None and na == nb
+
+
+def sender_of(msg: EmailMessage) -> tuple[str | None, str]:
+    """(the one sender address, "") or (None, why there is no unambiguous sender)."""
+    froms = msg.get_all("From", [])
+    if len(froms) != 1:
+        return None, f"{len(froms)} From headers"
+    header = froms[0]
+    defects = getattr(header, "defects", ())
+    groups = getattr(header, "groups", None)
+    if defects:
+        return None, "the From header is malformed"
+    if groups is None or len(groups) != 1 or groups[0].display_name is not None:
+        return None, "no single sender address in From"
+    mailboxes = groups[0].addresses
+    if len(mailboxes) != 1:
+        return None, "no single sender address in From"
+    found = normalize_address(mailboxes[0].addr_spec)
+    if found is None:
+        return None, "the From address is not a plain ASCII address"
+    return found, ""
+
+
 def address_of(value: str | None) -> str | None:
-    """The one address in a `From`-like header, lowercased; None for none or several."""
+    """The one address in a `From`-like header text, normalised; None for none or several.
+
+    For a received mail use `sender_of`, which also refuses a malformed header.
+    """
     if not value:
         return None
     found = [addr for _name, addr in getaddresses([str(value)]) if "@" in addr]
     if len(found) != 1:
         return None
-    return found[0].strip().lower()
+    return normalize_address(found[0])
 
 
 def addresses(values: Iterable[str | None]) -> list[str]:
     """Every address in some headers (To, Cc, Delivered-To), lowercased."""
     texts = [str(v) for v in values if v]
-    return [addr.strip().lower() for _name, addr in getaddresses(texts) if "@" in addr]
+    found = (normalize_address(addr) for _name, addr in getaddresses(texts))
+    return [addr for addr in found if addr is not None]
 
 
 def split_address(address: str) -> tuple[str, str]:
@@ -65,7 +119,7 @@ def thread_refs(msg: EmailMessage, limit: int = 50) -> list[str]:
 
 
 def plus_tokens(msg: EmailMessage, *, bot_address: str) -> set[str]:
-    """The `+detail`s of the bot's address among the mail's recipients (casefolded)."""
+    """The `+detail`s of the bot's address among the mail's recipients (lower-cased)."""
     bot_local, bot_domain = split_address(bot_address.lower())
     headers = [
         *msg.get_all("Delivered-To", []),
@@ -78,18 +132,19 @@ def plus_tokens(msg: EmailMessage, *, bot_address: str) -> set[str]:
         local, domain = split_address(address)
         base, plus, detail = local.partition("+")
         if plus and base == bot_local and domain == bot_domain and detail:
-            tokens.add(detail.casefold())
+            tokens.add(detail)
     return tokens
 
 
-def carries_token(msg: EmailMessage, *, secret: str, bot_address: str, ref: str | None) -> bool:
-    """True when the item's secret is in a plus-address or in the referenced Message-ID."""
-    if not secret:
+def carries_token(msg: EmailMessage, *, token: str, bot_address: str, ref: str | None) -> bool:
+    """True when `token` is in a plus-address to the bot or in the referenced Message-ID."""
+    if not token:
         return False
-    wanted = secret.casefold()
-    if wanted in plus_tokens(msg, bot_address=bot_address):
-        return True
-    return ref is not None and wanted in ref.casefold().split("@")[0].split(".")
+    wanted = token.lower()
+    found = plus_tokens(msg, bot_address=bot_address)
+    if ref is not None:
+        found |= {part.lower() for part in ref.rpartition("@")[0].split(".")}
+    return any(hmac.compare_digest(wanted, candidate) for candidate in found if candidate.isascii())
 
 
 def is_automatic(msg: EmailMessage) -> str | None:
@@ -171,12 +226,25 @@ def _aligned(domain: str | None, from_domain: str) -> bool:
     )
 
 
+def _dkim_or_spf_domain(r: AuthResult) -> str | None:
+    if r.method == "dkim":
+        return r.props.get("header.d") or r.props.get("header.i")
+    if r.method == "spf":
+        return r.props.get("smtp.mailfrom") or r.props.get("smtp.helo")
+    return None
+
+
 def auth_failure(msg: EmailMessage, *, from_domain: str, authserv_id: str | None) -> str | None:
     """Why the receiving server's verdict says the From is forged, or None.
 
     Only the topmost header counts (each server adds its own on top, below it anything may
     have come from the sender); with `authserv_id`, only headers our server signed with that
     id. No header at all means nothing was checked: that alone refuses nothing.
+
+    A DMARC result speaks for the domain in its `header.from`: a pass for another domain
+    (say, the second `From` of a doctored mail) proves nothing here, while a fail that does
+    not name its domain still counts. Without an aligned DMARC pass or fail, SPF and DKIM
+    aligned with the From domain decide: one passing is enough, else one failing forges.
     """
     headers = [str(h) for h in msg.get_all("Authentication-Results", [])]
     chosen: list[AuthResult] | None = None
@@ -188,20 +256,20 @@ def auth_failure(msg: EmailMessage, *, from_domain: str, authserv_id: str | None
     if chosen is None:
         return None
     from_domain = from_domain.lower()
-    dmarc = [r for r in chosen if r.method == "dmarc"]
-    if dmarc:
-        dmarc_failed = any(r.result == "fail" for r in dmarc)
-        return "DMARC failed for the From domain" if dmarc_failed else None
-    aligned: list[AuthResult] = []
     for r in chosen:
-        if r.method == "dkim":
-            domain = r.props.get("header.d") or r.props.get("header.i")
-        elif r.method == "spf":
-            domain = r.props.get("smtp.mailfrom") or r.props.get("smtp.helo")
-        else:
+        if r.method != "dmarc" or r.result != "fail":
             continue
-        if _aligned(domain, from_domain):
-            aligned.append(r)
+        named = r.props.get("header.from")
+        if named is None or _aligned(named, from_domain):
+            return "DMARC failed for the From domain"
+    if any(
+        r.method == "dmarc"
+        and r.result == "pass"
+        and _aligned(r.props.get("header.from"), from_domain)
+        for r in chosen
+    ):
+        return None
+    aligned = [r for r in chosen if _aligned(_dkim_or_spf_domain(r), from_domain)]
     if any(r.result == "pass" for r in aligned):
         return None
     methods = sorted({r.method.upper() for r in aligned if r.result in {"fail", "permerror"}})
@@ -225,17 +293,21 @@ def check_reply(
     msg: EmailMessage,
     *,
     sender: str,
-    secret: str,
+    token: str,
     ref: str | None,
     approvers: Iterable[str],
     bot_address: str,
     authserv_id: str | None,
 ) -> Verdict:
-    """Every reason this reply may not decide for the item with `secret` (none: it may)."""
+    """Every reason this reply may not decide (none: it may). `token` is the one the bot
+    gave `sender` for the item (`keys.MailKey.reply_token`)."""
     problems: list[str] = []
-    if not carries_token(msg, secret=secret, bot_address=bot_address, ref=ref):
-        problems.append("the mail does not carry this item's token (reply to the item's mail)")
-    if sender.lower() not in {a.strip().lower() for a in approvers}:
+    if not carries_token(msg, token=token, bot_address=bot_address, ref=ref):
+        problems.append(
+            "the mail does not carry this item's token for your address "
+            "(reply to the item's mail you received)"
+        )
+    if not any(same_address(sender, a) for a in approvers):
         problems.append(f"{sender} is not an email approver of this skill")
     failure = auth_failure(msg, from_domain=split_address(sender)[1], authserv_id=authserv_id)
     if failure:

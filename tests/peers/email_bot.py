@@ -53,6 +53,7 @@ from channels.email import (
     LinkDesk,
     MailHandler,
     MailIdentity,
+    MailKey,
     SmtpConfig,
     SmtpMailer,
 )
@@ -212,6 +213,7 @@ class EmailBot:
         self.user, self.password = await _fresh_user(self.mail)
         self.address = f"{self.user}@{self.mail.domain}"
         self.identity = MailIdentity(address=self.address)
+        self.key = MailKey(MailKey.generate())
         self.imap = replace(self.imap, user=self.user, password=self.password)
         engine = connect(self.db)
         await upgrade(engine)
@@ -227,6 +229,7 @@ class EmailBot:
             identity=self.identity,
             store=self.store,
             skills=self.skills,
+            key=self.key,
             public_url=self.public_url,
             answer_retries=(0.2,),
         )
@@ -235,7 +238,7 @@ class EmailBot:
         )
         self.ctx.wake_outbox = self.dispatcher.wake
         self.log = SqlMailLog(engine)
-        self.links = LinkDesk(store=self.store, inbox=self.inbox, log=self.log)
+        self.links = LinkDesk(store=self.store, inbox=self.inbox, log=self.log, key=self.key)
         self.handler = MailHandler(
             store=self.store,
             inbox=self.inbox,
@@ -245,6 +248,7 @@ class EmailBot:
             answerer=self.channel,
             identity=self.identity,
             config=self.inbound,
+            key=self.key,
         )
         self._tasks.append(asyncio.create_task(self.dispatcher.run_forever()))
         self.start_receiver()

@@ -1,0 +1,61 @@
+"""The server's mail key: what makes a decision link or a reply token the server's own.
+
+A decision link and the token in a reply address are both proofs that "the server mailed
+this to that person about that item". Such a proof must come from a key that never leaves
+the server: nothing derived from a mail (which anyone on the thread, or anyone a copy was
+forwarded to, holds) may let someone make another. `bot.wire_email` loads the key from the
+settings or keeps one in the data folder (mode 0600); every server process of one
+deployment uses the same key.
+
+    reply_token(item, address)  per item and recipient, in that recipient's Reply-To and
+                                Message-ID; a reply counts only with the sender's own token
+    sign / load                 the signed, expiring claims in decision links (itsdangerous)
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+from typing import Any
+
+from itsdangerous import BadSignature, URLSafeSerializer
+
+from channels.email.trust import normalize_address
+
+MIN_KEY_BYTES = 32
+
+
+class MailKey:
+    def __init__(self, secret: bytes) -> None:
+        if len(secret) < MIN_KEY_BYTES:
+            raise ValueError(f"the mail key needs at least {MIN_KEY_BYTES} bytes")
+        # Separate keys per use, so a token can never stand in for a link signature.
+        self._reply = hmac.new(secret, b"pizzabot/mail/reply-token", hashlib.sha256).digest()
+        self._links = URLSafeSerializer(
+            hmac.new(secret, b"pizzabot/mail/link", hashlib.sha256).digest(),
+            salt="pizzabot.mail.decision-link",
+            signer_kwargs={"digest_method": hashlib.sha256},
+        )
+
+    @staticmethod
+    def generate() -> bytes:
+        return secrets.token_bytes(MIN_KEY_BYTES)
+
+    def reply_token(self, item_id: str, address: str) -> str:
+        """The token for `address` on `item_id`: 26 lower-case base32 characters (130 bits),
+        so a mail server that lower-cases local parts does not break it."""
+        who = normalize_address(address) or "\0invalid"
+        mac = hmac.new(self._reply, f"{item_id}\0{who}".encode(), hashlib.sha256).digest()
+        return base64.b32encode(mac[:20]).decode().lower().rstrip("=")[:26]
+
+    def sign(self, claim: dict[str, Any]) -> str:
+        return self._links.dumps(claim)
+
+    def load(self, token: str) -> Any:
+        """The claim in `token`; `BadSignature` when the server did not sign it."""
+        return self._links.loads(token)
+
+
+__all__ = ["BadSignature", "MailKey"]
