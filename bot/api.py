@@ -2,22 +2,30 @@
 
 Routes only translate HTTP to the engine's functions (`Runs`, `Inbox`) and the engine's
 errors to status codes: 401 no token, 404 not found, 409 conflict (already decided, kill
-switch), 422 invalid input.
+switch), 422 invalid input. Every answer, errors included, is declared in `bot.api_schema`,
+so `/openapi.json` says what the server does. The token itself is checked before any body is
+read (`bot.http_guard.TokenGate`); the dependency here declares it in the schema and checks it
+again.
 """
 
 from __future__ import annotations
 
 import hmac
 from dataclasses import asdict
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Route
 
 from agent.errors import AlreadyDecided, Conflict, InvalidArguments, NotAllowed, NotFound
 from agent.model import Box, Event, Item, Run, decision_from
+from bot import api_schema as out
+from bot.api_schema import errors
 from bot.services import Services
 
 bearer = HTTPBearer(auto_error=False)
@@ -94,17 +102,48 @@ class StartRun(BaseModel):
     input: str = ""
 
 
-class DecisionIn(BaseModel):
-    decision: Literal["approve", "edit", "reject"]
+class ApproveIn(BaseModel):
+    decision: Literal["approve"]
     args: dict[str, Any] | None = None
     reason: str | None = Field(default=None, max_length=4000)
+
+
+class EditIn(BaseModel):
+    decision: Literal["edit"]
+    args: dict[str, Any]  # checked against the tool's schema: 422 names what is wrong
+    reason: str | None = Field(default=None, max_length=4000)
+
+
+class RejectIn(BaseModel):
+    decision: Literal["reject"]
+    args: dict[str, Any] | None = None
+    reason: str | None = Field(default=None, max_length=4000)
+
+
+DecisionIn = Annotated[ApproveIn | EditIn | RejectIn, Field(discriminator="decision")]
 
 
 class MessageIn(BaseModel):
     text: str = Field(min_length=1)
 
 
+def allowed_methods(app: FastAPI, scope: Any) -> list[str]:
+    """Every method some route of this path takes (Starlette's 405 names only one route's)."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        if isinstance(route, Route) and route.methods and route.matches(scope)[0] is not Match.NONE:
+            methods |= route.methods
+    return sorted(methods)
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 405:
+            allow = ", ".join(allowed_methods(app, request.scope))
+            exc = StarletteHTTPException(405, exc.detail, {**(exc.headers or {}), "Allow": allow})
+        return await http_exception_handler(request, exc)
+
     @app.exception_handler(NotFound)
     async def _nf(_: Request, exc: NotFound) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, 404)
@@ -139,34 +178,48 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 def router() -> APIRouter:
-    api = APIRouter(prefix="/api", dependencies=[Depends(require_token)])
+    api = APIRouter(
+        prefix="/api",
+        dependencies=[Depends(require_token)],
+        responses=errors(401, 422),
+    )
+    with_body = errors(400, 408, 413)
 
-    @api.post("/runs", status_code=201)
+    @api.post(
+        "/runs",
+        status_code=201,
+        response_model=out.RunOut,
+        responses={**with_body, **errors(404, 409)},
+    )
     async def start_run(body: StartRun, request: Request) -> dict[str, Any]:
         run = await services(request).runs.start(body.skill, body.input, trigger="api")
         return run_json(run)
 
-    @api.get("/runs")
-    async def list_runs(request: Request, limit: int = Query(100, le=1000)) -> dict[str, Any]:
+    @api.get("/runs", response_model=out.RunList)
+    async def list_runs(request: Request, limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
         return {
             "items": [run_json(r) for r in await services(request).store.list_runs(limit=limit)]
         }
 
-    @api.get("/runs/{run_id}")
+    @api.get("/runs/{run_id}", response_model=out.RunDetail, responses=errors(404))
     async def get_run(run_id: str, request: Request) -> dict[str, Any]:
         svc = services(request)
         run = await svc.store.get_run(run_id)
         return run_json(run, await svc.store.events(run_id))
 
-    @api.post("/runs/{run_id}/cancel")
+    @api.post("/runs/{run_id}/cancel", response_model=out.RunOut, responses=errors(404, 409))
     async def cancel_run(run_id: str, request: Request) -> dict[str, Any]:
         return run_json(await services(request).runs.cancel(run_id, actor="owner", channel="api"))
 
-    @api.post("/runs/{run_id}/messages")
+    @api.post(
+        "/runs/{run_id}/messages",
+        response_model=out.RunOut,
+        responses={**with_body, **errors(404, 409)},
+    )
     async def follow_up(run_id: str, body: MessageIn, request: Request) -> dict[str, Any]:
         return run_json(await services(request).runs.follow_up(run_id, body.text, channel="api"))
 
-    @api.get("/inbox")
+    @api.get("/inbox", response_model=out.ItemList)
     async def inbox(
         request: Request, box: Literal["unread", "action"] | None = None, all: bool = False
     ) -> dict[str, Any]:
@@ -176,38 +229,43 @@ def router() -> APIRouter:
             items = [i for i in items if i.status in {"pending", "unread"}]
         return {"items": [item_json(i) for i in items]}
 
-    @api.get("/items/{item_id}")
+    @api.get("/items/{item_id}", response_model=out.ItemOut, responses=errors(404))
     async def get_item(item_id: str, request: Request) -> dict[str, Any]:
         return item_json(await services(request).store.get_item(item_id))
 
-    @api.post("/items/{item_id}/decision")
+    @api.post(
+        "/items/{item_id}/decision",
+        response_model=out.ItemOut,
+        responses={**with_body, **errors(403, 404, 409)},
+    )
     async def decide(item_id: str, body: DecisionIn, request: Request) -> dict[str, Any]:
+        svc = services(request)
+        if (await svc.store.get_item(item_id)).box is not Box.ACTION:
+            raise Conflict("this item is not an action: there is nothing to decide")
         decision = decision_from(body.decision, args=body.args, reason=body.reason)
-        if body.decision == "edit" and body.args is None:
-            raise InvalidArguments({"": "an edit needs args"})
-        item = await services(request).inbox.decide(item_id, decision, actor="owner", channel="api")
+        item = await svc.inbox.decide(item_id, decision, actor="owner", channel="api")
         return item_json(item)
 
-    @api.post("/items/{item_id}/read")
+    @api.post("/items/{item_id}/read", response_model=out.ItemOut, responses=errors(404))
     async def mark_read(item_id: str, request: Request) -> dict[str, Any]:
         return item_json(await services(request).inbox.mark_read(item_id))
 
-    @api.get("/kill")
+    @api.get("/kill", response_model=out.KillState)
     async def kill_state(request: Request) -> dict[str, Any]:
         state = await services(request).store.get_kill()
         return {"on": state is not None, **(state or {})}
 
-    @api.post("/kill")
+    @api.post("/kill", response_model=out.KillOn)
     async def kill(request: Request) -> dict[str, Any]:
         killed = await services(request).runs.kill(actor="owner", channel="api")
         return {"on": True, "killed": killed}
 
-    @api.delete("/kill")
+    @api.delete("/kill", response_model=out.KillOff)
     async def lift(request: Request) -> dict[str, Any]:
         await services(request).runs.lift_kill(actor="owner", channel="api")
         return {"on": False}
 
-    @api.get("/status")
+    @api.get("/status", response_model=out.Status)
     async def status(request: Request) -> dict[str, Any]:
         """What this process does: its worker, the singletons it leads, the kill switch."""
         svc = services(request)
@@ -222,7 +280,7 @@ def router() -> APIRouter:
             "kill": await svc.store.get_kill() is not None,
         }
 
-    @api.get("/skills")
+    @api.get("/skills", response_model=out.SkillList)
     async def skills(request: Request) -> dict[str, Any]:
         svc = services(request)
         return {
@@ -241,8 +299,8 @@ def router() -> APIRouter:
             ],
         }
 
-    @api.get("/audit")
-    async def audit(request: Request, limit: int = Query(200, le=5000)) -> dict[str, Any]:
+    @api.get("/audit", response_model=out.AuditList)
+    async def audit(request: Request, limit: int = Query(200, ge=1, le=5000)) -> dict[str, Any]:
         entries = await services(request).store.audit_log(limit=limit)
         return {
             "items": [

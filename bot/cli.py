@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -47,6 +48,7 @@ def serve(
     """Start the server: API, web page, channels and (unless --no-worker) a worker."""
     import uvicorn
 
+    from bot import listen
     from bot.boot import BootApp
     from bot.logs import setup_logging
     from bot.settings import Settings
@@ -70,23 +72,32 @@ def serve(
 
     app_ = BootApp(build, on_failure=stop)
     server = uvicorn.Server(
-        uvicorn.Config(
-            app_, host=settings.host, port=settings.port, log_level="warning", access_log=False
+        listen.config(
+            app_,
+            host=settings.host,
+            port=settings.port,
+            header_timeout=settings.header_timeout,
+            keepalive_timeout=settings.keepalive_timeout,
+            max_connections=settings.max_connections,
+            trusted_proxies=settings.trusted_proxies,
+            log_level="warning",
+            access_log=False,
         )
     )
     base = f"http://{settings.host}:{settings.port}"
-    where = (
-        "from PIZZABOT_API_TOKEN"
-        if settings.api_token
-        else f"kept in {settings.data_dir / 'api-token'}"
-    )
+    token_file = settings.data_dir / "api-token"
+    where = "from PIZZABOT_API_TOKEN" if settings.api_token else f"kept in {token_file}"
     err.print(
         f"[bold]Pizza Bot[/] on {base}  (data: {settings.data_dir}; token {where}"
         f"{', new' if created else ''})"
     )
-    err.print(f"  Open the inbox: {base}/login?token={token}")
+    # stderr often ends in `docker logs` or the journal: the token goes only to a person.
+    if sys.stderr.isatty():
+        err.print(f"  Open the inbox: {base}/login?token={token}")
+    else:
+        err.print(f"  Open the inbox: {base}/login (with the token {where})")
     err.print(
-        f"  CLI/API: export PIZZABOT_API_TOKEN=$(cat {settings.data_dir / 'api-token'})"
+        f"  CLI/API: export PIZZABOT_API_TOKEN=$(cat {token_file})"
         if not settings.api_token
         else "  CLI/API: use the token from PIZZABOT_API_TOKEN"
     )
@@ -273,11 +284,12 @@ def edit(
             name, _, value = pair.partition("=")
             try:
                 new[name] = json.loads(value)
-            except json.JSONDecodeError:
+            except ValueError:  # not JSON, or a number Python will not read: send the text
                 new[name] = value
-    r = _call(
-        url, token, "POST", f"/api/items/{item}/decision", json={"decision": "edit", "args": new}
-    )
+    # Written with Infinity allowed, so a number out of range gets the server's field error.
+    body = json.dumps({"decision": "edit", "args": new})
+    headers = {"Content-Type": "application/json"}
+    r = _call(url, token, "POST", f"/api/items/{item}/decision", content=body, headers=headers)
     console.print(f"{r['id']}: {r['status']} with {json.dumps(r['final_args'])}")
 
 

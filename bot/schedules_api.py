@@ -20,7 +20,9 @@ from pydantic import BaseModel, ValidationError
 
 from agent.errors import InvalidArguments
 from agent.skills import Schedule
+from bot import api_schema as out
 from bot.api import require_token, services
+from bot.api_schema import errors
 from bot.scheduler import Scheduler
 
 
@@ -42,14 +44,22 @@ def scheduler_of(request: Request) -> Scheduler:
 
 def router() -> APIRouter:
     api = APIRouter(
-        prefix="/api/schedules", tags=["schedules"], dependencies=[Depends(require_token)]
+        prefix="/api/schedules",
+        tags=["schedules"],
+        dependencies=[Depends(require_token)],
+        responses=errors(401, 422, 503),
     )
 
-    @api.get("")
+    @api.get("", response_model=out.ScheduleList)
     async def list_schedules(request: Request) -> dict[str, Any]:
         return await scheduler_of(request).list_json()
 
-    @api.post("", status_code=201)
+    @api.post(
+        "",
+        status_code=201,
+        response_model=out.ScheduleDetail,
+        responses=errors(400, 404, 408, 409, 413),
+    )
     async def add(body: ScheduleIn, request: Request) -> dict[str, Any]:
         sched = scheduler_of(request)
         try:
@@ -61,23 +71,23 @@ def router() -> APIRouter:
         rec = await sched.add(body.skill, spec, actor="owner")
         return await sched.get_json(rec.id)
 
-    @api.get("/{schedule_id}")
+    @api.get("/{schedule_id}", response_model=out.ScheduleDetail, responses=errors(404))
     async def get(schedule_id: str, request: Request) -> dict[str, Any]:
         return await scheduler_of(request).get_json(schedule_id)
 
-    @api.post("/{schedule_id}/pause")
+    @api.post("/{schedule_id}/pause", response_model=out.ScheduleDetail, responses=errors(404))
     async def pause(schedule_id: str, request: Request) -> dict[str, Any]:
         sched = scheduler_of(request)
         await sched.set_paused(schedule_id, paused=True, actor="owner")
         return await sched.get_json(schedule_id)
 
-    @api.post("/{schedule_id}/resume")
+    @api.post("/{schedule_id}/resume", response_model=out.ScheduleDetail, responses=errors(404))
     async def resume(schedule_id: str, request: Request) -> dict[str, Any]:
         sched = scheduler_of(request)
         await sched.set_paused(schedule_id, paused=False, actor="owner")
         return await sched.get_json(schedule_id)
 
-    @api.delete("/{schedule_id}")
+    @api.delete("/{schedule_id}", response_model=out.Deleted, responses=errors(404, 409))
     async def remove(schedule_id: str, request: Request) -> dict[str, Any]:
         await scheduler_of(request).remove(schedule_id, actor="owner")
         return {"deleted": schedule_id}

@@ -175,7 +175,28 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
 
     for wire in plugged:
         wire.install(app, settings)
+    guard(app, settings, token=token)
     return app
+
+
+def guard(app: FastAPI, settings: Settings, *, token: str) -> None:
+    """Checks that come before any route reads the body (see bot.http_guard); the last one
+    added runs first: the token, then the size and time limits, then Slack's signature."""
+    from bot.http_guard import BodyLimit, Limits, SlackSignatureGate, TokenGate
+    from bot.wire_slack import EVENTS_PATH
+
+    secret = settings.slack_signing_secret
+    if settings.slack_mode == "http" and secret is not None and secret.get_secret_value():
+        app.add_middleware(
+            SlackSignatureGate, signing_secret=secret.get_secret_value(), path=EVENTS_PATH
+        )
+    limits = Limits(
+        max_bytes=settings.max_body_bytes,
+        per_prefix=(("/hooks/", settings.webhook_max_bytes),),
+        body_timeout=settings.body_timeout,
+    )
+    app.add_middleware(BodyLimit, limits=limits)
+    app.add_middleware(TokenGate, token=token)
 
 
 def start_worker(svc: Services, worker: Worker) -> None:

@@ -1,0 +1,231 @@
+"""The HTTP API's documented shapes: what `/openapi.json` promises for each answer, so that a
+generated client and a conformance checker agree with the server.
+
+The routes still build plain dicts (`bot.api.run_json`, `item_json`); these models only
+declare and check them. Times are ISO 8601 strings as the routes write them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Usage(BaseModel):
+    tokens: int
+    cost_usd: float
+    steps: int
+    cost_known: bool
+
+
+class RunOut(BaseModel):
+    id: str
+    skill: str
+    status: str
+    input: str
+    trigger: str
+    created_at: str
+    updated_at: str
+    started_at: str | None
+    finished_at: str | None
+    result: str | None
+    error: str | None
+    usage: Usage
+    killed_by: str | None
+
+
+class EventOut(BaseModel):
+    seq: int
+    kind: str
+    at: str
+    data: dict[str, Any]
+
+
+class RunDetail(RunOut):
+    events: list[EventOut]
+
+
+class RunList(BaseModel):
+    items: list[RunOut]
+
+
+class Risk(BaseModel):
+    impact: str | None = None
+    reversible: bool | None = None
+    scope: str | None = None
+
+
+class ItemOut(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    id: str
+    run_id: str
+    skill: str
+    box: str
+    kind: str
+    status: str
+    title: str
+    body: str
+    created_at: str
+    tool: str | None
+    server: str | None
+    args: dict[str, Any] | None
+    schema_: dict[str, Any] | None = Field(alias="schema")
+    risk: Risk
+    decided_by: str | None
+    decided_via: str | None
+    decided_at: str | None
+    final_args: dict[str, Any] | None
+    reason: str | None
+    read_at: str | None
+
+
+class ItemList(BaseModel):
+    items: list[ItemOut]
+
+
+class AuditOut(BaseModel):
+    id: int
+    at: str
+    action: str
+    actor: str
+    channel: str
+    run_id: str | None
+    item_id: str | None
+    detail: dict[str, Any]
+
+
+class AuditList(BaseModel):
+    items: list[AuditOut]
+
+
+class KillState(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    on: bool
+    by: str | None = None
+    at: str | None = None
+
+
+class KillOn(BaseModel):
+    on: bool
+    killed: list[str]
+
+
+class KillOff(BaseModel):
+    on: bool
+
+
+class Status(BaseModel):
+    database: str
+    worker: str | None
+    leading: list[str]
+    channels: list[str]
+    kill: bool
+
+
+class SkillOut(BaseModel):
+    name: str
+    description: str
+    model: str
+    servers: list[str]
+
+
+class SkillError(BaseModel):
+    path: str
+    line: int | None
+    message: str
+
+
+class SkillList(BaseModel):
+    items: list[SkillOut]
+    errors: list[SkillError]
+
+
+class FireOut(BaseModel):
+    fire_time: str
+    status: str
+    run_id: str | None
+    detail: str | None
+
+
+class ScheduleOut(BaseModel):
+    id: str
+    skill: str
+    source: str
+    cron: str | None
+    every_seconds: float | None
+    input: str
+    timezone: str
+    misfire: str
+    paused: bool
+    created_at: str
+    next_fire_times: list[str]
+    last_fire: FireOut | None
+    error: str | None
+
+
+class ScheduleDetail(ScheduleOut):
+    fires: list[FireOut]
+
+
+class ScheduleList(BaseModel):
+    items: list[ScheduleOut]
+    errors: list[dict[str, str]]
+
+
+class Deleted(BaseModel):
+    deleted: str
+
+
+# -- errors ------------------------------------------------------------------------------
+
+
+class InvalidDetail(BaseModel):
+    """422 from the engine: the arguments broke the tool's schema (or a schedule's rules)."""
+
+    message: str
+    errors: dict[str, str]
+
+
+class DecidedDetail(BaseModel):
+    """409 for a decision: someone decided first."""
+
+    message: str
+    status: str
+    decided_by: str | None
+    decided_via: str | None
+    decided_at: str | None
+
+
+class FieldError(BaseModel):
+    """422 from request validation (FastAPI's shape): where, what, and the input."""
+
+    model_config = ConfigDict(extra="allow")
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class Error(BaseModel):
+    """Every error answer: `{"detail": ...}`."""
+
+    detail: str | InvalidDetail | DecidedDetail | list[FieldError]
+
+
+def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The `responses=` entry documenting the given error statuses as `Error`."""
+    what = {
+        400: "The body is not JSON (or not UTF-8)",
+        401: "Missing or wrong API token",
+        403: "Not allowed",
+        404: "Not found",
+        408: "The body took too long to arrive",
+        409: "Conflict: already decided, the kill switch is on, or the state does not allow it",
+        413: "The body is larger than the server's limit",
+        422: "Invalid input",
+        503: "Not available on this server (or still starting)",
+    }
+    return {code: {"model": Error, "description": what[code]} for code in codes}
