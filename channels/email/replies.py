@@ -2,13 +2,16 @@
 
 Replies carry far more than the answer: the quoted original ("On … wrote:", Outlook's
 "From: … Sent:" block, `>` lines), signatures ("-- ", "Sent from my iPhone"), HTML-only
-bodies, quoted-printable or base64 transfer encodings and any charset. `body_text` turns a
-message into text, `top_of_reply` keeps what the person wrote above the quote, and
-`parse_command` reads the decision from its first line:
+bodies, quoted-printable or base64 transfer encodings and any charset, all of it in the
+writer's language. `body_text` turns a message into text (HTML through html_text),
+`top_of_reply` keeps what the person wrote above the quote (quotes), and `parse_command`
+reads the decision from its first line:
 
     approve | yes | ok | lgtm            -> Command("approve")
     reject <reason, may go on for lines> -> Command("reject", reason=...)
     edit + `name: value` lines or JSON   -> Command("edit", values=..., typed=...)
+
+A reason is what the person typed, without their sign-off (signoffs).
 
 Pure functions: no I/O, so the corpus in tests/fixtures/replies pins them down.
 """
@@ -21,6 +24,10 @@ import re
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from typing import Any, Literal
+
+from channels.email.html_text import html_to_text
+from channels.email.quotes import own_text
+from channels.email.signoffs import without_sign_off
 
 __all__ = [
     "Command",
@@ -61,27 +68,6 @@ def _decode(part: EmailMessage) -> str:
         raise UnreadableMail(f"the text is not valid {charset}") from None
 
 
-_BLOCK_OPEN = re.compile(r"<(div|p)\b[^>]*>", re.IGNORECASE)
-_BLOCK_CLOSE = re.compile(r"</(div|p)\s*>", re.IGNORECASE)
-
-
-def html_to_text(html: str) -> str:
-    import html2text
-
-    # Mail editors write one <div> (Gmail, Apple) or <p> (Outlook) per line, and an empty
-    # line as <div><br></div>; html2text would put a paragraph gap after each. As line
-    # breaks they keep an edit's "name: value" lines together, as the person typed them.
-    html = _BLOCK_CLOSE.sub("<br>", _BLOCK_OPEN.sub("", html))
-    converter = html2text.HTML2Text()
-    converter.body_width = 0  # no re-wrapping: an edited value must stay one line
-    converter.ignore_links = True  # "bob@x" not "[bob@x](mailto:bob@x)"
-    converter.ignore_images = True
-    converter.ignore_emphasis = True
-    converter.ignore_tables = True
-    text: str = converter.handle(html)
-    return "\n".join(line.rstrip() for line in text.splitlines())
-
-
 def body_text(msg: EmailMessage) -> str:
     """The mail's text: the plain part, else the HTML part converted to text."""
     part = msg.get_body(preferencelist=("plain", "html"))
@@ -95,112 +81,10 @@ def body_text(msg: EmailMessage) -> str:
 
 # --- text -> the part above the quote ----------------------------------------------------
 
-# "On <date>, <name> wrote:" in the languages mail clients most often use; Gmail may wrap
-# it over two or three lines, so these are matched against up to three joined lines.
-_ATTRIBUTION = [
-    re.compile(p, re.IGNORECASE | re.DOTALL)
-    for p in (
-        r"^\s*on\b.{0,300}\bwrote\s*:\s*$",
-        r"^\s*am\b.{0,300}\bschrieb\b.{0,200}:\s*$",
-        r"^\s*le\b.{0,300}\ba\s+écrit\s*:\s*$",
-        r"^\s*el\b.{0,300}\bescribió\s*:\s*$",
-        r"^\s*il\b.{0,300}\bha\s+scritto\s*:\s*$",
-        r"^\s*op\b.{0,300}\bschreef\b.{0,200}:\s*$",
-        r"^\s*\d{4}[-/.]\d{1,2}[-/.]\d{1,2}.{0,200}<[^>]+@[^>]+>\s*:\s*$",
-    )
-]
-_SEPARATOR = [
-    re.compile(p, re.IGNORECASE)
-    for p in (
-        r"^\s*-{2,}\s*original message\s*-{2,}\s*$",
-        r"^\s*-{2,}\s*(forwarded|weitergeleitete) (message|nachricht)\s*-{2,}\s*$",
-        r"^\s*-{2,}\s*ursprüngliche nachricht\s*-{2,}\s*$",
-        r"^\s*_{8,}\s*$",  # Outlook's rule above its header block
-        r"^\s*(\*\s*){3}$",  # an HTML <hr> after html2text
-        r"^\s*begin forwarded message:\s*$",
-    )
-]
-_SIGNATURE = [
-    re.compile(p, re.IGNORECASE)
-    for p in (
-        r"^-- ?$",
-        r"^\s*sent from my \w+",
-        r"^\s*sent from (outlook|mail for windows|yahoo mail|proton ?mail)",
-        r"^\s*get outlook for \w+",
-        r"^\s*von meinem \w+ gesendet",
-        r"^\s*envoyé de mon \w+",
-        r"^\s*enviado desde mi \w+",
-    )
-]
-# Outlook's quoted header: "From: …" followed within a few lines by "Sent:" or "Date:"
-# (bold in HTML, so "**From:**" after html2text when emphasis is kept).
-_OUTLOOK_FROM = re.compile(r"^\s*\**\s*(from|von|de)\s*:\s*\**\s*\S", re.IGNORECASE)
-_OUTLOOK_SENT = re.compile(
-    r"^\s*\**\s*(sent|date|gesendet|datum|envoyé|enviado)\s*:", re.IGNORECASE
-)
-
-
-def _is_quote_start(lines: list[str], i: int) -> bool:
-    line = lines[i]
-    if line.lstrip().startswith(">"):
-        return True
-    if any(p.match(line) for p in _SEPARATOR):
-        return True
-    for span in (1, 2, 3):
-        joined = " ".join(lines[i : i + span])
-        if any(p.match(joined) for p in _ATTRIBUTION):
-            return True
-    if _OUTLOOK_FROM.match(line):
-        return any(_OUTLOOK_SENT.match(nxt) for nxt in lines[i + 1 : i + 5])
-    # Any other attribution ("* Bob <bob@x> [2026-11-30]:") right above a `>` quote.
-    if line.rstrip().endswith(":") and "@" in line:
-        following = [nxt for nxt in lines[i + 1 : i + 3] if nxt.strip()]
-        return bool(following) and following[0].lstrip().startswith(">")
-    return False
-
-
-def _is_signature(line: str) -> bool:
-    return any(p.match(line) for p in _SIGNATURE)
-
-
-def _strip_blank(lines: list[str]) -> str:
-    return "\n".join(lines).strip("\n").strip()
-
 
 def top_of_reply(text: str) -> str:
-    """What the person wrote above the quoted mail and their signature.
-
-    A bottom-posted reply (quote first, answer below) has nothing above the quote; then the
-    first unquoted block after the quote is the answer.
-    """
-    lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
-    top: list[str] = []
-    quote_at: int | None = None
-    for i, line in enumerate(lines):
-        if _is_signature(line):
-            return _strip_blank(top)
-        if _is_quote_start(lines, i):
-            quote_at = i
-            break
-        top.append(line)
-    if _strip_blank(top) or quote_at is None:
-        return _strip_blank(top)
-    # Bottom-posting is a `>`-quote habit; below an Outlook header block is only more quote.
-    rest = lines[quote_at:]
-    while rest and not rest[0].lstrip().startswith(">"):
-        if rest[0].strip() and not _is_quote_start(rest, 0):
-            return ""
-        rest.pop(0)
-    below: list[str] = []
-    for line in rest:
-        if line.lstrip().startswith(">") and not below:
-            continue
-        if not below and not line.strip():
-            continue
-        if line.lstrip().startswith(">") or _is_signature(line) or _is_quote_start([line], 0):
-            break
-        below.append(line)
-    return _strip_blank(below)
+    """What the person wrote, without the quoted mail and their signature (see quotes)."""
+    return own_text(text)
 
 
 # --- the answer -> a command -------------------------------------------------------------
@@ -251,26 +135,11 @@ def parse_command(top: str) -> Command | None:
     if word in _APPROVE_WORDS:
         return Command("approve") if _APPROVE_TAIL.match(rest) else None
     if word in _REJECT_WORDS:
-        reason = "\n".join(_drop_sign_off([rest.lstrip(" \t:,-–—."), *lines[1:]])).strip()
+        reason = without_sign_off("\n".join([rest.lstrip(" \t:,-–—."), *lines[1:]]))
         return Command("reject", reason=reason)
     if word in _EDIT_WORDS:
         return _parse_edit("\n".join([rest.lstrip(" \t:,-–—"), *lines[1:]]))
     return None
-
-
-_SIGN_OFF = re.compile(
-    r"^\s*(thanks|thank you|thx|cheers|best|regards|kind regards|best regards|br|"
-    r"greetings|gruß|grüße|viele grüße|merci|cordialement|saludos)\b[\s,.!]*$",
-    re.IGNORECASE,
-)
-
-
-def _drop_sign_off(lines: list[str]) -> list[str]:
-    """Without a closing "Thanks,\nAlice": the agent should read the reason, not the manners."""
-    for i in range(len(lines) - 1, -1, -1):
-        if _SIGN_OFF.match(lines[i]) and len(lines) - i <= 3:
-            return lines[:i]
-    return lines
 
 
 def _first_word(line: str) -> str | None:
