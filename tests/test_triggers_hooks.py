@@ -1,17 +1,23 @@
 """Webhooks against a real `pizzabot serve` process: signed requests start runs, everything
-else is refused with a clear 4xx and no run."""
+else is refused with a clear 4xx and no run; and the store's memory of accepted signatures."""
 
 from __future__ import annotations
 
 import json
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy import select
 
 from bot.hooks import sign
+from store.migrate import upgrade
+from store.sql import SqlStore, connect
+from store.tables_triggers import HookSignatureRow
+from store.triggers import TriggerStore
 from tests.peers.stack import Reply, Stack, turns
 
 SECRET = "orders-hook-secret-0123"
@@ -153,3 +159,34 @@ async def test_bad_webhooks_are_refused_and_start_nothing(tmp_path: Path) -> Non
         assert r.status_code == 409 and "kill switch" in r.json()["detail"]
 
         assert await runs_of(st) == []
+
+
+async def test_a_signature_is_remembered_until_stale_then_pruned(db_url: str) -> None:
+    """The single-use memory on both backends, with the clock in the test's hand."""
+    engine = connect(db_url)
+    await upgrade(engine)
+    store = SqlStore(engine)
+    triggers = TriggerStore(store)
+    t0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+    until = t0 + timedelta(minutes=10)
+
+    async def remembered() -> list[str]:
+        async with store._tx() as s:
+            return list((await s.execute(select(HookSignatureRow.signature))).scalars())
+
+    try:
+        assert await triggers.accept_signature("a" * 64, hook="orders", expires_at=until, now=t0)
+        assert not await triggers.accept_signature(
+            "a" * 64, hook="orders", expires_at=until, now=t0 + timedelta(minutes=9)
+        )
+        # Forgotten (its request was refused after all), it may be accepted again.
+        await triggers.forget_signature("a" * 64)
+        assert await triggers.accept_signature("a" * 64, hook="orders", expires_at=until, now=t0)
+        # Past its expiry, the next accepted signature prunes it.
+        later = until + timedelta(seconds=1)
+        assert await triggers.accept_signature(
+            "b" * 64, hook="orders", expires_at=later + timedelta(minutes=10), now=later
+        )
+        assert await remembered() == ["b" * 64]
+    finally:
+        await store.aclose()
