@@ -82,7 +82,9 @@ def _header_kind(line: str) -> str | None:
 
 def _header_block_at(lines: list[str], i: int) -> bool:
     """Lines i… are a quoted header block: starting with the sender or the date, and at
-    least one more header name within the next few lines."""
+    least one more header name within the next few lines. Clients set the block apart
+    with a blank line or a rule; straight under a line of text (where an edit's
+    "Subject: …" lines could stand) it must name both the sender and the date."""
     first = _header_kind(lines[i])
     if first not in {"sender", "date"}:
         return False
@@ -98,7 +100,9 @@ def _header_block_at(lines: list[str], i: int) -> bool:
                 break
             continue
         kinds.add(kind)
-    return len(kinds) >= 2
+    if i == 0 or not lines[i - 1].strip() or _is_separator(lines[i - 1]):
+        return len(kinds) >= 2
+    return {"sender", "date"} <= kinds
 
 
 # --- attribution lines -------------------------------------------------------------------
@@ -138,14 +142,24 @@ def _is_attribution(text: str) -> bool:
     return sum(features) >= 2
 
 
-def _starts_attribution(line: str) -> bool:
-    """Line has something of an attribution's own (so a wrapped one begins here): a date,
-    or a name that goes on in the next line. An address alone is not enough: a reason
-    may name one just above the attribution."""
-    return bool(
-        _DATE_OR_TIME.search(line)
-        or _OPENS.search(line)
-        or re.search(r"\b[^\W\d_]{3,}\.?,?\s+\d{1,2}\b|\b\d{1,2}\.?\s+[^\W\d_]{3,}", line)
+_LOOSE_DATE = re.compile(r"\b[^\W\d_]{3,}\.?,?\s+\d{1,2}\b|\b\d{1,2}\.?\s+[^\W\d_]{3,}")
+
+
+def _belongs(first: str, second: str, rest: str) -> bool:
+    """Whether line `first` is the start of a wrapped attribution whose other lines
+    (`second` the next of them, `rest` all of them) would be an attribution without it.
+    It is when it ends in the middle of a name ("John Doe (" or "<"), or brings a date
+    ("On Wed, Dec 9, Mister Example") while the next line goes on from it (starts with the
+    address or in lower case, or has no date or address of its own). A reason's last line above a whole
+    attribution line is not (even if it names an address or a date)."""
+    if not _is_attribution(rest) or _OPENS.search(first):
+        return True
+    if not (_DATE_OR_TIME.search(first) or _LOOSE_DATE.search(first)):
+        return False
+    return (
+        second.startswith(("<", "("))
+        or second[:1].islower()  # "Am 26.5.2017\num 12:00 schrieb Adam"
+        or not (_DATE_OR_TIME.search(second) or _ADDRESS.search(second))
     )
 
 
@@ -157,10 +171,7 @@ def _attribution_at(lines: list[str], i: int) -> bool:
     j = i + 1
     while True:
         if _is_attribution(" ".join(chunk)):
-            # Line i belongs to it only if the rest is not an attribution of its own, or
-            # line i brings part of one (a date, a name before "<").
-            rest = " ".join(chunk[1:])
-            return len(chunk) == 1 or _starts_attribution(lines[i]) or not _is_attribution(rest)
+            return len(chunk) == 1 or _belongs(chunk[0], chunk[1], " ".join(chunk[1:]))
         if len(chunk) == 4:
             return False
         k = j
@@ -222,7 +233,7 @@ _SENT_FROM = (
     "küldve", "gönderildi", "أرسلت من", "发自", "从我的", "から送信", "에서 보냄",
 )  # fmt: skip
 _SIGNATURE = re.compile(
-    rf"^\s*(?:-- ?$|__\s*$|(?:{_label_pattern(_SENT_FROM)})(?!\w)"
+    rf"^\s*(?:-- ?$|(?:{_label_pattern(_SENT_FROM)})(?!\w)"
     r"|\S.{0,40}(?:から送信|에서 보냄|发送)\s*$)",
     re.IGNORECASE,
 )
@@ -231,10 +242,14 @@ _MAX_SIGNATURE = 100
 _HARAKAT = re.compile("[\u064b-\u065f\u0670]")
 
 
-def is_signature(line: str) -> bool:
-    """A signature delimiter ("-- ") or a mobile client's "sent from" line."""
-    text = _HARAKAT.sub("", _BIDI.sub("", line))
-    return len(text.strip()) <= _MAX_SIGNATURE and bool(_SIGNATURE.match(text))
+def is_signature(lines: list[str], i: int) -> bool:
+    """A signature starts at lines[i]: the delimiter "-- ", or a mobile client's "sent
+    from" line that stands apart from the text above it (a reason may say "Sent from the
+    wrong account" on its second line)."""
+    text = _HARAKAT.sub("", _BIDI.sub("", lines[i]))
+    if len(text.strip()) > _MAX_SIGNATURE or not _SIGNATURE.match(text):
+        return False
+    return text.startswith("--") or i == 0 or not lines[i - 1].strip()
 
 
 # --- the answer --------------------------------------------------------------------------
@@ -254,7 +269,7 @@ def own_text(text: str) -> str:
     top: list[str] = []
     quote_at: int | None = None
     for i, line in enumerate(lines):
-        if is_signature(line):
+        if is_signature(lines, i):
             return _strip_blank(top)
         if is_quote_start(lines, i):
             quote_at = i
@@ -279,12 +294,12 @@ def own_text(text: str) -> str:
         if not rest or not rest[0].lstrip().startswith(">"):
             return ""
     below: list[str] = []
-    for line in rest:
+    for n, line in enumerate(rest):
         if line.lstrip().startswith(">") and not below:
             continue
         if not below and not line.strip():
             continue
-        if line.lstrip().startswith(">") or is_signature(line) or is_quote_start([line], 0):
+        if line.lstrip().startswith(">") or is_signature(rest, n) or is_quote_start(rest, n):
             break
         below.append(line)
     return _strip_blank(below)

@@ -29,6 +29,7 @@ _CLOSINGS = (
     "gruß", "grüße", "grüßle", "gruss", "grüsse", "viele grüße", "liebe grüße",
     "beste grüße", "herzliche grüße", "freundliche grüße", "freundliche grüsse",
     "mit freundlichen grüßen", "mit freundlichen grüssen", "mfg", "lg", "vg", "danke",
+    "glück auf", "servus", "tschüss",
     # fr, es, pt, it
     "merci", "cordialement", "bien cordialement", "bien à vous", "salutations",
     "saludos", "salud", "un saludo", "atentamente", "gracias", "atenciosamente",
@@ -77,6 +78,19 @@ def _closing_line(line: str) -> bool:
     return not after or _name_like(after)
 
 
+def _closing_opening(line: str) -> bool:
+    """A short line that starts or ends with a closing phrase opens the sign-off paragraph:
+    "Bien à vous,", "merci d'avance", "Mit kräftigem "Glück Auf"" (not "Thanks to the new
+    policy we cannot send it")."""
+    text = line.strip()
+    if len(text) > _SHORT_CHARS:
+        return False
+    if _closing(text):
+        return True
+    words = [w.strip("\"'“”„«».,!") for w in text.split()]
+    return any(_closing_line(" ".join(words[-n:])) for n in range(1, min(4, len(words)) + 1))
+
+
 def _short(line: str) -> bool:
     text = line.strip()
     return (
@@ -120,12 +134,13 @@ def without_sign_off(text: str) -> str:
         if _closing_line(first[i]) and all(_short(x) for x in first[i + 1 :]):
             first = first[:i]
             break
-    keep = [first]
+    cut = len(rest)
     for n, paragraph in enumerate(rest):
-        tail = rest[n:]
-        if (_closing(paragraph[0]) and len(paragraph[0].strip()) <= _SHORT_CHARS) or (
-            all(_short(line) for p in tail for line in p) and _name_like(tail[-1][0])
-        ):
+        if _closing_opening(paragraph[0]):
+            cut = n
             break
-        keep.append(paragraph)
+    # Above the closing (or at the end): the name and signature block, "Eva\n\nMag. Eva M…".
+    while cut > 0 and _name_like(rest[cut - 1][0]) and all(_short(x) for x in rest[cut - 1]):
+        cut -= 1
+    keep = [first, *rest[:cut]]
     return "\n\n".join("\n".join(p) for p in keep).strip()
