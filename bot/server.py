@@ -16,6 +16,7 @@ from typing import Protocol
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
+from pydantic import SecretStr
 
 from agent.channel import Channel
 from agent.context import Context
@@ -23,6 +24,7 @@ from agent.engine import Engine
 from agent.inbox import Inbox
 from agent.llm import LiteLLMClient
 from agent.outbox import Dispatcher
+from agent.redaction import Redactor
 from agent.runs import Runs
 from agent.skills import HttpServer, Skill, SkillBook, StdioServer, load_skills
 from agent.tools import ToolHub
@@ -75,11 +77,17 @@ async def build(settings: Settings, *, token: str, with_worker: bool | None = No
     ctx = Context(store=store, skills=SkillBook(report.skills), base_url=settings.base_url)
     env = environment()
     tools = ToolHub(env=env, call_timeout=settings.tool_timeout, extra_servers=folder_servers)
+    # The API token and every secret setting: a provider's or a tool's error must not show them.
+    values = (getattr(settings, name) for name in type(settings).model_fields)
+    redactor = Redactor.of(
+        token, *(v.get_secret_value() for v in values if isinstance(v, SecretStr))
+    )
     model = LiteLLMClient(
         env=env,
         attempts=settings.model_attempts,
         timeout=settings.model_timeout,
         on_import=demo.register,
+        redactor=redactor,
     )
     engine = Engine(
         ctx,
@@ -87,6 +95,7 @@ async def build(settings: Settings, *, token: str, with_worker: bool | None = No
         tools=tools,
         lease_seconds=settings.lease_seconds,
         default_budget=settings.default_budget(),
+        redactor=redactor,
     )
     runs = Runs(ctx)
     inbox = Inbox(ctx)
