@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +21,12 @@ from agent.testing.scripts import last_tool_result
 from tests.peers.slack_api import (
     Call,
     SlackApi,
+    app_home_opened,
     block_actions,
     checkbox_value,
     event_callback,
+    field_blocks,
+    home_block_actions,
     message_ts,
     number_value,
     post_command,
@@ -78,6 +81,13 @@ async def stack(slack: SlackApi, tmp_path_factory: pytest.TempPathFactory) -> As
         root, script=send_then_summarise, skill=skill, extra_skills=[quiet], env=env
     ) as st:
         yield st
+
+
+@pytest.fixture(autouse=True)
+def slack_accepts_every_payload(slack: SlackApi) -> Iterator[None]:
+    """Every story ends with Slack accepting everything the server sent it so far."""
+    yield
+    slack.check()
 
 
 def events_url(st: Stack) -> str:
@@ -195,32 +205,39 @@ async def test_edit_in_a_modal_shows_errors_inline_then_runs_the_edited_call(
     )
     view = opened.args["view"]
     assert view["callback_id"] == "pizza_edit_view" and item["id"] in view["private_metadata"]
-    inputs = {b["block_id"]: b for b in view["blocks"] if b["type"] == "input"}
-    assert inputs["arg:to"]["element"]["initial_value"] == "ann@example.com"
-    assert inputs["arg:to"]["optional"] is False
-    assert inputs["arg:priority"]["element"]["type"] == "static_select"
-    assert inputs["arg:priority"]["element"]["initial_option"]["value"] == "normal"
-    assert inputs["arg:copies"]["element"]["type"] == "number_input"
-    assert inputs["arg:receipt"]["element"]["type"] == "checkboxes"
-    assert inputs["arg:cc"]["optional"] is True
+    ids = field_blocks(item)
+    inputs = {
+        name: b
+        for b in view["blocks"]
+        if b["type"] == "input"
+        for name in ids
+        if ids[name] == b["block_id"]
+    }
+    assert inputs["to"]["element"]["initial_value"] == "ann@example.com"
+    assert inputs["to"]["optional"] is False
+    assert inputs["priority"]["element"]["type"] == "static_select"
+    assert inputs["priority"]["element"]["initial_option"]["value"] == "normal"
+    assert inputs["copies"]["element"]["type"] == "number_input"
+    assert inputs["receipt"]["element"]["type"] == "checkboxes"
+    assert inputs["cc"]["optional"] is True
 
     values = {
-        "arg:to": text_value("bob@example.com"),
-        "arg:subject": text_value("Quote"),
-        "arg:body": text_value("Here is the new quote."),
-        "arg:priority": select_value("high"),
-        "arg:copies": number_value("50"),
-        "arg:cc": text_value(None),
-        "arg:receipt": checkbox_value(True),
+        ids["to"]: text_value("bob@example.com"),
+        ids["subject"]: text_value("Quote"),
+        ids["body"]: text_value("Here is the new quote."),
+        ids["priority"]: select_value("high"),
+        ids["copies"]: number_value("50"),
+        ids["cc"]: text_value(None),
+        ids["receipt"]: checkbox_value(True),
     }
     bad = view_submission(view=view, user=APPROVER, values=values)
     r = await post_interaction(events_url(st), bad, secret=SECRET)
     assert r.status_code == 200
     answer = r.json()
-    assert answer["response_action"] == "errors" and set(answer["errors"]) == {"arg:copies"}
+    assert answer["response_action"] == "errors" and set(answer["errors"]) == {ids["copies"]}
     assert (await get_item(st, item["id"]))["status"] == "pending"
 
-    values["arg:copies"] = number_value("3")
+    values[ids["copies"]] = number_value("3")
     good = view_submission(view=view, user=APPROVER, values=values)
     r = await post_interaction(events_url(st), good, secret=SECRET)
     assert r.status_code == 200 and not r.content  # an empty ack closes the modal
@@ -489,3 +506,105 @@ async def _user_messages(client: Any, run_id: str, text: str, count: int) -> boo
     events = r.json()["events"]
     found = [e for e in events if e["kind"] == "user_message" and e["data"]["text"] == text]
     return len(found) >= count
+
+
+async def test_the_home_tab_lists_a_persons_items_and_its_buttons_decide(
+    stack: Stack, slack: SlackApi
+) -> None:
+    st = stack
+    item, _ = await posted_item(st, slack, "from the Home tab")
+    r = await post_event(events_url(st), app_home_opened(APPROVER), secret=SECRET)
+    assert r.status_code == 200
+    [home] = await slack.wait_for(
+        "views.publish",
+        lambda c: c.args.get("user_id") == APPROVER and item["id"] in json.dumps(c.args["view"]),
+    )
+    view = home.args["view"]
+    assert view["type"] == "home"
+    shown = json.dumps(view)
+    assert "<http://pizza.example/|Open the web page>" in shown and "pizza_start" in shown
+    [row] = [b for b in view["blocks"] if b.get("block_id") == f"decide:{item['id']}"]
+    assert [e["action_id"] for e in row["elements"]] == [
+        "pizza_approve",
+        "pizza_edit",
+        "pizza_reject",
+    ]
+
+    # Someone who is no approver: the same refusal as on the card, told in a DM.
+    forged = home_block_actions(action_id="pizza_approve", value=item["id"], user="U666")
+    assert (await post_interaction(events_url(st), forged, secret=SECRET)).status_code == 200
+    await slack.wait_for(
+        "chat.postMessage",
+        lambda c: c.args.get("channel") == "U666" and "approvers" in str(c.args.get("text")),
+    )
+    assert (await get_item(st, item["id"]))["status"] == "pending"
+
+    click = home_block_actions(action_id="pizza_approve", value=item["id"], user=APPROVER)
+    assert (await post_interaction(events_url(st), click, secret=SECRET)).status_code == 200
+    decided = await wait_status(st, item["id"], "approved")
+    assert (decided["decided_by"], decided["decided_via"]) == (APPROVER, "slack")
+    # The tab is published again without the decided item.
+    await slack.wait_for(
+        "views.publish",
+        lambda c: (
+            c.args.get("user_id") == APPROVER
+            and c.at > home.at
+            and item["id"] not in json.dumps(c.args["view"])
+        ),
+    )
+    await st.wait_run(item["run_id"], {"done"})
+
+
+async def test_start_a_run_from_the_home_tab(stack: Stack, slack: SlackApi) -> None:
+    st = stack
+    # Only people who may start runs get the form.
+    refused = home_block_actions(action_id="pizza_start", value="start", user="U666")
+    assert (await post_interaction(events_url(st), refused, secret=SECRET)).status_code == 200
+    await slack.wait_for(
+        "chat.postMessage",
+        lambda c: c.args.get("channel") == "U666" and "start runs" in str(c.args.get("text")),
+    )
+    assert not slack.calls_to("views.open", trigger_id=refused["trigger_id"])
+
+    click = home_block_actions(action_id="pizza_start", value="start", user=APPROVER)
+    assert (await post_interaction(events_url(st), click, secret=SECRET)).status_code == 200
+    [opened] = await slack.wait_for(
+        "views.open", lambda c: c.args.get("trigger_id") == click["trigger_id"]
+    )
+    view = opened.args["view"]
+    assert view["callback_id"] == "pizza_start_view"
+    [picker] = [b for b in view["blocks"] if b["block_id"] == "skill"]
+    assert {o["value"] for o in picker["element"]["options"]} == {"test", "quiet"}
+
+    empty = view_submission(
+        view=view, user=APPROVER, values={"skill": select_value("test"), "input": text_value("")}
+    )
+    r = await post_interaction(events_url(st), empty, secret=SECRET)
+    assert r.json()["response_action"] == "errors" and set(r.json()["errors"]) == {"input"}
+    forged = view_submission(
+        view=view,
+        user="U666",
+        values={"skill": select_value("test"), "input": text_value("sneak in")},
+    )
+    r = await post_interaction(events_url(st), forged, secret=SECRET)
+    assert r.json()["response_action"] == "errors"
+
+    good = view_submission(
+        view=view,
+        user=APPROVER,
+        values={"skill": select_value("test"), "input": text_value("mail Ann from Home")},
+    )
+    r = await post_interaction(events_url(st), good, secret=SECRET)
+    assert r.status_code == 200 and not r.content  # the modal closes
+    [reply] = await slack.wait_for(
+        "chat.postMessage",
+        lambda c: c.args.get("channel") == APPROVER and "Started run" in str(c.args.get("text")),
+    )
+    assert "of *test*" in reply.args["text"]
+    async with st.client() as c:
+        runs = (await c.get("/api/runs")).json()["items"]
+    assert not [r for r in runs if r["input"] == "sneak in"]
+    run = next(r for r in runs if r["input"] == "mail Ann from Home")
+    assert run["trigger"] == "slack"
+    item = await st.wait_item(run["id"])
+    await st.decide(item["id"], "reject", reason="cleanup")

@@ -14,6 +14,7 @@ from tests.peers.slack_api import (
     SlackApi,
     block_actions,
     event_callback,
+    field_blocks,
     filled_values,
     message_ts,
     view_submission,
@@ -75,13 +76,14 @@ async def test_socket_mode_acks_envelopes_and_decides(tmp_path: Path) -> None:
                 "views.open", lambda c: c.args.get("trigger_id") == click["trigger_id"]
             )
             view = opened_view.args["view"]
-            values = filled_values(view, **{"arg:copies": "0"})
+            copies = field_blocks(item)["copies"]
+            values = filled_values(view, **{copies: "0"})
             bad = view_submission(view=view, user="U1", values=values)
             sent = envelope("interactive", bad)
             ack = await slack.push(sent)
             assert ack["envelope_id"] == sent["envelope_id"]
             assert ack["payload"]["response_action"] == "errors"
-            assert set(ack["payload"]["errors"]) == {"arg:copies"}
+            assert set(ack["payload"]["errors"]) == {copies}
 
             approve = block_actions(
                 action_id="pizza_approve", value=item["id"], user="U1", channel="D1", message_ts=ts

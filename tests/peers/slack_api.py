@@ -43,6 +43,9 @@ from slack_sdk.models.blocks import Block
 from slack_sdk.models.views import View
 from slack_sdk.signature import SignatureVerifier
 
+from agent.argforms import form_fields
+from channels.slack.blocks import field_block
+
 BOT_USER = "UBOT"
 BOT_ID = "BBOT"
 TEAM = "T0PIZZA"
@@ -580,6 +583,62 @@ def block_actions(
     }
 
 
+def home_block_actions(
+    *, action_id: str, value: str, user: str, block_id: str | None = None
+) -> dict[str, Any]:
+    """A button click in the app's Home tab: the container is a view, and there is no
+    conversation (no `channel`, no `message`, no `response_url`)."""
+    view_id = "V" + uuid.uuid4().hex[:8]
+    return {
+        "type": "block_actions",
+        "user": _user(user),
+        "api_app_id": APP_ID,
+        "token": "legacy-verification-token",
+        "container": {"type": "view", "view_id": view_id},
+        "trigger_id": f"{int(time.time())}.4.{uuid.uuid4().hex}",
+        "team": {"id": TEAM, "domain": "pizza"},
+        "enterprise": None,
+        "is_enterprise_install": False,
+        "view": {
+            "id": view_id,
+            "team_id": TEAM,
+            "type": "home",
+            "blocks": [],
+            "private_metadata": "",
+            "callback_id": "pizza_home",
+            "state": {"values": {}},
+            "hash": uuid.uuid4().hex,
+            "app_id": APP_ID,
+            "bot_id": BOT_ID,
+        },
+        "actions": [
+            {
+                "action_id": action_id,
+                "block_id": block_id or f"decide:{value}",
+                "text": {"type": "plain_text", "text": action_id, "emoji": True},
+                "value": value,
+                "type": "button",
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
+
+
+def app_home_opened(user: str, *, published: bool = False) -> dict[str, Any]:
+    """The event Slack sends when `user` opens the app's Home tab (`view` once one was
+    published for them)."""
+    event: dict[str, Any] = {
+        "type": "app_home_opened",
+        "user": user,
+        "channel": "D" + user.lstrip("UW"),
+        "tab": "home",
+        "event_ts": f"{time.time():.6f}",
+    }
+    if published:
+        event["view"] = {"id": "V" + uuid.uuid4().hex[:8], "type": "home"}
+    return event_callback(event)
+
+
 def view_submission(*, view: dict[str, Any], user: str, values: dict[str, Any]) -> dict[str, Any]:
     """A modal submitted with `values` as its `state.values` (block_id -> action_id -> state);
     `view` is the view the app opened (from the recorded `views.open`)."""
@@ -689,6 +748,12 @@ def event_callback(event: dict[str, Any], *, event_id: str | None = None) -> dic
 
 def message_ts() -> str:
     return f"{time.time():.6f}"
+
+
+def field_blocks(item: dict[str, Any]) -> dict[str, str]:
+    """The edit modal's block_id of each argument of `item` (as the API shows it), by name."""
+    fields = form_fields(item.get("schema") or {}, item.get("args") or {})
+    return {f.name: field_block(i) for i, f in enumerate(fields)}
 
 
 def filled_values(view: dict[str, Any], **changed: Any) -> dict[str, Any]:

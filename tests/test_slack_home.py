@@ -1,0 +1,204 @@
+"""The Home tab as each person's inbox: the real Bolt app over HTTP (signed `app_home_opened`
+events through Bolt's FastAPI handler), a real SQLite store full of items, and Slack's Web API
+played by the local recorder, whose every payload is checked against Slack's limits."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI, Request, Response
+from slack_bolt.adapter.fastapi.async_handler import AsyncSlackRequestHandler
+from slack_sdk.web.async_client import AsyncWebClient
+
+from agent.context import Context
+from agent.inbox import Inbox
+from agent.model import Approve, Box, Item, ItemKind, ItemStatus
+from agent.runs import Runs
+from agent.skills import Skill, SkillBook
+from channels.slack import HomeTabs, SlackInbound, build_app
+from store.migrate import upgrade
+from store.sql import SqlStore, connect
+from tests.peers.slack_api import Call, SlackApi, app_home_opened, signed_headers
+
+SECRET = "home-tab-signing-secret"
+APPROVER = "U1"
+AT = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
+BASE = "http://pizza.example"
+
+
+def skill(name: str, approvers: list[str]) -> Skill:
+    return Skill.model_validate(
+        {
+            "name": name,
+            "description": f"the {name} skill",
+            "instructions": "Help.",
+            "model": "openai/none",
+            "approvers": {"slack": approvers},
+        }
+    )
+
+
+@dataclass
+class Home:
+    slack: SlackApi
+    store: SqlStore
+    inbox: Inbox
+    tabs: HomeTabs
+    http: httpx.AsyncClient
+
+    async def open(self, user: str) -> httpx.Response:
+        body = json.dumps(app_home_opened(user))
+        headers = signed_headers(SECRET, body, content_type="application/json")
+        return await self.http.post("/slack/events", content=body.encode(), headers=headers)
+
+    async def add_items(self, skill: str, n: int, *, box: Box = Box.ACTION) -> list[Item]:
+        made = []
+        for i in range(n):
+            run = await self.store.create_run(
+                run_id=f"{skill}-{box.value}-run{i}",
+                skill=skill,
+                input="go",
+                trigger="test",
+                now=AT,
+            )
+            action = box is Box.ACTION
+            item = Item(
+                id=f"{skill}-{box.value}-{i:03d}",
+                run_id=run.id,
+                skill=skill,
+                box=box,
+                kind=ItemKind.TOOL if action else ItemKind.RUN,
+                status=ItemStatus.PENDING if action else ItemStatus.UNREAD,
+                title=f"{skill} wants to run crm.send_email ({i})"
+                if action
+                else f"{skill} finished",
+                body=f"Mail number {i}.",
+                created_at=AT + timedelta(minutes=i),
+                call_id=f"c{i}" if action else None,
+                tool="crm.send_email" if action else None,
+                args={"to": f"ann{i}@example.com"} if action else None,
+                schema={"type": "object", "properties": {"to": {"type": "string"}}}
+                if action
+                else None,
+            )
+            made.append(
+                await self.store.create_item(item, targets=[], worker=None, now=item.created_at)
+            )
+        return made
+
+    def published(self, user: str) -> list[Call]:
+        return self.slack.calls_to("views.publish", user_id=user)
+
+    async def opened(self, user: str, count: int = 1) -> Call:
+        """Open the tab and wait for the view Bolt publishes after its ack."""
+        r = await self.open(user)
+        assert r.status_code == 200
+        calls = await self.slack.wait_for(
+            "views.publish", lambda c: c.args.get("user_id") == user, count=count
+        )
+        return calls[-1]
+
+
+@pytest.fixture
+async def home(tmp_path: Path) -> AsyncIterator[Home]:
+    async with SlackApi() as slack:
+        engine = connect(f"sqlite+aiosqlite:///{tmp_path / 'home.db'}")
+        await upgrade(engine)
+        store = SqlStore(engine)
+        skills = SkillBook({"sales": skill("sales", [APPROVER]), "ops": skill("ops", ["U2"])})
+        ctx = Context(store=store, skills=skills, clock=lambda: AT + timedelta(days=1))
+        client = AsyncWebClient(token="xoxb-test", base_url=slack.url)
+        inbound = SlackInbound(
+            inbox=Inbox(ctx), runs=Runs(ctx), store=store, skills=skills, base_url=BASE
+        )
+        tabs = HomeTabs(client=client, inbound=inbound, debounce=0)
+        bolt = build_app(client=client, signing_secret=SECRET, inbound=inbound, home=tabs)
+        handler = AsyncSlackRequestHandler(bolt)
+        app = FastAPI()
+
+        @app.post("/slack/events")
+        async def events(request: Request) -> Response:
+            response: Response = await handler.handle(request)
+            return response
+
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://pizza.test") as http:
+            yield Home(slack, store, Inbox(ctx), tabs, http)
+        slack.check()
+        await store.aclose()
+
+
+def shown(call: Call) -> str:
+    return json.dumps(call.args["view"], ensure_ascii=False)
+
+
+async def test_a_hundred_pending_items_fit_the_home_tab_and_the_rest_are_counted(
+    home: Home,
+) -> None:
+    await home.add_items("sales", 100)
+    await home.add_items("sales", 15, box=Box.UNREAD)
+    await home.add_items("ops", 5)  # U1 may not decide these: not in their Home
+
+    call = await home.opened(APPROVER)
+    view = call.args["view"]
+    assert view["type"] == "home" and len(view["blocks"]) <= 100
+    text = shown(call)
+    assert "Action (100)" in text and "Unread (15)" in text
+    assert "…and 80 more on the <http://pizza.example/|web page>" in text
+    assert "…and 5 more on the <http://pizza.example/|web page>" in text
+    assert "ops wants to run" not in text
+    # The newest first, each with the card's own buttons.
+    rows = [b for b in view["blocks"] if b["type"] == "actions" and b["block_id"] != "home:start"]
+    assert len(rows) == 20
+    assert rows[0]["block_id"] == "decide:sales-action-099"
+    assert [e["action_id"] for e in rows[0]["elements"]] == [
+        "pizza_approve",
+        "pizza_edit",
+        "pizza_reject",
+    ]
+    assert "pizza_start" in text  # an approver of some skill may start runs
+    home.slack.check()
+
+
+async def test_someone_with_no_role_sees_an_empty_home_without_a_start_button(
+    home: Home,
+) -> None:
+    await home.add_items("sales", 2)
+    text = shown(await home.opened("U9"))
+    assert "Nothing waits for your decision." in text and "Nothing unread." in text
+    assert "pizza_start" not in text and "sales wants to run" not in text
+
+
+async def test_the_home_tab_is_republished_only_when_the_persons_items_change(
+    home: Home,
+) -> None:
+    items = await home.add_items("sales", 3)
+    await home.tabs.opened(APPROVER, published_before=False)
+    assert len(home.published(APPROVER)) == 1
+    # A pass publishes the tabs of everyone who may start runs (U2 too), but U1's has nothing
+    # new: it is not sent again, and Slack still shows the last one.
+    assert await home.tabs.refresh() == 1
+    assert len(home.published(APPROVER)) == 1 and len(home.published("U2")) == 1
+    assert await home.tabs.refresh() == 0
+
+    await home.inbox.decide(items[0].id, Approve(), actor=APPROVER, channel="slack")
+    assert await home.tabs.refresh() == 1  # U1's tab changed; nobody else's did
+    latest = home.published(APPROVER)[-1]
+    assert items[0].id not in shown(latest) and items[1].id in shown(latest)
+    assert "Action (2)" in shown(latest)
+    assert await home.tabs.refresh() == 0
+
+
+async def test_a_rate_limited_publish_is_sent_again_on_the_next_pass(home: Home) -> None:
+    await home.add_items("sales", 1)
+    home.slack.fail_next(1, status=429, retry_after=1, methods={"views.publish"})
+    await home.tabs.opened(APPROVER, published_before=False)
+    assert home.published(APPROVER) == []
+    assert await home.tabs.refresh() == 2  # U1's, again, and U2's
+    assert len(home.published(APPROVER)) == 1
