@@ -74,7 +74,7 @@ async def test_a_run_input_cannot_add_a_reply_to_to_the_item_mail(
     async with EmailBot(mail, tmp_path) as bot:
         item = await bot.action(run_input=f"{INJECT_REPLY_TO}\nthe rest of the task")
         got = await bot.mail_for(item.id)
-        [reply_to] = got.get_all("Reply-To")
+        [reply_to] = got.get_all("Reply-To", [])
         assert reply_to.addresses[0].addr_spec.startswith(f"{bot.user}+")
         assert "evil" not in "".join(f"{k}{v}" for k, v in got.items() if k != "Subject")
         assert "\n" not in str(got["Subject"]) and "\r" not in str(got["Subject"])
