@@ -1,0 +1,164 @@
+"""Connections cannot be held open for free: a request whose headers or body stall is cut off
+(with small configured timeouts here), connections beyond `max_connections` get 503, and
+`X-Forwarded-For` counts only from a configured proxy. The timeouts run against a real
+`pizzabot serve`; the connection cap and the proxy rule against the uvicorn configuration
+`serve` builds (`bot.listen.config`), serving a probe app over a real socket."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import uvicorn
+
+from bot import listen
+from tests.peers.server import TOKEN, ServerProcess
+
+#: Bounds a read that must end, so a test of the old behaviour fails instead of hanging.
+GUARD = 30.0
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ServerProcess]:
+    root: Path = tmp_path_factory.mktemp("http-timeouts")
+    proc = ServerProcess(
+        data_dir=root / "data",
+        skills_dir=root,
+        args=["--no-worker"],
+        env={"PIZZABOT_HEADER_TIMEOUT": "0.5", "PIZZABOT_BODY_TIMEOUT": "0.5"},
+    )
+    await proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+async def until_closed(reader: asyncio.StreamReader) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    async with asyncio.timeout(GUARD):
+        return await reader.read(-1)
+
+
+async def test_a_connection_that_never_finishes_its_headers_is_closed(
+    server: ServerProcess,
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # no blank line: never ends
+        await writer.drain()
+        assert await until_closed(reader) == b""
+    finally:
+        writer.close()
+
+
+async def test_a_kept_alive_connection_that_starts_a_request_and_stalls_is_closed(
+    server: ServerProcess,
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        assert (await reader.readline()).startswith(b"HTTP/1.1 200")
+        writer.write(b"GET /healthz HTTP/1.1\r\n")  # the next request, half sent
+        await writer.drain()
+        rest = await until_closed(reader)
+        assert b"HTTP/1.1" not in rest.split(b"\r\n\r\n", 1)[1]  # no second answer
+    finally:
+        writer.close()
+
+
+async def test_a_body_that_stalls_gets_408_and_the_connection_closes(
+    server: ServerProcess,
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        writer.write(
+            b"POST /api/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Authorization: Bearer {TOKEN}\r\nContent-Length: 100\r\n\r\n".encode()
+            + b'{"skill": '
+        )
+        await writer.drain()
+        raw = await until_closed(reader)
+    finally:
+        writer.close()
+    assert raw.startswith(b"HTTP/1.1 408")
+    assert json.loads(raw.split(b"\r\n\r\n", 1)[1])["detail"].startswith("the body did not arrive")
+
+
+# -- the uvicorn configuration of `serve`, over a real socket ------------------------------
+
+
+async def probe(scope: Any, receive: Any, send: Any) -> None:
+    """Answers with the client address uvicorn hands the app."""
+    if scope["type"] != "http":
+        return
+    body = json.dumps({"client": scope["client"][0], "scheme": scope["scheme"]}).encode()
+    headers = [(b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+@contextlib.asynccontextmanager
+async def serving(**overrides: Any) -> AsyncIterator[int]:
+    options: dict[str, Any] = {
+        "header_timeout": 10.0,
+        "keepalive_timeout": 5,
+        "max_connections": 1000,
+        "trusted_proxies": "",
+        **overrides,
+    }
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = int(sock.getsockname()[1])
+    cfg = listen.config(probe, host="127.0.0.1", port=port, log_level="warning", **options)
+    server = uvicorn.Server(cfg)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        async with asyncio.timeout(GUARD):
+            while not server.started:
+                await asyncio.sleep(0.01)
+        yield port
+    finally:
+        server.should_exit = True
+        await task
+
+
+async def ask(port: int, *headers: str) -> tuple[int, dict[str, Any]]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    head = "".join(f"{h}\r\n" for h in headers)
+    writer.write(f"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{head}\r\n".encode())
+    await writer.drain()
+    raw = await until_closed(reader)
+    writer.close()
+    status = int(raw.split(b" ", 2)[1])
+    body = raw.split(b"\r\n\r\n", 1)[1]
+    return status, json.loads(body) if status == 200 else {}
+
+
+async def test_forwarded_headers_count_only_from_a_configured_proxy() -> None:
+    spoof = ("X-Forwarded-For: 203.0.113.9", "X-Forwarded-Proto: https")
+    async with serving() as port:
+        assert await ask(port, *spoof) == (200, {"client": "127.0.0.1", "scheme": "http"})
+    async with serving(trusted_proxies="127.0.0.1") as port:
+        assert await ask(port, *spoof) == (200, {"client": "203.0.113.9", "scheme": "https"})
+
+
+async def test_connections_beyond_the_cap_get_503() -> None:
+    async with serving(max_connections=3) as port:
+        held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
+        try:
+            status, _ = await ask(port)
+        finally:
+            for _, writer in held:
+                writer.close()
+        assert status == 503
