@@ -18,6 +18,7 @@ from channels.email.compose import (
     notice_mail,
     subject_for,
 )
+from channels.email.headers import clean
 from channels.email.keys import MailKey
 from channels.email.links import BadLink, sign_link, verify_link
 from channels.email.trust import (
@@ -25,8 +26,11 @@ from channels.email.trust import (
     auth_failure,
     check_reply,
     is_automatic,
+    normalize_address,
     parse_auth_results,
     plus_tokens,
+    same_address,
+    sender_of,
     thread_refs,
 )
 
@@ -105,6 +109,38 @@ def test_address_of_ignores_display_name_and_case() -> None:
     assert address_of('"Bob, the boss" <Bob@Example.TEST>') == "bob@example.test"
     assert address_of("alice@example.test, bob@example.test") is None
     assert address_of("undisclosed-recipients:;") is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "sender"),
+    [
+        (b"From: Alice <Alice@Example.test>", "alice@example.test"),
+        (b"From: alice@example.test <mallory@evil.test>", None),
+        (b"From: alice@example.test\r\nFrom: mallory@evil.test", None),
+        (b"From: alice@example.test, mallory@evil.test", None),
+        (b"From: friends: alice@example.test;", None),
+        ("From: \u212aate@example.test".encode(), None),
+        (b"From: =?utf-8?q?=E2=84=AAate?=@example.test", None),
+        (b"Subject: no sender", None),
+    ],
+)
+def test_only_one_plain_unambiguous_from_is_a_sender(raw: bytes, sender: str | None) -> None:
+    msg = email.message_from_bytes(raw + b"\r\n\r\nx", policy=email.policy.default)
+    assert isinstance(msg, EmailMessage)
+    assert sender_of(msg)[0] == sender
+
+
+def test_addresses_compare_ascii_only() -> None:
+    assert normalize_address(" Kate@Example.TEST ") == "kate@example.test"
+    assert normalize_address("\u212aate@example.test") is None  # lower() would make it kate@
+    assert not same_address("\u212aate@example.test", "kate@example.test")
+
+
+def test_header_text_is_one_clean_line() -> None:
+    assert clean("=?utf-8?q?Hi=0D=0AReply-To:_a@evil?=") == "Hi Reply-To: a@evil"
+    assert clean("=?utf-8?q?=3D=3Futf-8=3Fq=3FHi=3D0D=3D0AX=3F=3D?=") == "Hi X"
+    assert clean("a\u2028b\x85c\x00d =?x") == "a b c d = ?x"
+    assert len(clean("word " * 100)) <= 200
 
 
 def test_reply_tokens_are_per_item_and_recipient_and_survive_lower_casing() -> None:
@@ -208,6 +244,29 @@ def test_missing_token_stranger_and_forgery_each_count_against() -> None:
         ),
         (["mx.example.test; dkim=pass header.i=@mail.example.test"], None),
         (["mx.example.test; none"], None),
+        # DMARC speaks only for the domain it names; none/temperror never outweigh a failure.
+        (
+            [
+                "mx.example.test; dmarc=none header.from=example.test; dkim=fail header.d=example.test"
+            ],
+            "DKIM",
+        ),
+        (["mx.example.test; dmarc=temperror; spf=fail smtp.mailfrom=a@example.test"], "SPF"),
+        (
+            [
+                "mx.example.test; dmarc=pass header.from=evil.test; spf=fail smtp.mailfrom=a@example.test"
+            ],
+            "SPF",
+        ),
+        (["mx.example.test; dmarc=pass header.from=evil.test"], None),
+        (["mx.example.test; dmarc=fail header.from=evil.test"], None),
+        (["mx.example.test; dmarc=fail"], "DMARC"),
+        (
+            [
+                "mx.example.test; dmarc=pass header.from=example.test; dkim=fail header.d=example.test"
+            ],
+            None,
+        ),
     ],
 )
 def test_auth_results(headers: list[str], failure: str | None) -> None:
