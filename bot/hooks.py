@@ -63,7 +63,8 @@ CLOCK_MARGIN = 300.0
 
 def signed_bytes(timestamp: str, body: bytes, key: str = "") -> bytes:
     """What the signature covers: ``timestamp LF idempotency-key LF body``."""
-    return timestamp.encode() + b"\n" + key.encode() + b"\n" + body
+    # Latin-1 gives back the header's bytes as sent (Starlette decodes headers with it).
+    return timestamp.encode() + b"\n" + key.encode("latin-1") + b"\n" + body
 
 
 def sign(secret: str, timestamp: str, body: bytes, *, key: str = "") -> str:
