@@ -5,21 +5,40 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import typer
 from rich.console import Console
-from rich.table import Column, Table
+from rich.table import Column
+from rich.text import Text
 
-app = typer.Typer(
+from bot.cli_client import Api, ApiError, CliError, connect
+from bot.cli_render import (
+    arg_lines,
+    compact,
+    console,
+    dump_json,
+    empty,
+    id_column,
+    item_card,
+    table,
+    text_column,
+    time_column,
+    timeline,
+    when,
+)
+from bot.cli_typer import App, stderr
+
+app = App(
     help="Pizza Bot: an inbox for your AI agents' background work.",
     no_args_is_help=True,
     add_completion=False,
 )
-console = Console()
+#: The server's own banner (`serve`) uses markup; everything that shows data uses `console`.
 err = Console(stderr=True)
 
 UrlOpt = Annotated[str | None, typer.Option("--url", help="Server URL (env PIZZABOT_URL)")]
@@ -134,163 +153,251 @@ def worker() -> None:
 
 # -- client ------------------------------------------------------------------------------
 
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print the server's JSON answer as it is, for scripts")
+]
 
-def _id_column(header: str = "id") -> Column:
-    """Ids are what people type back (`pizzabot approve ID`): never cut them short."""
-    return Column(header, no_wrap=True, min_width=16)
+
+class BoxName(StrEnum):
+    action = "action"
+    unread = "unread"
 
 
-def _client(url: str | None, token: str | None) -> Any:
-    import httpx
-
-    url = url or os.environ.get("PIZZABOT_URL") or "http://127.0.0.1:8787"
-    token = token or os.environ.get("PIZZABOT_API_TOKEN")
-    if not token:
-        data = Path(
-            os.environ.get("PIZZABOT_DATA_DIR") or Path.home() / ".local" / "share" / "pizzabot"
-        )
-        path = data / "api-token"
-        if path.exists():
-            token = path.read_text().strip()
-    if not token:
-        err.print("[red]No API token:[/] pass --token or set PIZZABOT_API_TOKEN")
-        raise typer.Exit(2)
-    return httpx.Client(
-        base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=30
-    )
+def _api(url: str | None, token: str | None) -> Api:
+    return connect(url, token)
 
 
 def _call(url: str | None, token: str | None, method: str, path: str, **kw: Any) -> Any:
-    import httpx
+    return connect(url, token).call(method, path, **kw)
 
-    with _client(url, token) as c:
-        try:
-            r = c.request(method, path, **kw)
-        except httpx.HTTPError as exc:
-            err.print(f"[red]Cannot reach the server:[/] {exc}")
-            raise typer.Exit(1) from None
-    if r.status_code >= 400:
-        try:
-            detail = r.json().get("detail")
-        except ValueError:
-            detail = r.text
-        if isinstance(detail, dict):
-            errors = detail.get("errors") or {}
-            detail = (
-                detail.get("message", "")
-                if not errors
-                else "invalid arguments"
-                + "".join(f"\n  {k or '(arguments)'}: {v}" for k, v in errors.items())
+
+def _say(*parts: str | tuple[str, str]) -> None:
+    """One line on stdout; data goes in as plain text, a (text, style) pair is styled."""
+    line = Text()
+    for p in parts:
+        if isinstance(p, tuple):
+            line.append(p[0], style=p[1])
+        else:
+            line.append(p)
+    console.print(line, soft_wrap=True)
+
+
+def _refused_skill(api: Api, skill: str) -> str | None:
+    """Why the server refused the skill file of that name, if it did (GET /api/skills lists
+    the files it could not load; a refused file is matched by its name)."""
+    try:
+        errors = api.call("GET", "/api/skills").get("errors") or []
+    except CliError:
+        return None
+    for e in errors:
+        if Path(str(e.get("path", ""))).stem == skill:
+            line = f" (line {e['line']})" if e.get("line") else ""
+            return (
+                f"skill {skill!r} was refused when the server loaded {e['path']}{line}: "
+                f"{e.get('message')}. Fix the file, then restart the server."
             )
-        err.print(f"[red]{r.status_code}:[/] {detail}")
-        raise typer.Exit(1)
-    return r.json()
+    if errors:
+        return f"the server also refused {len(errors)} skill file(s): `pizzabot skills` says why"
+    return None
 
 
 @app.command()
 def run(
     skill: str,
-    text: Annotated[str, typer.Argument(help="What to do")] = "",
+    text: Annotated[
+        str | None,
+        typer.Argument(help="What to do. Left out: read from stdin when it is not a terminal"),
+    ] = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Start a run of SKILL with TEXT as its input."""
-    r = _call(url, token, "POST", "/api/runs", json={"skill": skill, "input": text})
-    console.print(
-        f"run [bold]{r['id']}[/] queued ({r['skill']}). Follow it: pizzabot show {r['id']}"
+    """Start a run of SKILL with TEXT as its input (or stdin: `pizzabot run SKILL < task.txt`)."""
+    if text is None and not sys.stdin.isatty():
+        text = sys.stdin.read()
+    if not (text or "").strip():
+        raise CliError(
+            f"Nothing to do: give the run its input, e.g. pizzabot run {skill} "
+            '"send the team the menu", or pipe it on stdin.',
+            code=2,
+        )
+    api = _api(url, token)
+    try:
+        r = api.call("POST", "/api/runs", json={"skill": skill, "input": text})
+    except ApiError as exc:
+        why = _refused_skill(api, skill) if exc.status == 404 else None
+        if why and why.startswith("skill "):
+            raise CliError(why) from None
+        if why:
+            raise CliError(f"{exc}; {why}") from None
+        raise
+    _say(
+        "run ",
+        (str(r["id"]), "bold"),
+        f" queued ({r['skill']}). Follow it: pizzabot show {r['id']}",
     )
 
 
 @app.command()
-def runs(url: UrlOpt = None, token: TokenOpt = None, limit: int = 30) -> None:
+def runs(
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+    limit: Annotated[int, typer.Option(help="How many, newest first", min=1, max=1000)] = 30,
+    as_json: JsonOpt = False,
+) -> None:
     """List recent runs."""
     data = _call(url, token, "GET", "/api/runs", params={"limit": limit})
-    t = Table(_id_column(), "skill", "status", "trigger", "tokens", "steps", "created")
-    for r in data["items"]:
-        t.add_row(
-            r["id"],
-            r["skill"],
-            r["status"],
-            r["trigger"],
-            str(r["usage"]["tokens"]),
-            str(r["usage"]["steps"]),
-            r["created_at"][:19],
+    if as_json:
+        dump_json(data)
+        return
+    if not data["items"]:
+        empty("runs")
+        return
+    console.print(
+        table(
+            [id_column(), "skill", "status", "trigger", "tokens", "steps", time_column("created")],
+            (
+                [
+                    r["id"],
+                    r["skill"],
+                    r["status"],
+                    r["trigger"],
+                    str(r["usage"]["tokens"]),
+                    str(r["usage"]["steps"]),
+                    when(r["created_at"]),
+                ]
+                for r in data["items"]
+            ),
         )
-    console.print(t)
+    )
 
 
 @app.command()
-def show(run_id: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
-    """Show a run and its timeline."""
-    r = _call(url, token, "GET", f"/api/runs/{run_id}")
-    console.print(
-        f"[bold]{r['id']}[/] {r['skill']} — {r['status']}  tokens {r['usage']['tokens']}, "
-        f"steps {r['usage']['steps']}"
-    )
-    for e in r["events"]:
-        console.print(f"  {e['at'][11:19]} [cyan]{e['kind']}[/] {json.dumps(e['data'])[:160]}")
-    if r.get("result"):
-        console.print(f"\n{r['result']}")
-    if r.get("error"):
-        console.print(f"\n[red]{r['error']}[/]")
+def show(run_id: str, url: UrlOpt = None, token: TokenOpt = None, as_json: JsonOpt = False) -> None:
+    """Show a run and its timeline: model calls, who decided what via which channel, results."""
+    r = _call(url, token, "GET", f"/api/runs/{quote(run_id, safe='')}")
+    if as_json:
+        dump_json(r)
+        return
+    timeline(r)
+
+
+@app.command()
+def item(
+    item_id: str, url: UrlOpt = None, token: TokenOpt = None, as_json: JsonOpt = False
+) -> None:
+    """Show an inbox item's whole card: the run, the tool, its risk, the arguments, the decision."""
+    api = _api(url, token)
+    it = api.call("GET", f"/api/items/{quote(item_id, safe='')}")
+    if as_json:
+        dump_json(it)
+        return
+    try:
+        run_ = api.call("GET", f"/api/runs/{quote(str(it['run_id']), safe='')}")
+    except ApiError:
+        run_ = None  # the card still says everything about the item itself
+    item_card(it, run_)
 
 
 @app.command()
 def inbox(
-    box: Annotated[str | None, typer.Option(help="action or unread")] = None,
+    box: Annotated[BoxName | None, typer.Option(help="Only this box")] = None,
+    all_: Annotated[
+        bool, typer.Option("--all", help="Also decided and read items, not only open ones")
+    ] = False,
     url: UrlOpt = None,
     token: TokenOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """List the inbox: Action items waiting for you, Unread results."""
-    data = _call(url, token, "GET", "/api/inbox", params={"box": box} if box else {})
-    t = Table(_id_column(), "box", _id_column("run"), "title", "args")
+    params: dict[str, Any] = {"all": "true"} if all_ else {}
+    if box is not None:
+        params["box"] = box.value
+    data = _call(url, token, "GET", "/api/inbox", params=params)
+    if as_json:
+        dump_json(data)
+        return
+    if not data["items"]:
+        empty("items" if all_ else "open items: --all shows decided and read ones too")
+        return
+    cols: list[Column | str] = [id_column(), "box"]
+    if all_:
+        cols.append("status")
+    cols += [id_column("run"), text_column("title", ratio=1), text_column("args", ratio=1)]
+    rows = []
     for i in data["items"]:
-        t.add_row(
-            i["id"],
-            i["box"],
-            i["run_id"],
-            i["title"],
-            json.dumps(i["args"])[:80] if i["args"] else "",
-        )
-    console.print(t)
+        row = [i["id"], i["box"], *([i["status"]] if all_ else []), i["run_id"], i["title"]]
+        rows.append([*row, arg_lines(i["args"])])
+    console.print(table(cols, rows))
+
+
+def _decide(url: str | None, token: str | None, item_id: str, body: dict[str, Any]) -> Any:
+    return _call(url, token, "POST", f"/api/items/{quote(item_id, safe='')}/decision", json=body)
 
 
 @app.command()
 def approve(item: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
     """Approve an Action item: the tool runs with the proposed arguments."""
-    r = _call(url, token, "POST", f"/api/items/{item}/decision", json={"decision": "approve"})
-    console.print(f"{r['id']}: {r['status']}")
+    r = _decide(url, token, item, {"decision": "approve"})
+    _say(f"{r['id']}: {r['status']}")
+
+
+def _new_args(
+    item: str, set_: list[str] | None, args: str | None, url: str | None, token: str | None
+) -> dict[str, Any]:
+    if args is not None and set_:
+        raise CliError("Give --set NAME=VALUE or --args JSON, not both.", code=2)
+    if args is not None:
+        try:
+            new = json.loads(args)
+        except json.JSONDecodeError as exc:
+            raise CliError(
+                f"--args is not valid JSON ({exc.msg} at character {exc.pos + 1}): give an "
+                """object, e.g. --args '{"copies": 3}'""",
+                code=2,
+            ) from None
+        if not isinstance(new, dict):
+            raise CliError(
+                f"--args must be a JSON object of argument names and values, e.g. "
+                f"""--args '{{"copies": 3}}' (got {type(new).__name__ if new is not None else "null"})""",
+                code=2,
+            )
+        return new
+    if not set_:
+        raise CliError(
+            "Nothing to change: give --set NAME=VALUE (repeatable) or --args JSON "
+            f"(`pizzabot item {item}` shows the arguments); to keep them, approve.",
+            code=2,
+        )
+    current = _call(url, token, "GET", f"/api/items/{quote(item, safe='')}")
+    new = dict(current.get("args") or {})
+    for pair in set_:
+        name, eq, value = pair.partition("=")
+        if not eq or not name.strip():
+            raise CliError(f"--set takes NAME=VALUE (got {pair!r}).", code=2)
+        try:
+            new[name.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            new[name.strip()] = value  # a bare word is text
+    return new
 
 
 @app.command()
 def edit(
     item: str,
     set_: Annotated[
-        list[str] | None, typer.Option("--set", help="name=value (JSON values allowed)")
+        list[str] | None,
+        typer.Option("--set", help="NAME=VALUE, repeatable; VALUE is JSON or else text"),
     ] = None,
     args: Annotated[
-        str | None, typer.Option("--args", help="The new arguments as a JSON object")
+        str | None, typer.Option("--args", help="All the new arguments as a JSON object")
     ] = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
     """Edit an Action item's arguments, then let the tool run with them."""
-    if args is not None:
-        new = json.loads(args)
-    else:
-        current = _call(url, token, "GET", f"/api/items/{item}")
-        new = dict(current.get("args") or {})
-        for pair in set_ or []:
-            name, _, value = pair.partition("=")
-            try:
-                new[name] = json.loads(value)
-            except ValueError:  # not JSON, or a number Python will not read: send the text
-                new[name] = value
-    # Written with Infinity allowed, so a number out of range gets the server's field error.
-    body = json.dumps({"decision": "edit", "args": new})
-    headers = {"Content-Type": "application/json"}
-    r = _call(url, token, "POST", f"/api/items/{item}/decision", content=body, headers=headers)
-    console.print(f"{r['id']}: {r['status']} with {json.dumps(r['final_args'])}")
+    new = _new_args(item, set_, args, url, token)
+    r = _decide(url, token, item, {"decision": "edit", "args": new})
+    _say(f"{r['id']}: {r['status']} with {compact(r['final_args'])}")
 
 
 @app.command()
@@ -301,34 +408,33 @@ def reject(
     token: TokenOpt = None,
 ) -> None:
     """Reject an Action item, with a reason the model reads."""
-    r = _call(
-        url,
-        token,
-        "POST",
-        f"/api/items/{item}/decision",
-        json={"decision": "reject", "reason": reason},
-    )
-    console.print(f"{r['id']}: {r['status']}")
+    r = _decide(url, token, item, {"decision": "reject", "reason": reason})
+    _say(f"{r['id']}: {r['status']}")
 
 
 @app.command()
 def read(item: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
     """Mark an Unread item read."""
-    _call(url, token, "POST", f"/api/items/{item}/read")
+    r = _call(url, token, "POST", f"/api/items/{quote(item, safe='')}/read")
+    _say(f"{r['id']}: {r['status']}")
 
 
 @app.command()
 def cancel(run_id: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
     """Cancel a run."""
-    r = _call(url, token, "POST", f"/api/runs/{run_id}/cancel")
-    console.print(f"{r['id']}: {r['status']}")
+    r = _call(url, token, "POST", f"/api/runs/{quote(run_id, safe='')}/cancel")
+    _say(f"{r['id']}: {r['status']}")
 
 
 @app.command()
 def say(run_id: str, text: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
     """Send a follow-up message to a run; a finished run continues with its history."""
-    r = _call(url, token, "POST", f"/api/runs/{run_id}/messages", json={"text": text})
-    console.print(f"{r['id']}: {r['status']}")
+    if not text.strip():
+        raise CliError("Nothing to say: give the message as TEXT.", code=2)
+    r = _call(
+        url, token, "POST", f"/api/runs/{quote(run_id, safe='')}/messages", json={"text": text}
+    )
+    _say(f"{r['id']}: {r['status']}")
 
 
 @app.command()
@@ -340,78 +446,147 @@ def kill(
     """Stop every running run and refuse new ones (--off lifts it)."""
     if off:
         _call(url, token, "DELETE", "/api/kill")
-        console.print("kill switch lifted")
+        _say("kill switch lifted")
     else:
         r = _call(url, token, "POST", "/api/kill")
-        console.print(f"kill switch ON; killed {len(r['killed'])} run(s)")
+        _say(("kill switch ON", "bold red"), f"; killed {len(r['killed'])} run(s)")
 
 
 @app.command()
-def skills(url: UrlOpt = None, token: TokenOpt = None) -> None:
-    """List the skills the server loaded, and the files it refused."""
+def skills(url: UrlOpt = None, token: TokenOpt = None, as_json: JsonOpt = False) -> None:
+    """List the skills the server loaded, and the files it refused (and why)."""
     data = _call(url, token, "GET", "/api/skills")
-    t = Table("name", "model", "description")
-    for s in data["items"]:
-        t.add_row(s["name"], s["model"], s["description"])
-    console.print(t)
-    for e in data["errors"]:
-        err.print(f"[red]not loaded:[/] {e['path']}:{e['line']}: {e['message']}")
+    if as_json:
+        dump_json(data)
+        return
+    if data["items"]:
+        console.print(
+            table(
+                ["name", "model", "servers", text_column("description", ratio=1)],
+                (
+                    [s["name"], s["model"], ", ".join(s.get("servers") or []), s["description"]]
+                    for s in data["items"]
+                ),
+            )
+        )
+    else:
+        empty("skills loaded")
+    for e in data.get("errors") or []:
+        line = f":{e['line']}" if e.get("line") else ""
+        stderr.print(
+            Text.assemble(("refused: ", "bold red"), f"{e['path']}{line}: {e['message']}"),
+            soft_wrap=True,
+        )
 
 
 @app.command()
-def audit(url: UrlOpt = None, token: TokenOpt = None, limit: int = 50) -> None:
-    """Show the audit trail."""
+def audit(
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+    limit: Annotated[int, typer.Option(help="How many, newest first", min=1, max=5000)] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show the audit trail: who decided, started, cancelled or killed what, and when."""
     data = _call(url, token, "GET", "/api/audit", params={"limit": limit})
-    t = Table("at", "action", "actor", "channel", "run", "item", "detail")
-    for e in data["items"]:
-        t.add_row(
-            e["at"][:19],
-            e["action"],
-            e["actor"],
-            e["channel"],
-            e["run_id"] or "",
-            e["item_id"] or "",
-            json.dumps(e["detail"])[:60],
+    if as_json:
+        dump_json(data)
+        return
+    if not data["items"]:
+        empty("audit entries")
+        return
+    console.print(
+        table(
+            [
+                time_column("at"),
+                "action",
+                "actor",
+                "channel",
+                id_column("run"),
+                id_column("item"),
+                text_column("detail", ratio=1),
+            ],
+            (
+                [
+                    when(e["at"]),
+                    e["action"],
+                    e["actor"],
+                    e["channel"],
+                    e["run_id"] or "",
+                    e["item_id"] or "",
+                    arg_lines(e["detail"]),
+                ]
+                for e in data["items"]
+            ),
         )
-    console.print(t)
+    )
 
 
 # -- schedules ---------------------------------------------------------------------------
 
-schedules_app = typer.Typer(
+schedules_app = App(
     help="List, add, pause, resume and remove schedules (runs started by the clock).",
     no_args_is_help=False,
 )
 app.add_typer(schedules_app, name="schedules")
 
 
-def _schedule_line(s: dict[str, Any]) -> str:
-    when = s["cron"] or f"every {int(s['every_seconds'] or 0)}s"
-    state = "paused" if s["paused"] else (s["next_fire_times"] or ["-"])[0][:25]
-    return f"{s['id']}  {s['skill']}  {when} ({s['timezone']})  next: {state}"
+def _schedule_line(s: dict[str, Any]) -> None:
+    when_ = s["cron"] or f"every {int(s['every_seconds'] or 0)}s"
+    state = "paused" if s["paused"] else when((s["next_fire_times"] or [None])[0]) or "-"
+    _say(f"{s['id']}  {s['skill']}  {when_} ({s['timezone']})  next: {state}")
 
 
 @schedules_app.callback(invoke_without_command=True)
-def schedules_list(ctx: typer.Context, url: UrlOpt = None, token: TokenOpt = None) -> None:
+def schedules_list(
+    ctx: typer.Context, url: UrlOpt = None, token: TokenOpt = None, as_json: JsonOpt = False
+) -> None:
     """List schedules with their next fire times (the default)."""
     if ctx.invoked_subcommand is not None:
         return
     data = _call(url, token, "GET", "/api/schedules")
-    t = Table(_id_column(), "skill", "when", "misfire", "source", "next fire", "last fire")
-    for s in data["items"]:
-        last = s["last_fire"]
-        t.add_row(
-            s["id"],
-            s["skill"],
-            (s["cron"] or f"every {int(s['every_seconds'] or 0)}s") + f" {s['timezone']}",
-            s["misfire"],
-            s["source"],
-            "paused" if s["paused"] else ", ".join(x[:19] for x in s["next_fire_times"][:2]),
-            f"{last['fire_time'][:19]} {last['status']}" if last else "",
+    if as_json:
+        dump_json(data)
+        return
+    if data["items"]:
+        rows = []
+        for s in data["items"]:
+            last = s["last_fire"]
+            rows.append(
+                [
+                    s["id"],
+                    s["skill"],
+                    (s["cron"] or f"every {int(s['every_seconds'] or 0)}s") + f" {s['timezone']}",
+                    s["misfire"],
+                    s["source"],
+                    "paused"
+                    if s["paused"]
+                    else "\n".join(when(x) for x in s["next_fire_times"][:2]),
+                    f"{when(last['fire_time'])} {last['status']}" if last else "",
+                ]
+            )
+        console.print(
+            table(
+                [
+                    id_column(),
+                    "skill",
+                    "when",
+                    "misfire",
+                    "source",
+                    time_column("next fire"),
+                    "last fire",
+                ],
+                rows,
+            )
         )
-    console.print(t)
+    else:
+        empty("schedules")
     for e in data.get("errors", []):
-        err.print(f"[red]schedule not loaded:[/] skill {e['skill']}: {e['message']}")
+        stderr.print(
+            Text.assemble(
+                ("schedule refused: ", "bold red"), f"skill {e['skill']}: {e['message']}"
+            ),
+            soft_wrap=True,
+        )
 
 
 @schedules_app.command("add")
@@ -434,29 +609,33 @@ def schedules_add(
         "timezone": timezone,
         "misfire": misfire,
     }
-    console.print(_schedule_line(_call(url, token, "POST", "/api/schedules", json=body)))
+    _schedule_line(_call(url, token, "POST", "/api/schedules", json=body))
 
 
 @schedules_app.command("pause")
 def schedules_pause(schedule_id: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
     """Pause a schedule: no fires until it is resumed (paused time is not a misfire)."""
-    console.print(_schedule_line(_call(url, token, "POST", f"/api/schedules/{schedule_id}/pause")))
+    _schedule_line(_call(url, token, "POST", f"/api/schedules/{quote(schedule_id, safe='')}/pause"))
 
 
 @schedules_app.command("resume")
 def schedules_resume(schedule_id: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
     """Resume a paused schedule."""
-    console.print(_schedule_line(_call(url, token, "POST", f"/api/schedules/{schedule_id}/resume")))
+    _schedule_line(
+        _call(url, token, "POST", f"/api/schedules/{quote(schedule_id, safe='')}/resume")
+    )
 
 
 @schedules_app.command("remove")
 def schedules_remove(schedule_id: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
     """Remove a schedule added through the API or CLI (skill schedules live in their file)."""
-    _call(url, token, "DELETE", f"/api/schedules/{schedule_id}")
-    console.print(f"{schedule_id}: removed")
+    _call(url, token, "DELETE", f"/api/schedules/{quote(schedule_id, safe='')}")
+    _say(f"{schedule_id}: removed")
 
 
 # -- bench -------------------------------------------------------------------------------
+
+BENCH_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
 @app.command()
@@ -467,10 +646,15 @@ def bench(
     output: Annotated[Path, typer.Option(help="Where to write the JSON figures")] = Path(
         "bench-output/bench.json"
     ),
+    # Typer's rich help cuts a default longer than its column: the default is said in words.
     postgres: Annotated[
         str,
-        typer.Option(help="A PostgreSQL server the bench may create scratch databases on"),
-    ] = "postgresql://postgres@127.0.0.1:5432/postgres",
+        typer.Option(
+            help="A PostgreSQL server the bench may create scratch databases on "
+            "(default: user postgres on 127.0.0.1:5432, database postgres)",
+            show_default=False,
+        ),
+    ] = BENCH_POSTGRES,
     no_postgres: Annotated[
         bool, typer.Option("--no-postgres", help="Skip the PostgreSQL figures")
     ] = False,
@@ -488,8 +672,11 @@ def bench(
 
     unknown = set(only or []) - set(bench_.SECTIONS_ALL)
     if unknown:
-        err.print(f"[red]unknown parts:[/] {', '.join(sorted(unknown))}")
-        raise typer.Exit(2)
+        raise CliError(
+            f"unknown parts: {', '.join(sorted(unknown))} "
+            f"(the parts: {', '.join(bench_.SECTIONS_ALL)})",
+            code=2,
+        )
     result = bench_.run(
         bench_.Options(
             quick=quick,
@@ -501,11 +688,9 @@ def bench(
         )
     )
     if result["errors"]:
-        err.print(f"[red]bench parts failed:[/] {', '.join(result['errors'])}")
-        raise typer.Exit(1)
+        raise CliError(f"bench parts failed: {', '.join(result['errors'])}")
     if result["figures"]["claimed_twice"]:
-        err.print("[red]runs were executed twice[/]")
-        raise typer.Exit(1)
+        raise CliError("runs were executed twice")
 
 
 def main() -> None:
