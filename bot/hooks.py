@@ -1,4 +1,4 @@
-"""Webhooks: `POST /hooks/{name}` starts a run of the skill that declares the hook.
+r"""Webhooks: `POST /hooks/{name}` starts a run of the skill that declares the hook.
 
 The request is checked, recorded as a run and answered at once (202 with the run id); the
 engine does the work later. Checks, in order, each refusing with no run:
