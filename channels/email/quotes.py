@@ -211,8 +211,9 @@ def is_quote_start(lines: list[str], i: int) -> bool:
         return True
     if _attribution_at(lines, i):
         return True
-    # Any other attribution ("* Bob <bob@x> [2026-11-30]:") right above a `>` quote.
-    if line.rstrip().endswith(":") and "@" in line:
+    # Any other attribution ("* Bob <bob@x> [2026-11-30]:", "Bob wrote:") right above a
+    # `>` quote.
+    if line.rstrip().endswith(":") and ("@" in line or _VERB.search(line)):
         following = [nxt for nxt in lines[i + 1 : i + 3] if nxt.strip()]
         return bool(following) and following[0].lstrip().startswith(">")
     return False
@@ -232,9 +233,17 @@ _SENT_FROM = (
     "wysłane z", "wysłano z", "odesláno z", "отправлено с", "отправлено из", "lähetetty",
     "küldve", "gönderildi", "أرسلت من", "发自", "从我的", "から送信", "에서 보냄",
 )  # fmt: skip
+
+
+def _phrase(words: str) -> str:
+    # A whole word in alphabets with spaces; in Chinese and Japanese the next word is glued.
+    return re.escape(words) + ("" if ord(words[-1]) >= 0x2E80 else r"(?!\w)")
+
+
 _SIGNATURE = re.compile(
-    rf"^\s*(?:-- ?$|(?:{_label_pattern(_SENT_FROM)})(?!\w)"
-    r"|\S.{0,40}(?:から送信|에서 보냄|发送)\s*$)",
+    r"^\s*(?:-- ?$|"
+    + "|".join(_phrase(p) for p in sorted(_SENT_FROM, key=len, reverse=True))
+    + r"|\S.{0,40}(?:から送信|에서 보냄|发送)\s*$)",
     re.IGNORECASE,
 )
 _MAX_SIGNATURE = 100
@@ -281,7 +290,10 @@ def own_text(text: str) -> str:
     rest = lines[quote_at:]
     head: list[str] = []
     while rest and not rest[0].lstrip().startswith(">"):
-        if rest[0].strip() and not is_quote_start(rest, 0):
+        line = rest[0].strip()
+        # Each line above the `>` quote starts a quote, or ends a wrapped attribution.
+        wraps = head and _is_attribution(" ".join([*(part for part in head if part), line]))
+        if line and not is_quote_start(rest, 0) and not wraps:
             return ""
         head.append(rest.pop(0).strip())
     # "> wrote:" that ends a wrapped attribution is still the attribution, not a quote.
