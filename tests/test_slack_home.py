@@ -4,11 +4,15 @@ played by the local recorder, whose every payload is checked against Slack's lim
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -56,6 +60,21 @@ class Home:
         body = json.dumps(app_home_opened(user))
         headers = signed_headers(SECRET, body, content_type="application/json")
         return await self.http.post("/slack/events", content=body.encode(), headers=headers)
+
+    async def post_payload(self, payload: dict[str, Any]) -> httpx.Response:
+        """An interaction (a click, a modal submission), signed as Slack signs it."""
+        body = urlencode({"payload": json.dumps(payload)})
+        return await self.http.post(
+            "/slack/events", content=body, headers=signed_headers(SECRET, body)
+        )
+
+    async def item_when(self, item_id: str, status: ItemStatus, timeout: float = 20) -> Item:
+        """The item once it has `status` (listeners finish after Slack's ack)."""
+        deadline = time.monotonic() + timeout
+        while (item := await self.store.get_item(item_id)).status is not status:
+            assert time.monotonic() < deadline, f"{item_id} is {item.status}, not {status}"
+            await asyncio.sleep(0.02)
+        return item
 
     async def add_items(self, skill: str, n: int, *, box: Box = Box.ACTION) -> list[Item]:
         made = []
