@@ -126,3 +126,4 @@ async def test_socket_mode_acks_envelopes_and_decides(tmp_path: Path) -> None:
             async with st.client() as c:
                 runs = (await c.get("/api/runs")).json()["items"]
             assert [r["input"] for r in runs].count("mail Bob") == 1
+            slack.check()  # Slack accepts everything the server sent
