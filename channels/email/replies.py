@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from email.message import EmailMessage
 from typing import Any, Literal
 
+from agent.argforms import bounded_decoder
 from channels.email.html_text import html_to_text
 from channels.email.quotes import own_text
 from channels.email.signoffs import without_sign_off
@@ -157,13 +158,15 @@ def _parse_edit(text: str) -> Command:
     body = "\n".join(lines).strip()
     if body.startswith("{"):
         try:
-            value, _end = json.JSONDecoder().raw_decode(body)
+            value, _end = bounded_decoder().raw_decode(body)
         except json.JSONDecodeError as exc:
             return Command(
                 "edit",
                 problem=f"the JSON object could not be read: {exc.msg} "
                 f"(line {exc.lineno}, column {exc.colno})",
             )
+        except ValueError as exc:  # a number out of range, bounded as a form field's is
+            return Command("edit", problem=f"the JSON object could not be read: {exc}")
         if not isinstance(value, dict):
             return Command("edit", problem="the JSON must be an object of field names to values")
         return Command("edit", values=value, typed=True)
