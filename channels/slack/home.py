@@ -29,7 +29,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent.model import Box, Item, ItemKind, ItemStatus
 from agent.tasks import stop_if_cancelled
 from channels.slack import blocks
-from channels.slack.blocks import esc
+from channels.slack.blocks import _context, _cut, _plain, _section, esc
 
 if TYPE_CHECKING:
     from channels.slack.app import SlackInbound
@@ -70,23 +70,6 @@ class Inbox:
     actions: Sequence[Item]
     unread: Sequence[Item]
     may_start: bool
-
-
-def _plain(text: str, limit: int = 150) -> dict[str, Any]:
-    text = text if len(text) <= limit else text[: limit - 1] + "…"
-    return {"type": "plain_text", "text": text or " ", "emoji": True}
-
-
-def _section(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": text[:3000] or " "}}
-
-
-def _context(text: str) -> dict[str, Any]:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text[:3000] or " "}]}
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _action_blocks(item: Item, base_url: str) -> list[dict[str, Any]]:
