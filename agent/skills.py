@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,11 +51,29 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
 class StdioServer(_Strict):
+    """A server Pizza Bot starts as a child process. It runs with a minimal environment:
+    `PATH`, `HOME` and `LANG` from the server's, the variables named in `pass_env`, and what
+    `env` sets; all of the server's environment (its secrets included) only with
+    `inherit_env: true`."""
+
     command: str
     args: list[str] = []
     env: dict[str, str] = {}
+    pass_env: list[str] = []
+    inherit_env: bool = False
     cwd: str | None = None
+
+    @field_validator("env", "pass_env")
+    @classmethod
+    def _env_names(cls, v: Any) -> Any:
+        for name in v:
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+        return v
 
 
 class HttpServer(_Strict):
@@ -269,7 +288,9 @@ def parse_skill(text: str, path: str) -> Skill:
         errors = exc.errors()
         # A value that fits no member of a union yields one error per member; the member that
         # got furthest into the value (the deepest location) says the most useful thing.
-        err = max(errors, key=_specificity)
+        # At equal depth, the member with the fewest complaints is the one the user meant.
+        complaints = Counter(_member(e["loc"]) for e in errors)
+        err = max(errors, key=lambda e: _specificity(e, complaints[_member(e["loc"])]))
         loc = list(err["loc"])
         line = _line_of(node, loc)
         where = ".".join(str(p) for p in loc if not _is_union_tag(p)) or "(top)"
@@ -277,14 +298,23 @@ def parse_skill(text: str, path: str) -> Skill:
         raise SkillError(path, line, f"{where}: {err['msg']}{more}") from exc
 
 
-def _specificity(error: Any) -> tuple[int, bool]:
-    """Deeper locations first; at equal depth, the union member that fits the value's shape
-    (a literal for a string, a mapping for a mapping)."""
+def _specificity(error: Any, complaints: int) -> tuple[int, int, bool]:
+    """Deeper locations first; then the union member with the fewest errors; then the member
+    that fits the value's shape (a literal for a string, a mapping for a mapping)."""
     loc = error["loc"]
     literal = any(isinstance(p, str) and p.startswith("literal[") for p in loc)
-    return len([p for p in loc if not _is_union_tag(p)]), literal == isinstance(
-        error.get("input"), str
-    )
+    depth = len([p for p in loc if not _is_union_tag(p)])
+    return depth, -complaints, literal == isinstance(error.get("input"), str)
+
+
+def _member(loc: Iterable[int | str]) -> tuple[int | str, ...]:
+    """An error's location up to the first union member it names (the member's identity)."""
+    parts: list[int | str] = []
+    for part in loc:
+        parts.append(part)
+        if _is_union_tag(part):
+            break
+    return tuple(parts)
 
 
 def _is_union_tag(part: int | str) -> bool:

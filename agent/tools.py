@@ -4,6 +4,11 @@ Starting a stdio server costs about a second, so a resumed run must not wait for
 `ToolHub` keeps each server's client open (keyed by the server's configuration) until the
 hub closes. Tools reach the model as `server__tool` (provider-safe names) and policies
 speak of them as `server.tool`.
+
+A stdio server is a child process, and a child inherits its parent's environment: here that
+would hand every MCP server the Slack token, the mail passwords and the model key. So a
+child's environment is built from nothing (`child_environment`), and what the MCP SDK adds on
+its own is taken away again at launch.
 """
 
 from __future__ import annotations
@@ -11,8 +16,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import shutil
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -68,16 +76,54 @@ def split_wire_name(wire: str) -> tuple[str, str]:
     return server, name
 
 
-def _params(cfg: StdioServer | HttpServer, env: dict[str, str]) -> StdioServerParameters | str:
+#: What every stdio server gets from the server's environment, whatever its skill says.
+BASE_ENV = ("PATH", "HOME", "LANG")
+
+
+def child_environment(cfg: StdioServer, parent: Mapping[str, str]) -> dict[str, str]:
+    """The whole environment of a stdio server started from a process whose environment is
+    `parent`: `BASE_ENV`, the names in `pass_env`, then `env`; or all of `parent` under `env`
+    when the skill says `inherit_env: true`."""
+    if cfg.inherit_env:
+        env = dict(parent)
+    else:
+        env = {k: parent[k] for k in (*BASE_ENV, *cfg.pass_env) if k in parent}
+    env.update(cfg.env)
+    return env
+
+
+def _launch(command: str, args: list[str], env: dict[str, str]) -> tuple[str, list[str]]:
+    """The command line that runs `command` with exactly `env`.
+
+    The SDK merges its own pick of the parent's variables (`USER`, `SHELL`, ...) under the
+    `env` it is given; `env -u` unsets the ones this child was not meant to have before the
+    server starts (it execs, so the server keeps the process the SDK watches).
+    """
+    from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS
+
+    extra = sorted(set(DEFAULT_INHERITED_ENV_VARS) - set(env))
+    # A command that cannot be found is left to the SDK, which says so plainly.
+    found = command if "/" in command else shutil.which(command, path=env.get("PATH", os.defpath))
+    if not extra or sys.platform == "win32" or _ENV_COMMAND is None or found is None:
+        return command, args
+    unset = [arg for name in extra for arg in ("-u", name)]
+    return _ENV_COMMAND, [*unset, "--", found, *args]
+
+
+# Looked up in the system's default path, not the server's PATH.
+_ENV_COMMAND = shutil.which("env", path=os.defpath)
+
+
+def _params(cfg: StdioServer | HttpServer, env: Mapping[str, str]) -> StdioServerParameters | str:
     from mcp.client.stdio import StdioServerParameters
 
     if isinstance(cfg, HttpServer):
         return cfg.url
     # "python" names the interpreter Pizza Bot runs on, so bundled servers work in any venv.
     command = sys.executable if cfg.command in {"python", "python3"} else cfg.command
-    return StdioServerParameters(
-        command=command, args=list(cfg.args), env={**env, **cfg.env} or None, cwd=cfg.cwd
-    )
+    child_env = child_environment(cfg, env)
+    command, args = _launch(command, list(cfg.args), child_env)
+    return StdioServerParameters(command=command, args=args, env=child_env, cwd=cfg.cwd)
 
 
 class _Connection:
@@ -163,6 +209,8 @@ class ToolHub:
         call_timeout: float = 600.0,
         extra_servers: Any = None,
     ) -> None:
+        """`env` is the server's own environment: stdio servers take from it only what
+        `child_environment` lets through."""
         self._env = dict(env or {})
         self._connect_timeout = connect_timeout
         self._call_timeout = call_timeout

@@ -28,6 +28,16 @@ HEAD = "name: x\ninstructions: hi\nmodel: openai/gpt-4o\n"
             "escalate_after needs escalate_to",
         ),
         ("mcp_servers:\n  cal: {comand: uvx}\n", 5, "mcp_servers.cal.command: Field required"),
+        (
+            "mcp_servers:\n  cal: {command: uvx, inherit_env: maybe}\n",
+            5,
+            "mcp_servers.cal.inherit_env: Input should be a valid boolean",
+        ),
+        (
+            "mcp_servers:\n  cal: {command: uvx, pass_env: [GITHUB TOKEN]}\n",
+            5,
+            "'GITHUB TOKEN' is not an environment variable name",
+        ),
         ("budget: {tokens: -1}\n", 4, "budget.tokens"),
         ("colour: blue\n", 4, "colour: Extra inputs are not permitted"),
         ("tools: [\n", 5, "not valid YAML"),
