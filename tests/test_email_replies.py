@@ -1,8 +1,11 @@
 """Reading decisions out of real-world reply mails: the corpus in tests/fixtures/replies.
 
 Each .eml is shaped like what a mail client sends (Gmail, Outlook, Apple Mail, Thunderbird,
-iPhone, mutt; plain, HTML-only, quoted-printable, base64; UTF-8, ISO-8859-1, Windows-1252),
-and expected.json says which decision it must yield, including replies that must yield none.
+iPhone, mutt, GMX, Mail.ru, Proton, Yahoo, Zoho; plain, HTML-only, quoted-printable, base64;
+UTF-8, ISO-8859-1/-15, Windows-1252, KOI8-R, GB2312; in eight languages), and expected.json
+says which decision it must yield, including replies that must yield none. The tests below
+them name the shapes one by one: attributions, header blocks, separators and "sent from"
+lines in other languages, sign-offs, and HTML bodies whose letters must arrive as typed.
 """
 
 from __future__ import annotations

@@ -110,7 +110,7 @@ def _header_block_at(lines: list[str], i: int) -> bool:
 _WROTE = (
     "wrote", "writes", "schrieb", "schreef", "a écrit", "escribió", "escribio", "escreveu",
     "ha scritto", "scrisse", "skrev", "kirjoitti", "napsal", "napsala", "napisał", "napisała",
-    "napisał(a)", "написал", "написала", "написал(а)", "написав", "написала", "έγραψε",
+    "napisał(a)", "написал", "написала", "написал(а)", "написав", "έγραψε",
     "írta", "a scris", "yazdı", "kirjutas", "rašė", "rakstīja", "写道", "寫道", "كتب",
     "כתב", "menulis", "đã viết", "wrote on",
 )  # fmt: skip
@@ -146,12 +146,14 @@ _LOOSE_DATE = re.compile(r"\b[^\W\d_]{3,}\.?,?\s+\d{1,2}\b|\b\d{1,2}\.?\s+[^\W\d
 
 
 def _belongs(first: str, second: str, rest: str) -> bool:
-    """Whether line `first` is the start of a wrapped attribution whose other lines
-    (`second` the next of them, `rest` all of them) would be an attribution without it.
-    It is when it ends in the middle of a name ("John Doe (" or "<"), or brings a date
-    ("On Wed, Dec 9, Mister Example") while the next line goes on from it (starts with the
-    address or in lower case, or has no date or address of its own). A reason's last line above a whole
-    attribution line is not (even if it names an address or a date)."""
+    """Whether line `first` starts a wrapped attribution whose other lines (`second` the
+    next of them, `rest` all of them) would be an attribution without it. It does when it
+    ends in the middle of a name ("John Doe (" or "<"), or brings a date ("On Wed, Dec 9,
+    Mister Example") that the next line goes on from (starting with the address or in
+    lower case, or with no date or address of its own). A reason's last line right above
+    a whole attribution does not, even when it names a date or an address."""
+    # Every line given here is part of an attribution of at most _MAX_ATTRIBUTION
+    # characters, so these searches stay short.
     if not _is_attribution(rest) or _OPENS.search(first):
         return True
     if not (_DATE_OR_TIME.search(first) or _LOOSE_DATE.search(first)):
