@@ -6,6 +6,7 @@ Every other package takes what it needs as keyword arguments from `bot.server`.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 from pathlib import Path
@@ -17,6 +18,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from agent.skills import Budget, DailyBudget
 
 DEFAULT_SKILLS = Path(__file__).resolve().parent.parent / "manifests" / "skills"
+
+log = logging.getLogger(__name__)
 
 
 class Settings(BaseSettings):
@@ -140,18 +143,33 @@ class Settings(BaseSettings):
 
     def ensure_token(self) -> tuple[str, bool]:
         """The API token: from the environment, else the data folder, else a new one kept there.
-        Returns (token, created)."""
+        Returns (token, created). Makes the data folder (private) in every case."""
+        private_folder(self.data_dir)
         if self.api_token is not None:
             return self.api_token.get_secret_value(), False
         path = self.data_dir / "api-token"
         if path.exists():
             return path.read_text().strip(), False
-        self.data_dir.mkdir(parents=True, exist_ok=True)
         token = secrets.token_urlsafe(32)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(token + "\n")
         return token, True
+
+
+def private_folder(path: Path) -> None:
+    """Make `path` a folder only its owner can open (0700): it holds the database, the API
+    token and the mail key. An existing one open to others is tightened, and the log says so."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        path.chmod(mode & 0o700)
+        log.warning(
+            "data folder %s was open to other users (mode %03o); made it %03o",
+            path,
+            mode,
+            mode & 0o700,
+        )
 
 
 def environment() -> dict[str, str]:

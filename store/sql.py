@@ -22,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import stat
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
@@ -43,6 +45,7 @@ from sqlalchemy import (
     text,
     update,
 )
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -233,9 +236,39 @@ def _pragmas(busy_ms: int) -> Callable[[Any, Any], None]:
     return on_connect
 
 
+def _private_sqlite_file(url: str) -> None:
+    """Make the database file (and its -wal, -shm, -journal) readable by its owner only.
+
+    The database holds item secrets. SQLite creates a file with the process's umask (0644
+    usually) but gives -wal, -shm and -journal the mode of the database file, so creating
+    the database 0600 first is enough for new files; files left loose by an older start are
+    tightened, and the log says so.
+    """
+    path = make_url(url).database
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return
+    # A missing folder is SQLite's to report, on the first connection, as before.
+    with contextlib.suppress(FileExistsError, FileNotFoundError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    for name in (path, f"{path}-wal", f"{path}-shm", f"{path}-journal"):
+        try:
+            mode = stat.S_IMODE(os.stat(name).st_mode)
+        except FileNotFoundError:
+            continue
+        if mode & 0o077:
+            os.chmod(name, mode & 0o700)
+            log.warning(
+                "database file %s was open to other users (mode %03o); made it %03o",
+                name,
+                mode,
+                mode & 0o700,
+            )
+
+
 def connect(url: str, *, echo: bool = False) -> AsyncEngine:
     """An engine for `url`; SQLite gets WAL and a busy timeout so a CLI and a server can share it."""
     if url.startswith("sqlite"):
+        _private_sqlite_file(url)
         engine = create_async_engine(url, echo=echo, connect_args={"timeout": 30})
         event.listen(engine.sync_engine, "connect", _pragmas(_BUSY_WAIT_MS))
         return engine
