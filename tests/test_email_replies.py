@@ -461,3 +461,8 @@ def test_html_quotes_and_rules_read_as_quotes() -> None:
     ]
     only_quoted = "<div><br></div><blockquote type=cite>approve<br>ok</blockquote>"
     assert read_reply(html_mail(only_quoted))[1] is None
+
+
+def test_html_with_a_head_left_open_still_shows_its_body() -> None:
+    html = "<html><head><meta charset=utf-8><title>Re: x<body><div>approve</div></body>"
+    assert read_reply(html_mail(html))[1] == Command("approve")

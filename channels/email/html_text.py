@@ -74,6 +74,8 @@ class _TextWriter(HTMLParser):
     # -- tokens --------------------------------------------------------------------------
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "body":
+            self._hidden.clear()  # a <head> left open ends where the body begins
         if tag in _HIDDEN:
             self._hidden.append(tag)
             return
