@@ -17,7 +17,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, Group
+from rich.cells import cell_len
+from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
 from rich.table import Column, Table
 from rich.text import Text
@@ -86,12 +87,43 @@ def text_column(header: str, *, ratio: int | None = None) -> Column:
     return Column(header, overflow="fold", ratio=ratio)
 
 
-def table(columns: Sequence[Column | str], rows: Iterable[Sequence[Any]]) -> Table:
+#: A word longer than this may fold inside its cell: it does not force the record layout.
+_LONG_WORD = 20
+
+
+def _least_width(cols: Sequence[Column], cells: list[list[Text]]) -> int:
+    """The width at which every cell shows whole words (and no_wrap cells whole lines)."""
+    total = 1  # the left border; each column adds its padding and right border
+    for i, col in enumerate(cols):
+        texts = [str(col.header), *(row[i].plain for row in cells)]
+        if col.no_wrap:
+            need = max(cell_len(line) for t in texts for line in t.splitlines() or [""])
+        else:
+            need = min(_LONG_WORD, max(cell_len(w) for t in texts for w in t.split() or [""]))
+        total += need + 3
+    return total
+
+
+def table(columns: Sequence[Column | str], rows: Iterable[Sequence[Any]]) -> RenderableType:
+    """A table when the terminal can hold its longest words; else one record per row (the
+    first column, then `header: value` lines), since a squeezed table breaks every word."""
     cols = [text_column(c) if isinstance(c, str) else c for c in columns]
+    cells = [[v if isinstance(v, Text) else Text(compact(v)) for v in row] for row in rows]
     t = Table(*cols, highlight=False)
-    for row in rows:
-        t.add_row(*(v if isinstance(v, Text) else Text(compact(v)) for v in row))
-    return t
+    for row in cells:
+        t.add_row(*row)
+    if _least_width(cols, cells) <= console.width:
+        return t
+    records: list[RenderableType] = []
+    for row in cells:
+        records.append(Text(row[0].plain, style="bold"))
+        for col, cell in zip(cols[1:], row[1:], strict=True):
+            if "\n" in cell.plain:
+                records.append(_indent(Text(f"{col.header}:", style="dim"), 2))
+                records.append(_indent(cell, 4))
+            elif cell.plain:
+                records.append(_indent(Text.assemble((f"{col.header}: ", "dim"), cell), 2))
+    return Group(*records)
 
 
 def empty(what: str) -> None:
