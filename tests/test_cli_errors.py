@@ -8,10 +8,12 @@ offline demo skill and one skill file the server refused.
 from __future__ import annotations
 
 import asyncio
+import http.server
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -234,3 +236,33 @@ def test_help_shows_flags_without_a_value_and_whole_defaults() -> None:
     for command in ("inbox", "runs", "audit", "skills", "schedules"):
         text = help_of(command)
         assert "--json" in text and "<bool>" not in text, command
+
+
+class _NotPizzaBot(http.server.BaseHTTPRequestHandler):
+    """Answers every request with JSON of another shape, as some other service would."""
+
+    def do_GET(self) -> None:
+        body = b'{"hello": "world"}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_an_answer_of_another_shape_is_one_line_not_a_traceback(cli: Cli) -> None:
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotPizzaBot)
+    thread = threading.Thread(target=other.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{other.server_address[1]}"
+        line = one_line_error(cli("runs", "--url", url), code=1)
+        assert "unexpected KeyError" in line and "PIZZABOT_DEBUG=1" in line
+    finally:
+        other.shutdown()
+        other.server_close()
+    line = one_line_error(cli("runs", "--url", "127.0.0.1:8787"), code=2)
+    assert "--url must start with http:// or https://" in line
