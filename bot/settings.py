@@ -81,12 +81,23 @@ class Settings(BaseSettings):
     smtp_tls: Literal["starttls", "tls", "none"] = "starttls"
     smtp_user: str | None = None
     smtp_password: SecretStr | None = None
+    smtp_auth: Literal["password", "xoauth2"] = "password"  # xoauth2: the oauth_* settings
     smtp_timeout: float = 30.0
     imap_host: str | None = None
     imap_port: int = 993
-    imap_tls: bool = True  # implicit TLS (port 993); false only for a server on localhost
+    # tls: implicit TLS (993); starttls: port 143 upgraded; none only for a server on localhost
+    imap_tls: Literal["tls", "starttls", "none"] = "tls"
     imap_user: str | None = None
     imap_password: SecretStr | None = None
+    imap_auth: Literal["password", "xoauth2"] = "password"  # xoauth2: the oauth_* settings
+    # OAuth client for XOAUTH2 (docs/email.md: Google and Microsoft set-up): refresh-token flow
+    oauth_provider: Literal["google", "microsoft", "custom"] | None = None
+    oauth_client_id: str | None = None
+    oauth_client_secret: SecretStr | None = None
+    oauth_refresh_token: SecretStr | None = None
+    oauth_tenant: str | None = None  # microsoft: the Directory (tenant) ID or domain
+    oauth_token_url: str | None = None  # default: the provider's
+    oauth_scope: str | None = None  # default: the provider's mail scopes
     imap_folder: str = "INBOX"
     imap_idle_refresh: float = 300.0  # seconds before IDLE is renewed (and the box re-read)
     imap_poll_interval: float = 60.0  # only for servers without IDLE
@@ -100,6 +111,19 @@ class Settings(BaseSettings):
     # Signs decision links and reply tokens; unset: a random key kept in data_dir/mail-key.
     # Every server process of one deployment needs the same key.
     email_key: SecretStr | None = None
+
+    @field_validator("imap_tls", mode="before")
+    @classmethod
+    def _imap_tls(cls, value: object) -> object:
+        # true / false (the setting's older form) still mean implicit TLS / none.
+        if isinstance(value, bool):
+            return "tls" if value else "none"
+        if isinstance(value, str):
+            text = value.strip().lower()
+            old = {"true": "tls", "1": "tls", "yes": "tls", "on": "tls"}
+            old |= {"false": "none", "0": "none", "no": "none", "off": "none"}
+            return old.get(text, text)
+        return value
 
     @field_validator("email_allowed_senders", mode="before")
     @classmethod

@@ -5,10 +5,18 @@ Email is on when `PIZZABOT_EMAIL_FROM` and `PIZZABOT_SMTP_HOST` are set: items a
 `PIZZABOT_PUBLIC_URL` says where people reach the server. With `PIZZABOT_IMAP_HOST` too,
 the bot's mailbox is watched for replies and new runs. Links and reply tokens are signed
 with the mail key: `PIZZABOT_EMAIL_KEY`, else one kept in the data folder (`mail-key`).
+
+`PIZZABOT_IMAP_AUTH` / `PIZZABOT_SMTP_AUTH=xoauth2` log in with OAuth access tokens from one
+`OAuthTokens` (shared, so IMAP and SMTP refresh once between them), made from the
+`PIZZABOT_OAUTH_*` settings. A refresh token the provider rotates (Microsoft does, on every
+use) is kept in the data folder (`mail-oauth-refresh-token`, 0600) and used after a restart,
+for as long as the configured one is the one it replaced.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import secrets
@@ -32,6 +40,7 @@ from channels.email import (
     SmtpMailer,
     links_router,
 )
+from channels.email.oauth import OAuthConfig, OAuthTokens, provider_defaults
 from store.mail import SqlMailLog
 
 log = logging.getLogger("pizzabot.email")
@@ -87,6 +96,75 @@ def mail_key(settings: Settings) -> MailKey:
     return MailKey(text.encode())
 
 
+_ROTATED = "mail-oauth-refresh-token"
+
+
+def _fingerprint(refresh_token: str) -> str:
+    return hashlib.sha256(refresh_token.encode()).hexdigest()
+
+
+def _rotated_token(path: Path, configured: str) -> str | None:
+    """The newest refresh token kept for `configured`; None when there is none or the
+    configured one changed since (then the configured one is newer)."""
+    try:
+        kept = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(kept, dict) or kept.get("configured") != _fingerprint(configured):
+        return None
+    token = kept.get("token")
+    return token if isinstance(token, str) and token else None
+
+
+def _keep_rotated(path: Path, configured: str, token: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    spare = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"configured": _fingerprint(configured), "token": token}, f)
+    os.replace(spare, path)
+
+
+def oauth_tokens(settings: Settings) -> OAuthTokens | None:
+    """The OAuth token source when IMAP or SMTP logs in with XOAUTH2, else None.
+
+    Raises ValueError naming the missing setting: a half-configured OAuth client must stop
+    the start, not fail later at every login.
+    """
+    s = settings
+    if "xoauth2" not in (s.imap_auth, s.smtp_auth):
+        return None
+    if s.oauth_provider is None:
+        raise ValueError("XOAUTH2 needs PIZZABOT_OAUTH_PROVIDER (google, microsoft or custom)")
+    default_url, default_scope = provider_defaults(s.oauth_provider, tenant=s.oauth_tenant)
+    token_url = s.oauth_token_url or default_url
+    if not token_url:
+        which = "PIZZABOT_OAUTH_TENANT" if s.oauth_provider == "microsoft" else ""
+        raise ValueError(
+            f"XOAUTH2 with provider {s.oauth_provider} needs "
+            + (f"{which} or PIZZABOT_OAUTH_TOKEN_URL" if which else "PIZZABOT_OAUTH_TOKEN_URL")
+        )
+    configured = _secret(s.oauth_refresh_token)
+    if not s.oauth_client_id or not configured:
+        raise ValueError("XOAUTH2 needs PIZZABOT_OAUTH_CLIENT_ID and PIZZABOT_OAUTH_REFRESH_TOKEN")
+    path = s.data_dir / _ROTATED
+    config = OAuthConfig(
+        token_url=token_url,
+        client_id=s.oauth_client_id,
+        client_secret=_secret(s.oauth_client_secret),
+        refresh_token=_rotated_token(path, configured) or configured,
+        scope=s.oauth_scope if s.oauth_scope is not None else default_scope or None,
+    )
+
+    def keep(token: str) -> None:
+        try:
+            _keep_rotated(path, configured, token)
+        except OSError as exc:
+            log.warning("Email: cannot keep the rotated OAuth refresh token in %s: %s", path, exc)
+
+    return OAuthTokens(config, on_refresh_token=keep)
+
+
 def _secret(value: object) -> str | None:
     get = getattr(value, "get_secret_value", None)
     return str(get()) if get is not None else None
@@ -103,15 +181,18 @@ async def start(svc: Services, app: FastAPI) -> None:
         name=s.email_from_name,
         plus_address=s.email_plus_address,
     )
+    tokens = oauth_tokens(s)
+    smtp_oauth = s.smtp_auth == "xoauth2"
     mailer = SmtpMailer(
         SmtpConfig(
             host=s.smtp_host,
             port=s.smtp_port,
             tls=s.smtp_tls,
-            user=s.smtp_user,
-            password=_secret(s.smtp_password),
+            user=s.smtp_user or (s.email_from if smtp_oauth else None),
+            password=None if smtp_oauth else _secret(s.smtp_password),
             timeout=s.smtp_timeout,
-        )
+        ),
+        tokens=tokens if smtp_oauth else None,
     )
     key = mail_key(s)
     channel = EmailChannel(
@@ -131,7 +212,13 @@ async def start(svc: Services, app: FastAPI) -> None:
             store=svc.store, inbox=svc.inbox, log=mail_log, key=key, clock=svc.ctx.clock
         )
     svc.extras["email_channel"] = channel
-    log.info("Email: sending as %s via %s:%s", identity.address, s.smtp_host, s.smtp_port)
+    log.info(
+        "Email: sending as %s via %s:%s (%s login)",
+        identity.address,
+        s.smtp_host,
+        s.smtp_port,
+        s.smtp_auth if s.smtp_user or smtp_oauth else "no",
+    )
     for skill in svc.ctx.skills.all():
         if skill.deliver.email and not skill.approvers.email:
             log.warning(
@@ -173,7 +260,15 @@ async def start(svc: Services, app: FastAPI) -> None:
             max_bytes=s.email_max_bytes,
         ),
         handler.handle,
+        tokens=tokens if s.imap_auth == "xoauth2" else None,
     )
     svc.extras["email_receiver"] = receiver
-    log.info("Email: reading replies from %s:%s/%s", s.imap_host, s.imap_port, s.imap_folder)
+    log.info(
+        "Email: reading replies from %s:%s/%s (%s, %s login)",
+        s.imap_host,
+        s.imap_port,
+        s.imap_folder,
+        s.imap_tls,
+        s.imap_auth,
+    )
     svc.spawn_singleton("email-receiver", receiver.run_forever)

@@ -3,7 +3,8 @@
 `deliver` mails an item into its run's thread; `update` mails how an action ended (a mail
 cannot be edited, so the outcome follows in the thread); `answer` replies to a mail the bot
 received (an error, a refusal, an acknowledgement). An SMTP outage raises `DeliveryError`,
-so the outbox retries with backoff: it only delays delivery.
+so the outbox retries with backoff: it only delays delivery. SMTP logs in with a password
+or with SASL XOAUTH2 (a token from a `TokenSource`; a refused token is replaced once).
 
 Only a copy to one of the item's email approvers carries something that can decide: that
 approver's own reply token and, with a public URL, signed links made out to them. A copy to
@@ -14,8 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from email.message import EmailMessage
 from typing import Any, Literal, Protocol
@@ -35,7 +37,7 @@ from channels.email.compose import (
 from channels.email.headers import HeaderError
 from channels.email.keys import MailKey
 from channels.email.links import make_links
-from channels.email.ports import MailStore
+from channels.email.ports import MailStore, TokenSource
 from channels.email.trust import same_address
 
 log = logging.getLogger(__name__)
@@ -49,31 +51,38 @@ class SmtpConfig:
     port: int = 587
     tls: TlsMode = "starttls"
     user: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
     timeout: float = 30.0
+    #: Certificates to trust instead of the system's (a private CA); None: the system's.
+    ssl_context: ssl.SSLContext | None = field(default=None, repr=False, compare=False)
 
 
 class SmtpMailer:
-    """Sends one message; any failure becomes a `DeliveryError` (permanent for 5xx)."""
+    """Sends one message; any failure becomes a `DeliveryError` (permanent for a 5xx about
+    the message or its recipients; a refused login is not: fixing the account sends it)."""
 
-    def __init__(self, config: SmtpConfig) -> None:
+    def __init__(self, config: SmtpConfig, *, tokens: TokenSource | None = None) -> None:
         self.config = config
+        #: Set: log in with SASL XOAUTH2 and these tokens instead of the password.
+        self.tokens = tokens
 
     async def send(self, msg: EmailMessage) -> None:
         import aiosmtplib
 
+        from channels.email.oauth import OAuthError
+
         c = self.config
         try:
-            await aiosmtplib.send(
-                msg,
-                hostname=c.host,
-                port=c.port,
-                username=c.user,
-                password=c.password,
-                use_tls=c.tls == "tls",
-                start_tls=c.tls == "starttls",
-                timeout=c.timeout,
-            )
+            if self.tokens is None:
+                await self._send(msg, password=c.password)
+            else:
+                await self._send_xoauth2(msg, self.tokens)
+        except OAuthError as exc:
+            raise DeliveryError(f"no OAuth token for SMTP: {exc}") from exc
+        except aiosmtplib.SMTPAuthenticationError as exc:
+            raise DeliveryError(
+                f"SMTP login as {c.user} refused: {exc.code} {exc.message}"
+            ) from exc
         except aiosmtplib.SMTPRecipientsRefused as exc:
             codes = [r.code for r in exc.recipients]
             permanent = bool(codes) and all(500 <= code < 600 for code in codes)
@@ -84,6 +93,43 @@ class SmtpMailer:
             ) from exc
         except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
             raise DeliveryError(f"SMTP server {c.host}:{c.port} unreachable: {exc}") from exc
+
+    async def _send_xoauth2(self, msg: EmailMessage, tokens: TokenSource) -> None:
+        import aiosmtplib
+
+        token = await tokens.token()
+        try:
+            await self._send(msg, token=token)
+            return
+        except aiosmtplib.SMTPAuthenticationError:
+            # Refused before MAIL FROM, so sending again cannot duplicate the message.
+            tokens.invalidate(token)
+            log.info("SMTP refused the access token for %s; fetching a new one", self.config.user)
+        await self._send(msg, token=await tokens.token())
+
+    async def _send(
+        self, msg: EmailMessage, *, password: str | None = None, token: str | None = None
+    ) -> None:
+        import aiosmtplib
+
+        c = self.config
+
+        async def current_token() -> str:
+            assert token is not None
+            return token
+
+        await aiosmtplib.send(
+            msg,
+            hostname=c.host,
+            port=c.port,
+            username=c.user,
+            password=password,
+            oauth_token_generator=current_token if token is not None else None,
+            use_tls=c.tls == "tls",
+            start_tls=c.tls == "starttls",
+            tls_context=c.ssl_context if c.tls != "none" else None,
+            timeout=c.timeout,
+        )
 
 
 class Mailer(Protocol):

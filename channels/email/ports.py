@@ -4,6 +4,7 @@
 (`MailStore`, which `store.SqlStore` already has) and the one thing no other part of the
 server keeps: which mails and links were already handled (`MailLog`, implemented by
 `store.mail.SqlMailLog`). Both are satisfied structurally; nothing here is subclassed.
+`TokenSource` is what IMAP and SMTP log in with when the account uses OAuth.
 """
 
 from __future__ import annotations
@@ -51,3 +52,15 @@ class MailLog(Protocol):
         ...
 
     async def seen(self, key: str) -> bool: ...
+
+
+class TokenSource(Protocol):
+    """OAuth access tokens for SASL XOAUTH2 (`channels.email.oauth.OAuthTokens`)."""
+
+    async def token(self) -> str:
+        """A valid access token (cached, or refreshed first)."""
+        ...
+
+    def invalidate(self, token: str) -> None:
+        """The server refused `token`: the next `token()` fetches a new one."""
+        ...

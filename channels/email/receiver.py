@@ -5,6 +5,11 @@ server or the mailbox was down is not missed. Then it IDLEs: the server pushes n
 within a second or so. Where the server has no IDLE it polls. A dropped connection (the
 server restarted, the network went away) reconnects with exponential backoff and jitter.
 
+The connection is TLS from the start (`tls="tls"`, port 993) or upgraded with STARTTLS
+(`tls="starttls"`, port 143; never silently left plaintext); `"none"` is for a server on
+localhost. Login is a password, or SASL XOAUTH2 with a token from a `TokenSource` (Microsoft
+365, Google): a refused token is exchanged for a fresh one once per connect.
+
 Each message is handed to `handle(raw, size=..., fallback_id=...)` and then flagged `\\Seen`;
 the handler records its Message-ID, so a message seen twice (a crash between the two steps,
 two copies) is acted on once. A message the handler fails on stays unseen and is tried again
@@ -20,10 +25,13 @@ import random
 import re
 import ssl
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
 from agent.tasks import stop_if_cancelled
+from channels.email.imap_ext import StartTlsError, authenticate_xoauth2, starttls
+from channels.email.oauth import OAuthRefused
+from channels.email.ports import TokenSource
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +40,19 @@ class Handle(Protocol):
     async def __call__(self, raw: bytes, *, size: int | None, fallback_id: str) -> str: ...
 
 
+ImapTls = Literal["tls", "starttls", "none"]
+
+
 @dataclass(frozen=True)
 class ImapConfig:
     host: str
     port: int = 993
-    tls: bool = True
+    #: "tls" (993), "starttls" (143), "none" (localhost only); True / False mean tls / none.
+    tls: ImapTls | bool = "tls"
     user: str = ""
-    password: str = ""
+    password: str = field(default="", repr=False)
+    #: Certificates to trust instead of the system's (a private CA); None: the system's.
+    ssl_context: ssl.SSLContext | None = field(default=None, repr=False, compare=False)
     folder: str = "INBOX"
     #: End IDLE and look again this often, even without a push (a safety net, and it
     #: notices a silently dead connection).
@@ -52,6 +66,12 @@ class ImapConfig:
     max_failures: int = 3
     #: False polls even where the server offers IDLE (for a server whose IDLE misbehaves).
     idle: bool = True
+
+    @property
+    def tls_mode(self) -> ImapTls:
+        if isinstance(self.tls, bool):
+            return "tls" if self.tls else "none"
+        return self.tls
 
 
 class ConnectionLost(Exception):
@@ -76,10 +96,13 @@ class ImapReceiver:
         config: ImapConfig,
         handle: Handle,
         *,
+        tokens: TokenSource | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.config = config
         self.handle = handle
+        #: Set: log in with SASL XOAUTH2 and these tokens instead of the password.
+        self.tokens = tokens
         self.sleep = sleep
         #: Set while logged in with the folder selected (tests wait on it).
         self.connected = asyncio.Event()
@@ -133,16 +156,29 @@ class ImapReceiver:
         def on_lost(_exc: Exception | None) -> None:
             lost.set()
 
+        mode = c.tls_mode
+        context = c.ssl_context or ssl.create_default_context()
         client = aioimaplib.IMAP4(
             host=c.host,
             port=c.port,
             timeout=c.timeout,
             conn_lost_cb=on_lost,
-            ssl_context=ssl.create_default_context() if c.tls else None,
+            ssl_context=context if mode == "tls" else None,
         )
         try:
             await client.wait_hello_from_server()
-            response = await client.login(c.user, c.password)
+            if mode == "starttls":
+                try:
+                    await starttls(
+                        client, ssl_context=context, server_hostname=c.host, timeout=c.timeout
+                    )
+                except StartTlsError as exc:
+                    # Not retried quickly: no login may go out over this connection.
+                    raise LoginRefused(str(exc)) from None
+            if self.tokens is None:
+                response = await client.login(c.user, c.password)
+            else:
+                response = await self._xoauth2(client, self.tokens)
             if response.result != "OK":
                 raise LoginRefused(_text(response))
             selected = await client.select(c.folder)
@@ -155,6 +191,23 @@ class ImapReceiver:
         self.connected.set()
         log.info("IMAP connected to %s:%s/%s", c.host, c.port, c.folder)
         return client
+
+    async def _xoauth2(self, client: Any, tokens: TokenSource) -> Any:
+        """Log in with a cached token; once refused, with a freshly fetched one."""
+        c = self.config
+        response = None
+        for _ in range(2):
+            try:
+                token = await tokens.token()
+            except OAuthRefused as exc:
+                raise LoginRefused(str(exc)) from None
+            # Any other OAuthError (endpoint down) goes up: reconnecting later retries it.
+            response = await authenticate_xoauth2(client, c.user, token, timeout=c.timeout)
+            if response.result == "OK":
+                return response
+            tokens.invalidate(token)
+            log.info("IMAP refused the access token for %s; fetching a new one", c.user)
+        return response
 
     async def _close(self, client: Any) -> None:
         # Exception, not BaseException: a cancel arriving here must still stop the loop.

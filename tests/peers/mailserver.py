@@ -15,6 +15,13 @@ in memory, as a real MTA would queue for an unreachable mailbox server; ``start_
 delivers the queue in order. This is the honest picture of "IMAP down, mail still
 arriving": nothing reaches the mailbox until the mailbox server is back.
 
+With ``tls=True`` the peer looks like a provider's submission and mailbox servers: dovecot
+offers STARTTLS on the IMAP port and implicit TLS on ``imaps_port``, and the SMTP front
+offers STARTTLS and requires AUTH (PLAIN/LOGIN with the users' passwords) after it, all
+with a certificate from a throw-away CA (``mail.certs``). With ``oauth=OAuthServer(...)``
+both also accept XOAUTH2: dovecot through its ``oauth2`` passdb, which asks the provider's
+introspection endpoint about each token, and the SMTP front by asking the provider directly.
+
 Needs ``/usr/sbin/dovecot`` (``.ci/install-system-packages`` installs it).
 """
 
@@ -22,10 +29,13 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import base64
+import binascii
 import contextlib
 import email
 import email.policy
 import grp
+import json
 import os
 import pwd
 import shutil
@@ -46,7 +56,10 @@ from typing import Any
 import aioimaplib
 import pytest
 from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import SMTP, Envelope, Session
+from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
+
+from tests.peers.certs import TestCertificates, make_certificates
+from tests.peers.oauth_server import OAuthServer
 
 DOVECOT = "/usr/sbin/dovecot"
 DOMAIN = "example.test"
@@ -103,10 +116,22 @@ class _LmtpRelay:
     worker thread of the test's loop, hence the threading lock around the queue.
     """
 
-    def __init__(self, *, host: str, lmtp_port: int, users: set[str]) -> None:
+    def __init__(
+        self,
+        *,
+        host: str,
+        lmtp_port: int,
+        users: set[str],
+        passwords: Mapping[str, str] | None = None,
+        oauth: OAuthServer | None = None,
+    ) -> None:
         self._host = host
         self._lmtp_port = lmtp_port
         self._users = users
+        self._passwords: Mapping[str, str] = passwords or {}
+        self._oauth = oauth
+        #: Users who logged in to the SMTP front with XOAUTH2, in order (tests assert on it).
+        self.xoauth2_logins: list[str] = []
         self._lock = threading.Lock()
         self._pending: list[_Pending] = []
         self._online = False
@@ -137,6 +162,55 @@ class _LmtpRelay:
                     raise MailPeerError("dovecot refused LMTP connections after start")
                 self._pending.pop(0)
             self._online = True
+
+    async def auth_XOAUTH2(self, server: SMTP, args: list[str]) -> AuthResult:
+        """SASL XOAUTH2 as Gmail and Outlook speak it (aiosmtpd finds ``auth_<MECH>``).
+
+        A refused token gets a 334 challenge with a JSON error, and the client's empty
+        answer, before the 535: that is the exchange real clients must handle.
+        """
+        if self._oauth is None:
+            return AuthResult(success=False)
+        if len(args) == 2:
+            try:
+                blob = base64.b64decode(args[1], validate=True)
+            except binascii.Error:
+                return AuthResult(success=False, message="501 5.5.2 Can't decode base64")
+        else:
+            answer = await server.challenge_auth("")
+            if not isinstance(answer, bytes):
+                return AuthResult(success=False, handled=True)
+            blob = answer
+        fields = dict(
+            part.split("=", 1)
+            for part in blob.decode(errors="replace").split("\x01")
+            if "=" in part
+        )
+        user = fields.get("user", "")
+        auth = fields.get("auth", "")
+        token = auth[len("Bearer ") :] if auth.startswith("Bearer ") else ""
+        owner = await asyncio.to_thread(self._oauth.check_token, token) if token else None
+        if owner is None or owner.lower() != user.lower():
+            error = {"status": "401", "schemes": "Bearer", "scope": "mail"}
+            await server.challenge_auth(json.dumps(error))
+            return AuthResult(success=False)
+        self.xoauth2_logins.append(user)
+        return AuthResult(success=True, auth_data=user)
+
+    def authenticate(
+        self,
+        server: SMTP,
+        session: Session,
+        envelope: Envelope,
+        mechanism: str,
+        auth_data: object,
+    ) -> AuthResult:
+        """AUTH PLAIN / LOGIN with a mailbox user's password (the TLS front's authenticator)."""
+        if not isinstance(auth_data, LoginPassword):
+            return AuthResult(success=False, handled=False)
+        password = self._passwords.get(mailbox_user(auth_data.login.decode(errors="replace")))
+        ok = password is not None and auth_data.password.decode(errors="replace") == password
+        return AuthResult(success=ok, handled=False)
 
     async def handle_RCPT(
         self,
@@ -206,6 +280,10 @@ class MailServer:
     Use as ``with MailServer() as mail:`` or ``async with MailServer() as mail:``. Then send
     with any SMTP client to ``mail.host:mail.smtp_port`` (no TLS, no auth) and read with
     IMAP at ``mail.host:mail.imap_port`` (plain LOGIN, no TLS).
+
+    ``tls=True``: STARTTLS on both ports, implicit TLS IMAP on ``imaps_port``, SMTP AUTH
+    required; clients trust ``mail.certs.client_context()``. ``oauth=``: XOAUTH2 on both,
+    checked against that provider (see the module docstring).
     """
 
     host = "127.0.0.1"
@@ -216,17 +294,29 @@ class MailServer:
         users: Mapping[str, str] = DEFAULT_USERS,
         domain: str = DOMAIN,
         dovecot: str = DOVECOT,
+        tls: bool = False,
+        oauth: OAuthServer | None = None,
     ) -> None:
         self.domain = domain
         self.users: dict[str, str] = dict(users)
         self._dovecot = dovecot
+        self.tls = tls
+        self.oauth = oauth
         self.imap_port = free_port()
+        self.imaps_port = free_port() if tls else 0
         self.lmtp_port = free_port()
         self.smtp_port = free_port()
+        self._certs: TestCertificates | None = None
         self._dir: Path | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._controller: Controller | None = None
-        self._relay = _LmtpRelay(host=self.host, lmtp_port=self.lmtp_port, users=set(self.users))
+        self._relay = _LmtpRelay(
+            host=self.host,
+            lmtp_port=self.lmtp_port,
+            users=set(self.users),
+            passwords=self.users,
+            oauth=oauth,
+        )
 
     # ----- addresses and state -----------------------------------------------------------
 
@@ -249,6 +339,24 @@ class MailServer:
         return self._proc.pid if self._proc is not None else None
 
     @property
+    def certs(self) -> TestCertificates:
+        """The CA and server certificate of a ``tls=True`` server."""
+        if self._certs is None:
+            raise MailPeerError("mail server was not started with tls=True")
+        return self._certs
+
+    @property
+    def smtp_xoauth2_logins(self) -> list[str]:
+        """Users who authenticated to the SMTP front with XOAUTH2, in order."""
+        return list(self._relay.xoauth2_logins)
+
+    def imap_logins(self) -> list[str]:
+        """dovecot's log lines for successful IMAP logins (they name the method and TLS)."""
+        path = self.root / "dovecot.log"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return [line for line in text.splitlines() if "imap-login: Info: Login:" in line]
+
+    @property
     def root(self) -> Path:
         """The temp dir holding config, logs and mailboxes (for debugging a failed test)."""
         if self._dir is None:
@@ -264,12 +372,14 @@ class MailServer:
         # dovecot's unprivileged processes (login, auth, mail) must reach files in here.
         self._dir.chmod(0o755)
         try:
+            if self.tls:
+                self._certs = make_certificates(self._dir / "tls", host=self.host)
             self._write_config()
             for user in self.users:
                 self._make_home(user)
             self._start_dovecot()
             self._relay.go_online()
-            self._controller = Controller(self._relay, hostname=self.host, port=self.smtp_port)
+            self._controller = self._smtp_front()
             self._controller.start()
         except BaseException:
             self.stop()
@@ -287,6 +397,22 @@ class MailServer:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+
+    def _smtp_front(self) -> Controller:
+        if not self.tls:
+            return Controller(self._relay, hostname=self.host, port=self.smtp_port)
+        # A submission port: STARTTLS offered, AUTH only after it, no mail without AUTH.
+        return Controller(
+            self._relay,
+            hostname=self.host,
+            port=self.smtp_port,
+            server_hostname=self.host,
+            tls_context=self.certs.server_context(),
+            require_starttls=True,
+            auth_required=True,
+            auth_require_tls=True,
+            authenticator=self._relay.authenticate,
+        )
 
     def add_user(self, name: str, password: str) -> None:
         """Create a mailbox user; dovecot re-reads the passwd file on its next lookup."""
@@ -419,6 +545,34 @@ class MailServer:
         for sub in ("run", "state", "home"):
             (root / sub).mkdir(mode=0o755)
         self._write_passwd()
+        if self.tls:
+            certs = self.certs
+            ssl = f"ssl = yes\nssl_cert = <{certs.cert_file}\nssl_key = <{certs.key_file}\n"
+        else:
+            ssl = "ssl = no\n"
+        mechanisms = "plain login"
+        oauth_passdb = ""
+        if self.oauth is not None:
+            mechanisms += " xoauth2 oauthbearer"
+            (root / "oauth2.conf").write_text(
+                f"""\
+introspection_mode = post
+introspection_url = {self.oauth.introspection_url}
+username_attribute = email
+active_attribute = active
+active_value = true
+force_introspection = yes
+"""
+            )
+            # Only the token mechanisms reach this passdb, and they reach only it: a token
+            # is never compared with a password, nor a password sent to the provider.
+            oauth_passdb = f"""\
+passdb {{
+  driver = oauth2
+  mechanisms = xoauth2 oauthbearer
+  args = {root}/oauth2.conf
+}}
+"""
         (root / "dovecot.conf").write_text(
             f"""\
 protocols = imap lmtp
@@ -426,10 +580,9 @@ listen = {self.host}
 base_dir = {root}/run
 state_dir = {root}/state
 log_path = {root}/dovecot.log
-ssl = no
-disable_plaintext_auth = no
+{ssl}disable_plaintext_auth = no
 auth_failure_delay = 0
-auth_mechanisms = plain login
+auth_mechanisms = {mechanisms}
 default_login_user = {login_user}
 default_internal_user = {internal_user}
 default_internal_group = {internal_group}
@@ -440,11 +593,13 @@ lmtp_save_to_detail_mailbox = no
 mail_location = maildir:~/Maildir
 passdb {{
   driver = passwd-file
+  # "none": lookups that authenticate nobody (LMTP's user lookup) use it too.
+  mechanisms = plain login none
   # %n: the local part, so "bot", "bot@example.test" and (after dovecot drops the
   # +detail) "bot+token@example.test" are all user bot.
   args = scheme=PLAIN username_format=%n {root}/passwd
 }}
-userdb {{
+{oauth_passdb}userdb {{
   driver = static
   args = uid={uid} gid={gid} home={root}/home/%n
 }}
@@ -455,7 +610,9 @@ service imap-login {{
     port = {self.imap_port}
   }}
   inet_listener imaps {{
-    port = 0
+    address = {self.host}
+    port = {self.imaps_port}
+    ssl = yes
   }}
 }}
 service anvil {{
