@@ -9,7 +9,6 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-
 from typing import Any
 
 import pytest
@@ -22,7 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
 
-_FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w-]*)\n(?P<body>.*?)^(?P=indent)```", re.M | re.S)
+_FENCE = re.compile(
+    r"^(?P<indent> *)```(?P<lang>[\w-]*)\n(?P<body>.*?)^(?P=indent)```", re.M | re.S
+)
 _LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
 
 
@@ -38,8 +39,18 @@ def _blocks(page: Path, *langs: str) -> list[str]:
 def test_the_site_builds_with_every_link_resolving(tmp_path: Path) -> None:
     # -W: a link to a page or heading that does not exist is a warning, and so a failure.
     done = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html"]
-        + [str(DOCS), str(tmp_path / "site")],
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-W",
+            "--keep-going",
+            "-q",
+            "-b",
+            "html",
+            str(DOCS),
+            str(tmp_path / "site"),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
