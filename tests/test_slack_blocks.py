@@ -213,9 +213,7 @@ def test_the_edit_modal_is_built_from_the_schema_and_prefilled() -> None:
         "action_id": "value",
         "initial_value": "ann@example.com",
     }
-    assert (
-        inputs[B["to"]]["optional"] is False and inputs[B["to"]]["hint"]["text"] == "Recipient."
-    )
+    assert inputs[B["to"]]["optional"] is False and inputs[B["to"]]["hint"]["text"] == "Recipient."
     assert inputs[B["body"]]["element"]["multiline"] is True
     assert inputs[B["priority"]]["element"]["type"] == "static_select"
     assert inputs[B["priority"]]["element"]["initial_option"]["value"] == "normal"
