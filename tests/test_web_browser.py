@@ -2,8 +2,9 @@
 process, a scripted model reached through litellm and the test MCP server.
 
 One server and one browser serve the whole module; each test starts its own run. The edit
-story runs with JavaScript off, to show the page needs none. Screenshots of the Action item
-page and of a run timeline (desktop and phone width) land in test-output/.
+story runs with JavaScript off, to show the page needs none. Every page is shot at desktop
+and phone width into test-output/ (web-*-desktop.png, web-*-phone.png), and at phone width
+each must fit the screen: nothing wider than the window, tables read as cards.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import pytest_asyncio
@@ -94,12 +96,32 @@ async def logged_in(
 
 
 async def shoot(page: Page, path: Path) -> None:
-    """A full-page screenshot at desktop width, then at phone width."""
+    """A full-page screenshot at desktop width, then at phone width, where the page must fit."""
     await page.set_viewport_size(DESKTOP)
     await page.screenshot(path=str(path.with_name(path.stem + "-desktop.png")), full_page=True)
     await page.set_viewport_size(PHONE)
+    await fits_the_screen(page)
     await page.screenshot(path=str(path.with_name(path.stem + "-phone.png")), full_page=True)
     await page.set_viewport_size(DESKTOP)
+
+
+async def fits_the_screen(page: Page) -> None:
+    """Nothing makes the page scroll sideways; on failure, say which elements stick out."""
+    wide, window, culprits = await page.evaluate(
+        """() => {
+            const w = window.innerWidth;
+            const out = [...document.querySelectorAll("body *")]
+                .filter(e => e.getBoundingClientRect().right > w + 0.5)
+                .slice(0, 5)
+                .map(e => e.tagName.toLowerCase() + (e.className ? "." + e.className : ""));
+            return [document.documentElement.scrollWidth, w, out];
+        }"""
+    )
+    assert wide <= window, f"{page.url} is {wide}px wide in a {window}px window: {culprits}"
+
+
+def path_of(url: str) -> str:
+    return urlsplit(url).path
 
 
 async def test_the_login_link_leaves_a_strict_httponly_cookie_and_no_token(
@@ -163,8 +185,10 @@ async def test_edit_an_integer_and_an_enum_with_javascript_off(
         await priority.select_option("high")
         await page.get_by_role("button", name="Approve with these arguments").click()
 
-        # The server refused it: the form is back with what was typed and the reason.
+        # The server refused it: the form is back with what was typed and the reason, at the
+        # item's own address (a reload or a copied link shows the item, not a dead end).
         await expect(page.locator(".has-error .field-error")).to_contain_text("at most 10")
+        assert path_of(page.url) == f"/items/{item['id']}"
         await expect(copies).to_have_value("50")
         await expect(priority).to_have_value("high")
         await expect(page.locator("#arg-to")).to_have_value("ann@example.com")
@@ -199,6 +223,10 @@ async def test_edit_an_integer_and_an_enum_with_javascript_off(
         await expect(page.locator(".facts-grid")).to_contain_text("done")
         assert done["usage"]["tokens"] > 0
         await expect(page.locator(".facts-grid")).to_contain_text(f"{done['usage']['tokens']:,}")
+        # The scripted model is not in litellm's price list: the page says so, not "$0".
+        assert done["usage"]["cost_known"] is False
+        await expect(page.locator(".facts-grid .cost")).to_contain_text("not priced")
+        await expect(page.locator(".ev.model").first).to_contain_text("cost not priced")
         await shoot(page, output_dir / "web-run-timeline")
     finally:
         await context.close()
@@ -288,3 +316,65 @@ async def test_start_a_run_from_the_form_then_cancel_and_read_the_audit(
         await expect(cancel.first).to_contain_text("web")
     finally:
         await context.close()
+
+
+async def test_every_page_fits_a_phone_and_tables_read_as_cards(
+    browser: Browser, stack: Stack, output_dir: Path
+) -> None:
+    run = await stack.start_run("test", "Send Ann the quote, then tell me")
+    item = await stack.wait_item(run["id"])
+    decided = await stack.start_run("test", "Send Ann the quote again")
+    decided_item = await stack.wait_item(decided["id"])
+    assert (await stack.decide(decided_item["id"], "approve")).status_code == 200
+    done = await stack.wait_run(decided["id"], {"done"})
+
+    stranger = await browser.new_context(viewport=DESKTOP)
+    login = await stranger.new_page()
+    context, page = await logged_in(browser, stack)
+    try:
+        await login.goto(f"{stack.server.url}/login")
+        await shoot(login, output_dir / "web-login")
+
+        pages = {
+            "web-inbox": "/",
+            "web-action-item": f"/items/{item['id']}",
+            "web-decided-item": f"/items/{decided_item['id']}",
+            "web-run-waiting": f"/runs/{run['id']}",
+            "web-run-timeline": f"/runs/{decided['id']}",
+            "web-runs": "/runs",
+            "web-new-run": "/runs/new",
+            "web-schedules": "/schedules",
+            "web-audit": "/audit",
+            "web-not-found": "/items/no-such-item",
+        }
+        for name, path in pages.items():
+            await page.goto(f"{stack.server.url}{path}")
+            await shoot(page, output_dir / name)
+
+        # Runs: every column of a run is on screen at phone width, the tokens included.
+        await page.goto(f"{stack.server.url}/runs")
+        await page.set_viewport_size(PHONE)
+        row = page.locator("table.runs tbody tr", has_text=decided["id"][:8])
+        tokens = row.locator("td[data-label=Tokens]")
+        await expect(tokens).to_be_visible()
+        await expect(tokens).to_contain_text(f"{done['usage']['tokens']:,}")
+        for cell in await row.locator("td").all():
+            box = await cell.bounding_box()
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
+
+        # Audit: each entry is a short card whose detail has the width of the screen, so a
+        # phone shows several entries at once instead of one tall, narrow column.
+        await page.goto(f"{stack.server.url}/audit")
+        rows = page.locator("table.audit tbody tr")
+        assert await rows.count() >= 3
+        heights = await rows.evaluate_all("rs => rs.map(r => r.getBoundingClientRect().height)")
+        assert max(heights) < PHONE["height"] / 3, heights
+        details = await page.locator("table.audit td[data-label=Detail]:not(:empty)").evaluate_all(
+            "ds => ds.map(d => d.getBoundingClientRect().width)"
+        )
+        assert details and min(details) > PHONE["width"] / 2, details
+        await expect(rows.first.locator("td[data-label=Who]")).to_contain_text("owner")
+    finally:
+        await context.close()
+        await stranger.close()
+    await stack.decide(item["id"], "reject", reason="enough pictures")

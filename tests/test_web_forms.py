@@ -8,6 +8,7 @@ the whole round trip through the item page of an in-process app.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -218,6 +219,7 @@ async def test_the_item_page_edits_round_trip(tmp_path: Path) -> None:
             assert form.controls["arg.copies"]["value"] == "2"
             posted = {
                 "csrf": csrf_of(page.text),
+                "decision": "edit",
                 **{
                     name: control.get("value", control.get("text", ""))
                     for name, control in form.controls.items()
@@ -228,14 +230,23 @@ async def test_the_item_page_edits_round_trip(tmp_path: Path) -> None:
                 PREFIX + "urgent": "",
                 PREFIX + "level": "",
             }
-            bad = await c.post(f"/items/{item.id}/edit", data={**posted, PREFIX + "copies": "0"})
+            action = edit_action(page.text)
+            bad = await c.post(action, data={**posted, PREFIX + "copies": "0"})
             assert bad.status_code == 422
+            # The refusal is the page at the item's own address: what the browser shows then
+            # is what a reload (it sends the form again) or a visit to that address shows.
+            assert bad.url.path == f"/items/{item.id}"
             again = Form(bad.text)
             assert again.controls["arg.copies"]["value"] == "0"
+            assert again.controls["arg.priority"]["selected"] == "high"
             assert any("at least 1" in e for e in again.errors)
+            assert edit_action(bad.text) == action  # fix and send again from there
             assert (await web.store.get_item(item.id)).status is ItemStatus.PENDING
+            visit = await c.get(bad.url.path)
+            assert visit.status_code == 200
+            assert Form(visit.text).controls["arg.copies"]["value"] == "2"
 
-            ok = await c.post(f"/items/{item.id}/edit", data={**posted, PREFIX + "copies": "7"})
+            ok = await c.post(action, data={**posted, PREFIX + "copies": "7"})
             assert ok.status_code == 303
             assert ok.headers["location"] == f"/items/{item.id}?note=edited"
         decided = await web.store.get_item(item.id)
@@ -244,3 +255,27 @@ async def test_the_item_page_edits_round_trip(tmp_path: Path) -> None:
         assert decided.final_args is not None
         assert decided.final_args["copies"] == 7 and decided.final_args["body"] == "Hello\nAnn"
         assert decided.final_args["tags"] == ["a", "b"]
+
+
+def edit_action(html: str) -> str:
+    """Where the page's edit form posts to (without the fragment)."""
+    match = re.search(r'<form class="edit-form" method="post" action="([^"#]*)', html)
+    assert match, "no edit form on the page"
+    return match.group(1)
+
+
+async def test_a_decision_names_itself_and_an_unknown_one_decides_nothing(tmp_path: Path) -> None:
+    async with WebApp(tmp_path) as web:
+        item = await web.action_item(schema=SCHEMA, args=ARGS)
+        async with web.client(logged_in=True) as c:
+            csrf = csrf_of((await c.get(f"/items/{item.id}")).text)
+            for bogus in ({}, {"decision": "approve please"}):
+                r = await c.post(f"/items/{item.id}", data={"csrf": csrf, **bogus})
+                assert r.status_code == 400 and "Unknown decision" in r.text
+            assert (await web.store.get_item(item.id)).status is ItemStatus.PENDING
+            forged = await c.post(f"/items/{item.id}", data={"decision": "approve"})
+            assert forged.status_code == 403  # no CSRF token, no decision
+            r = await c.post(f"/items/{item.id}", data={"csrf": csrf, "decision": "approve"})
+            assert r.status_code == 303
+            assert r.headers["location"] == f"/items/{item.id}?note=approved"
+        assert (await web.store.get_item(item.id)).status is ItemStatus.APPROVED

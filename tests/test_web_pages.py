@@ -4,6 +4,7 @@ Inbox and Runs; no worker, so runs stay where the test puts them."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -80,9 +81,10 @@ async def test_an_action_item_page_shows_context_tool_risk_and_three_decisions(
     assert "<code>send_email</code> on server <code>crm</code>" in html
     assert "high impact" in html and "cannot be undone" in html and "external" in html
     assert "ann@example.com" in html
-    assert f'action="/items/{item.id}/approve#decide"' in html
-    assert f'action="/items/{item.id}/edit#decide"' in html
-    assert f'action="/items/{item.id}/reject#decide"' in html
+    # The three forms post to the page's own address, each saying which decision it is.
+    assert html.count(f'action="/items/{item.id}#decide"') == 3
+    for decision in ("approve", "edit", "reject"):
+        assert f'name="decision" value="{decision}"' in html
 
 
 async def test_a_budget_item_offers_extend_and_stop_but_no_edit(web: WebApp) -> None:
@@ -115,7 +117,7 @@ async def test_reject_sends_the_reason_and_the_page_then_shows_who_and_why(
     decided = await web.store.get_item(item.id)
     assert decided.status is ItemStatus.REJECTED and decided.reason == "Not this week."
     assert "Rejected by <b>owner</b> via <b>web</b>" in html and "Not this week." in html
-    assert "/approve" not in html
+    assert 'name="decision"' not in html
 
 
 async def test_a_late_decision_is_told_who_was_first(web: WebApp) -> None:
@@ -129,9 +131,11 @@ async def test_a_late_decision_is_told_who_was_first(web: WebApp) -> None:
             ("reject", {"reason": "no"}),
             ("edit", {"arg.to": "b@x"}),
         ):
-            r = await c.post(f"/items/{item.id}/{action}", data={"csrf": csrf, **data})
-            assert r.status_code == 303, action
-            assert r.headers["location"] == f"/items/{item.id}?note=late"
+            # The page's own address, and the per-decision one a page loaded earlier posts to.
+            for path in (f"/items/{item.id}", f"/items/{item.id}/{action}"):
+                r = await c.post(path, data={"csrf": csrf, "decision": action, **data})
+                assert r.status_code == 303, path
+                assert r.headers["location"] == f"/items/{item.id}?note=late"
         html = (await c.get(f"/items/{item.id}?note=late")).text
         state = (await c.get(f"/items/{item.id}/state")).text
     assert "Someone decided this before you" in html
@@ -193,8 +197,8 @@ async def test_cancel_a_run_and_find_it_in_the_audit_log(web: WebApp) -> None:
     run = await web.store.get_run(item.run_id)
     assert run.status is RunStatus.CANCELLED and "owner via web" in (run.error or "")
     assert (await web.store.get_item(item.id)).status is ItemStatus.CANCELLED
-    row = audit[audit.index("<td>cancel</td>") - 300 :]
-    assert "<td>owner</td>" in row and "<td>web</td>" in row
+    [row] = [r for r in audit.split("<tr>") if "<b>cancel</b>" in r]
+    assert '"Who">owner</td>' in row and '"Channel">web</td>' in row
     assert f"/runs/{item.run_id}" in row
 
 
@@ -304,3 +308,65 @@ def test_timeline_entries_read_like_a_story() -> None:
     assert got[3].facts == [("via", "email")] and got[3].blocks[0].text == "no"
     assert got[5].failed and got[5].blocks[0].text == "gave up"
     assert got[6].blocks[0].text == "[\n  1\n]" and got[6].blocks[0].code
+
+
+def _model_call(cost: float | None) -> NewEvent:
+    return NewEvent(
+        EventKind.MODEL_CALL,
+        {"model": "m", "tokens_in": 10, "tokens_out": 5, "latency_ms": 3, "cost_usd": cost},
+    )
+
+
+def _cost_shown(live: str) -> str:
+    """The text of the Cost fact, tags stripped."""
+    cell = live[live.index('class="cost"') :]
+    cell = cell[cell.index(">") + 1 : cell.index("</dd>")]
+    return " ".join(re.sub(r"<[^>]+>", " ", cell).split())
+
+
+async def test_a_runs_cost_says_what_is_known(web: WebApp) -> None:
+    running = await web.run("price me", status=RunStatus.RUNNING)
+    unpriced = await web.run("local model", status=RunStatus.RUNNING)
+    mixed = await web.run("both", status=RunStatus.RUNNING)
+    async with web.client(logged_in=True) as c:
+
+        async def cost(run_id: str) -> str:
+            return _cost_shown((await c.get(f"/runs/{run_id}/live")).text)
+
+        assert await cost(running) == "— no model call yet"
+        await web.store.append_events(running, [_model_call(0.0021)], worker=None, now=T0)
+        assert await cost(running) == "$0.0021 so far"
+        await web.store.append_events(running, [_model_call(0.00003)], worker=None, now=T0)
+        assert await cost(running) == "$0.0021 so far"
+        await web.store.append_events(unpriced, [_model_call(None)], worker=None, now=T0)
+        assert await cost(unpriced) == "not priced the model has no known price"
+        await web.store.append_events(
+            mixed, [_model_call(0.5), _model_call(None)], worker=None, now=T0
+        )
+        assert await cost(mixed) == "at least $0.5000 some model calls are not priced"
+        await web.store.set_status(running, RunStatus.DONE, worker=None, now=T0)
+        assert await cost(running) == "$0.0021"  # the sum, no longer "so far"
+        timeline = (await c.get(f"/runs/{unpriced}")).text
+    assert "cost</span> not priced" in timeline  # the model call itself says so too
+
+
+async def test_tables_name_their_columns_in_every_cell_for_phones(web: WebApp) -> None:
+    item = await web.action_item(schema=SCHEMA, args={"to": "a@x"})
+    await web.store.audit(
+        action="decision",
+        actor="owner",
+        channel="web",
+        now=T0,
+        item_id=item.id,
+        detail={"decision": "edit", "args_before": {"body": "x" * 200}, "args_after": {"a": 1}},
+    )
+    async with web.client(logged_in=True) as c:
+        runs = (await c.get("/runs")).text
+        audit = (await c.get("/audit")).text
+    for html in (runs, audit):
+        cells = re.findall(r"<td[^>]*>", html)
+        assert cells and all("data-label=" in td for td in cells)
+    # A long value (arguments before an edit) is folded; short ones stay in the line.
+    [row] = [r for r in audit.split("<tr>") if "<b>decision</b>" in r]
+    assert "decision=edit, args_after={&#34;a&#34;: 1}" in row
+    assert "<summary>args_before</summary>" in row and "x" * 200 in row

@@ -6,13 +6,16 @@ name can never inject markup into the page.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from channels.web.timeline import pretty
+from agent.model import Usage
+from channels.web.timeline import money, pretty
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -39,12 +42,50 @@ def _short(value: str | None) -> str:
     return (value or "")[:8]
 
 
-def _money(value: float | None) -> str:
-    return "—" if value is None else f"${value:.4f}"
+class CostView(NamedTuple):
+    """A run's cost as the page shows it, with a short note saying how far to trust it."""
+
+    text: str
+    note: str
+
+
+def _cost(usage: Usage, running: bool = False) -> CostView:
+    """What is known of a run's cost: nothing yet, the priced sum (so far, while it runs), or
+    that the model has no price (litellm's price list does not know it: local or custom)."""
+    if usage.steps == 0:
+        return CostView("—", "no model call yet")
+    if not usage.cost_known:
+        if usage.cost_usd <= 0:
+            return CostView("not priced", "the model has no known price")
+        return CostView(f"at least {money(usage.cost_usd)}", "some model calls are not priced")
+    return CostView(money(usage.cost_usd), "so far" if running else "")
 
 
 def _count(value: int | None) -> str:
     return "—" if value is None else f"{value:,}"
+
+
+class DetailView(NamedTuple):
+    """An audit entry's detail: short values in one line, long ones (arguments before and
+    after an edit) folded away so that an entry stays a few lines high."""
+
+    short: str
+    long: list[tuple[str, str]]
+
+
+_DETAIL_INLINE = 60  # characters of a value shown in the line; a longer one is folded
+
+
+def _detail(detail: Mapping[str, Any] | None) -> DetailView:
+    short: list[str] = []
+    long: list[tuple[str, str]] = []
+    for key, value in (detail or {}).items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        if len(text) > _DETAIL_INLINE:
+            long.append((str(key), pretty(value)))
+        else:
+            short.append(f"{key}={text}")
+    return DetailView(", ".join(short), long)
 
 
 def _environment() -> Environment:
@@ -56,7 +97,7 @@ def _environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(
-        when=_when, iso=_iso, short=_short, money=_money, count=_count, pretty=pretty
+        when=_when, iso=_iso, short=_short, cost=_cost, detail=_detail, count=_count, pretty=pretty
     )
     return env
 

@@ -411,6 +411,32 @@ def web_router(
             return go(v, f"/items/{item_id}", "extended" if budget else "approved")
         return go(v, f"/items/{item_id}", "stopped" if budget else "rejected")
 
+    @r.post("/items/{item_id}")
+    async def item_post(item_id: str, request: Request) -> Response:
+        """The item page's three forms post to the page's own address (``decision`` says
+        which), so a refused edit comes back as a 422 carrying the typed input and the errors
+        at ``/items/{id}``: the address a reload, a bookmark or a copied link shows correctly.
+        The ``/approve``, ``/edit`` and ``/reject`` addresses stay for pages loaded before."""
+        v = await visit(request)
+        if refused := await post_refused(request, v):
+            return refused
+        match _text(await request.form(), "decision"):
+            case "approve":
+                return await approve(item_id, request)
+            case "edit":
+                return await edit(item_id, request)
+            case "reject":
+                return await reject(item_id, request)
+            case _:
+                return await page(
+                    request,
+                    v,
+                    "error.html",
+                    status=400,
+                    title="Unknown decision",
+                    message="Go back, reload the page and choose approve, edit or reject.",
+                )
+
     @r.post("/items/{item_id}/approve")
     async def approve(item_id: str, request: Request) -> Response:
         return await decide(request, item_id, lambda _form: Approve())

@@ -16,7 +16,7 @@ from typing import Any
 
 from agent.model import Event, EventKind
 
-__all__ = ["Block", "Entry", "entries", "pretty", "tool_name"]
+__all__ = ["Block", "Entry", "entries", "money", "pretty", "tool_name"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,13 @@ def pretty(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+
+
+def money(value: float) -> str:
+    """US dollars to a hundredth of a cent; a tiny amount is not shown as zero."""
+    if 0 < value < 0.0001:
+        return "< $0.0001"
+    return f"${value:.4f}" if value < 100 else f"${value:,.2f}"
 
 
 def tool_name(wire: str) -> str:
@@ -122,7 +129,7 @@ def _entry(e: Event, offset: str) -> Entry:
                     ("tokens in", d.get("tokens_in")),
                     ("tokens out", d.get("tokens_out")),
                     ("latency", _ms(d.get("latency_ms")) if "latency_ms" in d else None),
-                    ("cost", f"${cost:.4f}" if isinstance(cost, int | float) else None),
+                    ("cost", money(cost) if isinstance(cost, int | float) else "not priced"),
                     ("attempts", attempts if isinstance(attempts, int) and attempts > 1 else None),
                 ),
                 **base,
