@@ -169,13 +169,16 @@ class _LmtpRelay:
         A refused token gets a 334 challenge with a JSON error, and the client's empty
         answer, before the 535: that is the exchange real clients must handle.
         """
+        # handled=False: aiosmtpd then answers 535 (or `message`); True means "already said".
         if self._oauth is None:
-            return AuthResult(success=False)
+            return AuthResult(success=False, handled=False)
         if len(args) == 2:
             try:
                 blob = base64.b64decode(args[1], validate=True)
             except binascii.Error:
-                return AuthResult(success=False, message="501 5.5.2 Can't decode base64")
+                return AuthResult(
+                    success=False, handled=False, message="501 5.5.2 Can't decode base64"
+                )
         else:
             answer = await server.challenge_auth("")
             if not isinstance(answer, bytes):
@@ -193,7 +196,7 @@ class _LmtpRelay:
         if owner is None or owner.lower() != user.lower():
             error = {"status": "401", "schemes": "Bearer", "scope": "mail"}
             await server.challenge_auth(json.dumps(error))
-            return AuthResult(success=False)
+            return AuthResult(success=False, handled=False)
         self.xoauth2_logins.append(user)
         return AuthResult(success=True, auth_data=user)
 

@@ -49,8 +49,11 @@ class OAuthServer:
 
     host = "127.0.0.1"
 
-    def __init__(self, *, expires_in: int = 3600) -> None:
+    def __init__(self, *, expires_in: int = 3600, rotate: bool = False) -> None:
         self.expires_in = expires_in
+        #: Each refresh hands out a new refresh token and retires the one used (strict
+        #: rotation; Microsoft rotates too, though it lets the old one live out its days).
+        self.rotate = rotate
         self._state = _State()
         self._lock = threading.Lock()
         self._http: ThreadingHTTPServer | None = None
@@ -136,12 +139,18 @@ class OAuthServer:
                 return 401, {"error": "invalid_client", "error_description": "Unauthorized"}
             token = "at-" + secrets.token_urlsafe(24)
             self._state.access[token] = grant.user
-            return 200, {
+            body: dict[str, object] = {
                 "access_token": token,
                 "token_type": "Bearer",
                 "expires_in": self.expires_in,
                 "scope": form.get("scope") or grant.scope,
             }
+            if self.rotate:
+                rotated = "rt-" + secrets.token_urlsafe(24)
+                del self._state.grants[form["refresh_token"]]
+                self._state.grants[rotated] = grant
+                body["refresh_token"] = rotated
+            return 200, body
 
     def _introspect(self, form: dict[str, str]) -> tuple[int, dict[str, object]]:
         # RFC 7662's shape; dovecot is told to require "active" and to read "email".
