@@ -4,6 +4,11 @@ Deliveries are rows written with their item, so an item is never lost because Sl
 was down: the dispatcher keeps trying with exponential backoff (honouring a channel's
 Retry-After), and once a delivery is sent, a decision marks it for an update so every copy
 shows the outcome.
+
+A failure's text is kept as the delivery's last error and logged, and Slack's or an SMTP
+server's answer can echo the token or password it was given: it goes through the server's
+:class:`~agent.redaction.Redactor` first, then is cut to :data:`MAX_ERROR` characters (in
+that order, so a cut cannot leave half a secret the redactor no longer recognises).
 """
 
 from __future__ import annotations
@@ -16,9 +21,13 @@ from datetime import timedelta
 from agent.channel import Channel, DeliveryError
 from agent.context import Context
 from agent.model import Delivery, DeliveryStatus
+from agent.redaction import Redactor
 from agent.tasks import stop_if_cancelled
 
 log = logging.getLogger(__name__)
+
+#: Characters of a failure's text kept as a delivery's last error.
+MAX_ERROR = 500
 
 
 class Dispatcher:
@@ -31,6 +40,7 @@ class Dispatcher:
         backoff_base: float = 1.0,
         backoff_max: float = 300.0,
         poll_interval: float = 2.0,
+        redactor: Redactor | None = None,
     ) -> None:
         self.ctx = ctx
         self.channels = channels
@@ -38,6 +48,7 @@ class Dispatcher:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.poll_interval = poll_interval
+        self.redact = redactor or Redactor()
         self._wake = asyncio.Event()
 
     def wake(self) -> None:
@@ -93,14 +104,15 @@ class Dispatcher:
             else:
                 delay = min(self.backoff_max, self.backoff_base * 2 ** (attempts - 1))
                 retry_at = now + timedelta(seconds=max(delay, retry_after or 0))
+            error = self.redact(str(exc))
             log.warning(
                 "delivery %s on %s failed (attempt %d): %s",
                 delivery.id,
                 delivery.channel,
                 attempts,
-                exc,
+                error,
                 extra={"run_id": delivery.run_id, "item_id": delivery.item_id},
             )
             await store.delivery_failed(
-                delivery.id, error=str(exc)[:500], retry_at=retry_at, now=now
+                delivery.id, error=error[:MAX_ERROR], retry_at=retry_at, now=now
             )

@@ -77,7 +77,8 @@ async def build(settings: Settings, *, token: str, with_worker: bool | None = No
     ctx = Context(store=store, skills=SkillBook(report.skills), base_url=settings.base_url)
     env = environment()
     tools = ToolHub(env=env, call_timeout=settings.tool_timeout, extra_servers=folder_servers)
-    # The API token and every secret setting: a provider's or a tool's error must not show them.
+    # The API token and every secret setting: a provider's, a tool's, Slack's or an SMTP
+    # server's error must not show them.
     values = (getattr(settings, name) for name in type(settings).model_fields)
     redactor = Redactor.of(
         token, *(v.get_secret_value() for v in values if isinstance(v, SecretStr))
@@ -99,7 +100,7 @@ async def build(settings: Settings, *, token: str, with_worker: bool | None = No
     )
     runs = Runs(ctx)
     inbox = Inbox(ctx)
-    dispatcher = Dispatcher(ctx, {}, poll_interval=settings.poll_interval)
+    dispatcher = Dispatcher(ctx, {}, poll_interval=settings.poll_interval, redactor=redactor)
     worker = None
     if settings.worker if with_worker is None else with_worker:
         worker = Worker(
