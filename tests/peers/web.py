@@ -46,10 +46,13 @@ SKILL = Skill(
 
 
 class WebApp:
-    def __init__(self, root: Path, *, token: str = TOKEN, **router_options: Any) -> None:
+    def __init__(
+        self, root: Path, *, token: str = TOKEN, skill: Skill = SKILL, **router_options: Any
+    ) -> None:
         """``router_options`` go to `web_router` (a clock, the login throttle's limits)."""
         self.root = root
         self.token = token
+        self.skill = skill
         self.router_options = router_options
         self.store: SqlStore
         self.ctx: Context
@@ -62,7 +65,7 @@ class WebApp:
         engine = connect(f"sqlite+aiosqlite:///{self.root / 'web.db'}")
         await upgrade(engine)
         self.store = SqlStore(engine)
-        self.ctx = Context(store=self.store, skills=SkillBook({"test": SKILL}))
+        self.ctx = Context(store=self.store, skills=SkillBook({self.skill.name: self.skill}))
         self.inbox = Inbox(self.ctx)
         self.runs = Runs(self.ctx)
         deps = WebDeps(
@@ -90,7 +93,7 @@ class WebApp:
         run_id = self._id("run")
         await self.store.create_run(
             run_id=run_id,
-            skill="test",
+            skill=self.skill.name,
             input=text,
             trigger="api",
             now=T0,
@@ -112,19 +115,21 @@ class WebApp:
         kind: ItemKind = ItemKind.TOOL,
         body: str = "I will mail Ann.",
         risk: Risk | None = None,
+        run_input: str = "mail Ann",
     ) -> Item:
-        run_id = await self.run()
+        run_id = await self.run(run_input)
+        name = self.skill.name
         await self.store.set_status(run_id, RunStatus.RUNNING, worker=None, now=T0)
         item = Item(
             id=self._id("item"),
             run_id=run_id,
-            skill="test",
+            skill=name,
             box=Box.ACTION,
             kind=kind,
             status=ItemStatus.PENDING,
-            title="test wants to run crm.send_email"
+            title=f"{name} wants to run crm.send_email"
             if kind is ItemKind.TOOL
-            else "test: budget reached — extend or stop",
+            else f"{name}: budget reached — extend or stop",
             body=body,
             created_at=T0,
             call_id="call1",
@@ -143,11 +148,11 @@ class WebApp:
         item = Item(
             id=self._id("note"),
             run_id=run_id,
-            skill="test",
+            skill=self.skill.name,
             box=Box.UNREAD,
             kind=ItemKind.RUN,
             status=ItemStatus.UNREAD,
-            title="test finished",
+            title=f"{self.skill.name} finished",
             body=body,
             created_at=T0,
             secret="s",
