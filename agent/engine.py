@@ -181,7 +181,7 @@ class Engine:
         so a run cancelled, killed or taken over meanwhile stops at its next write."""
         store = self.ctx.store
         try:
-            skill = self.ctx.skills.get(run.skill)
+            skill = self.ctx.skills.for_run(run.skill, run.created_at)
         except NotFound as exc:
             await self._end(run, RunStatus.FAILED, worker=worker, error=str(exc), skill=None)
             return RunStatus.FAILED

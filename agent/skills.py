@@ -7,13 +7,15 @@ and what is wrong, and the other skills still load.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import re
-from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -241,7 +243,7 @@ class Skill(_Strict):
 @dataclass(frozen=True)
 class LoadReport:
     skills: dict[str, Skill]
-    errors: list[SkillError]
+    errors: list[SkillFileError]
     paths: dict[str, Path]
 
 
@@ -267,44 +269,189 @@ def _line_of(node: yaml.Node | None, loc: Iterable[int | str]) -> int | None:
     return line
 
 
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong in a skill file, at its line (None: the file as a whole)."""
+
+    line: int | None
+    message: str
+
+
+class SkillFileError(SkillError):
+    """A refused skill file: every problem with its line, and the skill's name when the file's
+    `name:` could be read (so "no skill named x" can say that x's file was refused, and why)."""
+
+    def __init__(self, path: str, problems: list[Problem], *, name: str | None = None) -> None:
+        self.problems = problems
+        self.name = name
+        first = problems[0]
+        if len(problems) == 1:
+            message = first.message
+        else:
+            message = f"{len(problems)} problems: " + "; ".join(
+                f"line {p.line}: {p.message}" if p.line else p.message for p in problems
+            )
+        super().__init__(path, first.line, message)
+        if len(problems) > 1:
+            self.args = (f"{path}: {message}",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+_TOP_NAME = re.compile(r"""^name:[ \t]*["']?([a-z0-9][a-z0-9_-]*)["']?[ \t]*(?:#.*)?$""", re.M)
+
+
 def parse_skill(text: str, path: str) -> Skill:
-    """Parse one skill file's text; raise SkillError with the line of the first problem."""
+    """Parse one skill file's text; raise SkillFileError with every problem and its line."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
-        raise SkillError(
-            path, mark.line + 1 if mark else None, f"not valid YAML: {problem}"
+        # The file does not parse, but its top-level `name:` line usually still says which
+        # skill it is: enough to answer "run x" with this error rather than "no skill named x".
+        named = _TOP_NAME.search(text)
+        raise SkillFileError(
+            path,
+            [Problem(mark.line + 1 if mark else None, f"not valid YAML: {problem}")],
+            name=named.group(1) if named else None,
         ) from exc
     if not isinstance(data, dict):
-        raise SkillError(
-            path, 1, "a skill is a YAML mapping with at least name, instructions and model"
+        raise SkillFileError(
+            path,
+            [Problem(1, "a skill is a YAML mapping with at least name, instructions and model")],
         )
+    name = data.get("name") if isinstance(data.get("name"), str) else None
     try:
         return Skill.model_validate(data)
     except ValidationError as exc:
-        errors = exc.errors()
-        # A value that fits no member of a union yields one error per member; the member that
-        # got furthest into the value (the deepest location) says the most useful thing.
-        # At equal depth, the member with the fewest complaints is the one the user meant.
-        complaints = Counter(_member(e["loc"]) for e in errors)
-        err = max(errors, key=lambda e: _specificity(e, complaints[_member(e["loc"])]))
-        loc = list(err["loc"])
-        line = _line_of(node, loc)
-        where = ".".join(str(p) for p in loc if not _is_union_tag(p)) or "(top)"
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise SkillError(path, line, f"{where}: {err['msg']}{more}") from exc
+        problems = [
+            Problem(_line_of(node, loc), message) for loc, message in _explain(exc.errors())
+        ]
+        problems = sorted(dict.fromkeys(problems), key=lambda p: p.line or 0)
+        raise SkillFileError(path, problems, name=name) from exc
 
 
-def _specificity(error: Any, complaints: int) -> tuple[int, int, bool]:
-    """Deeper locations first; then the union member with the fewest errors; then the member
-    that fits the value's shape (a literal for a string, a mapping for a mapping)."""
+def _explain(errors: list[Any]) -> list[tuple[list[int | str], str]]:
+    """Pydantic's errors as what the user should change, each at its location.
+
+    A value that fits no member of a union yields errors for every member: only the member
+    the user most likely meant is reported (see `_specificity`). An unknown key is named with
+    the known key it is closest to; a required key reported missing beside its misspelling is
+    folded into that one message.
+    """
+    sites: dict[tuple[int | str, ...], dict[tuple[int | str, ...], list[Any]]] = {}
+    for e in errors:
+        member = _member(e["loc"])
+        site = member[:-1] if member and _is_union_tag(member[-1]) else member
+        sites.setdefault(site, {}).setdefault(member, []).append(e)
+    chosen: list[Any] = []
+    for members in sites.values():
+        best = max(
+            members.values(),
+            key=lambda errs: max(_specificity(e, len(errs), _unmatched(errs)) for e in errs),
+        )
+        chosen += best
+    missing = {
+        tuple(e["loc"]) for e in chosen if e["type"] == "missing"
+    }  # folded away when a misspelt key explains it
+    out: list[tuple[list[int | str], str]] = []
+    for e in chosen:
+        loc = list(e["loc"])
+        if e["type"] == "extra_forbidden":
+            key, parent = str(loc[-1]), loc[:-1]
+            known = _known_keys(parent)
+            close = difflib.get_close_matches(key, known, n=1)
+            message = f"unknown key `{key}`"
+            if close:
+                required = (*parent, close[0]) in missing
+                missing.discard((*parent, close[0]))
+                message += f": did you mean `{close[0]}`?" + (
+                    f" (`{close[0]}` is required)" if required else ""
+                )
+            elif 0 < len(known) <= 8:
+                message += f"; the keys here are {', '.join(known)}"
+            out.append((loc, _at(parent, message)))
+    for e in chosen:
+        loc = list(e["loc"])
+        if e["type"] == "extra_forbidden" or (e["type"] == "missing" and tuple(loc) not in missing):
+            continue
+        out.append((loc, _at(loc, e["msg"])))
+    return out
+
+
+def _at(loc: Iterable[int | str], message: str) -> str:
+    where = ".".join(str(p) for p in loc if not _is_union_tag(p))
+    return f"{where}: {message}" if where else message
+
+
+def _unmatched(errors: list[Any]) -> int:
+    """How many unknown keys of one union member resemble none of that member's keys."""
+    count = 0
+    for e in errors:
+        if e["type"] == "extra_forbidden":
+            key, parent = str(e["loc"][-1]), list(e["loc"][:-1])
+            count += not difflib.get_close_matches(key, _known_keys(parent), n=1)
+    return count
+
+
+_MODELS: dict[str, type[BaseModel]] = {}
+_TAG_MODEL = re.compile(r"(\w+)\]?$")
+
+
+def _known_keys(loc: Iterable[int | str]) -> list[str]:
+    """The keys the mapping at `loc` accepts, found by walking the Skill model's types."""
+    if not _MODELS:
+        _MODELS.update({m.__name__: m for m in (StdioServer, HttpServer, ToolRule)})
+    types: list[Any] = [Skill]
+    for part in loc:
+        if _is_union_tag(part):
+            match = _TAG_MODEL.search(str(part))
+            if match and match.group(1) in _MODELS:
+                types = [_MODELS[match.group(1)]]
+            continue
+        step: list[Any] = []
+        for t in types:
+            if isinstance(t, type) and issubclass(t, BaseModel):
+                field = t.model_fields.get(str(part))
+                if field is not None:
+                    step.append(field.annotation)
+            elif get_origin(t) is dict:
+                step.append(get_args(t)[1])
+            elif get_origin(t) is list:
+                step.append(get_args(t)[0])
+        types = _flatten(step)
+    keys: set[str] = set()
+    for t in types:
+        if isinstance(t, type) and issubclass(t, BaseModel):
+            keys |= set(t.model_fields)
+    return sorted(keys)
+
+
+def _flatten(types: list[Any]) -> list[Any]:
+    """Union members and Annotated bases, so a walk can look inside `A | B | None`."""
+    out: list[Any] = []
+    for t in types:
+        origin = get_origin(t)
+        if origin in (Union, UnionType):
+            out += _flatten(list(get_args(t)))
+        elif origin is Annotated:
+            out += _flatten([get_args(t)[0]])
+        else:
+            out.append(t)
+    return out
+
+
+def _specificity(error: Any, complaints: int, unmatched: int) -> tuple[int, int, int, bool]:
+    """Deeper locations first; then the union member with the fewest errors, then the one
+    whose unknown keys look like misspellings of its own keys; then the member that fits the
+    value's shape (a literal for a string, a mapping for a mapping)."""
     loc = error["loc"]
     literal = any(isinstance(p, str) and p.startswith("literal[") for p in loc)
     depth = len([p for p in loc if not _is_union_tag(p)])
-    return depth, -complaints, literal == isinstance(error.get("input"), str)
+    return depth, -complaints, -unmatched, literal == isinstance(error.get("input"), str)
 
 
 def _member(loc: Iterable[int | str]) -> tuple[int | str, ...]:
@@ -328,47 +475,165 @@ def load_skills(folder: Path) -> LoadReport:
     """Load every *.yaml / *.yml in `folder`; bad files are reported, not fatal."""
     skills: dict[str, Skill] = {}
     paths: dict[str, Path] = {}
-    errors: list[SkillError] = []
+    errors: list[SkillFileError] = []
     files = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
     for file in files:
         try:
             skill = parse_skill(file.read_text(encoding="utf-8"), str(file))
-        except SkillError as exc:
+        except SkillFileError as exc:
             errors.append(exc)
             continue
         except (OSError, UnicodeDecodeError) as exc:
-            errors.append(SkillError(str(file), None, f"cannot read: {exc}"))
+            errors.append(SkillFileError(str(file), [Problem(None, f"cannot read: {exc}")]))
             continue
         if skill.name in skills:
-            errors.append(
-                SkillError(
-                    str(file), 1, f"name {skill.name!r} is already used by {paths[skill.name]}"
-                )
-            )
+            used = f"name {skill.name!r} is already used by {paths[skill.name]}"
+            errors.append(SkillFileError(str(file), [Problem(1, used)], name=skill.name))
             continue
         skills[skill.name] = skill
         paths[skill.name] = file
     return LoadReport(skills=skills, errors=errors, paths=paths)
 
 
-class SkillBook:
-    """The skills the server knows, by name; reloadable as a whole."""
+_EPOCH = datetime.min.replace(tzinfo=UTC)
 
-    def __init__(self, skills: dict[str, Skill] | None = None) -> None:
+
+@dataclass(frozen=True)
+class Refusal:
+    """A file the last load refused; `kept` names the skill whose last good version keeps
+    running in its place (None: nothing of it runs)."""
+
+    error: SkillFileError
+    kept: str | None = None
+
+
+@dataclass(frozen=True)
+class Reload:
+    """What loading the folder again changed."""
+
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    refused: list[Refusal] = field(default_factory=list)
+
+    @property
+    def kept(self) -> list[str]:
+        return [r.kept for r in self.refused if r.kept]
+
+    def __str__(self) -> str:
+        parts = [
+            f"{what} {', '.join(names)}"
+            for what, names in (
+                ("added", self.added),
+                ("changed", self.changed),
+                ("removed", self.removed),
+            )
+            if names
+        ]
+        for r in self.refused:
+            keeps = f" (skill {r.kept} keeps its last good version)" if r.kept else ""
+            parts.append(f"refused {r.error}{keeps}")
+        return "; ".join(parts) or "nothing changed"
+
+
+class SkillBook:
+    """The skills the server knows, by name; loaded again as a whole when the files change.
+
+    Every version a skill had since the process started is kept (up to `KEEP_VERSIONS`), so a
+    run goes on with the version it started with (`for_run`) while new runs get the newest.
+    A file that is refused does not take its skill away: the last good version keeps running.
+    """
+
+    KEEP_VERSIONS = 50
+
+    def __init__(
+        self,
+        skills: dict[str, Skill] | None = None,
+        *,
+        paths: dict[str, Path] | None = None,
+        refused: Iterable[SkillFileError] = (),
+    ) -> None:
         self._skills = dict(skills or {})
+        self._paths = dict(paths or {})
+        self._refused = [Refusal(e) for e in refused]
+        # The first versions count from the beginning of time: runs created before this
+        # process started use them.
+        self._versions = {n: [(_EPOCH, s)] for n, s in self._skills.items()}
+
+    @classmethod
+    def of(cls, report: LoadReport) -> SkillBook:
+        return cls(report.skills, paths=report.paths, refused=report.errors)
 
     def get(self, name: str) -> Skill:
+        """The newest good version of a skill; NotFound says why when its file was refused."""
         from agent.errors import NotFound
 
         try:
             return self._skills[name]
         except KeyError:
-            raise NotFound(
-                f"no skill named {name!r}; known: {', '.join(sorted(self._skills)) or 'none'}"
-            ) from None
+            raise NotFound(self._why_not(name)) from None
+
+    def for_run(self, name: str, created_at: datetime) -> Skill:
+        """The version of a skill that was newest when a run was created (a run keeps the
+        skill it started with, across reloads; after a restart, the oldest one kept)."""
+        versions = self._versions.get(name)
+        if not versions:
+            return self.get(name)
+        fitting = [s for since, s in versions if since <= created_at]
+        return fitting[-1] if fitting else versions[0][1]
+
+    def _why_not(self, name: str) -> str:
+        for r in self._refused:
+            if r.error.name == name:
+                return f"skill {name!r} was refused: {r.error}"
+        for r in self._refused:
+            if r.error.name is None and Path(r.error.path).stem == name:
+                return f"no skill named {name!r}; its file was refused: {r.error}"
+        known = ", ".join(sorted(self._skills)) or "none"
+        return f"no skill named {name!r}; known: {known}"
+
+    def update(self, report: LoadReport, *, now: datetime) -> Reload:
+        """Take a new load of the folder; a refused file keeps its skill's last good version."""
+        old, old_paths = self._skills, self._paths
+        new, paths = dict(report.skills), dict(report.paths)
+        refused: list[Refusal] = []
+        for err in report.errors:
+            kept = err.name if err.name in old and err.name not in new else None
+            if kept is None:  # the name could not be read: the file's previous skill
+                kept = next(
+                    (n for n, p in old_paths.items() if str(p) == err.path and n not in new),
+                    None,
+                )
+            if kept is not None:
+                new[kept], paths[kept] = old[kept], old_paths[kept]
+            refused.append(Refusal(err, kept))
+        change = Reload(
+            added=sorted(set(new) - set(old)),
+            changed=sorted(n for n in set(new) & set(old) if new[n] != old[n]),
+            removed=sorted(set(old) - set(new)),
+            refused=refused,
+        )
+        self._record(new, now)
+        self._skills, self._paths, self._refused = new, paths, refused
+        return change
 
     def replace(self, skills: dict[str, Skill]) -> None:
+        self._record(skills, datetime.now(UTC))
         self._skills = dict(skills)
+
+    def _record(self, skills: dict[str, Skill], now: datetime) -> None:
+        for name, skill in skills.items():
+            versions = self._versions.setdefault(name, [])
+            if not versions or versions[-1][1] != skill:
+                versions.append((now, skill))
+                del versions[: -self.KEEP_VERSIONS]
+
+    def refused(self) -> list[Refusal]:
+        """The files the last load refused, and which skill each leaves running."""
+        return list(self._refused)
+
+    def path(self, name: str) -> Path | None:
+        return self._paths.get(name)
 
     def all(self) -> list[Skill]:
         return [self._skills[k] for k in sorted(self._skills)]

@@ -47,6 +47,31 @@ def require_token(
     return "owner"
 
 
+def skill_list(svc: Services) -> dict[str, Any]:
+    return {
+        "items": [
+            {
+                "name": s.name,
+                "description": s.description,
+                "model": s.model,
+                "servers": sorted(s.mcp_servers),
+            }
+            for s in svc.ctx.skills.all()
+        ],
+        "errors": [
+            {
+                "path": r.error.path,
+                "line": r.error.line,
+                "message": r.error.message,
+                "name": r.error.name,
+                "problems": [{"line": p.line, "message": p.message} for p in r.error.problems],
+                "kept": r.kept,
+            }
+            for r in svc.ctx.skills.refused()
+        ],
+    }
+
+
 def run_json(run: Run, events: list[Event] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": run.id,
@@ -282,21 +307,21 @@ def router() -> APIRouter:
 
     @api.get("/skills", response_model=out.SkillList)
     async def skills(request: Request) -> dict[str, Any]:
+        """The skills loaded, and the files refused (each problem with its line)."""
+        return skill_list(services(request))
+
+    @api.post("/skills/reload", response_model=out.SkillReload)
+    async def reload_skills(request: Request) -> dict[str, Any]:
+        """Load the skills folder again now (the server also does on every change)."""
         svc = services(request)
+        change = await svc.skill_files.reload(actor="owner", channel="api")
         return {
-            "items": [
-                {
-                    "name": s.name,
-                    "description": s.description,
-                    "model": s.model,
-                    "servers": sorted(s.mcp_servers),
-                }
-                for s in svc.ctx.skills.all()
-            ],
-            "errors": [
-                {"path": e.path, "line": e.line, "message": e.message}
-                for e in svc.load_report.errors
-            ],
+            **skill_list(svc),
+            "changes": {
+                "added": change.added,
+                "changed": change.changed,
+                "removed": change.removed,
+            },
         }
 
     @api.get("/audit", response_model=out.AuditList)

@@ -132,15 +132,39 @@ class SkillOut(BaseModel):
     servers: list[str]
 
 
-class SkillError(BaseModel):
-    path: str
+class SkillProblem(BaseModel):
     line: int | None
     message: str
+
+
+class SkillError(BaseModel):
+    """A skill file the server refused."""
+
+    path: str
+    line: int | None = Field(description="The first problem's line")
+    message: str = Field(description="Every problem, each with its line")
+    name: str | None = Field(description="The skill's name, when the file's `name:` was read")
+    problems: list[SkillProblem]
+    kept: str | None = Field(
+        description="The skill whose last good version keeps running in its place"
+    )
 
 
 class SkillList(BaseModel):
     items: list[SkillOut]
     errors: list[SkillError]
+
+
+class SkillChanges(BaseModel):
+    added: list[str]
+    changed: list[str]
+    removed: list[str]
+
+
+class SkillReload(SkillList):
+    """The skills after a reload, and what it changed."""
+
+    changes: SkillChanges
 
 
 class FireOut(BaseModel):

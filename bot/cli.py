@@ -12,7 +12,6 @@ from typing import Annotated, Any
 from urllib.parse import quote
 
 import typer
-from rich.console import Console
 from rich.table import Column
 from rich.text import Text
 
@@ -38,8 +37,6 @@ app = App(
     no_args_is_help=True,
     add_completion=False,
 )
-#: The server's own banner (`serve`) uses markup; everything that shows data uses `console`.
-err = Console(stderr=True)
 
 UrlOpt = Annotated[str | None, typer.Option("--url", help="Server URL (env PIZZABOT_URL)")]
 TokenOpt = Annotated[str | None, typer.Option("--token", help="API token (env PIZZABOT_API_TOKEN)")]
@@ -65,9 +62,7 @@ def serve(
     ] = False,
 ) -> None:
     """Start the server: API, web page, channels and (unless --no-worker) a worker."""
-    import uvicorn
-
-    from bot import listen
+    from bot import banner, listen
     from bot.boot import BootApp
     from bot.logs import setup_logging
     from bot.settings import Settings
@@ -89,8 +84,12 @@ def serve(
     def stop() -> None:
         server.should_exit = True
 
-    app_ = BootApp(build, on_failure=stop)
-    server = uvicorn.Server(
+    def stopped(sig: int | None) -> None:
+        if app_.ready or sig is not None:
+            banner.say(banner.stop_line(sig))
+
+    app_ = BootApp(build, on_failure=stop, on_ready=banner.ready_printer)
+    server = banner.Server(
         listen.config(
             app_,
             host=settings.host,
@@ -101,26 +100,18 @@ def serve(
             trusted_proxies=settings.trusted_proxies,
             log_level="warning",
             access_log=False,
-        )
-    )
-    base = f"http://{settings.host}:{settings.port}"
-    token_file = settings.data_dir / "api-token"
-    where = "from PIZZABOT_API_TOKEN" if settings.api_token else f"kept in {token_file}"
-    err.print(
-        f"[bold]Pizza Bot[/] on {base}  (data: {settings.data_dir}; token {where}"
-        f"{', new' if created else ''})"
+        ),
+        on_stop=stopped,
     )
     # stderr often ends in `docker logs` or the journal: the token goes only to a person.
-    if sys.stderr.isatty():
-        err.print(f"  Open the inbox: {base}/login?token={token}")
-    else:
-        err.print(f"  Open the inbox: {base}/login (with the token {where})")
-    err.print(
-        f"  CLI/API: export PIZZABOT_API_TOKEN=$(cat {token_file})"
-        if not settings.api_token
-        else "  CLI/API: use the token from PIZZABOT_API_TOKEN"
-    )
-    server.run()
+    for line in banner.start_block(
+        settings, token=token, created=created, interactive=sys.stderr.isatty()
+    ):
+        banner.say(line)
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None  # Ctrl-C: the stop line said it all
     if app_.failed is not None:
         raise typer.Exit(1)
 
@@ -131,7 +122,7 @@ def worker() -> None:
     import asyncio
 
     from bot.logs import setup_logging
-    from bot.server import build, shutdown, start_worker, warm
+    from bot.server import build, follow_skill_files, shutdown, start_worker, warm
     from bot.settings import Settings
 
     settings = Settings()
@@ -142,6 +133,7 @@ def worker() -> None:
         assert svc.worker is not None
         start_worker(svc, svc.worker)
         svc.spawn(warm(svc), "warm")
+        follow_skill_files(svc)  # a worker steps runs with its own copy of the skills
         try:
             await asyncio.gather(*svc.background)
         finally:
@@ -183,19 +175,21 @@ def _say(*parts: str | tuple[str, str]) -> None:
 
 
 def _refused_skill(api: Api, skill: str) -> str | None:
-    """Why the server refused the skill file of that name, if it did (GET /api/skills lists
-    the files it could not load; a refused file is matched by its name)."""
+    """Why the server refused the skill file of that name, if it did (GET /api/skills names
+    each refused file's skill when its `name:` could be read; else the file name counts)."""
     try:
         errors = api.call("GET", "/api/skills").get("errors") or []
     except CliError:
         return None
-    for e in errors:
-        if Path(str(e.get("path", ""))).stem == skill:
-            line = f" (line {e['line']})" if e.get("line") else ""
-            return (
-                f"skill {skill!r} was refused when the server loaded {e['path']}{line}: "
-                f"{e.get('message')}. Fix the file, then restart the server."
-            )
+    named = [e for e in errors if e.get("name") == skill] or [
+        e for e in errors if e.get("name") is None and Path(str(e.get("path", ""))).stem == skill
+    ]
+    for e in named:
+        line = f" (line {e['line']})" if e.get("line") else ""
+        return (
+            f"skill {skill!r} was refused when the server loaded {e['path']}{line}: "
+            f"{e.get('message')}. Fix the file: the server loads it again when it changes."
+        )
     if errors:
         return f"the server also refused {len(errors)} skill file(s): `pizzabot skills` says why"
     return None
@@ -331,7 +325,16 @@ def inbox(
 
 
 def _decide(url: str | None, token: str | None, item_id: str, body: dict[str, Any]) -> Any:
-    return _call(url, token, "POST", f"/api/items/{quote(item_id, safe='')}/decision", json=body)
+    # json.dumps writes 1e999 as Infinity (httpx's json= refuses it): the server then answers
+    # with the field's error, as it would to any other client.
+    return _call(
+        url,
+        token,
+        "POST",
+        f"/api/items/{quote(item_id, safe='')}/decision",
+        content=json.dumps(body),
+        headers={"content-type": "application/json"},
+    )
 
 
 @app.command()
@@ -453,12 +456,32 @@ def kill(
 
 
 @app.command()
-def skills(url: UrlOpt = None, token: TokenOpt = None, as_json: JsonOpt = False) -> None:
+def skills(
+    reload: Annotated[
+        bool,
+        typer.Option(
+            "--reload",
+            help="Load the skills folder again now (the server also does when a file changes)",
+        ),
+    ] = False,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
     """List the skills the server loaded, and the files it refused (and why)."""
-    data = _call(url, token, "GET", "/api/skills")
+    if reload:
+        data = _call(url, token, "POST", "/api/skills/reload")
+    else:
+        data = _call(url, token, "GET", "/api/skills")
     if as_json:
         dump_json(data)
         return
+    if reload:
+        changes = data["changes"]
+        said = [
+            f"{k} {', '.join(changes[k])}" for k in ("added", "changed", "removed") if changes[k]
+        ]
+        _say("reloaded: ", "; ".join(said) or "no skill changed")
     if data["items"]:
         console.print(
             table(
@@ -472,9 +495,27 @@ def skills(url: UrlOpt = None, token: TokenOpt = None, as_json: JsonOpt = False)
     else:
         empty("skills loaded")
     for e in data.get("errors") or []:
+        _refusal(e)
+
+
+def _refusal(e: dict[str, Any]) -> None:
+    """A refused file on stderr: one line for one problem, else a line per problem."""
+    problems = e.get("problems") or []
+    if len(problems) > 1:
+        head = f"{e['path']}: {len(problems)} problems"
+        lines = [
+            f"  line {p['line']}: {p['message']}" if p.get("line") else f"  {p['message']}"
+            for p in problems
+        ]
+    else:
         line = f":{e['line']}" if e.get("line") else ""
+        head, lines = f"{e['path']}{line}: {e['message']}", []
+    stderr.print(Text.assemble(("refused: ", "bold red"), head), soft_wrap=True)
+    for text in lines:
+        stderr.print(text, soft_wrap=True)
+    if e.get("kept"):
         stderr.print(
-            Text.assemble(("refused: ", "bold red"), f"{e['path']}{line}: {e['message']}"),
+            f"  skill {e['kept']} keeps running its last good version until the file is fixed",
             soft_wrap=True,
         )
 

@@ -54,5 +54,6 @@ def setup_logging(settings: Settings) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level.upper())
-    for noisy in ("LiteLLM", "httpx", "mcp", "aiosqlite", "apscheduler"):
+    # Alembic tells every step of a migration at INFO; `store.migrate` sums it up in one line.
+    for noisy in ("LiteLLM", "httpx", "mcp", "aiosqlite", "apscheduler", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

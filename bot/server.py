@@ -26,13 +26,14 @@ from agent.llm import LiteLLMClient
 from agent.outbox import Dispatcher
 from agent.redaction import Redactor
 from agent.runs import Runs
-from agent.skills import HttpServer, Skill, SkillBook, StdioServer, load_skills
+from agent.skills import HttpServer, Reload, Skill, SkillBook, StdioServer, load_skills
 from agent.tools import ToolHub
 from agent.worker import Worker
 from bot import demo, tracing
 from bot.api import install_error_handlers, router
 from bot.services import Services
-from bot.settings import Settings, environment
+from bot.settings import Settings, environment, private_folder
+from bot.skill_reload import SkillFiles
 from store.migrate import upgrade
 from store.sql import SqlStore, connect
 
@@ -67,14 +68,14 @@ def folder_servers(skill: Skill) -> dict[str, StdioServer | HttpServer]:
 
 
 async def build(settings: Settings, *, token: str, with_worker: bool | None = None) -> Services:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_folder(settings.data_dir)
     engine_ = connect(settings.db_url)
-    await upgrade(engine_)
+    schema_change = await upgrade(engine_)
     store = SqlStore(engine_)
     report = load_skills(settings.skills_dir)
     for err in report.errors:
-        log.error("skill not loaded: %s", err)
-    ctx = Context(store=store, skills=SkillBook(report.skills), base_url=settings.base_url)
+        log.error("skill file refused: %s", err)
+    ctx = Context(store=store, skills=SkillBook.of(report), base_url=settings.base_url)
     env = environment()
     tools = ToolHub(env=env, call_timeout=settings.tool_timeout, extra_servers=folder_servers)
     # The API token and every secret setting: a provider's, a tool's, Slack's or an SMTP
@@ -135,7 +136,10 @@ async def build(settings: Settings, *, token: str, with_worker: bool | None = No
         tools=tools,
         dispatcher=dispatcher,
         worker=worker,
-        load_report=report,
+        skill_files=SkillFiles(
+            folder=settings.skills_dir, book=ctx.skills, report=report, store=store, clock=ctx.clock
+        ),
+        schema_change=schema_change,
     )
     if tracer_provider is not None:
 
@@ -165,6 +169,7 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
             if svc.worker is not None:
                 start_worker(svc, svc.worker)
             svc.spawn(warm(svc), "warm-mcp")
+            follow_skill_files(svc)
             yield
         finally:
             await shutdown(svc)
@@ -209,6 +214,22 @@ def guard(app: FastAPI, settings: Settings, *, token: str) -> None:
     app.add_middleware(TokenGate, token=token)
 
 
+def follow_skill_files(svc: Services) -> None:
+    """Reload the skills when their files change (each process watches its own folder), and
+    bring what the skills declare along: schedules at once, MCP servers warmed."""
+
+    async def after(change: Reload) -> None:
+        scheduler = svc.extras.get("scheduler")
+        if scheduler is not None:
+            await scheduler.sync()
+        for name in [*change.added, *change.changed]:
+            if name in svc.ctx.skills:
+                svc.spawn(warm_skill(svc, svc.ctx.skills.get(name)), f"warm-mcp:{name}")
+
+    svc.skill_files.listeners.append(after)
+    svc.spawn(svc.skill_files.watch(), "skills-watch")
+
+
 def start_worker(svc: Services, worker: Worker) -> None:
     svc.spawn(worker.run_forever(), "worker")
     if svc.store.is_postgres:
@@ -243,7 +264,11 @@ async def warm(svc: Services) -> None:
     await asyncio.sleep(0.2)  # let the server take its first requests before the heavy import
     await asyncio.to_thread(import_litellm)
     for skill in svc.ctx.skills.all():
-        try:
-            await svc.tools.warm(skill)
-        except Exception as exc:
-            log.warning("skill %s: MCP servers not ready yet: %s", skill.name, exc)
+        await warm_skill(svc, skill)
+
+
+async def warm_skill(svc: Services, skill: Skill) -> None:
+    try:
+        await svc.tools.warm(skill)
+    except Exception as exc:
+        log.warning("skill %s: MCP servers not ready yet: %s", skill.name, exc)

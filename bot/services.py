@@ -12,10 +12,10 @@ from agent.engine import Engine
 from agent.inbox import Inbox
 from agent.outbox import Dispatcher
 from agent.runs import Runs
-from agent.skills import LoadReport
 from agent.tools import ToolHub
 from agent.worker import Worker
 from bot.settings import Settings
+from bot.skill_reload import SkillFiles
 from store.sql import SqlStore
 
 
@@ -31,7 +31,10 @@ class Services:
     tools: ToolHub
     dispatcher: Dispatcher
     worker: Worker | None
-    load_report: LoadReport
+    #: The skills folder: what the last load refused, and reloading it.
+    skill_files: SkillFiles
+    #: What starting did to the database ("created (schema 0006)"), None when nothing.
+    schema_change: str | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     #: Long-lived tasks (receivers, loops) cancelled at shutdown.
     background: list[asyncio.Task[Any]] = field(default_factory=list)

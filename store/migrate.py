@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, inspect, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -52,12 +52,18 @@ def alembic_config(connection: Connection | None = None) -> Config:
     return cfg
 
 
-def _upgrade(connection: Connection) -> None:
+def _upgrade(connection: Connection) -> str | None:
+    """Upgrade under the lock; the revision found once holding it (another process may have
+    migrated meanwhile)."""
     from alembic import command
 
     if connection.dialect.name == "postgresql":
         connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK_KEY})
+    before = None
+    if inspect(connection).has_table("alembic_version"):
+        before = connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
     command.upgrade(alembic_config(connection), "head")
+    return before
 
 
 async def current_revision(engine: AsyncEngine) -> str | None:
@@ -68,8 +74,16 @@ async def current_revision(engine: AsyncEngine) -> str | None:
         return None  # a new database: no version table yet
 
 
-async def upgrade(engine: AsyncEngine) -> None:
-    if await current_revision(engine) == head_revision():
-        return
+async def upgrade(engine: AsyncEngine) -> str | None:
+    """Bring the database to the newest schema. Returns what that took, in words ("created
+    (schema 0006)", "upgraded from schema 0003 to 0006"), or None when nothing was to do."""
+    head = head_revision()
+    if await current_revision(engine) == head:
+        return None
     async with engine.begin() as conn:
-        await conn.run_sync(_upgrade)
+        before = await conn.run_sync(_upgrade)
+    if before == head:
+        return None
+    return (
+        f"created (schema {head})" if before is None else f"upgraded from schema {before} to {head}"
+    )

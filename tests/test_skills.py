@@ -27,7 +27,11 @@ HEAD = "name: x\ninstructions: hi\nmodel: openai/gpt-4o\n"
             5,
             "escalate_after needs escalate_to",
         ),
-        ("mcp_servers:\n  cal: {comand: uvx}\n", 5, "mcp_servers.cal.command: Field required"),
+        (
+            "mcp_servers:\n  cal: {comand: uvx}\n",
+            5,
+            "mcp_servers.cal: unknown key `comand`: did you mean `command`? (`command` is required)",
+        ),
         (
             "mcp_servers:\n  cal: {command: uvx, inherit_env: maybe}\n",
             5,
@@ -39,7 +43,7 @@ HEAD = "name: x\ninstructions: hi\nmodel: openai/gpt-4o\n"
             "'GITHUB TOKEN' is not an environment variable name",
         ),
         ("budget: {tokens: -1}\n", 4, "budget.tokens"),
-        ("colour: blue\n", 4, "colour: Extra inputs are not permitted"),
+        ("colour: blue\n", 4, "unknown key `colour`"),
         ("tools: [\n", 5, "not valid YAML"),
     ],
 )
