@@ -9,7 +9,9 @@ whole chain: refresh -> access token -> SASL XOAUTH2 -> the server's verdict.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -161,6 +163,13 @@ class Inbox:
                 await self.changed.wait()
 
 
+def assert_logged_without_credentials(log: str, user: str, token: str) -> None:
+    """aioimaplib logs the exchange at DEBUG: the token may not be in it, raw or encoded."""
+    assert "AUTHENTICATE" in log
+    initial = base64.b64encode(f"user={user}\x01auth=Bearer {token}\x01\x01".encode()).decode()
+    assert token not in log and initial not in log
+
+
 # ----- the token endpoint -----------------------------------------------------------------
 
 
@@ -256,12 +265,14 @@ async def test_a_wrong_client_secret_says_so(provider: OAuthServer) -> None:
 
 
 async def test_the_receiver_reads_its_mailbox_with_xoauth2(
-    mail: MailServer, provider: OAuthServer
+    mail: MailServer, provider: OAuthServer, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)  # aioimaplib logs every line it sends at DEBUG
     address, grant = fresh_mailbox(mail, provider)
     before = len(provider.token_requests)
     inbox = Inbox()
-    receiver = ImapReceiver(imap_config(mail, address), inbox, tokens=tokens_for(provider, grant))
+    tokens = tokens_for(provider, grant)
+    receiver = ImapReceiver(imap_config(mail, address), inbox, tokens=tokens)
     task = asyncio.create_task(receiver.run_forever())
     try:
         async with asyncio.timeout(10):
@@ -276,11 +287,14 @@ async def test_the_receiver_reads_its_mailbox_with_xoauth2(
     assert len(provider.token_requests) == before + 1
     [login] = [line for line in mail.imap_logins() if f"user=<{address}>" in line]
     assert "method=XOAUTH2" in login and ", TLS," in login
+    assert_logged_without_credentials(caplog.text, address, await tokens.token())
+    assert grant.refresh_token not in caplog.text
 
 
 async def test_a_refused_token_is_replaced_once_and_the_login_goes_on(
-    mail: MailServer, provider: OAuthServer
+    mail: MailServer, provider: OAuthServer, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     address, grant = fresh_mailbox(mail, provider)
     tokens = tokens_for(provider, grant)
     stale = await tokens.token()
@@ -297,7 +311,12 @@ async def test_a_refused_token_is_replaced_once_and_the_login_goes_on(
 
     assert receiver.connects == 1 and receiver.failures == 0
     assert len(provider.token_requests) == before + 1
-    assert await tokens.token() != stale
+    fresh = await tokens.token()
+    assert fresh != stale
+    # The refusal's continuation is where aioimaplib logs the running command.
+    assert "continuation line" in caplog.text
+    assert_logged_without_credentials(caplog.text, address, stale)
+    assert_logged_without_credentials(caplog.text, address, fresh)
 
 
 async def test_a_token_for_another_mailbox_is_refused_after_one_fresh_try(

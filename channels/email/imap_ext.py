@@ -104,17 +104,17 @@ async def starttls(
 async def authenticate_xoauth2(client: Any, user: str, token: str, *, timeout: float) -> Any:
     """SASL XOAUTH2 (Google's and Microsoft's format); returns aioimaplib's `Response`.
 
-    The initial response goes on the command line where the server has SASL-IR (Gmail,
-    Outlook and dovecot all do), else after the first `+`. A later `+` carries the
-    refusal's JSON; it is answered with an empty line so the server finishes with NO.
+    The credentials go after the server's first `+`, not on the command line (SASL-IR):
+    aioimaplib logs a running command's text at DEBUG, so they must never be part of it
+    (and this is the form Microsoft documents). A later `+` carries the refusal's JSON; it
+    is answered with an empty line so the server finishes with NO.
     """
     protocol = client.protocol
     initial = base64.b64encode(f"user={user}\x01auth=Bearer {token}\x01\x01".encode()).decode()
-    inline = "SASL-IR" in protocol.capabilities
-    command = _Xoauth2Command(protocol, protocol.new_tag(), initial, inline=inline)
+    command = _Xoauth2Command(protocol, protocol.new_tag(), initial)
     async with asyncio.timeout(timeout):
         async with protocol.state_condition:
-            response = await protocol.execute(command, scrub=initial)
+            response = await protocol.execute(command)
             if response.result == "OK":
                 protocol.state = _imap.AUTH
                 for line in response.lines:
@@ -125,15 +125,15 @@ async def authenticate_xoauth2(client: Any, user: str, token: str, *, timeout: f
 
 
 class _Xoauth2Command(_imap.Command):  # type: ignore[misc]  # aioimaplib is untyped
-    def __init__(self, protocol: Any, tag: str, initial: str, *, inline: bool) -> None:
-        args = ("XOAUTH2", initial) if inline else ("XOAUTH2",)
-        super().__init__("AUTHENTICATE", tag, *args, loop=protocol.loop)
+    def __init__(self, protocol: Any, tag: str, initial: str) -> None:
+        super().__init__("AUTHENTICATE", tag, "XOAUTH2", loop=protocol.loop)
         self._protocol = protocol
-        self._pending: str | None = None if inline else initial
+        self._pending: str | None = initial
 
     def append_to_resp(self, line: bytes, result: str = "Pending") -> None:
         # aioimaplib hands continuation lines of the running command to it here.
         if result == "Pending" and isinstance(line, bytes) and line.startswith(b"+"):
+            # Written straight to the transport: aioimaplib's send() would log it.
             answer, self._pending = self._pending or "", None
             self._protocol.transport.write(answer.encode() + b"\r\n")
             return
