@@ -31,6 +31,7 @@ class Settings(BaseSettings):
     database_url: str | None = None
     api_token: SecretStr | None = None
     skills_dir: Path = DEFAULT_SKILLS
+    skills_watch: float = 2.0  # seconds between looks for changed skill files; 0: --reload only
     public_url: str | None = (
         None  # the web page's address as others reach it (links in Slack, email)
     )
