@@ -297,7 +297,9 @@ def _item_html(item: Item, run: Run, *, can_decide: bool, links: Links | None) -
         )
         blocks.append(f"<table>{rows}</table>" if rows else "<p>(none)</p>")
         if can_decide:
-            blocks.append(f"<pre>{e(chr(10).join(_instructions(item)))}</pre>")
+            blocks.append(
+                f"<pre style='white-space:pre-wrap'>{e(chr(10).join(_instructions(item)))}</pre>"
+            )
             if links is not None:
                 anchors = [f"<a href='{e(links.approve)}'>Approve</a>"]
                 anchors.append(f"<a href='{e(links.reject)}'>Reject</a>")
