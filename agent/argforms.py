@@ -9,6 +9,11 @@ API edits (JSON) with the very same rules:
 - :func:`form_fields` turns a schema (pydantic/MCP style, with local ``$ref``s) and the
   current arguments into a flat list of :class:`Field`. Nested objects become dotted names
   (``address.city``); arrays, free-form objects, unions and unknown types become JSON fields.
+- :func:`field_name` and :func:`field_path` are that naming and its inverse. A dot inside one
+  property's own name is written ``\\.``, so a property called ``address.city`` is the field
+  ``address\\.city`` and cannot be taken for ``city`` inside ``address`` (a backslash just
+  before a dot, another backslash or the name's end is doubled; any other stays as it is).
+  Every channel keys its inputs by these names, so the two stay apart everywhere.
 - :func:`coerce_form` turns submitted strings back into typed arguments and validates them,
   returning human messages keyed by field name (``""`` for errors tied to no field).
 - :func:`validate_arguments` is that validation alone, for arguments that arrive as JSON.
@@ -54,6 +59,8 @@ __all__ = [
     "FieldKind",
     "bounded_decoder",
     "coerce_form",
+    "field_name",
+    "field_path",
     "form_fields",
     "loads_json",
     "validate_arguments",
@@ -95,8 +102,9 @@ _TYPE_WORDS = {
 class Field:
     """One input of an edit form.
 
-    ``name`` is the property, dotted for members of nested objects (``address.city``), and
-    ``label`` its title after its objects' (``Address › City``). ``value`` is what to prefill,
+    ``name`` is the property, dotted for members of nested objects (``address.city``; see
+    :func:`field_name` for a dot inside a property's own name), and ``label`` its title
+    after its objects' (``Address › City``). ``value`` is what to prefill,
     already rendered for a form: ``str`` for every kind but ``checkbox`` (``bool``); ``None``
     means an empty input. A ``select`` offers ``options``; when ``required`` is false or
     ``nullable`` is true, a channel should also offer an empty choice. ``minimum``/``maximum``
@@ -132,7 +140,7 @@ class _Leaf:
 
     @property
     def name(self) -> str:
-        return ".".join(self.path) if self.path else WHOLE_ARGUMENTS
+        return field_name(self.path) if self.path else WHOLE_ARGUMENTS
 
 
 @dataclass(frozen=True)
@@ -146,6 +154,50 @@ class _Group:
 
 
 _Node: TypeAlias = _Leaf | _Group
+
+
+# --- field names -------------------------------------------------------------------------
+
+
+def field_name(path: Sequence[str]) -> str:
+    """The field name of a property path: its names joined by dots, each dot inside a name
+    written ``\\.`` (``("address", "city")`` is ``address.city``, ``("address.city",)`` is
+    ``address\\.city``). A backslash is doubled only where it would read as an escape: before
+    a dot, before another backslash, or at the end of a name."""
+    return ".".join(_escape(part) for part in path)
+
+
+def _escape(part: str) -> str:
+    out: list[str] = []
+    for i, char in enumerate(part):
+        if char == ".":
+            out.append("\\.")
+        elif char == "\\" and (i + 1 == len(part) or part[i + 1] in ".\\"):
+            out.append("\\\\")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def field_path(name: str) -> tuple[str, ...]:
+    """The property path a field name stands for: the inverse of :func:`field_name`."""
+    parts: list[str] = []
+    current: list[str] = []
+    i = 0
+    while i < len(name):
+        char = name[i]
+        if char == "\\" and i + 1 < len(name) and name[i + 1] in ".\\":
+            current.append(name[i + 1])
+            i += 2
+            continue
+        if char == ".":
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+        i += 1
+    parts.append("".join(current))
+    return tuple(parts)
 
 
 # --- reading schemas ---------------------------------------------------------------------
@@ -802,7 +854,7 @@ def _unknown_message(path: _Path, known: tuple[str, ...]) -> str:
     owner = "this tool" if len(path) == 1 else _where(path[:-1])
     if not known:
         return f"unknown field: {owner} has no fields"
-    return f"unknown field; the fields of {owner} are: {', '.join(known)}"
+    return f"unknown field; the fields of {owner} are: {', '.join(map(_escape, known))}"
 
 
 def _flatten(error: ValidationError) -> list[ValidationError]:
@@ -900,5 +952,6 @@ def _locate(
 def _where(path: Sequence[Any]) -> str:
     out = ""
     for part in path:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
+        name = _escape(str(part))
+        out += f"[{part}]" if isinstance(part, int) else f".{name}" if out else name
     return out

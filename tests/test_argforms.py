@@ -7,10 +7,19 @@ import threading
 from typing import Annotated, Any, Literal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import BaseModel
 from pydantic import Field as PydanticField
 
-from agent.argforms import Field, coerce_form, form_fields, validate_arguments
+from agent.argforms import (
+    Field,
+    coerce_form,
+    field_name,
+    field_path,
+    form_fields,
+    validate_arguments,
+)
 
 
 def by_name(fields: list[Field]) -> dict[str, Field]:
@@ -370,6 +379,61 @@ def test_nested_objects_become_dotted_fields() -> None:
         "billing.city": "is required",
         "backup.city": "is required",
     }
+
+
+DOTTED = obj(
+    {
+        "address.city": {"type": "string"},
+        "address": obj({"city": {"type": "string"}}, ("city",)),
+        "a\\": obj({"b": {"type": "string"}}),
+        "a\\.b": {"type": "string"},
+    },
+    ("address",),
+)
+
+
+def test_a_dot_in_a_property_name_is_escaped_so_it_is_not_a_nested_field() -> None:
+    fields = by_name(form_fields(DOTTED, {"address.city": "Lyon", "address": {"city": "Paris"}}))
+
+    assert list(fields) == ["address\\.city", "address.city", "a\\\\.b", "a\\\\\\.b"]
+    assert fields["address\\.city"].value == "Lyon"
+    assert fields["address\\.city"].label == "address.city"
+    assert fields["address.city"].value == "Paris"
+    assert fields["address.city"].label == "address › city"
+
+
+def test_a_dotted_property_and_a_nested_one_are_set_apart() -> None:
+    raw = {"address\\.city": "Nice", "address.city": "Brest", "a\\\\.b": "1", "a\\\\\\.b": "2"}
+
+    args, errors = coerce_form(DOTTED, raw)
+    _, missing = coerce_form(DOTTED, {"address\\.city": "Nice"})
+
+    assert errors == {}
+    assert args == {
+        "address.city": "Nice",
+        "address": {"city": "Brest"},
+        "a\\": {"b": "1"},
+        "a\\.b": "2",
+    }
+    assert missing == {"address.city": "is required"}  # the nested one, by its own name
+
+
+def test_errors_name_a_dotted_property_as_a_form_does() -> None:
+    errors = validate_arguments(DOTTED, {"address.city": 5, "address": {"city": "Paris", "x.y": 1}})
+
+    assert errors["address\\.city"] == "must be text"
+    assert errors["address.x\\.y"] == "unknown field; the fields of address are: city"
+
+
+@given(st.lists(st.text(alphabet="ab.\\", max_size=6), min_size=1, max_size=4))
+def test_a_field_name_reads_back_as_its_path(path: list[str]) -> None:
+    assert field_path(field_name(path)) == tuple(path)
+
+
+def test_only_what_would_read_as_an_escape_is_escaped() -> None:
+    assert field_name(["address", "city"]) == "address.city"
+    assert field_name(["C:\\temp", "x"]) == "C:\\temp.x"  # a backslash before a letter stays
+    assert field_path("C:\\temp.x") == ("C:\\temp", "x")
 
 
 def test_an_absent_optional_object_is_not_created_by_its_members_defaults() -> None:

@@ -27,7 +27,7 @@ from email.message import EmailMessage
 from email.policy import default as default_policy
 from typing import Any, Protocol
 
-from agent.argforms import coerce_form, form_fields, validate_arguments
+from agent.argforms import coerce_form, field_path, form_fields, validate_arguments
 from agent.context import utcnow
 from agent.errors import AlreadyDecided, Conflict, InvalidArguments, NotAllowed, NotFound
 from agent.inbox import Inbox
@@ -393,7 +393,7 @@ def edit_arguments(item: Item, command: Command) -> tuple[dict[str, Any], dict[s
             errors[name] = "no such field; the fields are " + ", ".join(f.name for f in fields)
         else:
             raw[real] = value
-            touched.add(real.split(".")[0])
+            touched.add(field_path(real)[0])
     args, more = coerce_form(schema, raw)
     for name, message in more.items():
         errors.setdefault(name, message)

@@ -29,7 +29,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from agent.argforms import Field, coerce_form, form_fields
+from agent.argforms import Field, coerce_form, field_path, form_fields
 from agent.context import utcnow
 from agent.errors import AlreadyDecided, InvalidArguments, NotAllowed, NotFound
 from agent.inbox import Inbox
@@ -291,7 +291,7 @@ def _as_values(raw: dict[str, str | bool | None]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, value in raw.items():
         target = out
-        *parents, leaf = name.split(".")
+        *parents, leaf = field_path(name)
         for parent in parents:
             target = target.setdefault(parent, {})
         target[leaf] = value

@@ -99,7 +99,10 @@ _APPROVE_TAIL = re.compile(
     r"^[\s.!,:;\-–—👍✅✔️]*(please|thanks|thank you|thx)?[\s.!👍✅✔️]*$", re.IGNORECASE
 )
 _GREETING = re.compile(r"^\s*(hi|hello|hey|dear|hallo|bonjour|hola)\b[^\n]{0,40}$", re.IGNORECASE)
-_FIELD_LINE = re.compile(r"^\s*(?:[-*•]\s*)?(?P<name>[A-Za-z_][\w.\-]*)\s*[:=]\s?(?P<value>.*)$")
+# A backslash belongs to a name: `address\.city` is a property called "address.city".
+_FIELD_LINE = re.compile(
+    r"^\s*(?:[-*•]\s*)?(?P<name>[A-Za-z_\\][\w.\-\\]*)\s*[:=]\s?(?P<value>.*)$"
+)
 _FENCE = re.compile(r"^\s*```[\w-]*\s*$")
 
 

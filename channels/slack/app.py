@@ -317,7 +317,7 @@ class SlackInbound:
             await ack(response_action="errors", errors={_first_input(view): text})
             return
         state = (view.get("state") or {}).get("values") or {}
-        args, errors = blocks.submitted_args(schema, item.args or {}, fields, state)
+        args, errors = blocks.submitted_args(schema, fields, state)
         if errors:
             await ack(response_action="errors", errors=blocks.form_errors(errors, fields))
             return

@@ -18,7 +18,6 @@ top-level `text` included (Slack reads `<!channel>`, `<@U…>` and `<url|label>`
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import math
@@ -29,7 +28,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from agent.argforms import Field, coerce_form, form_fields, validate_arguments
+from agent.argforms import Field, coerce_form, field_path, form_fields
 from agent.model import Box, Item, ItemKind, ItemStatus
 
 __all__ = [
@@ -50,7 +49,6 @@ __all__ = [
     "fields_digest",
     "form_errors",
     "form_values",
-    "fresh_args",
     "item_url",
     "message",
     "reason_value",
@@ -384,16 +382,6 @@ def fields_digest(fields: Sequence[Field]) -> str:
     return hashlib.sha256(names.encode()).hexdigest()[:16]
 
 
-def _ambiguous(fields: Sequence[Field]) -> set[str]:
-    """Names two fields share (a property called `a.b` beside an object `a` with `b`): one
-    form value cannot stand for both, so Slack keeps them as proposed."""
-    seen: set[str] = set()
-    twice: set[str] = set()
-    for field in fields:
-        (twice if field.name in seen else seen).add(field.name)
-    return twice
-
-
 def _too_long(field: Field) -> bool:
     return isinstance(field.value, str) and len(field.value) > _INPUT_MAX
 
@@ -516,16 +504,8 @@ def edit_modal(item: Item, *, ref: ModalRef, base_url: str) -> dict[str, Any]:
     ]
     if len(fields) + 1 > _MODAL_BLOCKS:
         return _web_only_modal(item, ref, url, "This tool has too many arguments for a Slack form.")
-    ambiguous = _ambiguous(fields)
     for index, field in enumerate(fields):
-        if field.name in ambiguous:
-            blocks.append(
-                _context(
-                    f"*{esc(field.label)}* shares its name with another argument, so it is kept "
-                    f"as proposed here: {_link(url, 'edit it on the web page')}"
-                )
-            )
-        elif _too_long(field):
+        if _too_long(field):
             blocks.append(
                 _context(
                     f"*{esc(field.label)}* is too long to edit in Slack and is kept as it is: "
@@ -584,19 +564,14 @@ def reason_value(state_values: Mapping[str, Any]) -> str:
     return str(entry.get("value") or "").strip()
 
 
-def _editable(field: Field, ambiguous: set[str]) -> bool:
-    return not _too_long(field) and field.name not in ambiguous
-
-
 def form_values(
     state_values: Mapping[str, Any], fields: Sequence[Field]
 ) -> dict[str, str | bool | None]:
     """The raw form values (for `agent.argforms.coerce_form`) from a submitted view's
     `state.values`. Fields Slack could not show keep their proposed value."""
     raw: dict[str, str | bool | None] = {}
-    ambiguous = _ambiguous(fields)
     for index, field in enumerate(fields):
-        if not _editable(field, ambiguous):
+        if _too_long(field):
             raw[field.name] = field.value
             continue
         entry = state_values.get(field_block(index), {}).get(_ACTION)
@@ -617,81 +592,23 @@ def form_values(
 
 
 def submitted_args(
-    schema: Mapping[str, Any],
-    proposed: Mapping[str, Any],
-    fields: Sequence[Field],
-    state_values: Mapping[str, Any],
+    schema: Mapping[str, Any], fields: Sequence[Field], state_values: Mapping[str, Any]
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """Typed arguments and errors (by field name) from a submitted edit modal.
-
-    Arguments whose name two fields share were kept as proposed, at every path that name
-    stands for, and are checked again as a whole."""
-    args, errors = coerce_form(schema, form_values(state_values, fields))
-    ambiguous = _ambiguous(fields)
-    if not ambiguous:
-        return args, errors
-    args = fresh_args(args, proposed, ambiguous)
-    errors = {k: v for k, v in errors.items() if k not in ambiguous and k != ""}
-    for name, message in validate_arguments(schema, args).items():
-        errors.setdefault(name, message)
-    return args, errors
-
-
-def fresh_args(
-    args: Mapping[str, Any], proposed: Mapping[str, Any], names: set[str]
-) -> dict[str, Any]:
-    """`args` with every path whose dotted name is in `names` set back to its value in
-    `proposed` (or dropped where `proposed` has none)."""
-    out: dict[str, Any] = copy.deepcopy(dict(args))
-    paths = {p for p in _paths(args) if ".".join(p) in names}
-    paths |= {p for p in _paths(proposed) if ".".join(p) in names}
-    for path in sorted(paths, key=len):
-        found, value = _at(proposed, path)
-        holder: Any = out
-        for key in path[:-1]:
-            if not isinstance(holder.get(key), dict):
-                if not found:
-                    holder = None
-                    break
-                holder[key] = {}
-            holder = holder[key]
-        if holder is None:
-            continue
-        if found:
-            holder[path[-1]] = value
-        else:
-            holder.pop(path[-1], None)
-    return out
-
-
-def _paths(obj: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    found: list[tuple[str, ...]] = []
-    for key, value in obj.items():
-        path = (*prefix, str(key))
-        found.append(path)
-        if isinstance(value, Mapping):
-            found += _paths(value, path)
-    return found
-
-
-def _at(obj: Any, path: tuple[str, ...]) -> tuple[bool, Any]:
-    for key in path:
-        if not isinstance(obj, Mapping) or key not in obj:
-            return False, None
-        obj = obj[key]
-    return True, obj
+    """Typed arguments and errors (by field name) from a submitted edit modal."""
+    return coerce_form(schema, form_values(state_values, fields))
 
 
 def form_errors(errors: Mapping[str, str], fields: Sequence[Field]) -> dict[str, str]:
     """`coerce_form` errors keyed by the modal's block ids, as `response_action: errors`
     wants them. An error about no field shown goes to the first input, naming its field."""
-    ambiguous = _ambiguous(fields)
-    inputs = [(i, f.name) for i, f in enumerate(fields) if _editable(f, ambiguous)]
+    inputs = [(i, f.name) for i, f in enumerate(fields) if not _too_long(f)]
     out: dict[str, str] = {}
     for name, text in errors.items():
+        # An error about an object (a member missing) goes to the first of its members.
+        path = field_path(name)
         target = next(
             (i for i, n in inputs if n == name),
-            next((i for i, n in inputs if name and n.startswith(name + ".")), None),
+            next((i for i, n in inputs if name and field_path(n)[: len(path)] == path), None),
         )
         if target is None:
             target = inputs[0][0] if inputs else 0
