@@ -40,6 +40,9 @@ from tests.peers.oauth_server import Grant, OAuthServer
 pytestmark = pytest.mark.mail
 
 ALICE_PW = DEFAULT_USERS["alice"]
+# Mailboxes made before dovecot starts: it re-reads its passwd file at most once a second,
+# so a user added while it runs may not log in at once.
+SPARE = {f"ox{n}": uuid.uuid4().hex for n in range(12)}
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +55,7 @@ def provider() -> Iterator[OAuthServer]:
 def mail(provider: OAuthServer) -> Iterator[MailServer]:
     if not os.access(DOVECOT, os.X_OK):
         pytest.skip(f"{DOVECOT} missing: run .ci/install-system-packages")
-    with MailServer(tls=True, oauth=provider) as server:
+    with MailServer(users={**DEFAULT_USERS, **SPARE}, tls=True, oauth=provider) as server:
         yield server
 
 
@@ -88,10 +91,21 @@ def tokens_for(
     )
 
 
+def spare_user(mail: MailServer, prefix: str) -> tuple[str, str]:
+    """An unused mailbox of the module's server (so tests don't share mail), and its password."""
+    name = next(
+        n for n in sorted(mail.users) if n.startswith(prefix) and (id(mail), n) not in _taken
+    )
+    _taken.add((id(mail), name))
+    return name, mail.users[name]
+
+
+_taken: set[tuple[int, str]] = set()
+
+
 def fresh_mailbox(mail: MailServer, provider: OAuthServer) -> tuple[str, Grant]:
-    """A new mailbox user (so tests don't share mail) and a refresh token for it."""
-    name = f"ox{uuid.uuid4().hex[:8]}"
-    mail.add_user(name, uuid.uuid4().hex)
+    """An unused mailbox and a refresh token for it."""
+    name, _ = spare_user(mail, "ox")
     address = mail.address(name)
     return address, provider.grant(address)
 

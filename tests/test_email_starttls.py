@@ -23,18 +23,19 @@ from agent.channel import DeliveryError
 from channels.email import ImapConfig, ImapReceiver, SmtpConfig, SmtpMailer
 from channels.email.imap_ext import StartTlsError, starttls
 from tests.peers.mailserver import DEFAULT_USERS, DOVECOT, MailServer
-from tests.test_email_oauth import Inbox, message, send_as_alice
+from tests.test_email_oauth import Inbox, message, send_as_alice, spare_user
 
 pytestmark = pytest.mark.mail
 
 ALICE_PW = DEFAULT_USERS["alice"]
+SPARE = {f"tls{n}": uuid.uuid4().hex for n in range(8)}  # see tests/test_email_oauth.py
 
 
 @pytest.fixture(scope="module")
 def mail() -> Iterator[MailServer]:
     if not os.access(DOVECOT, os.X_OK):
         pytest.skip(f"{DOVECOT} missing: run .ci/install-system-packages")
-    with MailServer(tls=True) as server:
+    with MailServer(users={**DEFAULT_USERS, **SPARE}, tls=True) as server:
         yield server
 
 
@@ -43,15 +44,12 @@ def plain_mail() -> Iterator[MailServer]:
     """A server that offers no TLS at all."""
     if not os.access(DOVECOT, os.X_OK):
         pytest.skip(f"{DOVECOT} missing: run .ci/install-system-packages")
-    with MailServer() as server:
+    with MailServer(users={**DEFAULT_USERS, **SPARE}) as server:
         yield server
 
 
 def fresh_user(mail: MailServer) -> tuple[str, str]:
-    name = f"tls{uuid.uuid4().hex[:8]}"
-    password = uuid.uuid4().hex
-    mail.add_user(name, password)
-    return name, password
+    return spare_user(mail, "tls")
 
 
 def config(mail: MailServer, user: str, password: str, **overrides: object) -> ImapConfig:
