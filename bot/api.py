@@ -69,6 +69,7 @@ def skill_list(svc: Services) -> dict[str, Any]:
             }
             for r in svc.ctx.skills.refused()
         ],
+        "watch_seconds": svc.skill_files.interval,
     }
 
 

@@ -153,6 +153,9 @@ class SkillError(BaseModel):
 class SkillList(BaseModel):
     items: list[SkillOut]
     errors: list[SkillError]
+    watch_seconds: float = Field(
+        description="How often the server looks for changed skill files; 0: only on reload"
+    )
 
 
 class SkillChanges(BaseModel):

@@ -22,7 +22,6 @@ import uvicorn
 
 from bot.services import Services
 from bot.settings import Settings
-from bot.skill_reload import WATCH_INTERVAL
 
 #: Skill names the ready line lists before it says "and N more".
 MAX_NAMES = 8
@@ -44,6 +43,10 @@ def start_block(settings: Settings, *, token: str, created: bool, interactive: b
     else:
         where = f"kept in {token_file}{' (new)' if created else ''}"
         export = f"export PIZZABOT_API_TOKEN=$(cat {shlex.quote(str(token_file))})"
+    if settings.skills_watch > 0:
+        reload = f"a changed file is loaded within {settings.skills_watch:g} s"
+    else:
+        reload = "changes load on `pizzabot skills --reload`"
     if interactive:
         inbox = f"{base}/login?token={token}"
     else:
@@ -54,8 +57,7 @@ def start_block(settings: Settings, *, token: str, created: bool, interactive: b
         f"  token:   {where}",
         f"  inbox:   {inbox}",
         f"  CLI/API: {export}",
-        f"  skills:  {settings.skills_dir} (a changed file is loaded within "
-        f"{WATCH_INTERVAL:g} s; `pizzabot skills` shows what loaded)",
+        f"  skills:  {settings.skills_dir} ({reload}; `pizzabot skills` shows what loaded)",
     ]
 
 

@@ -178,17 +178,24 @@ def _refused_skill(api: Api, skill: str) -> str | None:
     """Why the server refused the skill file of that name, if it did (GET /api/skills names
     each refused file's skill when its `name:` could be read; else the file name counts)."""
     try:
-        errors = api.call("GET", "/api/skills").get("errors") or []
+        data = api.call("GET", "/api/skills")
     except CliError:
         return None
+    errors = data.get("errors") or []
     named = [e for e in errors if e.get("name") == skill] or [
         e for e in errors if e.get("name") is None and Path(str(e.get("path", ""))).stem == skill
     ]
+    watch = data.get("watch_seconds")
+    then = (
+        f": the server loads it again within {watch:g} s"
+        if watch
+        else ", then run `pizzabot skills --reload`"
+    )
     for e in named:
         line = f" (line {e['line']})" if e.get("line") else ""
         return (
             f"skill {skill!r} was refused when the server loaded {e['path']}{line}: "
-            f"{e.get('message')}. Fix the file: the server loads it again when it changes."
+            f"{e.get('message')}. Fix the file{then}."
         )
     if errors:
         return f"the server also refused {len(errors)} skill file(s): `pizzabot skills` says why"

@@ -137,7 +137,12 @@ async def build(settings: Settings, *, token: str, with_worker: bool | None = No
         dispatcher=dispatcher,
         worker=worker,
         skill_files=SkillFiles(
-            folder=settings.skills_dir, book=ctx.skills, report=report, store=store, clock=ctx.clock
+            folder=settings.skills_dir,
+            book=ctx.skills,
+            report=report,
+            store=store,
+            clock=ctx.clock,
+            interval=settings.skills_watch,
         ),
         schema_change=schema_change,
     )
@@ -227,7 +232,8 @@ def follow_skill_files(svc: Services) -> None:
                 svc.spawn(warm_skill(svc, svc.ctx.skills.get(name)), f"warm-mcp:{name}")
 
     svc.skill_files.listeners.append(after)
-    svc.spawn(svc.skill_files.watch(), "skills-watch")
+    if svc.skill_files.interval > 0:
+        svc.spawn(svc.skill_files.watch(), "skills-watch")
 
 
 def start_worker(svc: Services, worker: Worker) -> None:

@@ -1,6 +1,7 @@
 """Skill files take effect while the server runs: no restart after fixing one.
 
-Each process (server or worker) watches its own skills folder: every couple of seconds it
+Each process (server or worker) watches its own skills folder: every couple of seconds
+(`PIZZABOT_SKILLS_WATCH`) it
 compares the files' names, sizes and modification times, and on a change loads the folder
 again; `POST /api/skills/reload` (`pizzabot skills --reload`) does it at once. Polling a
 handful of small files costs nothing and works the same on bind mounts and network folders,
@@ -27,7 +28,7 @@ from store.sql import SqlStore
 
 log = logging.getLogger("pizzabot")
 
-#: Seconds between two looks at the skills folder.
+#: Seconds between two looks at the skills folder (`PIZZABOT_SKILLS_WATCH`; 0: never).
 WATCH_INTERVAL = 2.0
 
 Fingerprint = tuple[tuple[str, int, int, int], ...]

@@ -1,0 +1,130 @@
+"""What `pizzabot serve` itself prints, read from a real server process whose stderr is a file
+(as under docker or systemd): one start block whose lines are never wrapped, one line when it
+is ready with the skills and channels, one line when it stops, and no Alembic chatter."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from store.migrate import head_revision
+from tests.peers.server import ServerProcess
+
+ROOT = Path(__file__).resolve().parent.parent
+GUARD = 60.0
+
+
+def server_with_token_file(tmp_path: Path) -> ServerProcess:
+    """A server whose token is made and kept in its data folder, under a path long enough
+    that an 80-column wrap would break the `export` line."""
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    shutil.copy(ROOT / "manifests" / "skills" / "demo.yaml", skills)
+    (skills / "broken.yaml").write_text("name: broken\ninstructions: hi\nmodle: pizzabot/demo\n")
+    data = tmp_path / ("a-rather-long-folder-name-for-the-data-of-this-pizza-bot-" * 2) / "data"
+    data.mkdir(parents=True, mode=0o700)  # it holds the server's log file
+    server = ServerProcess(data_dir=data, skills_dir=skills)
+    env = server.env()
+    del env["PIZZABOT_API_TOKEN"]
+    server.env = lambda: env  # type: ignore[method-assign]
+    return server
+
+
+def wait_for_line(server: ServerProcess, start: str) -> None:
+    deadline = time.monotonic() + GUARD
+    while time.monotonic() < deadline:
+        if any(line.startswith(start) for line in server.log().splitlines()):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no line starting {start!r}:\n{server.log()}")
+
+
+async def test_start_block_ready_line_and_stop_line(tmp_path: Path) -> None:
+    server = server_with_token_file(tmp_path)
+    await server.start()
+    wait_for_line(server, "ready: ")
+    server.stop()  # SIGTERM
+    data, base = server.data_dir, server.url
+    lines = server.log().splitlines()
+    assert lines[:6] == [
+        f"Pizza Bot on {base}",
+        f"  data:    {data} (SQLite)",
+        f"  token:   kept in {data / 'api-token'} (new)",
+        f"  inbox:   {base}/login (sign in with the token)",
+        f"  CLI/API: export PIZZABOT_API_TOKEN=$(cat {shlex.quote(str(data / 'api-token'))})",
+        f"  skills:  {server.skills_dir} (a changed file is loaded within 2 s; "
+        "`pizzabot skills` shows what loaded)",
+    ]
+    assert len(lines[4]) > 80  # one line, however long
+    [ready] = [line for line in lines if line.startswith("ready: ")]
+    assert ready == (
+        "ready: skills demo; refused broken.yaml (`pizzabot skills` says why); channels web; "
+        f"worker on; database created (schema {head_revision()})"
+    )
+    assert lines[-1] == "Pizza Bot stopped (SIGTERM); its runs are kept and go on at the next start"
+    assert not any("alembic" in line for line in lines)
+    token = (data / "api-token").read_text().strip()
+    assert token not in server.log()
+
+
+async def test_ctrl_c_prints_one_stop_line_and_exits_130(tmp_path: Path) -> None:
+    server = server_with_token_file(tmp_path)
+    with open(server.log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "serve", "--no-worker"],
+            env=server.env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    server.proc = proc
+    try:
+        wait_for_line(server, "ready: ")
+        assert "ready: skills demo" in server.log() and "no worker (--no-worker)" in server.log()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(GUARD) == 130
+    finally:
+        server.stop()
+    lines = server.log().splitlines()
+    assert lines[-1] == "Pizza Bot stopped (Ctrl-C); its runs are kept and go on at the next start"
+    assert not any("Traceback" in line or "Aborted" in line for line in lines)
+
+
+async def test_the_start_block_says_when_skills_load_only_on_request(tmp_path: Path) -> None:
+    server = server_with_token_file(tmp_path)
+    server.env()["PIZZABOT_SKILLS_WATCH"] = "0"  # the same dict every call
+    await server.start()
+    wait_for_line(server, "ready: ")
+    server.stop()
+    assert (
+        f"  skills:  {server.skills_dir} (changes load on `pizzabot skills --reload`; "
+        "`pizzabot skills` shows what loaded)"
+    ) in server.log().splitlines()
+
+
+def test_a_worker_makes_its_data_folder_private(tmp_path: Path) -> None:
+    server = server_with_token_file(tmp_path)
+    data = tmp_path / "worker-data"
+    env = {**server.env(), "PIZZABOT_DATA_DIR": str(data)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot.cli", "worker"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + GUARD
+        while not (data / "pizzabot.db").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert stat.S_IMODE(data.stat().st_mode) == 0o700
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(GUARD)
