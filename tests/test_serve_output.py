@@ -128,3 +128,28 @@ def test_a_worker_makes_its_data_folder_private(tmp_path: Path) -> None:
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(GUARD)
+
+
+async def test_the_database_is_summed_up_in_words_not_alembic_steps(tmp_path: Path) -> None:
+    from alembic import command
+    from alembic.script import ScriptDirectory
+    from sqlalchemy import Connection
+
+    from store.migrate import alembic_config, upgrade
+    from store.sql import connect
+
+    head = head_revision()
+    previous = ScriptDirectory.from_config(alembic_config()).get_revision(head).down_revision
+    assert isinstance(previous, str)
+    engine = connect(f"sqlite+aiosqlite:///{tmp_path / 'old.db'}")
+    try:
+
+        def to_previous(conn: Connection) -> None:
+            command.upgrade(alembic_config(conn), previous)
+
+        async with engine.begin() as conn:
+            await conn.run_sync(to_previous)
+        assert await upgrade(engine) == f"upgraded from schema {previous} to {head}"
+        assert await upgrade(engine) is None  # at the newest schema: nothing to say
+    finally:
+        await engine.dispose()
