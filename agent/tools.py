@@ -167,8 +167,11 @@ class _Connection:
             ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
             self._task = asyncio.create_task(self._hold(ready), name=f"mcp:{self.name}")
             try:
-                client = await asyncio.wait_for(asyncio.shield(ready), timeout)
-                listing = await asyncio.wait_for(client.list_tools(), timeout)
+                # A timeout scope, not `wait_for`: on Python 3.11 `wait_for` can swallow a
+                # cancel that arrives as the inner call finishes (see agent/tasks.py).
+                async with asyncio.timeout(timeout):
+                    client = await asyncio.shield(ready)
+                    listing = await client.list_tools()
             except asyncio.CancelledError:
                 await self._discard()
                 raise
@@ -187,11 +190,13 @@ class _Connection:
         self._stop.set()
         task, self._task = self._task, None
         if task is not None:
+            # The holding task swallows its server's errors; a server that does not stop in
+            # time is cancelled by the scope (awaiting a task passes the cancel on to it).
             try:
-                await asyncio.wait_for(task, 5)
-            except BaseException:  # a broken server must not take the hub down with it
-                task.cancel()
-                log.debug("closing MCP server %s failed", self.name, exc_info=True)
+                async with asyncio.timeout(5):
+                    await task
+            except TimeoutError:
+                log.debug("MCP server %s did not stop within 5s", self.name)
 
     async def close(self) -> None:
         async with self.lock:
