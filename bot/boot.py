@@ -97,4 +97,7 @@ class BootApp:
             return
         self._app = app
         if self._on_ready is not None:
-            self._on_ready(app)
+            try:
+                self._on_ready(app)
+            except Exception:  # saying so must not stop a server that runs
+                log.exception("after the start")
