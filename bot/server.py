@@ -16,7 +16,6 @@ from typing import Protocol
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
-from pydantic import SecretStr
 
 from agent.channel import Channel
 from agent.context import Context
@@ -62,7 +61,7 @@ def folder_servers(skill: Skill) -> dict[str, StdioServer | HttpServer]:
     """A skill with granted folders gets the built-in `files` server for exactly those."""
     if not skill.folders:
         return {}
-    from agent.files_mcp import launch_args
+    from bot.files_server import launch_args
 
     return {"files": StdioServer(command="python", args=launch_args(skill.folders))}
 
@@ -80,10 +79,7 @@ async def build(settings: Settings, *, token: str, with_worker: bool | None = No
     tools = ToolHub(env=env, call_timeout=settings.tool_timeout, extra_servers=folder_servers)
     # The API token and every secret setting: a provider's, a tool's, Slack's or an SMTP
     # server's error must not show them.
-    values = (getattr(settings, name) for name in type(settings).model_fields)
-    redactor = Redactor.of(
-        token, *(v.get_secret_value() for v in values if isinstance(v, SecretStr))
-    )
+    redactor = Redactor.of(token, *settings.secret_values())
     model = LiteLLMClient(
         env=env,
         attempts=settings.model_attempts,

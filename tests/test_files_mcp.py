@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from agent import files_mcp
 from agent.errors import UserError
-from agent.files_mcp import Grants, PathRefused
+from bot import files_server
+from bot.files_server import Grants, PathRefused
 
 if TYPE_CHECKING:
     from mcp.client.stdio import StdioServerParameters
@@ -45,47 +45,47 @@ def grants(tree: dict[str, Path]) -> Grants:
 
 
 def test_relative_and_absolute_paths_inside_are_read(grants: Grants, tree: dict[str, Path]) -> None:
-    assert files_mcp.read_file(grants, "notes/todo.md") == "buy flour\nfeed the cat\n"
+    assert files_server.read_file(grants, "notes/todo.md") == "buy flour\nfeed the cat\n"
     deep = str(tree["notes"] / "sub" / "deep.txt")
-    assert files_mcp.read_file(grants, deep) == "the Flour is in the cellar\n"
-    assert files_mcp.read_file(grants, "notes/sub/../todo.md").startswith("buy flour")
+    assert files_server.read_file(grants, deep) == "the Flour is in the cellar\n"
+    assert files_server.read_file(grants, "notes/sub/../todo.md").startswith("buy flour")
     assert grants.locate("drafts/a/./b.md") == (grants.folders[1], ("a", "b.md"))
 
 
 @pytest.mark.parametrize("path", ["notes/../outside/secret.txt", "notes/sub/../../outside"])
 def test_dotdot_traversal_is_refused(grants: Grants, path: str) -> None:
     with pytest.raises(PathRefused, match="outside the granted folders"):
-        files_mcp.read_file(grants, path)
+        files_server.read_file(grants, path)
     with pytest.raises(PathRefused, match="does not start with a granted folder name"):
-        files_mcp.read_file(grants, "../outside/secret.txt")
+        files_server.read_file(grants, "../outside/secret.txt")
 
 
 def test_dotdot_out_names_the_granted_folders(grants: Grants) -> None:
     with pytest.raises(PathRefused, match=r"is outside the granted folders: notes/ \(read-only\)"):
-        files_mcp.read_file(grants, "notes/../outside/secret.txt")
+        files_server.read_file(grants, "notes/../outside/secret.txt")
 
 
 def test_absolute_path_elsewhere_is_refused(grants: Grants, tree: dict[str, Path]) -> None:
     for path in ("/etc/passwd", str(tree["outside"] / "secret.txt"), str(tree["notes"].parent)):
         with pytest.raises(PathRefused, match="outside the granted folders"):
-            files_mcp.read_file(grants, path)
+            files_server.read_file(grants, path)
 
 
 def test_unknown_folder_name_is_refused(grants: Grants) -> None:
     with pytest.raises(PathRefused, match="does not start with a granted folder name"):
-        files_mcp.read_file(grants, "outside/secret.txt")
+        files_server.read_file(grants, "outside/secret.txt")
 
 
 def test_symlinked_file_pointing_out_is_refused(grants: Grants) -> None:
     with pytest.raises(PathRefused, match="is a symbolic link; links are not followed"):
-        files_mcp.read_file(grants, "notes/leak.txt")
+        files_server.read_file(grants, "notes/leak.txt")
 
 
 def test_symlinked_parent_folder_pointing_out_is_refused(grants: Grants) -> None:
     with pytest.raises(PathRefused, match="'notes/linked' is a symbolic link"):
-        files_mcp.read_file(grants, "notes/linked/secret.txt")
+        files_server.read_file(grants, "notes/linked/secret.txt")
     with pytest.raises(PathRefused, match="'notes/linked' is a symbolic link"):
-        files_mcp.list_dir(grants, "notes/linked")
+        files_server.list_dir(grants, "notes/linked")
 
 
 def test_a_link_inside_the_grants_is_not_followed_either(
@@ -93,28 +93,28 @@ def test_a_link_inside_the_grants_is_not_followed_either(
 ) -> None:
     (tree["drafts"] / "todo-link.md").symlink_to(tree["notes"] / "todo.md")
     with pytest.raises(PathRefused, match="is a symbolic link"):
-        files_mcp.read_file(grants, "drafts/todo-link.md")
+        files_server.read_file(grants, "drafts/todo-link.md")
     with pytest.raises(PathRefused, match="is a symbolic link"):
-        files_mcp.write_file(grants, "drafts/todo-link.md", "x")
+        files_server.write_file(grants, "drafts/todo-link.md", "x")
     assert (tree["notes"] / "todo.md").read_text() == "buy flour\nfeed the cat\n"
 
 
 def test_write_without_grant_is_refused(grants: Grants) -> None:
-    assert files_mcp.read_file(grants, "notes/todo.md")  # readable ...
+    assert files_server.read_file(grants, "notes/todo.md")  # readable ...
     with pytest.raises(PathRefused, match=r"'notes/todo\.md' is granted read-only"):
-        files_mcp.write_file(grants, "notes/todo.md", "x")  # ... but not writable
+        files_server.write_file(grants, "notes/todo.md", "x")  # ... but not writable
     with pytest.raises(PathRefused, match="granted read-only"):
-        files_mcp.write_file(grants, "notes/new/deeper.md", "x")
+        files_server.write_file(grants, "notes/new/deeper.md", "x")
     assert not (grants.folders[0].root / "new").exists()
 
 
 def test_write_with_grant_lands_atomically(grants: Grants, tree: dict[str, Path]) -> None:
-    out = files_mcp.write_file(grants, "drafts/a/b/new.md", "héllo\n")
+    out = files_server.write_file(grants, "drafts/a/b/new.md", "héllo\n")
     assert out == "wrote 7 bytes to drafts/a/b/new.md"
     assert (tree["drafts"] / "a/b/new.md").read_text() == "héllo\n"
-    files_mcp.write_file(grants, "drafts/old.md", "replaced")
+    files_server.write_file(grants, "drafts/old.md", "replaced")
     assert (tree["drafts"] / "old.md").read_text() == "replaced"
-    files_mcp.write_file(grants, str(tree["drafts"] / "abs.md"), "by absolute path")
+    files_server.write_file(grants, str(tree["drafts"] / "abs.md"), "by absolute path")
     assert (tree["drafts"] / "abs.md").read_text() == "by absolute path"
     # No temp files are left behind.
     assert sorted(p.name for p in tree["drafts"].iterdir()) == ["a", "abs.md", "old.md"]
@@ -122,8 +122,8 @@ def test_write_with_grant_lands_atomically(grants: Grants, tree: dict[str, Path]
 
 def test_write_keeps_an_existing_files_mode(grants: Grants, tree: dict[str, Path]) -> None:
     (tree["drafts"] / "old.md").chmod(0o600)
-    files_mcp.write_file(grants, "drafts/old.md", "replaced")
-    files_mcp.write_file(grants, "drafts/fresh.md", "new")
+    files_server.write_file(grants, "drafts/old.md", "replaced")
+    files_server.write_file(grants, "drafts/fresh.md", "new")
     assert (tree["drafts"] / "old.md").stat().st_mode & 0o777 == 0o600
     assert (tree["drafts"] / "fresh.md").stat().st_mode & 0o777 == 0o644
 
@@ -133,9 +133,9 @@ def test_write_through_a_link_out_of_a_writable_folder_is_refused(
 ) -> None:
     (tree["drafts"] / "out").symlink_to(tree["outside"], target_is_directory=True)
     with pytest.raises(PathRefused, match="'drafts/out' is a symbolic link"):
-        files_mcp.write_file(grants, "drafts/out/pwned.txt", "x")
+        files_server.write_file(grants, "drafts/out/pwned.txt", "x")
     with pytest.raises(PathRefused, match="'drafts/out' is a symbolic link"):
-        files_mcp.write_file(grants, "drafts/out/new/pwned.txt", "x")
+        files_server.write_file(grants, "drafts/out/new/pwned.txt", "x")
     assert sorted(os.listdir(tree["outside"])) == ["secret.txt"]
 
 
@@ -143,18 +143,18 @@ def test_move_across_grants(tmp_path: Path, tree: dict[str, Path]) -> None:
     archive = tmp_path / "archive"
     archive.mkdir()
     grants = Grants([(tree["notes"], False), (tree["drafts"], True), (archive, True)])
-    assert files_mcp.move(grants, "drafts/old.md", "archive/2024/old.md") == (
+    assert files_server.move(grants, "drafts/old.md", "archive/2024/old.md") == (
         "moved drafts/old.md to archive/2024/old.md"
     )
     assert (archive / "2024/old.md").read_text() == "draft\n"
     assert not (tree["drafts"] / "old.md").exists()
     # Out of a read-only grant, into a read-only grant, or out of the grants: all refused.
     with pytest.raises(PathRefused, match="granted read-only"):
-        files_mcp.move(grants, "notes/todo.md", "drafts/todo.md")
+        files_server.move(grants, "notes/todo.md", "drafts/todo.md")
     with pytest.raises(PathRefused, match="granted read-only"):
-        files_mcp.move(grants, "archive/2024/old.md", "notes/old.md")
+        files_server.move(grants, "archive/2024/old.md", "notes/old.md")
     with pytest.raises(PathRefused, match="outside the granted folders"):
-        files_mcp.move(grants, "archive/2024/old.md", str(tree["outside"] / "old.md"))
+        files_server.move(grants, "archive/2024/old.md", str(tree["outside"] / "old.md"))
     assert (tree["notes"] / "todo.md").exists()
     assert (archive / "2024/old.md").exists()
 
@@ -162,16 +162,17 @@ def test_move_across_grants(tmp_path: Path, tree: dict[str, Path]) -> None:
 def test_move_never_overwrites_and_never_moves_a_granted_folder(
     grants: Grants, tree: dict[str, Path]
 ) -> None:
-    files_mcp.write_file(grants, "drafts/new.md", "new")
+    files_server.write_file(grants, "drafts/new.md", "new")
     with pytest.raises(PathRefused, match="already exists"):
-        files_mcp.move(grants, "drafts/new.md", "drafts/old.md")
+        files_server.move(grants, "drafts/new.md", "drafts/old.md")
     with pytest.raises(PathRefused, match="granted folder"):
-        files_mcp.move(grants, "drafts", "drafts/inner")
-    files_mcp.write_file(grants, "drafts/box/a.md", "a")
+        files_server.move(grants, "drafts", "drafts/inner")
+    files_server.write_file(grants, "drafts/box/a.md", "a")
     with pytest.raises(PathRefused, match="into itself"):
-        files_mcp.move(grants, "drafts/box", "drafts/box/inner/box")
+        files_server.move(grants, "drafts/box", "drafts/box/inner/box")
     assert (
-        files_mcp.move(grants, "drafts/box", "drafts/crate") == "moved drafts/box to drafts/crate"
+        files_server.move(grants, "drafts/box", "drafts/crate")
+        == "moved drafts/box to drafts/crate"
     )
     assert (tree["drafts"] / "crate/a.md").read_text() == "a"
 
@@ -183,7 +184,7 @@ def test_grants_must_exist_and_same_names_get_suffixes(tmp_path: Path) -> None:
     (tmp_path / "b" / "notes").mkdir(parents=True)
     grants = Grants([(tmp_path / "a/notes", False), (tmp_path / "b/notes", True)])
     assert [g.name for g in grants.folders] == ["notes", "notes-2"]
-    files_mcp.write_file(grants, "notes-2/x.md", "x")
+    files_server.write_file(grants, "notes-2/x.md", "x")
     assert (tmp_path / "b/notes/x.md").read_text() == "x"
 
 
@@ -192,9 +193,9 @@ def test_a_granted_folder_that_is_a_link_keeps_its_name(tmp_path: Path) -> None:
     (tmp_path / "data" / "x.md").write_text("x")
     (tmp_path / "notes").symlink_to(tmp_path / "data", target_is_directory=True)
     grants = Grants([(tmp_path / "notes", False)])
-    assert files_mcp.read_file(grants, "notes/x.md") == "x"
-    assert files_mcp.read_file(grants, str(tmp_path / "notes/x.md")) == "x"
-    assert files_mcp.read_file(grants, str(tmp_path / "data/x.md")) == "x"
+    assert files_server.read_file(grants, "notes/x.md") == "x"
+    assert files_server.read_file(grants, str(tmp_path / "notes/x.md")) == "x"
+    assert files_server.read_file(grants, str(tmp_path / "data/x.md")) == "x"
 
 
 # -- the operations -----------------------------------------------------------------------
@@ -202,43 +203,45 @@ def test_a_granted_folder_that_is_a_link_keeps_its_name(tmp_path: Path) -> None:
 
 def test_read_is_capped_and_says_so(grants: Grants, tree: dict[str, Path]) -> None:
     (tree["notes"] / "big.txt").write_text("a" * 100)
-    text = files_mcp.read_file(grants, "notes/big.txt", max_bytes=10)
+    text = files_server.read_file(grants, "notes/big.txt", max_bytes=10)
     assert text.startswith("a" * 10 + "\n[truncated: showed bytes 0-10 of 100")
     assert "offset=10" in text
-    assert files_mcp.read_file(grants, "notes/big.txt", offset=95) == "aaaaa"
+    assert files_server.read_file(grants, "notes/big.txt", offset=95) == "aaaaa"
 
 
 def test_read_refuses_folders_and_special_files(grants: Grants, tree: dict[str, Path]) -> None:
     os.mkfifo(tree["notes"] / "pipe")
     with pytest.raises(PathRefused, match="is not a regular file"):
-        files_mcp.read_file(grants, "notes/pipe")
+        files_server.read_file(grants, "notes/pipe")
     with pytest.raises(PathRefused, match="is a folder: use list_dir"):
-        files_mcp.read_file(grants, "notes/sub")
+        files_server.read_file(grants, "notes/sub")
     with pytest.raises(PathRefused, match="is a folder: use list_dir"):
-        files_mcp.read_file(grants, "notes")
+        files_server.read_file(grants, "notes")
     with pytest.raises(FileNotFoundError):
-        files_mcp.read_file(grants, "notes/missing.md")
+        files_server.read_file(grants, "notes/missing.md")
 
 
 def test_search_finds_names_and_contents_but_not_through_links(grants: Grants) -> None:
-    out = files_mcp.search(grants, "flour")
+    out = files_server.search(grants, "flour")
     # A folder's own files come before its subfolders', in grant order.
     assert out.splitlines() == [
         "notes/todo.md:1: buy flour",
         "notes/sub/deep.txt:1: the Flour is in the cellar",
     ]
-    assert files_mcp.search(grants, "*.md").splitlines() == ["notes/todo.md", "drafts/old.md"]
-    assert files_mcp.search(grants, "deep", path="notes/sub").splitlines() == ["notes/sub/deep.txt"]
-    assert files_mcp.search(grants, "s3cret") == "no matches for 's3cret'"
-    bounded = files_mcp.search(grants, "e", max_results=1).splitlines()
+    assert files_server.search(grants, "*.md").splitlines() == ["notes/todo.md", "drafts/old.md"]
+    assert files_server.search(grants, "deep", path="notes/sub").splitlines() == [
+        "notes/sub/deep.txt"
+    ]
+    assert files_server.search(grants, "s3cret") == "no matches for 's3cret'"
+    bounded = files_server.search(grants, "e", max_results=1).splitlines()
     assert len(bounded) == 2 and bounded[1].startswith("[stopped at 1 results")
 
 
 def test_root_listing_shows_folders_with_access(grants: Grants, tree: dict[str, Path]) -> None:
-    root = files_mcp.list_dir(grants, "")
+    root = files_server.list_dir(grants, "")
     assert f"notes/  (read-only)  = {tree['notes']}" in root
     assert f"drafts/  (read-write)  = {tree['drafts']}" in root
-    listing = files_mcp.list_dir(grants, "notes").splitlines()
+    listing = files_server.list_dir(grants, "notes").splitlines()
     assert "notes/sub/" in listing
     assert "notes/todo.md  (23 bytes)" in listing
     assert "notes/leak.txt  (symbolic link; not followed)" in listing
@@ -249,8 +252,8 @@ def test_launch_args_map_skill_folders_to_flags() -> None:
     from agent.skills import Folder
 
     folders = [Folder(path="/n"), Folder(path="/d", write=True)]
-    assert files_mcp.launch_args(folders) == [
-        "-m", "agent.files_mcp", "--grant", "/n", "--grant-write", "/d"
+    assert files_server.launch_args(folders) == [
+        "-m", "bot.files_server", "--grant", "/n", "--grant-write", "/d"
     ]  # fmt: skip
 
 
@@ -261,7 +264,7 @@ def _params(*args: str) -> StdioServerParameters:
     from mcp.client.stdio import StdioServerParameters
 
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "agent.files_mcp", *args], cwd=str(MAIN)
+        command=sys.executable, args=["-m", "bot.files_server", *args], cwd=str(MAIN)
     )
 
 

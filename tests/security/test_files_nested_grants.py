@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent import files_mcp
-from agent.files_mcp import Grants, PathRefused
+from bot import files_server
+from bot.files_server import Grants, PathRefused
 
 
 @pytest.fixture
@@ -37,13 +37,13 @@ def test_no_tool_writes_into_a_read_only_folder_nested_in_a_writable_one(
     grants = Grants([(drafts, True), (drafts / "locked", False)])
     before = _state(drafts)
     attempts: list[Callable[[], str]] = [
-        lambda: files_mcp.write_file(grants, f"{prefix}/evil.txt", "pwned"),
-        lambda: files_mcp.write_file(grants, f"{prefix}/keep.txt", "pwned"),
-        lambda: files_mcp.write_file(grants, f"{prefix}/new/evil.txt", "pwned"),
-        lambda: files_mcp.write_file(grants, str(drafts / "locked" / "evil.txt"), "pwned"),
-        lambda: files_mcp.move(grants, f"{prefix}/keep.txt", "drafts/stolen.txt"),
-        lambda: files_mcp.move(grants, "drafts/mine.txt", f"{prefix}/mine.txt"),
-        lambda: files_mcp.move(grants, "drafts/locked", "drafts/unlocked"),
+        lambda: files_server.write_file(grants, f"{prefix}/evil.txt", "pwned"),
+        lambda: files_server.write_file(grants, f"{prefix}/keep.txt", "pwned"),
+        lambda: files_server.write_file(grants, f"{prefix}/new/evil.txt", "pwned"),
+        lambda: files_server.write_file(grants, str(drafts / "locked" / "evil.txt"), "pwned"),
+        lambda: files_server.move(grants, f"{prefix}/keep.txt", "drafts/stolen.txt"),
+        lambda: files_server.move(grants, "drafts/mine.txt", f"{prefix}/mine.txt"),
+        lambda: files_server.move(grants, "drafts/locked", "drafts/unlocked"),
     ]
     for attempt in attempts:
         with pytest.raises(PathRefused, match=r"read-only|granted folder"):
@@ -51,17 +51,17 @@ def test_no_tool_writes_into_a_read_only_folder_nested_in_a_writable_one(
     assert _state(drafts) == before
     assert sorted(os.listdir(drafts / "locked")) == ["keep.txt"]
     # The rest of the writable folder is still writable, and the listing says which is which.
-    files_mcp.write_file(grants, "drafts/ok.txt", "fine")
-    assert "drafts/locked/  (granted read-only)" in files_mcp.list_dir(grants, "drafts")
+    files_server.write_file(grants, "drafts/ok.txt", "fine")
+    assert "drafts/locked/  (granted read-only)" in files_server.list_dir(grants, "drafts")
 
 
 def test_a_writable_folder_nested_in_a_read_only_one_is_writable(tmp_path: Path) -> None:
     notes = tmp_path / "notes"
     (notes / "inbox").mkdir(parents=True)
     grants = Grants([(notes, False), (notes / "inbox", True)])
-    assert files_mcp.write_file(grants, "notes/inbox/a.md", "a") == "wrote 1 bytes to inbox/a.md"
+    assert files_server.write_file(grants, "notes/inbox/a.md", "a") == "wrote 1 bytes to inbox/a.md"
     with pytest.raises(PathRefused, match="read-only"):
-        files_mcp.write_file(grants, "notes/a.md", "a")
+        files_server.write_file(grants, "notes/a.md", "a")
     assert sorted(os.listdir(notes)) == ["inbox"]
 
 
@@ -75,7 +75,7 @@ async def test_the_real_server_refuses_writes_into_the_nested_read_only_folder(
         command=sys.executable,
         args=[
             "-m",
-            "agent.files_mcp",
+            "bot.files_server",
             "--grant-write",
             str(drafts),
             "--grant",

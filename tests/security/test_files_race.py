@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from agent import files_mcp
-from agent.files_mcp import Grants
+from bot import files_server
+from bot.files_server import Grants
 
 ROUNDS = 1500
 _RENAME_EXCHANGE = 2
@@ -68,7 +68,7 @@ def _attempt(call: Callable[[], str]) -> str:
     """A call's answer; a refusal or a vanished file is a fine answer under attack."""
     try:
         return call()
-    except (files_mcp.PathRefused, OSError) as exc:
+    except (files_server.PathRefused, OSError) as exc:
         return f"refused: {exc}"
 
 
@@ -91,9 +91,9 @@ def test_a_folder_swapped_for_a_link_never_lets_reads_reach_outside(
     seen: list[str] = []
     with _swapping(scene["d"], scene["swap"]) as swaps:
         for _ in range(ROUNDS):
-            seen.append(_attempt(lambda: files_mcp.read_file(grants, "drafts/d/file.txt")))
-            seen.append(_attempt(lambda: files_mcp.list_dir(grants, "drafts/d")))
-            seen.append(_attempt(lambda: files_mcp.search(grants, "secret", "drafts")))
+            seen.append(_attempt(lambda: files_server.read_file(grants, "drafts/d/file.txt")))
+            seen.append(_attempt(lambda: files_server.list_dir(grants, "drafts/d")))
+            seen.append(_attempt(lambda: files_server.search(grants, "secret", "drafts")))
     assert swaps[0] > 0
     leaked = [s for s in seen if "OUTSIDE" in s or "only-outside" in s]
     assert leaked == [], f"{len(leaked)} of {len(seen)} answers showed the outside"
@@ -108,10 +108,12 @@ def test_a_folder_swapped_for_a_link_never_lets_writes_or_moves_land_outside(
     outside_before = {p.name: p.read_text() for p in scene["outside"].iterdir()}
     with _swapping(scene["d"], scene["swap"]) as swaps:
         for i in range(ROUNDS):
-            _attempt(partial(files_mcp.write_file, grants, "drafts/d/file.txt", "overwritten"))
-            _attempt(partial(files_mcp.write_file, grants, f"drafts/d/new-{i}.txt", "planted"))
-            files_mcp.write_file(grants, f"drafts/src-{i}.txt", "moved")
-            _attempt(partial(files_mcp.move, grants, f"drafts/src-{i}.txt", f"drafts/d/m-{i}.txt"))
+            _attempt(partial(files_server.write_file, grants, "drafts/d/file.txt", "overwritten"))
+            _attempt(partial(files_server.write_file, grants, f"drafts/d/new-{i}.txt", "planted"))
+            files_server.write_file(grants, f"drafts/src-{i}.txt", "moved")
+            _attempt(
+                partial(files_server.move, grants, f"drafts/src-{i}.txt", f"drafts/d/m-{i}.txt")
+            )
     assert swaps[0] > 0
     outside_after = {p.name: p.read_text() for p in scene["outside"].iterdir()}
     assert outside_after == outside_before
@@ -130,7 +132,7 @@ def test_a_file_swapped_for_a_fifo_never_blocks_a_read(tmp_path: Path) -> None:
 
     def read_many() -> None:
         for _ in range(ROUNDS):
-            seen.append(_attempt(lambda: files_mcp.read_file(grants, "notes/data.txt")))
+            seen.append(_attempt(lambda: files_server.read_file(grants, "notes/data.txt")))
 
     reader = threading.Thread(target=read_many, daemon=True)
     with _swapping(notes / "data.txt", notes / ".pipe"):
