@@ -75,6 +75,7 @@ def serve(
     settings = Settings(**overrides)
     setup_logging(settings)
     token, created = settings.ensure_token()
+    setup_logging(settings, token=token)  # the token made just now is a secret of the logs too
 
     def build() -> Any:
         from bot.server import create_app

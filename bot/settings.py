@@ -145,6 +145,10 @@ class Settings(BaseSettings):
     webhook_tolerance: float = 300.0  # seconds a webhook's X-Pizzabot-Timestamp may be off
     timers_interval: float = 30.0  # seconds between checks for approval time-outs and reminders
 
+    # Web inbox (bot/wire_web.py): failed logins per client address before it must wait (429)
+    web_login_max_failures: int = 10
+    web_login_window: float = 300.0  # seconds over which failures count, and the wait after
+
     @property
     def db_url(self) -> str:
         return self.database_url or f"sqlite+aiosqlite:///{self.data_dir / 'pizzabot.db'}"
@@ -152,10 +156,6 @@ class Settings(BaseSettings):
     @property
     def base_url(self) -> str:
         return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
-
-    # Web inbox (bot/wire_web.py): failed logins per client address before it must wait (429)
-    web_login_max_failures: int = 10
-    web_login_window: float = 300.0  # seconds over which failures count, and the wait after
 
     def default_budget(self) -> Budget:
         return Budget(
@@ -165,6 +165,12 @@ class Settings(BaseSettings):
             wall_time=self.budget_wall_time,  # type: ignore[arg-type]  # parsed by the validator
             per_day=DailyBudget(tokens=self.budget_day_tokens, cost_usd=self.budget_day_cost_usd),
         )
+
+    def secret_values(self) -> list[str]:
+        """Every secret this server holds in its settings (tokens, passwords, keys): the values
+        a log line, a run's error or a delivery's error must never show."""
+        values = (getattr(self, name) for name in type(self).model_fields)
+        return [v.get_secret_value() for v in values if isinstance(v, SecretStr)]
 
     def ensure_token(self) -> tuple[str, bool]:
         """The API token: from the environment, else the data folder, else a new one kept there.
