@@ -5,6 +5,8 @@ decides *when* a schedule is due; the database decides *whether* the fire happen
 named by its scheduled time, never by the clock that noticed it, and the row (schedule, fire
 time) is unique: a restart, a clock jump or a second server on the same PostgreSQL inserts
 nothing the second time. A fire only inserts a run (`Runs.start`); workers do the rest.
+APScheduler does not tell a job's function the time it was due, so a fire starts from the
+scheduler's `EVENT_JOB_SUBMITTED` event, which carries that time (public API only).
 
     claim the fire row ──duplicate──> nothing
           │ claimed
@@ -17,8 +19,8 @@ Misfires — fire times that passed while no server ran, or a process stalled lo
 grace period — follow the schedule's policy: `skip`, or `run_once` (one run for the latest
 missed time, however many were missed). Paused time is not missed time.
 
-`every:` intervals count from 1970-01-01 00:00 UTC (so `every: 30m` fires at :00 and :30),
-which lets every server compute the same fire times without agreeing on a start.
+Fire times are computed in `bot.schedule_times`; what the API shows is shaped in
+`bot.schedule_json`.
 """
 
 from __future__ import annotations
@@ -28,28 +30,25 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from apscheduler.executors.base import BaseExecutor
+from apscheduler.events import EVENT_JOB_SUBMITTED, JobSubmissionEvent
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.base import BaseTrigger
-from apscheduler.triggers.cron import CronTrigger
-from apscheduler.triggers.interval import IntervalTrigger
 
 from agent.context import new_id, utcnow
 from agent.errors import Conflict, InvalidArguments, KillSwitchOn, NotFound
 from agent.runs import Runs
 from agent.skills import Schedule, SkillBook
-from store.triggers import FireRecord, ScheduleRecord, TriggerStore
+from bot.schedule_json import schedule_detail_json, schedules_json
+from bot.schedule_times import EPOCH, build_trigger, fire_key, latest_fire
+from store.triggers import ScheduleRecord, TriggerStore
 
 log = logging.getLogger(__name__)
-
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICRO = timedelta(microseconds=1)
 
 FireStatus = Literal["started", "duplicate", "skipped", "refused", "failed", "paused", "missing"]
 
@@ -63,122 +62,6 @@ class FireResult:
     detail: str | None = None
 
 
-# -- fire times ----------------------------------------------------------------------------
-
-
-def build_trigger(cron: str | None, every: float | None, timezone: str) -> BaseTrigger:
-    """The APScheduler trigger of a schedule; ValueError says what is wrong with it."""
-    try:
-        tz = ZoneInfo(timezone)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(
-            f"unknown timezone {timezone!r} (use a name like Europe/Amsterdam)"
-        ) from None
-    if (cron is None) == (every is None):
-        raise ValueError("a schedule needs exactly one of cron or every")
-    if cron is not None:
-        try:
-            fields = cron.split()
-            if len(fields) != 5:
-                raise ValueError(f"{len(fields)} fields instead of 5")
-            minute, hour, day, month, weekday = fields
-            return CronTrigger(
-                minute=minute,
-                hour=hour,
-                day=day,
-                month=month,
-                day_of_week=cron_weekdays(weekday),
-                timezone=tz,
-            )
-        except ValueError as exc:
-            raise ValueError(
-                f"cron {cron!r}: {exc} (five fields: min hour day month weekday)"
-            ) from None
-    assert every is not None
-    if every < 1 or every != int(every):
-        raise ValueError("every must be a whole number of seconds, at least 1s")
-    return IntervalTrigger(seconds=int(every), start_date=EPOCH, timezone=UTC)
-
-
-_DAYS = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
-
-
-def _day_number(token: str) -> int:
-    token = token.strip().lower()
-    if token in _DAYS:
-        return _DAYS.index(token)
-    if token.isdigit() and int(token) <= 7:
-        return int(token) % 7
-    raise ValueError(f"weekday {token!r}: use 0-7 (0 and 7 are Sunday) or sun..sat")
-
-
-def cron_weekdays(field: str) -> str:
-    """A crontab weekday field (0 or 7 = Sunday) as APScheduler 3 reads it (0 = Monday).
-
-    APScheduler 3's `from_crontab` keeps its own numbering, so "1-5" would mean Tuesday to
-    Saturday; the field is spelled out as day names instead.
-    """
-    if field.strip() == "*":
-        return "*"
-    days: set[int] = set()
-    for part in field.split(","):
-        span, _, step_text = part.partition("/")
-        step = int(step_text) if step_text.isdigit() and int(step_text) > 0 else None
-        if step_text and step is None:
-            raise ValueError(f"weekday step {step_text!r}")
-        if span == "*":
-            first, last = 0, 6
-        elif "-" in span:
-            a, b = span.split("-", 1)
-            first, last = _day_number(a), _day_number(b)
-            if b.strip() == "7":
-                last = 7  # "5-7" is Friday to Sunday
-            if last < first:
-                raise ValueError(f"weekday range {span!r} runs backwards")
-        else:
-            first = last = _day_number(span)
-        days.update(d % 7 for d in range(first, last + 1, step or 1))
-    return ",".join(_DAYS[d] for d in sorted(days))
-
-
-def fire_key(t: datetime) -> datetime:
-    """A fire time as stored: UTC, whole seconds, so every server names a fire the same way."""
-    return t.astimezone(UTC).replace(microsecond=0)
-
-
-def next_fires(trigger: BaseTrigger, now: datetime, count: int = 3) -> list[datetime]:
-    out: list[datetime] = []
-    t: datetime | None = trigger.get_next_fire_time(None, now)
-    while t is not None and len(out) < count:
-        out.append(t)
-        t = trigger.get_next_fire_time(t, t + _MICRO)
-    return out
-
-
-def latest_fire(trigger: BaseTrigger, after: datetime, now: datetime) -> datetime | None:
-    """The latest fire time t with after < t <= now, or None.
-
-    Searches backwards from `now` in doubling windows, so a long downtime under a frequent
-    schedule costs a few steps, not one per missed fire.
-    """
-    low = after + _MICRO
-    if low > now:
-        return None
-    span = timedelta(minutes=1)
-    while True:
-        start = max(low, now - span)
-        t: datetime | None = trigger.get_next_fire_time(None, start)
-        if t is not None and t <= now:
-            while True:
-                following: datetime | None = trigger.get_next_fire_time(t, t + _MICRO)
-                if following is None or following > now:
-                    return t
-                t = following
-        if start == low:
-            return None
-        span *= 2
-
-
 def skill_schedule_id(skill: str, spec: Schedule) -> str:
     """A skill schedule's id is a digest of its definition: unchanged → same row (and pause)."""
     text = json.dumps([skill, spec.model_dump()], sort_keys=True)
@@ -189,42 +72,8 @@ def record_trigger(rec: ScheduleRecord) -> BaseTrigger:
     return build_trigger(rec.cron, rec.every_seconds, rec.timezone)
 
 
-# -- APScheduler glue ----------------------------------------------------------------------
-
-
-class _FireExecutor(BaseExecutor):  # type: ignore[misc]
-    """Hands each due fire time to `Scheduler.due`: APScheduler says when, we say whether.
-
-    APScheduler's own executors call the job function without the scheduled time; the fire
-    time is what makes a fire unique, so this executor passes it on.
-    """
-
-    def __init__(self, due: Callable[[str, datetime], Awaitable[FireResult]]) -> None:
-        super().__init__()
-        self._due = due
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    def shutdown(self, wait: bool = True) -> None:
-        for task in self._tasks:
-            task.cancel()
-
-    def _do_submit_job(self, job: Any, run_times: list[datetime]) -> None:
-        task = asyncio.get_running_loop().create_task(self._run(job.id, list(run_times)))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _run(self, job_id: str, run_times: list[datetime]) -> None:
-        try:
-            for t in run_times:
-                await self._due(job_id, t)
-        except Exception:
-            log.exception("schedule %s: fire failed", job_id)
-        finally:
-            self._run_job_success(job_id, [])
-
-
-def _noop() -> None:
-    """The job function APScheduler requires; `_FireExecutor` never calls it."""
+async def _on_time() -> None:
+    """The job function APScheduler requires; the fire starts from the submission event."""
 
 
 # -- the scheduler -------------------------------------------------------------------------
@@ -249,7 +98,8 @@ class Scheduler:
         self.sync_interval = sync_interval
         #: Skill schedules that could not be loaded, by skill: shown in the API.
         self.errors: list[dict[str, str]] = []
-        self._aps: Any = None
+        self._aps: AsyncIOScheduler | None = None
+        self._firing: set[asyncio.Task[None]] = set()
 
     # -- firing --------------------------------------------------------------------------
 
@@ -375,23 +225,25 @@ class Scheduler:
         await self._reconcile()
 
     async def _reconcile(self) -> None:
-        if self._aps is None:
+        """One APScheduler job per active schedule row."""
+        aps = self._aps
+        if aps is None:
             return
         active: dict[str, ScheduleRecord] = {
             r.id: r for r in await self.triggers.list_schedules() if not r.paused
         }
-        jobs = {job.id for job in self._aps.get_jobs()}
+        jobs = {job.id for job in aps.get_jobs()}
         for job_id in jobs - set(active):
-            with contextlib.suppress(Exception):
-                self._aps.remove_job(job_id)
+            with contextlib.suppress(JobLookupError):
+                aps.remove_job(job_id)
         for sid in set(active) - jobs:
             try:
                 trigger = record_trigger(active[sid])
             except ValueError as exc:
                 log.error("schedule %s: %s", sid, exc)
                 continue
-            self._aps.add_job(
-                _noop,
+            aps.add_job(
+                _on_time,
                 trigger,
                 id=sid,
                 name=f"schedule {sid}",
@@ -405,10 +257,27 @@ class Scheduler:
         await self.sync()
         await self.recover()
         await self.catch_up()
-        aps = AsyncIOScheduler(timezone=UTC, executors={"default": _FireExecutor(self.due)})
+        aps = AsyncIOScheduler(timezone=UTC)
+        aps.add_listener(self._submitted, EVENT_JOB_SUBMITTED)
         aps.start()
         self._aps = aps
         await self._reconcile()
+
+    def _submitted(self, event: JobSubmissionEvent) -> None:
+        """APScheduler found a job due: fire it for each time it was due (one when coalesced)."""
+        task = asyncio.get_running_loop().create_task(
+            self._fire_times(event.job_id, list(event.scheduled_run_times)),
+            name=f"schedule:{event.job_id}",
+        )
+        self._firing.add(task)
+        task.add_done_callback(self._firing.discard)
+
+    async def _fire_times(self, schedule_id: str, times: list[datetime]) -> None:
+        try:
+            for t in times:
+                await self.due(schedule_id, t)
+        except Exception:
+            log.exception("schedule %s: fire failed", schedule_id)
 
     async def run_forever(self) -> None:
         """Pick up schedules added, paused or removed by other servers, and stale claims."""
@@ -425,6 +294,8 @@ class Scheduler:
         if aps is not None and aps.running:
             aps.shutdown(wait=False)
             await asyncio.sleep(0)  # APScheduler shuts down on the next loop turn
+        for task in list(self._firing):
+            task.cancel()
 
     @property
     def running(self) -> bool:
@@ -491,61 +362,11 @@ class Scheduler:
 
     # -- what the API shows --------------------------------------------------------------
 
-    def describe(
-        self, rec: ScheduleRecord, *, last: FireRecord | None, count: int = 3
-    ) -> dict[str, Any]:
-        error: str | None = None
-        upcoming: list[str] = []
-        try:
-            trigger = record_trigger(rec)
-        except ValueError as exc:
-            error = str(exc)
-        else:
-            if not rec.paused:
-                tz = ZoneInfo(rec.timezone)
-                upcoming = [
-                    t.astimezone(tz).isoformat() for t in next_fires(trigger, self.clock(), count)
-                ]
-        return {
-            "id": rec.id,
-            "skill": rec.skill,
-            "source": rec.source,
-            "cron": rec.cron,
-            "every_seconds": rec.every_seconds,
-            "input": rec.input,
-            "timezone": rec.timezone,
-            "misfire": rec.misfire,
-            "paused": rec.paused,
-            "created_at": rec.created_at.isoformat(),
-            "next_fire_times": upcoming,
-            "last_fire": fire_json(last) if last else None,
-            "error": error,
-        }
-
     async def list_json(self) -> dict[str, Any]:
-        last = await self.triggers.last_fires()
-        return {
-            "items": [
-                self.describe(r, last=last.get(r.id)) for r in await self.triggers.list_schedules()
-            ],
-            "errors": list(self.errors),
-        }
+        return await schedules_json(self.triggers, errors=self.errors, now=self.clock())
 
     async def get_json(self, schedule_id: str) -> dict[str, Any]:
-        rec = await self.triggers.get_schedule(schedule_id)
-        fires = await self.triggers.fires(schedule_id)
-        out = self.describe(rec, last=fires[0] if fires else None, count=10)
-        out["fires"] = [fire_json(f) for f in fires]
-        return out
-
-
-def fire_json(f: FireRecord) -> dict[str, Any]:
-    return {
-        "fire_time": f.fire_time.isoformat(),
-        "status": f.status,
-        "run_id": f.run_id,
-        "detail": f.detail,
-    }
+        return await schedule_detail_json(self.triggers, schedule_id, now=self.clock())
 
 
 def _human(delta: timedelta) -> str:
