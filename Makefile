@@ -35,7 +35,7 @@ bench: $(STAMP)
 
 # Re-pin after changing dependencies in pyproject.toml.
 lock:
-	$(BIN)/uv pip compile pyproject.toml --extra test --python-version 3.11 -q -o requirements.lock
+	$(BIN)/uv pip compile pyproject.toml --extra test --extra bench --python-version 3.11 -q -o requirements.lock
 
 clean:
 	rm -rf $(VENV) test-output bench-output

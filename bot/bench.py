@@ -50,6 +50,7 @@ from bot.bench_engine import (
 )
 from bot.bench_model import ModelProcess
 from bot.bench_procs import bench_start, bench_workers, scratch_postgres
+from bot.cli_client import CliError
 
 DEFAULT_OUTPUT = Path("bench-output/bench.json")
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -359,8 +360,22 @@ def table(result: dict[str, Any]) -> Table:
     return t
 
 
+def require_psutil() -> None:
+    """The bench reads processes' CPU time and memory through psutil, which only the `bench`
+    extra installs: say so before anything starts, not halfway through."""
+    try:
+        import psutil  # noqa: F401
+    except ImportError:
+        raise CliError(
+            "pizzabot bench needs psutil, which a plain install leaves out: "
+            "pip install 'pizzabot[bench]'",
+            code=2,
+        ) from None
+
+
 def run(opts: Options) -> dict[str, Any]:
     """Measure, print the table, write the JSON; return what was written."""
+    require_psutil()
     result = asyncio.run(measure(opts))
     out = Console()
     if not out.is_terminal:

@@ -60,3 +60,19 @@ def test_quick_bench_measures_every_figure_and_runs_nothing_twice(tmp_path: Path
     workers = result["details"]["workers"]
     assert workers["one"]["runs"] == workers["two"]["runs"] == result["sizes"]["throughput_runs"]
     assert len(workers["two"]["by_worker"]) == 2
+
+
+def test_bench_without_its_extra_says_how_to_get_it(tmp_path: Path) -> None:
+    """psutil comes with `pizzabot[bench]`, not with the server: a plain install that runs
+    `pizzabot bench` is told what to install, before anything starts."""
+    output = tmp_path / "bench.json"
+    no_psutil = (
+        "import sys; sys.modules['psutil'] = None; from bot.cli import main; "
+        f"sys.argv = ['pizzabot', 'bench', '--quick', '--output', {str(output)!r}]; main()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", no_psutil], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2
+    assert "pip install 'pizzabot[bench]'" in done.stderr
+    assert not output.exists()
