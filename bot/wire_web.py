@@ -1,17 +1,17 @@
 """Plugs the web inbox (channels/web) into the app: routes at creation, receivers in the lifespan.
 
-The router reads the running services per request (they exist only once the lifespan has
-started), so nothing needs stashing at start.
+The web routes take their services per request through the `WebSite` made here (they exist
+only once the lifespan has started), so nothing needs stashing at start.
 """
 
 from __future__ import annotations
 
 from fastapi import FastAPI, Request
-from fastapi.staticfiles import StaticFiles
 
 from bot.services import Services
 from bot.settings import Settings
-from channels.web import STATIC_DIR, WebDeps, web_router
+from channels.web import WebDeps, WebSite
+from channels.web import install as install_web
 from store.web_sessions import SqlSessionEnds
 
 
@@ -30,16 +30,13 @@ def _deps(request: Request) -> WebDeps:
 
 
 def install(app: FastAPI, settings: Settings) -> None:
-    secure = settings.base_url.startswith("https://")
-    app.include_router(
-        web_router(
-            _deps,
-            secure_cookie=secure,
-            login_max_failures=settings.web_login_max_failures,
-            login_window=settings.web_login_window,
-        )
+    site = WebSite(
+        _deps,
+        secure_cookie=settings.base_url.startswith("https://"),
+        login_max_failures=settings.web_login_max_failures,
+        login_window=settings.web_login_window,
     )
-    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="web-static")
+    install_web(app, site)
 
 
 async def start(svc: Services, app: FastAPI) -> None:

@@ -176,9 +176,11 @@ async def test_edit_an_integer_and_an_enum_with_javascript_off(
         await shoot(page, output_dir / "web-action-item")
 
         await page.locator("summary", has_text="Edit").click()
-        copies, priority = page.locator("#arg-copies"), page.locator("#arg-priority")
+        # Each input is found by its label, as a screen reader finds it.
+        copies = page.get_by_label("Copies", exact=True)
+        priority = page.get_by_label("Priority", exact=True)
         assert await copies.get_attribute("type") == "number"
-        assert await page.locator("#arg-receipt").get_attribute("type") == "checkbox"
+        assert await page.get_by_label("Receipt", exact=True).get_attribute("type") == "checkbox"
         await expect(copies).to_have_value("1")
         await expect(priority).to_have_value("normal")
         await copies.fill("50")
@@ -191,7 +193,7 @@ async def test_edit_an_integer_and_an_enum_with_javascript_off(
         assert path_of(page.url) == f"/items/{item['id']}"
         await expect(copies).to_have_value("50")
         await expect(priority).to_have_value("high")
-        await expect(page.locator("#arg-to")).to_have_value("ann@example.com")
+        await expect(page.get_by_label("To *", exact=True)).to_have_value("ann@example.com")
         await shoot(page, output_dir / "web-action-item-error")
         assert (await stack.get_run(run["id"]))["status"] == "waiting"
 

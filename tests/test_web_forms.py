@@ -93,16 +93,37 @@ def test_nested_objects_become_dotted_fields_with_their_path_in_the_label() -> N
     form = controls(SCHEMA, ARGS)
     assert form.controls["arg.address.city"]["value"] == "Oslo"
     assert form.controls["arg.address.zip"]["value"] == ""
-    assert form.labels["arg-address-city"].startswith("Address › City")
-    assert "*" in form.labels["arg-address-city"]  # required all the way up
-    assert "*" not in form.labels["arg-address-zip"]
+    assert form.label_of("arg.address.city").startswith("Address › City")
+    assert "*" in form.label_of("arg.address.city")  # required all the way up
+    assert "*" not in form.label_of("arg.address.zip")
+
+
+def test_names_that_differ_only_in_punctuation_get_their_own_input_and_label() -> None:
+    # "a-b", "b" inside "a", and a property whose own name is "a.b": one slug, three fields.
+    schema = {
+        "type": "object",
+        "properties": {
+            "a-b": {"type": "string", "title": "Dash"},
+            "a": {"type": "object", "properties": {"b": {"type": "string", "title": "Nested"}}},
+            "a.b": {"type": "string", "title": "Dotted"},
+        },
+    }
+    form = controls(schema, {"a-b": "1", "a": {"b": "2"}, "a.b": "3"})
+    names = ["arg.a-b", "arg.a.b", "arg.a\\.b"]
+    ids = [form.controls[name]["id"] for name in names]
+    assert len(set(ids)) == 3
+    assert [form.controls[name]["value"] for name in names] == ["1", "2", "3"]
+    labels = [form.label_of(name) for name in names]
+    assert ["Dash" in labels[0], "Nested" in labels[1], "Dotted" in labels[2]] == [True] * 3
+    # Every label points at exactly one input.
+    assert sorted(form.labels) == sorted(ids)
 
 
 def test_required_fields_are_marked_and_descriptions_and_hints_shown() -> None:
     html = render_fields(field_views(SCHEMA, ARGS))
     form = Form(html)
-    assert "*" in form.labels["arg-to"] and "required" in form.controls["arg.to"]
-    assert "*" not in form.labels["arg-copies"] and "required" not in form.controls["arg.copies"]
+    assert "*" in form.label_of("arg.to") and "required" in form.controls["arg.to"]
+    assert "*" not in form.label_of("arg.copies") and "required" not in form.controls["arg.copies"]
     assert "Recipient&#39;s address." in html
     assert "1 to 10 · whole number" in html
     assert "at most 5000 characters" in html

@@ -7,13 +7,29 @@ follows a run's timeline, cancels or follows up a run, starts runs and reads the
 Plain forms and POST-redirect-GET: JavaScript only refreshes a few regions.
 
 The web page reads the store directly and decides through `agent.inbox.Inbox.decide`, so it
-needs no outbox delivery of its own. `bot.wire_web` includes `web_router` and serves
-`STATIC_DIR` at ``/static``.
+needs no outbox delivery of its own. `bot.wire_web` makes a `WebSite` (how to reach the
+running services, the cookie's and the login throttle's settings) and calls `install`.
+
+    deps.py           who is asking: the services, the session, the CSRF check (dependencies)
+    routes_login.py   /login, /logout
+    routes_items.py   the inbox, an item's page, deciding
+    routes_runs.py    runs: list, start, timeline, cancel, follow up
+    routes_logs.py    the audit log and the schedules
+    router.py         all of them in one router; install
 """
 
 from channels.web._render import STATIC as STATIC_DIR
 from channels.web._session import COOKIE as SESSION_COOKIE
 from channels.web._session import Sessions
-from channels.web.router import WebDeps, web_router
+from channels.web.deps import WebDeps, WebSite
+from channels.web.router import install, web_router
 
-__all__ = ["SESSION_COOKIE", "STATIC_DIR", "Sessions", "WebDeps", "web_router"]
+__all__ = [
+    "SESSION_COOKIE",
+    "STATIC_DIR",
+    "Sessions",
+    "WebDeps",
+    "WebSite",
+    "install",
+    "web_router",
+]

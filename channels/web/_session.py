@@ -1,9 +1,10 @@
 """Signed session cookies, CSRF tokens and the failed-login throttle of the web inbox.
 
-The API token is the one secret the owner holds, so everything is derived from it: the
-signing key is an HMAC of the token, a session is a random id plus its issue time signed
-with that key, and a form's CSRF token is an HMAC of the session id. A new API token
-therefore ends every session at once, and a CSRF token is useless without its cookie.
+The API token is the one secret the owner holds, so everything is derived from it: a session
+is a random id signed with its issue time by itsdangerous (`TimestampSigner`, HMAC-SHA256,
+keyed from the token), and a form's CSRF token is a signature of the session id under another
+salt. A new API token therefore ends every session at once, and a CSRF token is useless
+without its cookie.
 
 A living session is stored nowhere; an ended one is (`SessionEnds`, in the database): logout
 must stop a copied cookie, which no signature can do on its own.
@@ -16,8 +17,8 @@ one, so guessing is slow and cannot flood the audit log.
 from __future__ import annotations
 
 import hashlib
-import hmac
 import math
+import re
 import secrets
 import time
 from collections import OrderedDict
@@ -25,10 +26,29 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Protocol
 
+from itsdangerous import BadSignature, Signer, TimestampSigner
+
 COOKIE = "pizzabot_session"
 #: A session lasts this long after login; logging in again starts a new one.
 MAX_AGE = 30 * 24 * 3600
+#: Servers sharing a database may disagree on the time by this much: a cookie another server
+#: issued a moment "from the future" is still good.
 _CLOCK_SKEW = 60
+#: A cookie and a CSRF token as they are made: base64url parts joined by dots. Python's
+#: base64 decoder skips characters outside its alphabet, so without this check a signed value
+#: with stray characters appended would still pass.
+_SIGNED = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
+
+
+class _ClockedSigner(TimestampSigner):
+    """itsdangerous' timestamp signer on an injected clock, so tests can age a cookie."""
+
+    def __init__(self, secret: str, *, salt: str, clock: Callable[[], float]) -> None:
+        super().__init__(secret, salt=salt, key_derivation="hmac", digest_method=hashlib.sha256)
+        self._clock = clock
+
+    def get_timestamp(self) -> int:
+        return int(self._clock())
 
 
 class Sessions:
@@ -36,40 +56,44 @@ class Sessions:
 
     def __init__(self, token: str, *, clock: Callable[[], float] = time.time) -> None:
         self._token = token
-        self._key = hmac.new(token.encode(), b"pizzabot web session v1", hashlib.sha256).digest()
         self._clock = clock
+        self._cookies = _ClockedSigner(token, salt="pizzabot web session", clock=clock)
+        self._csrf = Signer(
+            token,
+            salt="pizzabot web csrf",
+            key_derivation="hmac",
+            digest_method=hashlib.sha256,
+        )
 
     def token_matches(self, given: str) -> bool:
-        return bool(self._token) and _same(given, self._token)
+        # Bytes, because compare_digest refuses non-ASCII str and a form may hold anything.
+        return bool(self._token) and secrets.compare_digest(given.encode(), self._token.encode())
 
     def issue(self) -> str:
-        """A new cookie value: ``sid.issued.signature``."""
-        body = f"{secrets.token_urlsafe(18)}.{int(self._clock())}"
-        return f"{body}.{self._sign(body)}"
+        """A new cookie value: a random session id, its issue time and their signature."""
+        return self._cookies.sign(secrets.token_urlsafe(18)).decode()
 
     def verify(self, cookie: str | None) -> str | None:
-        """The session id of a valid, unexpired cookie; None for anything else."""
-        if not cookie or cookie.count(".") != 2:
-            return None
-        sid, issued, signature = cookie.split(".")
-        if not _same(signature, self._sign(f"{sid}.{issued}")):
+        """The session id of a valid, unexpired cookie; None for anything else (a cookie of
+        another format, such as one signed before sessions used itsdangerous, included)."""
+        if not cookie or not _SIGNED.fullmatch(cookie):
             return None
         try:
-            age = self._clock() - int(issued)
-        except ValueError:
+            sid, signed_at = self._cookies.unsign(cookie, return_timestamp=True)
+        except BadSignature:
             return None
+        age = self._clock() - signed_at.timestamp()
         if age > MAX_AGE or age < -_CLOCK_SKEW:
             return None
-        return sid
+        return sid.decode()
 
     def csrf(self, sid: str) -> str:
-        return self._sign(f"csrf:{sid}")
+        return self._csrf.get_signature(sid).decode()
 
     def csrf_ok(self, sid: str, given: str | None) -> bool:
-        return bool(given) and _same(str(given), self.csrf(sid))
-
-    def _sign(self, text: str) -> str:
-        return hmac.new(self._key, text.encode(), hashlib.sha256).hexdigest()
+        if not given or not _SIGNED.fullmatch(given):
+            return False
+        return self._csrf.verify_signature(sid, given)
 
 
 class SessionEnds(Protocol):
@@ -128,8 +152,3 @@ class LoginThrottle:
             del self._failures[client]
             return None
         return entry
-
-
-def _same(a: str, b: str) -> bool:
-    # Bytes, because compare_digest refuses non-ASCII str and a cookie may hold anything.
-    return hmac.compare_digest(a.encode(), b.encode())

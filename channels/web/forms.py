@@ -2,9 +2,11 @@
 
 `agent.argforms` decides what the fields are and how typed text becomes arguments, for every
 channel alike. This module only adds what a web form needs on top: input names that cannot
-collide with the form's own fields (``csrf``), element ids, the value to show (the proposed
-argument, or what the person typed when the form comes back with errors), the error next to
-each field, and the small hints (bounds, "leave empty for none") a browser form shows.
+collide with the form's own fields (``csrf``), element ids (unique even where two names differ
+only in punctuation, such as a property ``a-b`` and ``b`` nested in ``a``), the value to show
+(the proposed argument, or what the person typed when the form comes back with errors), the
+error next to each field, and the small hints (bounds, "leave empty for none") a browser form
+shows.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def field_views(
     """The form for ``schema`` prefilled from ``values``, or from ``raw`` (what was submitted)
     when the form is shown again after an error."""
     views: list[FieldView] = []
-    for field in form_fields(schema, values or {}):
+    for index, field in enumerate(form_fields(schema, values or {})):
         value: str | bool | None = field.value
         if raw is not None:
             given = raw.get(field.name)
@@ -66,7 +68,7 @@ def field_views(
             FieldView(
                 field=field,
                 input_name=PREFIX + field.name,
-                input_id="arg-" + re.sub(r"[^A-Za-z0-9_-]", "-", field.name),
+                input_id=_input_id(index, field.name),
                 value=value,
                 error=(errors or {}).get(field.name),
                 hints=_hints(field),
@@ -74,6 +76,12 @@ def field_views(
             )
         )
     return views
+
+
+def _input_id(index: int, name: str) -> str:
+    # The field's position makes the id unique; the name only makes it readable, and its
+    # punctuation (``.``, ``\.``, ``-``) is folded, so on its own it could collide.
+    return f"arg-{index}-" + re.sub(r"[^A-Za-z0-9_-]", "-", name)
 
 
 def submitted(schema: Mapping[str, Any], form: Mapping[str, Any]) -> Raw:

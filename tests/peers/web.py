@@ -1,6 +1,7 @@
 """The web inbox in-process, for request-level tests: a real SqlStore on SQLite, the engine's
 real Inbox and Runs, and the web router in a bare FastAPI app reached through httpx's
-ASGITransport (no worker: runs stay where a test puts them).
+ASGITransport (no worker: runs stay where a test puts them). The app is made by
+`channels.web.install`, as the server makes it.
 
     async with WebApp(tmp_path) as web:
         item = await web.action_item(schema=SCHEMA, args={...})
@@ -21,14 +22,14 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI
-from fastapi.staticfiles import StaticFiles
 
 from agent.context import Context
+from agent.events import RunStarted
 from agent.inbox import Inbox
-from agent.model import Box, EventKind, Item, ItemKind, ItemStatus, NewEvent, Risk, RunStatus
+from agent.model import Box, Item, ItemKind, ItemStatus, NewEvent, Risk, RunStatus
 from agent.runs import Runs
 from agent.skills import Approvers, Skill, SkillBook
-from channels.web import STATIC_DIR, WebDeps, web_router
+from channels.web import WebDeps, WebSite, install
 from store.migrate import upgrade
 from store.sql import SqlStore, connect
 from store.web_sessions import SqlSessionEnds
@@ -47,13 +48,13 @@ SKILL = Skill(
 
 class WebApp:
     def __init__(
-        self, root: Path, *, token: str = TOKEN, skill: Skill = SKILL, **router_options: Any
+        self, root: Path, *, token: str = TOKEN, skill: Skill = SKILL, **site_options: Any
     ) -> None:
-        """``router_options`` go to `web_router` (a clock, the login throttle's limits)."""
+        """``site_options`` go to `WebSite` (a clock, the login throttle's limits)."""
         self.root = root
         self.token = token
         self.skill = skill
-        self.router_options = router_options
+        self.site_options = site_options
         self.store: SqlStore
         self.ctx: Context
         self.inbox: Inbox
@@ -76,8 +77,7 @@ class WebApp:
             token=self.token,
             ended=SqlSessionEnds(self.store),
         )
-        self.app.include_router(web_router(lambda _request: deps, **self.router_options))
-        self.app.mount("/static", StaticFiles(directory=STATIC_DIR), name="web-static")
+        install(self.app, WebSite(lambda _request: deps, **self.site_options))
         return self
 
     async def __aexit__(
@@ -97,9 +97,7 @@ class WebApp:
             input=text,
             trigger="api",
             now=T0,
-            events=[
-                NewEvent(EventKind.RUN_STARTED, {"input": text, "trigger": "api", "by": "owner"})
-            ],
+            events=[NewEvent(RunStarted(input=text, trigger="api", by="owner"))],
         )
         if status is not None:
             await self.store.set_status(run_id, RunStatus.RUNNING, worker=None, now=T0)
@@ -190,6 +188,10 @@ class Form(HTMLParser):
         self._error = False
         self._option: dict[str, Any] | None = None
         self.feed(html)
+
+    def label_of(self, name: str) -> str:
+        """The text of the label that points at the control named ``name`` (by its id)."""
+        return self.labels[self.controls[name]["id"]]
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = {k: (v if v is not None else "") for k, v in attrs}

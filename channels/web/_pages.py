@@ -1,0 +1,93 @@
+"""The web inbox's answers: a whole page, a polled fragment, a redirect with a note.
+
+Every answer carries the same security headers (no framing, no outside scripts, no caching,
+no referrer), and a redirect's note is chosen by a fixed key, so no text from a URL is ever
+echoed on the page.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from channels.web._render import render
+
+if TYPE_CHECKING:
+    from channels.web.deps import Visit
+
+#: Messages shown after a redirect, by the key in ``?note=``.
+NOTES: dict[str, tuple[str, str]] = {
+    "approved": ("Approved. The run goes on.", "ok"),
+    "edited": ("Approved with your arguments. The run goes on.", "ok"),
+    "rejected": ("Rejected. The agent reads your reason.", "ok"),
+    "extended": ("Budget extended. The run goes on.", "ok"),
+    "stopped": ("The run will stop.", "ok"),
+    "late": ("Someone decided this before you, so your decision was not used.", "warn"),
+    "read": ("Marked as read.", "ok"),
+    "allread": ("All marked as read.", "ok"),
+    "started": ("Run started.", "ok"),
+    "cancelled": ("Run cancelled.", "ok"),
+    "ended": ("The run had already ended.", "warn"),
+    "sent": ("Message sent. The run continues.", "ok"),
+    "waiting": ("The run is waiting on a decision: decide that item first.", "warn"),
+    "kill": ("The kill switch is on: nothing new starts until it is lifted.", "warn"),
+    "empty": ("Write a message first.", "warn"),
+    "loggedout": ("Logged out.", "ok"),
+}
+
+HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+async def page(v: Visit, template: str, *, status: int = 200, **context: Any) -> HTMLResponse:
+    """A whole page: the template inside the site's frame (navigation, kill banner, note)."""
+    note = NOTES.get(v.request.query_params.get("note", ""))
+    kill = await v.deps.store.get_kill() if v.sid else None
+    html = render(
+        template,
+        root=v.root,
+        signed_in=v.sid is not None,
+        csrf=v.csrf,
+        note={"text": note[0], "tone": note[1]} if note else None,
+        kill=kill,
+        **{"section": "", **context},
+    )
+    return HTMLResponse(html, status, headers=HEADERS)
+
+
+async def error_page(v: Visit, status: int, title: str, message: str) -> HTMLResponse:
+    return await page(v, "error.html", status=status, title=title, message=message)
+
+
+async def not_found(v: Visit, what: str) -> HTMLResponse:
+    return await error_page(v, 404, "Not found", f"No such {what}.")
+
+
+def fragment(v: Visit, template: str, **context: Any) -> HTMLResponse:
+    """A region of a page alone, as ``static/live.js`` polls it."""
+    return HTMLResponse(render(template, root=v.root, csrf=v.csrf, **context), 200, HEADERS)
+
+
+def go(v: Visit, path: str, note: str | None = None) -> RedirectResponse:
+    """POST-redirect-GET: to ``path`` on this site, showing the note with that key."""
+    sep = "&" if "?" in path else "?"
+    target = f"{v.root}{path}{sep}note={note}" if note else f"{v.root}{path}"
+    return RedirectResponse(target, 303, headers=HEADERS)
+
+
+def safe_next(value: str | None) -> str | None:
+    """A path on this site to go back to; anything else (another host, a scheme) is dropped."""
+    if not value or not value.startswith("/") or value.startswith(("//", "/\\")):
+        return None
+    if any(c in value for c in "\r\n\\"):
+        return None
+    return value

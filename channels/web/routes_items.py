@@ -1,0 +1,203 @@
+"""The inbox and its items: the two boxes, an item's page, and deciding it.
+
+An item page's three forms (approve, edit, reject) post to the page's own address with a
+``decision`` field, so a refused edit comes back as a 422 at ``/items/{id}`` carrying what
+was typed and the errors: the address a reload, a bookmark or a copied link shows correctly.
+The ``/approve``, ``/edit`` and ``/reject`` addresses stay for pages loaded before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import HTMLResponse, Response
+
+from agent.errors import AlreadyDecided, InvalidArguments, NotFound
+from agent.model import Approve, Box, Decision, Edit, Item, ItemKind, ItemStatus, Reject, Run
+from channels.web._pages import error_page, fragment, go, not_found, page, safe_next
+from channels.web.deps import ACTOR, CHANNEL, Post, Posted, SignedIn, SignedInLive, Visit
+from channels.web.forms import FieldView, field_views, read_form
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+@router.get("/")
+async def home(v: SignedIn) -> Response:
+    return await page(v, "inbox.html", section="inbox", **await _boxes(v))
+
+
+@router.get("/boxes")
+async def boxes_fragment(v: SignedInLive) -> Response:
+    return fragment(v, "_boxes.html", **await _boxes(v))
+
+
+@router.post("/items/read-all")
+async def read_all(post: Posted) -> Response:
+    deps = post.visit.deps
+    for item in await deps.store.list_items(box=Box.UNREAD, status=ItemStatus.UNREAD):
+        await deps.inbox.mark_read(item.id)
+    return go(post.visit, "/", "allread")
+
+
+@router.get("/items/{item_id}")
+async def item_get(item_id: str, v: SignedIn) -> Response:
+    try:
+        item = await v.deps.store.get_item(item_id)
+    except NotFound:
+        return await not_found(v, "item")
+    return await _item_page(v, item)
+
+
+@router.get("/items/{item_id}/state")
+async def item_state(item_id: str, v: SignedInLive) -> Response:
+    try:
+        item = await v.deps.store.get_item(item_id)
+    except NotFound:
+        return Response(status_code=404)
+    return fragment(v, "_item_state.html", item=item)
+
+
+@router.post("/items/{item_id}")
+async def item_post(item_id: str, post: Posted) -> Response:
+    match post.text("decision"):
+        case "approve":
+            return await _approve(post, item_id)
+        case "edit":
+            return await _edit(post, item_id)
+        case "reject":
+            return await _reject(post, item_id)
+        case _:
+            return await error_page(
+                post.visit,
+                400,
+                "Unknown decision",
+                "Go back, reload the page and choose approve, edit or reject.",
+            )
+
+
+@router.post("/items/{item_id}/approve")
+async def approve(item_id: str, post: Posted) -> Response:
+    return await _approve(post, item_id)
+
+
+@router.post("/items/{item_id}/reject")
+async def reject(item_id: str, post: Posted) -> Response:
+    return await _reject(post, item_id)
+
+
+@router.post("/items/{item_id}/edit")
+async def edit(item_id: str, post: Posted) -> Response:
+    return await _edit(post, item_id)
+
+
+@router.post("/items/{item_id}/read")
+async def mark_read(item_id: str, post: Posted) -> Response:
+    try:
+        await post.visit.deps.inbox.mark_read(item_id)
+    except NotFound:
+        return await not_found(post.visit, "item")
+    back = safe_next(post.text("next")) or f"/items/{item_id}"
+    return go(post.visit, back, "read")
+
+
+async def _boxes(v: Visit) -> dict[str, Any]:
+    store = v.deps.store
+    action = await store.list_items(box=Box.ACTION, status=ItemStatus.PENDING)
+    unread = await store.list_items(box=Box.UNREAD, status=ItemStatus.UNREAD)
+    return {"action": action, "unread": unread}
+
+
+async def _approve(post: Post, item_id: str) -> Response:
+    return await _decide(post, item_id, Approve())
+
+
+async def _reject(post: Post, item_id: str) -> Response:
+    return await _decide(post, item_id, Reject(post.text("reason").strip()[:4000]))
+
+
+async def _decide(post: Post, item_id: str, decision: Decision) -> Response:
+    """Approve or reject (a budget item: extend or stop), then back to the item's page."""
+    v = post.visit
+    try:
+        item = await v.deps.inbox.decide(item_id, decision, actor=ACTOR, channel=CHANNEL)
+    except NotFound:
+        return await not_found(v, "item")
+    except AlreadyDecided:
+        return go(v, f"/items/{item_id}", "late")
+    except InvalidArguments as exc:
+        item = await v.deps.store.get_item(item_id)
+        return await _item_page(v, item, form_error=_joined(exc.errors), status=422)
+    budget = item.kind is ItemKind.BUDGET
+    if isinstance(decision, Approve):
+        return go(v, f"/items/{item_id}", "extended" if budget else "approved")
+    return go(v, f"/items/{item_id}", "stopped" if budget else "rejected")
+
+
+async def _edit(post: Post, item_id: str) -> Response:
+    """Approve with the form's arguments; a refused form comes back, as typed, with a 422."""
+    v = post.visit
+    try:
+        item = await v.deps.store.get_item(item_id)
+    except NotFound:
+        return await not_found(v, "item")
+    if item.decided:
+        return go(v, f"/items/{item_id}", "late")
+    schema = item.schema or {}
+    args, errors, raw = read_form(schema, post.form)
+    if not errors:
+        try:
+            await v.deps.inbox.decide(item_id, Edit(args), actor=ACTOR, channel=CHANNEL)
+        except AlreadyDecided:
+            return go(v, f"/items/{item_id}", "late")
+        except InvalidArguments as exc:
+            errors = exc.errors
+        else:
+            return go(v, f"/items/{item_id}", "edited")
+        general = _joined(errors)
+    else:
+        general = errors.get("") or "Some fields need a fix; see below."
+    views = field_views(schema, item.args, raw=raw, errors=errors)
+    return await _item_page(v, item, views=views, form_error=general, status=422)
+
+
+async def _item_page(
+    v: Visit,
+    item: Item,
+    *,
+    views: list[FieldView] | None = None,
+    form_error: str | None = None,
+    status: int = 200,
+) -> HTMLResponse:
+    store, skills = v.deps.store, v.deps.skills
+    try:
+        run: Run | None = await store.get_run(item.run_id)
+    except NotFound:
+        run = None
+    editable = item.kind is ItemKind.TOOL and not item.decided and item.box is Box.ACTION
+    if views is None and editable:
+        views = field_views(item.schema or {}, item.args)
+    server, _, tool = (item.tool or "").partition(".")
+    return await page(
+        v,
+        "item.html",
+        status=status,
+        section="inbox",
+        item=item,
+        run=run,
+        skill=skills.get(item.skill) if item.skill in skills else None,
+        server=server,
+        tool=tool,
+        pending=item.box is Box.ACTION and item.status is ItemStatus.PENDING,
+        views=views or [],
+        form_error=form_error,
+        edit_open=form_error is not None or any(f.error for f in views or []),
+        reason="",
+        deliveries=await store.deliveries(item.id),
+    )
+
+
+def _joined(errors: dict[str, str]) -> str:
+    return "; ".join(f"{k}: {v}" if k else v for k, v in errors.items())

@@ -1,0 +1,116 @@
+"""Logging in and out of the web inbox.
+
+The API token logs in, by the link ``pizzabot serve`` prints or by the form, and is swapped
+at once for a session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS). Failed logins
+are throttled per client address; logout ends the session on the server, so a copy of the
+cookie stops working too.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+from fastapi import APIRouter
+from fastapi.responses import RedirectResponse, Response
+
+from channels.web._pages import HEADERS, go, page, safe_next
+from channels.web._session import COOKIE, MAX_AGE
+from channels.web.deps import ACTOR, CHANNEL, Posted, Visit, Visitor, form_text
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+@router.get("/login")
+async def login_form(v: Visitor) -> Response:
+    params = v.request.query_params
+    token, next_ = params.get("token"), params.get("next")
+    if token is not None:
+        return await _login(v, token, next_)
+    if v.sid is not None:
+        return go(v, safe_next(next_) or "/")
+    return await page(v, "login.html", error=None, next=safe_next(next_))
+
+
+@router.post("/login")
+async def login_post(v: Visitor) -> Response:
+    form = await v.request.form()
+    return await _login(v, form_text(form, "token").strip(), form_text(form, "next"))
+
+
+@router.post("/logout")
+async def logout(post: Posted) -> Response:
+    v = post.visit
+    assert v.sid is not None  # csrf_ok let it through
+    now = datetime.fromtimestamp(v.site.clock(), UTC)
+    # A copy of the cookie (another browser, a proxy log) must stop working too.
+    expires = now + timedelta(seconds=MAX_AGE + 60)
+    await v.deps.ended.end(v.sid, expires_at=expires, now=now)
+    response = RedirectResponse(f"{v.root}/login?note=loggedout", 303, headers=HEADERS)
+    response.delete_cookie(COOKIE, path=v.root or "/", httponly=True, samesite="strict")
+    return response
+
+
+async def _login(v: Visit, token: str, next_: str | None) -> Response:
+    throttle = v.site.throttle
+    # The peer address: uvicorn puts a forwarded one here only for the proxies it trusts.
+    client = v.request.client.host if v.request.client else "unknown"
+    if wait := throttle.retry_after(client):
+        # Not checked and not audited: one row said this client was throttled.
+        error = f"Too many failed logins from your address. Try again in {_duration(wait)}."
+        refusal = await page(v, "login.html", status=429, error=error, next=safe_next(next_))
+        refusal.headers["Retry-After"] = str(wait)
+        return refusal
+    if not v.sessions.token_matches(token):
+        await _failed(v, client)
+        return await page(
+            v,
+            "login.html",
+            status=401,
+            error="That is not the API token of this server.",
+            next=safe_next(next_),
+        )
+    throttle.succeeded(client)
+    now = datetime.now(UTC)
+    await v.deps.store.audit(action="web_login", actor=ACTOR, channel=CHANNEL, now=now)
+    response = RedirectResponse(f"{v.root}{safe_next(next_) or '/'}", 303, headers=HEADERS)
+    response.set_cookie(
+        COOKIE,
+        v.sessions.issue(),
+        max_age=MAX_AGE,
+        path=v.root or "/",
+        httponly=True,
+        samesite="strict",
+        secure=v.site.secure_cookie,
+    )
+    return response
+
+
+async def _failed(v: Visit, client: str) -> None:
+    """Audit a wrong token, and once more when it is the one that reaches the limit."""
+    store, throttle, now = v.deps.store, v.site.throttle, datetime.now(UTC)
+    detail = {"client": client}
+    await store.audit(
+        action="web_login_failed", actor="unknown", channel=CHANNEL, now=now, detail=detail
+    )
+    if throttle.failed(client):
+        await store.audit(
+            action="web_login_throttled",
+            actor="unknown",
+            channel=CHANNEL,
+            now=now,
+            detail={
+                "client": client,
+                "failures": throttle.max_failures,
+                "retry_after": throttle.retry_after(client),
+            },
+        )
+
+
+def _duration(seconds: int) -> str:
+    minutes = math.ceil(seconds / 60)
+    if seconds < 60:
+        return f"{seconds} seconds" if seconds > 1 else "a second"
+    return f"{minutes} minutes" if minutes > 1 else "a minute"
