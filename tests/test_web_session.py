@@ -15,11 +15,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fastapi.routing import APIRoute
 from itsdangerous.encoding import base64_decode, base64_encode, bytes_to_int, int_to_bytes
 
 from agent.model import Item, ItemStatus
 from channels.web import SESSION_COOKIE, Sessions
 from channels.web._session import MAX_AGE
+from channels.web.router import PARTS
 from tests.peers.web import TOKEN, WebApp, csrf_of
 
 SCHEMA = {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}
@@ -229,3 +231,46 @@ async def test_pages_forbid_framing_and_outside_scripts(web: WebApp) -> None:
     assert "frame-ancestors 'none'" in csp and "script-src 'self'" in csp
     assert r.headers["cache-control"] == "no-store"
     assert "http://" not in r.text and "https://" not in r.text  # no CDN, no outside font
+
+
+def _form_posts() -> list[str]:
+    """Every address a form of the web page posts to, as the router declares them."""
+    paths = {
+        path
+        for part in PARTS
+        for route in part.routes
+        if isinstance(route, APIRoute) and "POST" in route.methods
+        for path in [route.path]
+    }
+    return sorted(paths - {"/login"})  # the login form is how a session starts
+
+
+async def test_every_form_post_needs_a_session_and_its_csrf_token(web: WebApp) -> None:
+    item = await pending(web)
+    note = await web.unread_item()
+    ids = {"item_id": item.id, "run_id": item.run_id}
+    posts = [path.format(**ids) for path in _form_posts()]
+    assert len(posts) >= 10, posts  # the routes really were found
+    fields = {"decision": "approve", "skill": "test", "input": "go", "text": "hi", "reason": "no"}
+    async with web.client(logged_in=True) as c:
+        csrf = csrf_of((await c.get("/")).text)
+        for path in posts:
+            assert (await c.post(path, data=fields)).status_code == 403, path
+            forged = {**fields, "csrf": "A" + csrf[1:] if csrf[0] != "A" else "B" + csrf[1:]}
+            assert (await c.post(path, data=forged)).status_code == 403, path
+    async with web.client() as c:
+        for path in posts:
+            assert (await c.post(path, data={**fields, "csrf": csrf})).status_code == 401, path
+    assert (await web.store.get_item(item.id)).status is ItemStatus.PENDING
+    assert (await web.store.get_item(note.id)).status is ItemStatus.UNREAD
+    assert len(await web.store.list_runs()) == 2
+    assert len(await web.store.events(item.run_id)) == 1  # no message, no cancel
+
+
+async def test_a_post_without_a_session_is_refused_before_its_body_is_read(web: WebApp) -> None:
+    item = await pending(web)
+    broken = b'--x\r\nContent-Disposition: form-data; name="csrf"\r\n\r\n' + b"a" * 100
+    headers = {"Content-Type": "multipart/form-data; boundary=x"}
+    async with web.client() as c:
+        r = await c.post(f"/items/{item.id}", content=broken, headers=headers)
+        assert r.status_code == 401 and "Log in" in r.text

@@ -16,12 +16,15 @@ from channels.web import routes_items, routes_login, routes_logs, routes_runs
 from channels.web._render import STATIC
 from channels.web.deps import Answered, WebSite
 
-__all__ = ["install", "web_router"]
+__all__ = ["PARTS", "install", "web_router"]
+
+#: The web inbox's routers, one per group of pages.
+PARTS = (routes_login.router, routes_items.router, routes_runs.router, routes_logs.router)
 
 #: Every route of the web inbox, to include at ``/``. HTML pages, so not in the API's schema.
 web_router = APIRouter(include_in_schema=False)
-for _part in (routes_login, routes_items, routes_runs, routes_logs):
-    web_router.include_router(_part.router)
+for _part in PARTS:
+    web_router.include_router(_part)
 
 
 def install(app: FastAPI, site: WebSite) -> None:
