@@ -10,12 +10,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
 from bot.services import Services
 from bot.settings import Settings
+
+if TYPE_CHECKING:
+    from slack_bolt.app.async_app import AsyncApp
 
 log = logging.getLogger("pizzabot.slack")
 
@@ -64,6 +68,7 @@ async def start(svc: Services, app: FastAPI) -> None:
         return
     from slack_sdk.web.async_client import AsyncWebClient
 
+    from agent.policy import Access
     from bot.server import add_channel
     from channels.slack import HomeTabs, SlackChannel, SlackInbound, build_app
 
@@ -79,6 +84,7 @@ async def start(svc: Services, app: FastAPI) -> None:
         runs=svc.runs,
         store=svc.store,
         skills=svc.ctx.skills,
+        access=Access(skills=svc.ctx.skills, email_senders=settings.email_allowed_senders),
         base_url=settings.base_url,
         default_skill=settings.slack_default_skill,
     )
@@ -100,6 +106,20 @@ async def start(svc: Services, app: FastAPI) -> None:
 
     svc.ctx.wake_outbox = wake
     svc.spawn_singleton("slack-home", home.run_forever)
+    _warn_unused(svc)
+
+    if settings.slack_mode == "http":
+        from slack_bolt.adapter.fastapi.async_handler import AsyncSlackRequestHandler
+
+        app.state.slack_handler = AsyncSlackRequestHandler(bolt)
+        log.info("Slack: HTTP mode, events at %s%s", settings.base_url, EVENTS_PATH)
+        return
+    _socket_mode(svc, bolt)
+
+
+def _warn_unused(svc: Services) -> None:
+    """Name the skills nobody can decide from Slack, and a default skill that is missing."""
+    settings = svc.settings
     nobody = [s.name for s in svc.ctx.skills.all() if not s.approvers.slack]
     if nobody:
         log.warning(
@@ -109,16 +129,11 @@ async def start(svc: Services, app: FastAPI) -> None:
     if settings.slack_default_skill and settings.slack_default_skill not in svc.ctx.skills:
         log.warning("Slack: the default skill %r is not loaded", settings.slack_default_skill)
 
-    if settings.slack_mode == "http":
-        from slack_bolt.adapter.fastapi.async_handler import AsyncSlackRequestHandler
 
-        app.state.slack_handler = AsyncSlackRequestHandler(bolt)
-        log.info("Slack: HTTP mode, events at %s%s", settings.base_url, EVENTS_PATH)
-        return
-
+def _socket_mode(svc: Services, bolt: AsyncApp) -> None:
     from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
-    handler = AsyncSocketModeHandler(bolt, _secret(settings.slack_app_token))
+    handler = AsyncSocketModeHandler(bolt, _secret(svc.settings.slack_app_token))
 
     async def close() -> None:
         # Closing waits for Slack to answer the websocket close; never let that hold shutdown.

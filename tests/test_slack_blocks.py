@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agent.argforms import coerce_form, form_fields
-from agent.model import Box, Item, ItemKind, ItemStatus, Risk
+from agent.model import Box, Item, ItemKind, ItemStatus, Risk, Run, RunStatus
 from channels.slack import blocks
 from channels.slack.blocks import ModalRef
 
@@ -184,14 +184,50 @@ def test_an_unread_item_shows_the_result_and_links_the_run() -> None:
         body="Mailed Ann.",
         created_at=AT,
     )
-    msg = blocks.message(done, base_url=BASE + "/")
+    msg = blocks.message(done, base_url=BASE + "/", outcome=RunStatus.DONE)
     shown = text_of(msg)
     assert "✅ sales finished" in shown and "Mailed Ann." in shown
     assert f"<{BASE}/runs/run1|Open the run on the web page>" in shown
     assert actions(msg) == []
     failed = replace(done, title="sales failed", body="x" * 4000)
-    shown = text_of(blocks.message(failed, base_url=BASE))
+    shown = text_of(blocks.message(failed, base_url=BASE, outcome=RunStatus.FAILED))
     assert "⚠️ sales failed" in shown and "the result is cut here" in shown
+
+
+def test_an_unread_items_mark_is_how_its_run_ended_whatever_its_title_says() -> None:
+    note = Item(
+        id="u1",
+        run_id="run1",
+        skill="finished",
+        box=Box.UNREAD,
+        kind=ItemKind.RUN,
+        status=ItemStatus.UNREAD,
+        title="finished failed",  # a skill named "finished" that failed
+        body="boom",
+        created_at=AT,
+    )
+    run = Run(
+        id="run1",
+        skill="finished",
+        status=RunStatus.FAILED,
+        input="go",
+        trigger="api",
+        created_at=AT,
+        updated_at=AT,
+        finished_at=AT,
+    )
+    assert blocks.note_outcome(note, run) is RunStatus.FAILED
+    assert "⚠️ finished failed" in text_of(
+        blocks.message(note, base_url=BASE, outcome=blocks.note_outcome(note, run))
+    )
+    liar = replace(note, title="sales finished")
+    assert "⚠️ sales finished" in text_of(blocks.message(liar, base_url=BASE, outcome=run.status))
+    # A follow-up queued the run again: this note's outcome is not the run's current state.
+    again = replace(run, status=RunStatus.QUEUED, finished_at=None)
+    assert blocks.note_outcome(note, again) is None
+    ended_anew = replace(run, status=RunStatus.DONE, finished_at=AT + timedelta(minutes=5))
+    assert blocks.note_outcome(note, ended_anew) is None
+    assert "ℹ️ finished failed" in text_of(blocks.message(note, base_url=BASE))
 
 
 def _inputs(view: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -12,7 +12,8 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent.channel import DeliveryError
-from agent.model import Box, Delivery, DeliveryStatus, Item, ItemKind, ItemStatus
+from agent.errors import NotFound
+from agent.model import Box, Delivery, DeliveryStatus, Item, ItemKind, ItemStatus, Run, RunStatus
 from channels.slack import SlackChannel
 from tests.peers.slack_api import SlackApi
 
@@ -22,12 +23,18 @@ BASE = "http://pizza.example"
 
 @dataclass
 class Deliveries:
-    """The one store method the channel reads."""
+    """What the channel reads from the store: a run's deliveries, and runs."""
 
     rows: list[Delivery] = field(default_factory=list)
+    runs: dict[str, Run] = field(default_factory=dict)
 
     async def run_deliveries(self, run_id: str, channel: str) -> list[Delivery]:
         return [d for d in self.rows if d.run_id == run_id and d.channel == channel]
+
+    async def get_run(self, run_id: str) -> Run:
+        if run_id not in self.runs:
+            raise NotFound(f"no run {run_id}")
+        return self.runs[run_id]
 
 
 def item(item_id: str = "it1", run_id: str = "run1", **over: Any) -> Item:
@@ -176,6 +183,36 @@ async def test_slack_errors_are_retried_unless_retrying_cannot_help(slack: Slack
         await ch.deliver(item(), delivery("d1"))
     assert caught.value.permanent
     assert await ch.deliver(item(), delivery("d1")) is not None
+
+
+async def test_a_runs_note_is_marked_by_how_the_run_ended(slack: SlackApi) -> None:
+    store = Deliveries()
+    ch = channel_for(slack, store)
+    for run_id, status in (("ok", RunStatus.DONE), ("bad", RunStatus.FAILED)):
+        store.runs[run_id] = Run(
+            id=run_id,
+            skill="sales",
+            status=status,
+            input="go",
+            trigger="api",
+            created_at=AT,
+            updated_at=AT,
+            finished_at=AT,
+        )
+        note = item(
+            f"note-{run_id}",
+            run_id=run_id,
+            box=Box.UNREAD,
+            kind=ItemKind.RUN,
+            status=ItemStatus.UNREAD,
+            title="sales finished",  # what the title says does not count
+            tool=None,
+            args=None,
+            schema=None,
+        )
+        await ch.deliver(note, delivery(f"d-{run_id}", item_id=note.id, run_id=run_id))
+    ok, bad = (c.args["blocks"][0]["text"]["text"] for c in slack.calls_to("chat.postMessage"))
+    assert ok == "✅ sales finished" and bad == "⚠️ sales finished"
 
 
 async def test_slack_unreachable_is_a_retry(slack: SlackApi) -> None:

@@ -23,6 +23,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent.context import Context
 from agent.inbox import Inbox
 from agent.model import Approve, Box, Item, ItemKind, ItemStatus
+from agent.policy import Access
 from agent.runs import Runs
 from agent.skills import Skill, SkillBook
 from channels.slack import HomeTabs, SlackInbound, build_app
@@ -55,6 +56,7 @@ class Home:
     inbox: Inbox
     tabs: HomeTabs
     http: httpx.AsyncClient
+    runs: Runs
 
     async def open(self, user: str) -> httpx.Response:
         body = json.dumps(app_home_opened(user))
@@ -134,7 +136,12 @@ async def home(tmp_path: Path) -> AsyncIterator[Home]:
         ctx = Context(store=store, skills=skills, clock=lambda: AT + timedelta(days=1))
         client = AsyncWebClient(token="xoxb-test", base_url=slack.url)
         inbound = SlackInbound(
-            inbox=Inbox(ctx), runs=Runs(ctx), store=store, skills=skills, base_url=BASE
+            inbox=Inbox(ctx),
+            runs=Runs(ctx),
+            store=store,
+            skills=skills,
+            access=Access(skills=skills),
+            base_url=BASE,
         )
         tabs = HomeTabs(client=client, inbound=inbound, debounce=0)
         bolt = build_app(client=client, signing_secret=SECRET, inbound=inbound, home=tabs)
@@ -148,7 +155,7 @@ async def home(tmp_path: Path) -> AsyncIterator[Home]:
 
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://pizza.test") as http:
-            yield Home(slack, store, Inbox(ctx), tabs, http)
+            yield Home(slack, store, Inbox(ctx), tabs, http, Runs(ctx))
         slack.check()
         await store.aclose()
 
@@ -183,6 +190,16 @@ async def test_a_hundred_pending_items_fit_the_home_tab_and_the_rest_are_counted
     ]
     assert "pizza_start" in text  # an approver of some skill may start runs
     home.slack.check()
+
+
+async def test_an_unread_note_is_marked_by_how_its_run_ended(home: Home) -> None:
+    run = await home.runs.start("sales", "mail Ann", trigger="test")
+    await home.runs.cancel(run.id, actor="U1", channel="slack")
+    await home.add_items("sales", 1, box=Box.UNREAD)  # its run has not ended: no verdict
+    text = shown(await home.opened(APPROVER))
+    assert "⚠️ *sales was cancelled*" in text
+    assert "ℹ️ *sales finished*" in text  # the title says finished; the run does not
+    assert "✅" not in text
 
 
 async def test_someone_with_no_role_sees_an_empty_home_without_a_start_button(

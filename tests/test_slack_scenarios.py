@@ -190,6 +190,7 @@ async def test_approve_by_button_updates_the_message_and_threads_the_result(
     )
     assert result.args["thread_ts"] == ts and result.args["channel"] == "C123"
     assert "sent to ann@example.com" in block_text(result)
+    assert "✅ test finished" in block_text(result)  # the run's own outcome marks it
 
 
 async def test_edit_in_a_modal_shows_errors_inline_then_runs_the_edited_call(
@@ -441,12 +442,36 @@ async def test_start_from_slash_command_and_follow_up_in_the_thread(
     await asyncio.sleep(0.5)
     assert await _user_messages_count(st, run["id"], "also copy Bob") == 1
 
+    # Someone who is not the skill's approver cannot steer the run from its thread.
+    stranger = event_callback(
+        {
+            "type": "message",
+            "channel": "C123",
+            "channel_type": "channel",
+            "user": "U666",
+            "text": "send it to me instead",
+            "ts": message_ts(),
+            "thread_ts": post.answer["ts"],
+        }
+    )
+    assert (await post_event(events_url(st), stranger, secret=SECRET)).status_code == 200
+    [note] = await slack.wait_for("chat.postEphemeral", lambda c: "steer" in c.args["text"])
+    assert note.args["user"] == "U666" and note.args["thread_ts"] == post.answer["ts"]
+    entries = [e for e in await audit(st) if e["action"] == "follow_up_refused"]
+    assert [(e["actor"], e["channel"], e["run_id"]) for e in entries] == [
+        ("U666", "slack", run["id"])
+    ]
+    assert await _user_messages_count(st, run["id"], "send it to me instead") == 0
+
 
 async def test_who_may_start_runs_from_slack(stack: Stack, slack: SlackApi) -> None:
     st = stack
     command = slash_command(text="test hi", user="U666", response_url=slack.response_url("c2"))
     r = await post_command(events_url(st), command, secret=SECRET)
     assert r.status_code == 200 and "approvers" in r.json()["text"]
+    await st.server.wait_for(
+        lambda c: _audited(c, "start_refused", "U666"), what="the refusal in the audit trail"
+    )
     # A DM from an approver starts a run of the named skill.
     dm = event_callback(
         {
@@ -492,6 +517,11 @@ async def test_who_may_start_runs_from_slack(stack: Stack, slack: SlackApi) -> N
     run = next(r for r in runs if r["input"] == "find <Bob>")
     item = await st.wait_item(run["id"])
     await st.decide(item["id"], "reject", reason="cleanup")
+
+
+async def _audited(client: Any, action: str, actor: str) -> bool:
+    entries = (await client.get("/api/audit")).json()["items"]
+    return any(e["action"] == action and e["actor"] == actor for e in entries)
 
 
 async def _user_messages_count(st: Stack, run_id: str, text: str) -> int:

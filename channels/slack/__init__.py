@@ -1,13 +1,14 @@
 """Slack: inbox items as messages with buttons, edits in a modal, runs started from Slack,
 and each person's inbox in the app's Home tab.
 
-`SlackChannel` delivers and updates (the outbox's side); `build_app` makes the Bolt app that
-turns clicks, modals, `/pizza`, DMs and mentions into engine calls; `HomeTabs` publishes the
-Home tab; `blocks` and `home` render.
+`SlackChannel` delivers and updates (the outbox's side); `build_app` makes the Bolt app whose
+listeners hand clicks, modals, `/pizza`, DMs and mentions to `SlackInbound`, which turns them
+into engine calls; `HomeTabs` publishes the Home tab; `blocks` and `home` render.
 """
 
-from channels.slack.app import SlackInbound, build_app
+from channels.slack.app import build_app
 from channels.slack.channel import SlackChannel
 from channels.slack.home import HomeTabs
+from channels.slack.inbound import SlackInbound
 
 __all__ = ["HomeTabs", "SlackChannel", "SlackInbound", "build_app"]

@@ -29,7 +29,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from agent.argforms import Field, coerce_form, field_path, form_fields
-from agent.model import Box, Item, ItemKind, ItemStatus
+from agent.model import Box, Item, ItemKind, ItemStatus, Run, RunStatus
 
 __all__ = [
     "APPROVE",
@@ -51,6 +51,8 @@ __all__ = [
     "form_values",
     "item_url",
     "message",
+    "note_outcome",
+    "outcome_mark",
     "reason_value",
     "reject_modal",
     "run_url",
@@ -225,11 +227,12 @@ def _risk_text(item: Item) -> str | None:
 # --- messages ---------------------------------------------------------------------------
 
 
-def message(item: Item, *, base_url: str) -> Message:
+def message(item: Item, *, base_url: str, outcome: RunStatus | None = None) -> Message:
     """The message for `item` in its current state: with buttons while it waits for a
-    decision, with the outcome afterwards, or the run's result for an Unread item."""
+    decision, with the outcome afterwards, or the run's result for an Unread item, whose
+    `outcome` (see `note_outcome`) picks its mark."""
     if item.box is Box.UNREAD:
-        return _unread(item, base_url)
+        return _unread(item, base_url, outcome)
     return _action(item, base_url)
 
 
@@ -350,14 +353,29 @@ def already_text(item: Item, *, plain: bool = False) -> str:
     return f"Already {word} by {by} via {via if plain else esc(via)} at {at}."
 
 
-def _unread(item: Item, base_url: str) -> Message:
-    ok = item.title.endswith("finished")
+def note_outcome(item: Item, run: Run) -> RunStatus | None:
+    """How `run` had ended when `item`, its Unread note, was written; None when it has not
+    ended, or has gone on since (a follow-up queued it again, and it may have ended anew)."""
+    # The note and the run's end are written in one transaction with one clock reading.
+    if run.status.terminal and run.finished_at == item.created_at:
+        return run.status
+    return None
+
+
+def outcome_mark(outcome: RunStatus | None) -> str:
+    """✅ for a run that finished, ⚠️ for one that failed or was stopped, ℹ️ when unknown."""
+    if outcome is None:
+        return "ℹ️"
+    return "✅" if outcome is RunStatus.DONE else "⚠️"
+
+
+def _unread(item: Item, base_url: str, outcome: RunStatus | None) -> Message:
     result = item.body or "(no result text)"
     cut = len(result) > _RESULT_CUT
     url = run_url(base_url, item.run_id)
     text = esc(_cut(result, _RESULT_CUT))
     blocks: list[dict[str, Any]] = [
-        {"type": "header", "text": _plain(f"{'✅' if ok else '⚠️'} {item.title}")},
+        {"type": "header", "text": _plain(f"{outcome_mark(outcome)} {item.title}")},
         _section(text),
         _context(
             _link(url, "Open the run on the web page")

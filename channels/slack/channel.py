@@ -16,7 +16,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent.channel import DeliveryError
-from agent.model import Delivery, DeliveryStatus, Item
+from agent.errors import NotFound
+from agent.model import Box, Delivery, DeliveryStatus, Item, Run, RunStatus
 from channels.slack import blocks
 
 log = logging.getLogger(__name__)
@@ -37,9 +38,12 @@ _PERMANENT = frozenset(
 
 
 class RunDeliveries(Protocol):
-    """What the channel reads from the store: a run's deliveries on one channel, oldest first."""
+    """What the channel reads from the store: a run's deliveries on one channel, oldest first,
+    and the run (how it ended, for its Unread note's mark)."""
 
     async def run_deliveries(self, run_id: str, channel: str) -> list[Delivery]: ...
+
+    async def get_run(self, run_id: str) -> Run: ...
 
 
 def is_user(address: str) -> bool:
@@ -97,7 +101,7 @@ class SlackChannel:
         thread_ts = await self._thread_of(delivery)
         try:
             channel = await self._conversation(delivery.address)
-            msg = blocks.message(item, base_url=self.base_url)
+            msg = blocks.message(item, base_url=self.base_url, outcome=await self._outcome(item))
             args: dict[str, Any] = {
                 "channel": channel,
                 "text": msg.text,
@@ -118,7 +122,7 @@ class SlackChannel:
         ref = delivery.ref or {}
         if not ref.get("channel") or not ref.get("ts"):
             return  # nothing was posted that could be updated
-        msg = blocks.message(item, base_url=self.base_url)
+        msg = blocks.message(item, base_url=self.base_url, outcome=await self._outcome(item))
         try:
             await self.client.chat_update(
                 channel=str(ref["channel"]), ts=str(ref["ts"]), text=msg.text, blocks=msg.blocks
@@ -128,6 +132,15 @@ class SlackChannel:
 
     async def aclose(self) -> None:
         return None  # the Web API client opens a session per call: nothing is held
+
+    async def _outcome(self, item: Item) -> RunStatus | None:
+        """How the run of an Unread note ended (None for an action, or when unknown)."""
+        if item.box is not Box.UNREAD:
+            return None
+        try:
+            return blocks.note_outcome(item, await self.store.get_run(item.run_id))
+        except NotFound:
+            return None
 
     async def _thread_of(self, delivery: Delivery) -> str | None:
         """The ts of the run's first message at this address, or None when this is the first.

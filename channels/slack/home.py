@@ -2,7 +2,8 @@
 
 A person's Home tab shows the Action items they may decide (with the very buttons a card has,
 so the same listeners and approver rules apply), their recent Unread items, a link to the web
-page and, for people who may start runs, a "Start a run" button that opens a modal.
+page and, for people who may start runs, a "Start a run" button that opens a modal. Who sees
+what is the policy's answer (`agent.policy.Access`), asked for the person's Slack user id.
 
 `HomeTabs` publishes it (`views.publish`): when the person opens the tab, and again when their
 items change. Changes are debounced and a view is only sent when it differs from the one last
@@ -18,21 +19,23 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent.model import Box, Item, ItemKind, ItemStatus
+from agent.errors import NotFound
+from agent.model import Box, Item, ItemKind, ItemStatus, RunStatus
+from agent.policy import SLACK
 from agent.tasks import stop_if_cancelled
 from channels.slack import blocks
 from channels.slack.blocks import _context, _cut, _plain, _section, esc
 
 if TYPE_CHECKING:
-    from channels.slack.app import SlackInbound
+    from channels.slack.inbound import SlackInbound
 
 __all__ = [
     "START",
@@ -65,11 +68,13 @@ _UNREAD_READ = 200
 @dataclass(frozen=True)
 class Inbox:
     """What one person's Home tab shows: the lists are everything they may see, newest first;
-    the view shows the first of each and counts the rest."""
+    the view shows the first of each and counts the rest. `outcomes` says how the shown
+    Unread items' runs ended, by item id (see `blocks.note_outcome`)."""
 
     actions: Sequence[Item]
     unread: Sequence[Item]
     may_start: bool
+    outcomes: Mapping[str, RunStatus | None] = field(default_factory=dict)
 
 
 def _action_blocks(item: Item, base_url: str) -> list[dict[str, Any]]:
@@ -90,10 +95,10 @@ def _action_blocks(item: Item, base_url: str) -> list[dict[str, Any]]:
     ]
 
 
-def _unread_block(item: Item, base_url: str) -> dict[str, Any]:
-    ok = item.title.endswith("finished")
+def _unread_block(item: Item, base_url: str, outcome: RunStatus | None) -> dict[str, Any]:
     url = blocks.run_url(base_url, item.run_id)
-    line = f"{'✅' if ok else '⚠️'} *{esc(_cut(item.title, 200))}* · {blocks.when(item.created_at)}"
+    mark = blocks.outcome_mark(outcome)
+    line = f"{mark} *{esc(_cut(item.title, 200))}* · {blocks.when(item.created_at)}"
     if item.body:
         line += "\n" + esc(_cut(item.body, 300))
     return _section(f"{line}\n<{url}|Open the run>")
@@ -142,7 +147,7 @@ def home_view(inbox: Inbox, *, base_url: str) -> dict[str, Any]:
     if not inbox.unread:
         view.append(_context("Nothing unread."))
     for item in inbox.unread[:UNREAD_SHOWN]:
-        view.append(_unread_block(item, base))
+        view.append(_unread_block(item, base, inbox.outcomes.get(item.id)))
     more = len(inbox.unread) - UNREAD_SHOWN
     if more > 0:
         view.append(_context(f"…and {more} more on the <{web}|web page>."))
@@ -241,15 +246,37 @@ class HomeTabs:
         unread = await store.list_items(
             box=Box.UNREAD, status=ItemStatus.UNREAD, limit=_UNREAD_READ
         )
-        starters = self.inbound.starters()
-        return {
-            user: Inbox(
-                actions=[i for i in pending if self.inbound.may_decide(i, user)],
-                unread=[i for i in unread if self.inbound.follows(i, user)],
-                may_start=user in starters,
+        access = self.inbound.access
+        seen = {
+            user: (
+                [i for i in pending if access.may_see(user, SLACK, i)],
+                [i for i in unread if access.may_see(user, SLACK, i)],
             )
             for user in users
         }
+        shown = {i.id: i for _, notes in seen.values() for i in notes[:UNREAD_SHOWN]}
+        outcomes = await self._outcomes(shown.values())
+        return {
+            user: Inbox(
+                actions=actions,
+                unread=notes,
+                may_start=bool(access.may_start(user, SLACK)),
+                outcomes=outcomes,
+            )
+            for user, (actions, notes) in seen.items()
+        }
+
+    async def _outcomes(self, notes: Iterable[Item]) -> dict[str, RunStatus | None]:
+        """How each note's run ended, by the note's id: one read per note shown."""
+        found: dict[str, RunStatus | None] = {}
+        for note in notes:
+            try:
+                run = await self.inbound.store.get_run(note.run_id)
+            except NotFound:
+                found[note.id] = None
+                continue
+            found[note.id] = blocks.note_outcome(note, run)
+        return found
 
     async def opened(self, user: str, *, published_before: bool) -> None:
         """The person opened their Home tab: show it, fresh."""
@@ -261,7 +288,7 @@ class HomeTabs:
 
     async def refresh(self) -> int:
         """Republish every Home tab that changed; return how many were sent."""
-        users = sorted(self._seen | self.inbound.starters())
+        users = sorted(self._seen | self.inbound.access.starters(SLACK))
         if not users:
             return 0
         sent = 0

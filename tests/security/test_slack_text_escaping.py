@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent.model import Box, Delivery, DeliveryStatus, Item, ItemKind, ItemStatus
+from agent.errors import NotFound
+from agent.model import Box, Delivery, DeliveryStatus, Item, ItemKind, ItemStatus, Run
 from channels.slack import SlackChannel
 from channels.slack.home import Inbox, home_view
 from tests.peers.slack_api import Call, SlackApi
@@ -31,6 +32,9 @@ class NoDeliveries:
 
     async def run_deliveries(self, run_id: str, channel: str) -> list[Delivery]:
         return []
+
+    async def get_run(self, run_id: str) -> Run:
+        raise NotFound(run_id)
 
 
 @pytest.fixture
