@@ -21,21 +21,36 @@ import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, assert_never
 
 from agent import conversation
 from agent.context import Context
 from agent.conversation import CallState, RunState
 from agent.errors import NotFound, RunError, UserError
+from agent.events import (
+    AssistantMessage,
+    BudgetExtended,
+    BudgetReached,
+    ModelCall,
+    ProposedCall,
+    RunFinished,
+    ToolInterrupted,
+    ToolRequest,
+    ToolResult,
+    ToolStarted,
+)
 from agent.llm import ModelClient
 from agent.model import (
+    Approve,
     Box,
+    Edit,
     Event,
-    EventKind,
+    Expired,
     Item,
     ItemKind,
     ItemStatus,
     NewEvent,
+    Reject,
     Risk,
     Run,
     RunStatus,
@@ -256,7 +271,9 @@ class Engine:
         specs = await self.tools.list_tools(skill)
         messages = conversation.messages(skill.instructions, claim.events, state)
         reply = await self.model.complete(skill, messages, [s.as_openai() for s in specs])
-        calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls]
+        calls = [
+            ProposedCall(id=c.id, name=c.name, arguments=c.arguments) for c in reply.tool_calls
+        ]
         before = state.usage
         usage = Usage(
             tokens=before.tokens + reply.tokens_in + reply.tokens_out,
@@ -268,17 +285,16 @@ class Engine:
             claim,
             [
                 NewEvent(
-                    EventKind.MODEL_CALL,
-                    {
-                        "model": reply.model,
-                        "tokens_in": reply.tokens_in,
-                        "tokens_out": reply.tokens_out,
-                        "cost_usd": reply.cost_usd,
-                        "latency_ms": round(reply.latency_ms, 2),
-                        "attempts": reply.attempts,
-                    },
+                    ModelCall(
+                        model=reply.model,
+                        tokens_in=reply.tokens_in,
+                        tokens_out=reply.tokens_out,
+                        cost_usd=reply.cost_usd,
+                        latency_ms=round(reply.latency_ms, 2),
+                        attempts=reply.attempts,
+                    )
                 ),
-                NewEvent(EventKind.ASSISTANT_MESSAGE, {"text": reply.text, "tool_calls": calls}),
+                NewEvent(AssistantMessage(text=reply.text, tool_calls=calls)),
             ],
             usage=usage,
         )
@@ -317,14 +333,14 @@ class Engine:
                     "unknown; it was not repeated",
                     True,
                     0.0,
-                    extra={"interrupted": True},
+                    interrupted=True,
                 )
                 return "continue"
             await self._execute(claim, call, qualified, call.args, None)
             return "continue"
         # ask
-        decision = call.decision
-        if decision is None:
+        decided = call.decision
+        if decided is None:
             if call.item_ids:
                 item = await store.get_item(call.item_ids[-1])
                 if item.status is ItemStatus.PENDING:
@@ -332,37 +348,40 @@ class Engine:
                     return "wait"
             await self._ask(claim, call, spec, rule.risk, reasked=False)
             return "wait"
-        if decision["decision"] == "reject":
-            reason = decision.get("reason") or "no reason given"
-            await self._result(
-                claim,
-                call,
-                f"A human ({decision.get('actor')}) rejected this call. "
-                f"Reason: {reason}. Do not retry it; adjust your plan.",
-                True,
-                0.0,
-                extra={"rejected": True},
-            )
-            return "continue"
-        if decision["decision"] == "expired":
-            why = decision.get("reason") or "no one answered in time"
-            await self._result(claim, call, why, True, 0.0, extra={"expired": True})
-            if decision.get("halt"):
-                # on_timeout: halt. The result above keeps the conversation whole for a follow-up.
-                await self._finish(claim, RunStatus.CANCELLED, error=why)
-                return "end"
-            return "continue"
+        match decided.decision:
+            case Reject(reason=reason):
+                await self._result(
+                    claim,
+                    call,
+                    f"A human ({decided.actor}) rejected this call. "
+                    f"Reason: {reason or 'no reason given'}. Do not retry it; adjust your plan.",
+                    True,
+                    0.0,
+                    rejected=True,
+                )
+                return "continue"
+            case Expired(reason=reason, halt=halt):
+                why = reason or "no one answered in time"
+                await self._result(claim, call, why, True, 0.0, expired=True)
+                if halt:
+                    # on_timeout: halt. The result above keeps the conversation whole for a follow-up.
+                    await self._finish(claim, RunStatus.CANCELLED, error=why)
+                    return "end"
+                return "continue"
+            case Approve() | Edit():
+                pass
+            case _:
+                assert_never(decided.decision)
         if call.started:
             await self._append(
                 claim,
                 [
                     NewEvent(
-                        EventKind.TOOL_INTERRUPTED,
-                        {
-                            "call_id": call.id,
-                            "tool": qualified,
-                            "note": "the approved call was interrupted by a restart; asking again",
-                        },
+                        ToolInterrupted(
+                            call_id=call.id,
+                            tool=qualified,
+                            why="the approved call was interrupted by a restart; asking again",
+                        )
                     )
                 ],
             )
@@ -372,7 +391,7 @@ class Engine:
             claim,
             call,
             qualified,
-            conversation.final_args(call),
+            call.final_args,
             call.item_ids[-1] if call.item_ids else None,
         )
         return "continue"
@@ -389,12 +408,7 @@ class Engine:
         # Recorded before the call, so a crash during it is known for what it was.
         await self._append(
             claim,
-            [
-                NewEvent(
-                    EventKind.TOOL_STARTED,
-                    {"call_id": call.id, "tool": qualified, "args": args, "item_id": item_id},
-                )
-            ],
+            [NewEvent(ToolStarted(call_id=call.id, tool=qualified, args=args, item_id=item_id))],
         )
         skill = claim.skill
         outcome = await self.tools.call(skill, server, name, args)
@@ -404,7 +418,7 @@ class Engine:
             _truncate(outcome.text, skill.max_tool_result_chars),
             outcome.is_error,
             outcome.duration_ms,
-            extra={"args": args},
+            args=args,
         )
 
     async def _result(
@@ -414,21 +428,28 @@ class Engine:
         text: str,
         is_error: bool,
         duration_ms: float,
-        extra: dict[str, Any] | None = None,
+        *,
+        args: dict[str, Any] | None = None,
+        rejected: bool = False,
+        expired: bool = False,
+        interrupted: bool = False,
     ) -> None:
         server, name = split_wire_name(call.wire_name)
         # An error is exception text (redact all key shapes); a result is the tool's content,
         # which the model needs as it is, so only the server's own secrets leave it.
         text = self.redact(text) if is_error else self.redact.values_only(text)
-        data = {
-            "call_id": call.id,
-            "tool": f"{server}.{name}",
-            "text": text,
-            "is_error": is_error,
-            "duration_ms": round(duration_ms, 2),
-            **(extra or {}),
-        }
-        await self._append(claim, [NewEvent(EventKind.TOOL_RESULT, data)])
+        result = ToolResult(
+            call_id=call.id,
+            tool=f"{server}.{name}",
+            text=text,
+            is_error=is_error,
+            duration_ms=round(duration_ms, 2),
+            args=args,
+            rejected=rejected,
+            expired=expired,
+            interrupted=interrupted,
+        )
+        await self._append(claim, [NewEvent(result)])
 
     async def _ask(
         self,
@@ -472,14 +493,13 @@ class Engine:
             run_status=RunStatus.WAITING,
             events=[
                 NewEvent(
-                    EventKind.TOOL_REQUEST,
-                    {
-                        "call_id": call.id,
-                        "item_id": item.id,
-                        "tool": spec.qualified,
-                        "args": call.args,
-                        "reasked": reasked,
-                    },
+                    ToolRequest(
+                        call_id=call.id,
+                        item_id=item.id,
+                        tool=spec.qualified,
+                        args=call.args,
+                        reasked=reasked,
+                    )
                 )
             ],
         )
@@ -512,11 +532,7 @@ class Engine:
             worker=claim.worker,
             now=now,
             run_status=RunStatus.WAITING,
-            events=[
-                NewEvent(
-                    EventKind.BUDGET_REACHED, {"item_id": item.id, "why": why, "extend": extend}
-                )
-            ],
+            events=[NewEvent(BudgetReached(item_id=item.id, why=why, extend=extend))],
         )
         self.ctx.wake_outbox()
         return "wait"
@@ -528,26 +544,27 @@ class Engine:
         if decision is None:
             await self.ctx.store.set_status(run.id, RunStatus.WAITING, worker=claim.worker, now=now)
             return "wait"
-        if decision["decision"] == "approve":
-            item = await self.ctx.store.get_item(decision["item_id"])
-            extend = {k: float(v) for k, v in (item.args or {}).items()}
-            await self.ctx.store.add_budget(run.id, extend)
-            await self._append(
-                claim,
-                [
-                    NewEvent(
-                        EventKind.BUDGET_EXTENDED, {"extend": extend, "by": decision.get("actor")}
-                    )
-                ],
-            )
-            # The budget check reads what was added from the run.
-            claim.run = await self.ctx.store.get_run(run.id)
-            return "continue"
-        reason = f"stopped at the budget by {decision.get('actor')}"
-        if decision.get("reason"):
-            reason += f": {decision['reason']}"
-        await self._finish(claim, RunStatus.CANCELLED, error=reason)
-        return "end"
+        match decision.decision:
+            case Approve():
+                item = await self.ctx.store.get_item(decision.item_id)
+                extend = {k: float(v) for k, v in (item.args or {}).items()}
+                await self.ctx.store.add_budget(run.id, extend)
+                await self._append(
+                    claim, [NewEvent(BudgetExtended(extend=extend, by=decision.actor))]
+                )
+                # The budget check reads what was added from the run.
+                claim.run = await self.ctx.store.get_run(run.id)
+                return "continue"
+            case Reject(reason=why) | Expired(reason=why):
+                reason = f"stopped at the budget by {decision.actor}"
+                if why:
+                    reason += f": {why}"
+                await self._finish(claim, RunStatus.CANCELLED, error=reason)
+                return "end"
+            case Edit():
+                raise AssertionError("a budget item cannot be edited")
+            case _:
+                assert_never(decision.decision)
 
     # -- the end -------------------------------------------------------------------------
 
@@ -628,10 +645,7 @@ async def finish_run(
         status,
         worker=worker,
         now=now,
-        event=NewEvent(
-            EventKind.RUN_FINISHED,
-            {"status": str(status), "result": result, "error": error, "by": actor},
-        ),
+        event=NewEvent(RunFinished(status=status, result=result, error=error, by=actor)),
         note=note,
         targets=targets_for(skill, ctx.channels) if skill is not None else [],
         result=result,

@@ -9,59 +9,48 @@ The run is re-queued in the same transaction, and every channel's copy is marked
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, assert_never
 
 from agent.argforms import validate_arguments
 from agent.context import Context
 from agent.errors import AlreadyDecided, InvalidArguments, NotAllowed
+from agent.events import DecisionMade
 from agent.model import (
     Approve,
     Box,
     Decision,
     Edit,
-    EventKind,
+    Expired,
     Item,
     ItemKind,
     ItemStatus,
     NewEvent,
     Reject,
 )
+from agent.policy import Access, Verdict, audit_refusal
 
 log = logging.getLogger(__name__)
-
-#: Channels whose actor is the owner of the API token: the owner may decide anything.
-OWNER_CHANNELS = frozenset({"api", "web", "cli"})
 
 
 class Inbox:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
 
-    def may_decide(self, item: Item, *, actor: str, channel: str) -> bool:
-        if channel in OWNER_CHANNELS:
-            return True
-        skill = self.ctx.skills.get(item.skill) if item.skill in self.ctx.skills else None
-        if skill is None:
-            return False
-        approvers = skill.approvers_for(item.tool, channel)
-        if channel == "email":
-            return actor.strip().lower() in approvers
-        return actor in approvers
+    def may_decide(self, item: Item, *, actor: str, channel: str) -> Verdict:
+        """The policy's answer (`agent.policy.access`): the owner's channels may decide
+        anything; elsewhere only the item's approvers for that channel."""
+        return Access(skills=self.ctx.skills).may_decide(actor, channel, item)
 
     async def decide(self, item_id: str, decision: Decision, *, actor: str, channel: str) -> Item:
         store, now = self.ctx.store, self.ctx.clock()
         item = await store.get_item(item_id)
         if item.box is not Box.ACTION:
             raise InvalidArguments({"": "this item is not an action: there is nothing to decide"})
-        if not self.may_decide(item, actor=actor, channel=channel):
-            await store.audit(
-                action="decision_refused",
-                actor=actor,
-                channel=channel,
-                now=now,
-                run_id=item.run_id,
-                item_id=item.id,
-                detail={"decision": decision.kind, "why": "not an approver for this channel"},
+        verdict = self.may_decide(item, actor=actor, channel=channel)
+        if not verdict:
+            detail = {"decision": decision.kind}
+            await audit_refusal(
+                store, verdict, now=now, run_id=item.run_id, item_id=item.id, detail=detail
             )
             raise NotAllowed(f"{actor} is not an approver of skill {item.skill!r} on {channel}")
         if item.decided:
@@ -83,18 +72,20 @@ class Inbox:
                 final_args = None
             case Approve():
                 pass
+            case Expired():
+                raise InvalidArguments({"": "only the clock expires an item"})
+            case _:
+                assert_never(decision)
         event = NewEvent(
-            EventKind.DECISION,
-            {
-                "item_id": item.id,
-                "call_id": item.call_id,
-                "decision": decision.kind,
-                "args_before": item.args,
-                "args": final_args,
-                "reason": decision.reason if isinstance(decision, Reject) else None,
-                "actor": actor,
-                "channel": channel,
-            },
+            DecisionMade(
+                item_id=item.id,
+                call_id=item.call_id,
+                decision=decision,
+                args_before=item.args,
+                args=final_args,
+                actor=actor,
+                channel=channel,
+            )
         )
         decided = await store.record_decision(
             item.id,
@@ -112,22 +103,20 @@ class Inbox:
     async def expire(self, item_id: str, *, reason: str, halt: bool = False) -> Item:
         """Close an action nobody answered in time, as if the clock had rejected it."""
         store, now = self.ctx.store, self.ctx.clock()
-        event = NewEvent(
-            EventKind.DECISION,
-            {
-                "item_id": item_id,
-                "decision": "expired",
-                "reason": reason,
-                "actor": "timeout",
-                "channel": "timer",
-                "halt": halt,
-            },
-        )
         item = await store.get_item(item_id)
-        event.data["call_id"] = item.call_id
+        expired = Expired(reason=reason, halt=halt)
+        event = NewEvent(
+            DecisionMade(
+                item_id=item_id,
+                call_id=item.call_id,
+                decision=expired,
+                actor="timeout",
+                channel="timer",
+            )
+        )
         decided = await store.record_decision(
             item_id,
-            Reject(reason),
+            expired,
             actor="timeout",
             channel="timer",
             now=now,

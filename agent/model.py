@@ -10,7 +10,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, assert_never
+from typing import TYPE_CHECKING, Any, Literal, assert_never
+
+if TYPE_CHECKING:
+    from agent.events import EventPayload
 
 #: Version of the event payloads written by this code. Stored with every event; a reader
 #: refuses versions it does not know instead of guessing.
@@ -82,20 +85,38 @@ class EventKind(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Event:
+    """One stored event; its payload is one of `agent.events`' models, checked when read
+    (`agent.events.load_event`)."""
+
     run_id: str
     seq: int
-    kind: EventKind
-    data: dict[str, Any]
+    payload: EventPayload
     at: datetime
     version: int = EVENT_SCHEMA_VERSION
+
+    @property
+    def kind(self) -> EventKind:
+        return self.payload.kind
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The payload as stored and as the API shows it."""
+        return self.payload.stored()
 
 
 @dataclass(frozen=True)
 class NewEvent:
     """An event not yet stored: the store gives it its sequence number."""
 
-    kind: EventKind
-    data: dict[str, Any]
+    payload: EventPayload
+
+    @property
+    def kind(self) -> EventKind:
+        return self.payload.kind
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.payload.stored()
 
 
 @dataclass(frozen=True)
@@ -154,6 +175,9 @@ class Risk:
     impact: str | None = None
     reversible: bool | None = None
     scope: str | None = None
+    #: Asked again after a crash: the approved call started and its result was lost, so it
+    #: may already have happened.
+    may_have_happened: bool | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in vars(self).items() if v is not None}
@@ -206,7 +230,18 @@ class Reject:
     kind: Literal["reject"] = "reject"
 
 
-Decision = Approve | Edit | Reject
+@dataclass(frozen=True)
+class Expired:
+    """Nobody decided in time (the clock's decision); `halt` stops the run."""
+
+    reason: str = ""
+    halt: bool = False
+    kind: Literal["expired"] = "expired"
+
+
+#: What is decided on an item. A person approves, edits or rejects (`decision_from`); only
+#: the clock expires an item (`agent.inbox.Inbox.expire`).
+Decision = Approve | Edit | Reject | Expired
 
 
 def decision_from(

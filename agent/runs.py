@@ -11,7 +11,8 @@ from collections.abc import Awaitable, Callable
 from agent.context import Context
 from agent.engine import finish_run
 from agent.errors import Conflict, KillSwitchOn
-from agent.model import EventKind, NewEvent, Run, RunStatus
+from agent.events import RunStarted, UserMessage
+from agent.model import NewEvent, Run, RunStatus
 
 
 class Runs:
@@ -39,9 +40,7 @@ class Runs:
             input=input,
             trigger=trigger,
             now=now,
-            events=[
-                NewEvent(EventKind.RUN_STARTED, {"input": input, "trigger": trigger, "by": actor})
-            ],
+            events=[NewEvent(RunStarted(input=input, trigger=trigger, by=actor))],
             idempotency_key=idempotency_key,
         )
         self.ctx.wake_workers()
@@ -56,7 +55,7 @@ class Runs:
         run = await self.ctx.store.get_run(run_id)
         if run.status in {RunStatus.WAITING}:
             raise Conflict("the run is waiting on a decision; decide that item first")
-        event = NewEvent(EventKind.USER_MESSAGE, {"text": text, "by": actor, "channel": channel})
+        event = NewEvent(UserMessage(text=text, by=actor, channel=channel))
         if run.status in {RunStatus.QUEUED, RunStatus.RUNNING}:
             # The message joins the conversation at the next model call.
             await self.ctx.store.append_events(run_id, [event], worker=None, now=self.ctx.clock())

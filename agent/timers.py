@@ -27,8 +27,9 @@ from typing import Literal, Protocol
 from agent.context import Context
 from agent.engine import targets_for
 from agent.errors import AlreadyDecided
+from agent.events import Note, TimerRemark
 from agent.inbox import Inbox
-from agent.model import Box, EventKind, Item, ItemKind, ItemStatus, NewEvent, Target
+from agent.model import Box, Item, ItemKind, ItemStatus, NewEvent, Target
 from agent.skills import Deliver, Skill, ToolRule
 from agent.tasks import stop_if_cancelled
 
@@ -151,14 +152,14 @@ class Timers:
             and (item.id, "escalate") not in done
         ):
             targets = deliver_targets(escalation, self.ctx.channels)
-            note = {
-                "item_id": item.id,
-                "tool": tool,
-                "after": human_duration(rule.escalate_after),
-                "targets": [f"{t.channel}:{t.address}" for t in targets],
-                "approvers": escalation.approvers.model_dump(),
-            }
-            if await self._once(item, "escalate", targets, {"escalated": note}):
+            remark = TimerRemark(
+                item_id=item.id,
+                tool=tool,
+                after=human_duration(rule.escalate_after),
+                targets=[f"{t.channel}:{t.address}" for t in targets],
+                approvers=escalation.approvers.model_dump(),
+            )
+            if await self._once(item, "escalate", targets, Note(escalated=remark)):
                 actions.append(TimerAction(item.id, "escalated"))
         if (
             rule.remind_after is not None
@@ -166,25 +167,23 @@ class Timers:
             and (item.id, "remind") not in done
         ):
             targets = targets_for(skill, self.ctx.channels)
-            note = {
-                "item_id": item.id,
-                "tool": tool,
-                "after": human_duration(rule.remind_after),
-                "targets": [f"{t.channel}:{t.address}" for t in targets],
-            }
-            if await self._once(item, "remind", targets, {"reminder": note}):
+            remark = TimerRemark(
+                item_id=item.id,
+                tool=tool,
+                after=human_duration(rule.remind_after),
+                targets=[f"{t.channel}:{t.address}" for t in targets],
+            )
+            if await self._once(item, "remind", targets, Note(reminder=remark)):
                 actions.append(TimerAction(item.id, "reminded"))
         return actions
 
-    async def _once(
-        self, item: Item, kind: str, targets: list[Target], data: dict[str, object]
-    ) -> bool:
+    async def _once(self, item: Item, kind: str, targets: list[Target], note: Note) -> bool:
         if not targets:
             return False  # no configured channel to send it to: nothing to record either
         return await self.store.add_deliveries_once(
             item.id,
             kind=kind,
             targets=targets,
-            note=NewEvent(EventKind.NOTE, dict(data)),
+            note=NewEvent(note),
             now=self.ctx.clock(),
         )

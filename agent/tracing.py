@@ -10,10 +10,11 @@ exported (they may hold personal data); their names are.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, set_span_in_context
 
+from agent.events import DecisionMade, ModelCall, ToolResult, ToolStarted
 from agent.model import Event, EventKind, Run
 
 
@@ -49,69 +50,41 @@ def export_run(tracer: Tracer, run: Run, events: list[Event]) -> None:
     tokens_in = tokens_out = 0
     open_tools: dict[str, tuple[Span, Event]] = {}
     for ev in events:
-        d: dict[str, Any] = ev.data
-        if ev.kind is EventKind.MODEL_CALL:
-            latency = float(d.get("latency_ms") or 0)
-            span = tracer.start_span(
-                f"model {d.get('model')}",
-                context=ctx,
-                kind=SpanKind.CLIENT,
-                start_time=_ns(ev.at - timedelta(milliseconds=latency)),
-                attributes={
-                    "gen_ai.request.model": str(d.get("model")),
-                    "gen_ai.usage.input_tokens": int(d.get("tokens_in") or 0),
-                    "gen_ai.usage.output_tokens": int(d.get("tokens_out") or 0),
-                    "pizzabot.attempts": int(d.get("attempts") or 1),
-                    **(
-                        {"pizzabot.cost_usd": float(d["cost_usd"])}
-                        if d.get("cost_usd") is not None
-                        else {}
-                    ),
-                },
-            )
-            span.end(end_time=_ns(ev.at))
-            tokens_in += int(d.get("tokens_in") or 0)
-            tokens_out += int(d.get("tokens_out") or 0)
-        elif ev.kind is EventKind.TOOL_STARTED:
-            span = tracer.start_span(
-                f"tool {d.get('tool')}",
-                context=ctx,
-                kind=SpanKind.CLIENT,
-                start_time=_ns(ev.at),
-                attributes={
-                    "pizzabot.tool": str(d.get("tool")),
-                    "pizzabot.call_id": str(d.get("call_id")),
-                    "pizzabot.tool.arg_names": sorted((d.get("args") or {}).keys()),
-                },
-            )
-            open_tools[str(d.get("call_id"))] = (span, ev)
-        elif ev.kind is EventKind.TOOL_RESULT:
-            opened = open_tools.pop(str(d.get("call_id")), None)
-            if opened is None:  # refused, rejected or denied: no tool ran, but the model was told
+        p = ev.payload
+        match p:
+            case ModelCall():
+                _model_span(tracer, ctx, ev, p)
+                tokens_in += p.tokens_in
+                tokens_out += p.tokens_out
+            case ToolStarted():
                 span = tracer.start_span(
-                    f"tool {d.get('tool')} (not run)",
+                    f"tool {p.tool}",
                     context=ctx,
+                    kind=SpanKind.CLIENT,
                     start_time=_ns(ev.at),
-                    attributes={"pizzabot.tool": str(d.get("tool"))},
+                    attributes={
+                        "pizzabot.tool": p.tool,
+                        "pizzabot.call_id": p.call_id,
+                        "pizzabot.tool.arg_names": sorted(p.args),
+                    },
                 )
-            else:
-                span = opened[0]
-            span.set_attribute("pizzabot.tool.is_error", bool(d.get("is_error")))
-            span.set_attribute("pizzabot.tool.duration_ms", float(d.get("duration_ms") or 0))
-            if d.get("is_error"):
-                span.set_status(Status(StatusCode.ERROR, str(d.get("text", ""))[:200]))
-            span.end(end_time=_ns(ev.at))
-        elif ev.kind is EventKind.DECISION:
-            root.add_event(
-                "decision",
-                timestamp=_ns(ev.at),
-                attributes={
-                    "pizzabot.decision": str(d.get("decision")),
-                    "pizzabot.actor": str(d.get("actor")),
-                    "pizzabot.channel": str(d.get("channel")),
-                    "pizzabot.tool_call": str(d.get("call_id")),
-                },
-            )
+                open_tools[p.call_id] = (span, ev)
+            case ToolResult():
+                opened = open_tools.pop(p.call_id, None)
+                _end_tool_span(tracer, ctx, ev, p, opened[0] if opened else None)
+            case DecisionMade():
+                root.add_event(
+                    "decision",
+                    timestamp=_ns(ev.at),
+                    attributes={
+                        "pizzabot.decision": p.decision.kind,
+                        "pizzabot.actor": p.actor,
+                        "pizzabot.channel": p.channel,
+                        "pizzabot.tool_call": str(p.call_id),
+                    },
+                )
+            case _:
+                pass
     for span, started in open_tools.values():  # started, never finished (killed, cancelled)
         span.set_status(Status(StatusCode.ERROR, "no result"))
         span.end(end_time=_ns(max(end, started.at)))
@@ -120,3 +93,37 @@ def export_run(tracer: Tracer, run: Run, events: list[Event]) -> None:
     if run.error:
         root.set_status(Status(StatusCode.ERROR, run.error[:200]))
     root.end(end_time=_ns(end))
+
+
+def _model_span(tracer: Tracer, ctx: Context, ev: Event, p: ModelCall) -> None:
+    span = tracer.start_span(
+        f"model {p.model}",
+        context=ctx,
+        kind=SpanKind.CLIENT,
+        start_time=_ns(ev.at - timedelta(milliseconds=p.latency_ms)),
+        attributes={
+            "gen_ai.request.model": p.model,
+            "gen_ai.usage.input_tokens": p.tokens_in,
+            "gen_ai.usage.output_tokens": p.tokens_out,
+            "pizzabot.attempts": p.attempts,
+            **({"pizzabot.cost_usd": p.cost_usd} if p.cost_usd is not None else {}),
+        },
+    )
+    span.end(end_time=_ns(ev.at))
+
+
+def _end_tool_span(
+    tracer: Tracer, ctx: Context, ev: Event, p: ToolResult, span: Span | None
+) -> None:
+    if span is None:  # refused, rejected or denied: no tool ran, but the model was told
+        span = tracer.start_span(
+            f"tool {p.tool} (not run)",
+            context=ctx,
+            start_time=_ns(ev.at),
+            attributes={"pizzabot.tool": p.tool},
+        )
+    span.set_attribute("pizzabot.tool.is_error", p.is_error)
+    span.set_attribute("pizzabot.tool.duration_ms", p.duration_ms)
+    if p.is_error:
+        span.set_status(Status(StatusCode.ERROR, p.text[:200]))
+    span.end(end_time=_ns(ev.at))

@@ -25,7 +25,8 @@ from typing import Any
 
 import yaml
 
-from agent.model import Approve, Box, Event, EventKind, ItemStatus, Run, RunStatus
+from agent.events import EventPayload, ModelCall, RunStarted, ToolResult, ToolStarted
+from agent.model import Approve, Box, Event, ItemStatus, Run, RunStatus
 from bot.bench_model import ModelProcess
 from bot.bench_tools import LOG_ENV
 from bot.services import Services
@@ -113,13 +114,14 @@ def _ms(a: datetime, b: datetime) -> float:
     return (b - a).total_seconds() * 1000
 
 
-def first_event(events: list[Event], kind: EventKind) -> Event:
-    return next(e for e in events if e.kind is kind)
+def first_event(events: list[Event], kind: type[EventPayload]) -> Event:
+    """The first event whose payload is of that type."""
+    return next(e for e in events if isinstance(e.payload, kind))
 
 
-def tool_body(event: Event) -> dict[str, Any]:
+def tool_body(result: ToolResult) -> dict[str, Any]:
     """What the echo tool said about itself (time, pids), from its TOOL_RESULT."""
-    data: dict[str, Any] = json.loads(event.data["text"])
+    data: dict[str, Any] = json.loads(result.text)
     return data
 
 
@@ -261,20 +263,24 @@ def step_figures(runs: list[list[Event]]) -> dict[str, float]:
     steps = calls = stalled = 0
     per_run: list[float] = []
     for events in runs:
-        started = first_event(events, EventKind.RUN_STARTED).at
+        started = first_event(events, RunStarted).at
         run_ms = _ms(started, events[-1].at)
         wall += run_ms
-        first_call = first_event(events, EventKind.MODEL_CALL)
-        if _ms(started, first_call.at) - float(first_call.data["latency_ms"]) > 500:
+        first_call = first_event(events, ModelCall)
+        assert isinstance(first_call.payload, ModelCall)
+        if _ms(started, first_call.at) - first_call.payload.latency_ms > 500:
             stalled += 1
         n = 0
         for e in events:
-            if e.kind is EventKind.MODEL_CALL:
-                model += float(e.data["latency_ms"])
-                n += 1
-            elif e.kind is EventKind.TOOL_RESULT:
-                tool += float(e.data["duration_ms"])
-                calls += 1
+            match e.payload:
+                case ModelCall(latency_ms=latency):
+                    model += latency
+                    n += 1
+                case ToolResult(duration_ms=duration):
+                    tool += duration
+                    calls += 1
+                case _:
+                    pass
         steps += n
         per_run.append(run_ms / n)
     return {
@@ -363,8 +369,10 @@ async def bench_decisions(
             await svc.inbox.decide(item.id, Approve(), actor="bench", channel="api")
             await ends.wait(svc.store, item.run_id, 60)
             events = await svc.store.events(item.run_id)
-            started = first_event(events, EventKind.TOOL_STARTED).at.timestamp()
-            body = tool_body(first_event(events, EventKind.TOOL_RESULT))["t"]
+            started = first_event(events, ToolStarted).at.timestamp()
+            result = first_event(events, ToolResult).payload
+            assert isinstance(result, ToolResult)
+            body = tool_body(result)["t"]
             to_body.append((body - t0) * 1000)
             to_started.append((started - t0) * 1000)
         still = await count_status(svc.store, RunStatus.WAITING)

@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.model import EventKind, RunStatus
+from agent.events import RunFinished, RunStarted, ToolResult, ToolStarted
+from agent.model import RunStatus
 from bot.bench_engine import (
     Sizes,
     child_env,
@@ -196,8 +197,8 @@ async def _ran_on(store: SqlStore, ids: list[str]) -> Counter[int]:
     seen: Counter[int] = Counter()
     for run_id in ids:
         for e in await store.events(run_id):
-            if e.kind is EventKind.TOOL_RESULT:
-                seen[int(tool_body(e)["ppid"])] += 1
+            if isinstance(e.payload, ToolResult):
+                seen[int(tool_body(e.payload)["ppid"])] += 1
     return seen
 
 
@@ -246,11 +247,13 @@ async def executed_twice(store: SqlStore, ids: list[str], tools_log: Path) -> di
     tags: dict[str, str] = {}
     for run_id in ids:
         events = await store.events(run_id)
-        starts = Counter(e.data["call_id"] for e in events if e.kind is EventKind.TOOL_STARTED)
-        finishes = sum(1 for e in events if e.kind is EventKind.RUN_FINISHED)
+        starts = Counter(e.payload.call_id for e in events if isinstance(e.payload, ToolStarted))
+        finishes = sum(1 for e in events if isinstance(e.payload, RunFinished))
         if finishes > 1 or any(n > 1 for n in starts.values()):
             doubled.add(run_id)
-        tags[str(first_event(events, EventKind.RUN_STARTED).data["input"]).split()[1]] = run_id
+        started = first_event(events, RunStarted).payload
+        assert isinstance(started, RunStarted)
+        tags[started.input.split()[1]] = run_id
     bodies: Counter[tuple[str, int]] = Counter()
     for line in await asyncio.to_thread(_read_lines, tools_log):
         data = json.loads(line)

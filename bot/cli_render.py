@@ -134,36 +134,40 @@ def empty(what: str) -> None:
 
 
 def _entries(run_id: str, events: list[dict[str, Any]]) -> list[Entry]:
-    from agent.model import Event, EventKind
+    from pydantic import ValidationError
+
+    from agent.events import UnknownEventVersion, load_event
+    from agent.model import EVENT_SCHEMA_VERSION, Event
     from channels.web.timeline import Block, Entry, entries, pretty
 
-    known = {k.value for k in EventKind}
-    parsed = [
-        Event(
-            run_id=run_id,
-            seq=int(e.get("seq", 0)),
-            kind=EventKind(e["kind"]),
-            data=e.get("data") or {},
-            at=datetime.fromisoformat(e["at"]),
-        )
-        for e in events
-        if e.get("kind") in known
-    ]
-    out = {en.seq: en for en in entries(parsed)}
+    parsed: list[Event] = []
+    raw: list[dict[str, Any]] = []
     for e in events:
-        # A newer server's kind of event still shows, with its raw data.
-        if e.get("kind") not in known:
-            data = e.get("data") or {}
-            out[int(e.get("seq", 0))] = Entry(
-                seq=int(e.get("seq", 0)),
-                tone="note",
-                title=str(e.get("kind", "event")).replace("_", " ").capitalize(),
-                at=datetime.fromisoformat(e["at"]),
-                offset="",
-                blocks=[
-                    Block(str(k), pretty(v), code=not isinstance(v, str)) for k, v in data.items()
-                ],
+        try:
+            parsed.append(
+                load_event(
+                    run_id=run_id,
+                    seq=int(e.get("seq", 0)),
+                    kind=str(e.get("kind")),
+                    data=e.get("data") or {},
+                    at=datetime.fromisoformat(e["at"]),
+                    version=int(e.get("version", EVENT_SCHEMA_VERSION)),
+                )
             )
+        except (ValidationError, UnknownEventVersion):
+            raw.append(e)
+    out = {en.seq: en for en in entries(parsed)}
+    for e in raw:
+        # A newer server's kind of event still shows, with its raw data.
+        data = e.get("data") or {}
+        out[int(e.get("seq", 0))] = Entry(
+            seq=int(e.get("seq", 0)),
+            tone="note",
+            title=str(e.get("kind", "event")).replace("_", " ").capitalize(),
+            at=datetime.fromisoformat(e["at"]),
+            offset="",
+            blocks=[Block(str(k), pretty(v), code=not isinstance(v, str)) for k, v in data.items()],
+        )
     return [out[k] for k in sorted(out)]
 
 

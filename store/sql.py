@@ -58,6 +58,7 @@ from sqlalchemy.pool import StaticPool
 
 from agent.context import new_id
 from agent.errors import AlreadyDecided, NotFound
+from agent.events import load_event
 from agent.model import (
     EVENT_SCHEMA_VERSION,
     AuditEntry,
@@ -66,7 +67,6 @@ from agent.model import (
     Delivery,
     DeliveryStatus,
     Event,
-    EventKind,
     Item,
     ItemKind,
     ItemStatus,
@@ -97,6 +97,7 @@ _DECIDED_STATUS = {
     "approve": ItemStatus.APPROVED,
     "edit": ItemStatus.EDITED,
     "reject": ItemStatus.REJECTED,
+    "expired": ItemStatus.EXPIRED,
 }
 _RUNNING = RunStatus.RUNNING.value
 
@@ -369,10 +370,10 @@ def _delivery(row: Any) -> Delivery:
 
 
 def _event(row: Any) -> Event:
-    return Event(
+    return load_event(
         run_id=row.run_id,
         seq=row.seq,
-        kind=EventKind(row.kind),
+        kind=row.kind,
         data=row.data,
         at=row.at,
         version=row.version,
@@ -784,8 +785,7 @@ class SqlStore:
             Event(
                 run_id=run_id,
                 seq=first + i,
-                kind=ev.kind,
-                data=ev.data,
+                payload=ev.payload,
                 at=now,
                 version=EVENT_SCHEMA_VERSION,
             )

@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agent.model import EventKind, NewEvent
+from agent.events import Note, RunStarted
+from agent.model import NewEvent
 from store.migrate import upgrade
 from store.pg import Leadership, RunListener
 from store.sql import SqlStore, connect
@@ -46,7 +47,7 @@ async def test_a_new_run_wakes_a_listener_in_another_connection(pg_store: SqlSto
             input="",
             trigger="t",
             now=T0,
-            events=[NewEvent(EventKind.RUN_STARTED, {})],
+            events=[NewEvent(RunStarted())],
         )
         await asyncio.wait_for(woken.wait(), 10)
     finally:
@@ -111,9 +112,7 @@ async def test_connections_the_server_dropped_cost_no_transaction(
     assert await _drop_connections(pg_url) >= 1
     await pg_store.create_run(run_id="r1", skill="s", input="", trigger="t", now=T0, events=[])
     assert await _drop_connections(pg_url) >= 1
-    appended = await pg_store.append_events(
-        "r0", [NewEvent(EventKind.NOTE, {"n": 1})], worker=None, now=T0
-    )
+    appended = await pg_store.append_events("r0", [NewEvent(Note())], worker=None, now=T0)
     assert [e.seq for e in appended] == [1]
     assert await _drop_connections(pg_url) >= 1
     assert await triggers.list_schedules() == []

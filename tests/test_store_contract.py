@@ -9,9 +9,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from agent.errors import AlreadyDecided, NotFound
+from agent.events import DecisionMade, Note, RunStarted, ToolRequest
 from agent.model import (
     Approve,
     Box,
+    Decision,
     DeliveryStatus,
     Edit,
     EventKind,
@@ -47,7 +49,7 @@ async def _run(store: SqlStore, run_id: str = "r1", **kw: object) -> None:
         input="hi",
         trigger="test",
         now=T0,
-        events=[NewEvent(EventKind.RUN_STARTED, {"input": "hi"})],
+        events=[NewEvent(RunStarted(input="hi"))],
         **kw,
     )  # type: ignore[arg-type]
 
@@ -93,16 +95,14 @@ async def test_a_run_is_claimed_once_and_its_lease_fences_writes(store: SqlStore
     assert run is not None and run.status is RunStatus.RUNNING and run.lease_owner == "w1"
     assert await store.claim_run(worker="w2", now=T0, lease_seconds=30) is None
     with pytest.raises(LeaseLost):
-        await store.append_events("r1", [NewEvent(EventKind.NOTE, {})], worker="w2", now=T0)
+        await store.append_events("r1", [NewEvent(Note())], worker="w2", now=T0)
     # The lease expires: another worker takes the run over, and the first may no longer write.
     later = T0 + timedelta(seconds=31)
     taken = await store.claim_run(worker="w2", now=later, lease_seconds=30)
     assert taken is not None and taken.lease_owner == "w2"
     with pytest.raises(LeaseLost):
         await store.renew_lease("r1", worker="w1", now=later, lease_seconds=30)
-    await store.append_events(
-        "r1", [NewEvent(EventKind.NOTE, {"by": "w2"})], worker="w2", now=later
-    )
+    await store.append_events("r1", [NewEvent(Note())], worker="w2", now=later)
     assert [e.seq for e in await store.events("r1")] == [1, 2]
 
 
@@ -126,7 +126,7 @@ async def test_a_batch_claim_takes_the_oldest_runs_each_once_with_their_logs(
             input="hi",
             trigger="test",
             now=T0 + timedelta(seconds=i),
-            events=[NewEvent(EventKind.RUN_STARTED, {"input": f"job {i}"})],
+            events=[NewEvent(RunStarted(input=f"job {i}"))],
         )
     batches = await asyncio.gather(
         *[store.claim_runs(worker=f"w{i}", now=T0, lease_seconds=30, limit=3) for i in range(4)]
@@ -161,7 +161,7 @@ async def test_a_decided_run_is_claimed_before_runs_made_after_it(store: SqlStor
         channel="api",
         now=later + timedelta(minutes=5),
         final_args=None,
-        event=NewEvent(EventKind.DECISION, {"item_id": "i1"}),
+        event=NewEvent(DecisionMade(item_id="i1", decision=Approve())),
     )
     # The oldest run first: the person who answered does not wait behind newer work.
     claimed = await store.claim_runs(worker="w2", now=later, lease_seconds=30, limit=1)
@@ -183,7 +183,7 @@ async def test_an_item_is_written_with_its_deliveries_and_moves_the_run(store: S
         worker="w",
         now=T0,
         run_status=RunStatus.WAITING,
-        events=[NewEvent(EventKind.TOOL_REQUEST, {"call_id": "c1", "item_id": "i1"})],
+        events=[NewEvent(ToolRequest(call_id="c1", item_id="i1"))],
     )
     assert (await store.get_run("r1")).status is RunStatus.WAITING
     got = await store.get_item("i1")
@@ -196,7 +196,7 @@ async def test_the_first_decision_wins(store: SqlStore) -> None:
     await _run(store)
     await store.claim_run(worker="w", now=T0, lease_seconds=30)
     await store.create_item(_item(), targets=[], worker="w", now=T0, run_status=RunStatus.WAITING)
-    decisions = [Approve(), Edit({"to": "b"}), Reject("no"), Approve(), Reject("x")]
+    decisions: list[Decision] = [Approve(), Edit({"to": "b"}), Reject("no"), Approve(), Reject("x")]
     results = await asyncio.gather(
         *[
             store.record_decision(
@@ -206,7 +206,7 @@ async def test_the_first_decision_wins(store: SqlStore) -> None:
                 channel="api",
                 now=T0,
                 final_args=None,
-                event=NewEvent(EventKind.DECISION, {"item_id": "i1", "n": n}),
+                event=NewEvent(DecisionMade(item_id="i1", decision=d)),
             )
             for n, d in enumerate(decisions)
         ],
@@ -242,7 +242,7 @@ async def test_the_outbox_retries_and_marks_copies_for_update(store: SqlStore) -
         channel="api",
         now=T0,
         final_args=None,
-        event=NewEvent(EventKind.DECISION, {"item_id": "i1"}),
+        event=NewEvent(DecisionMade(item_id="i1", decision=Approve())),
     )
     (d,) = await store.due_deliveries(now=T0)
     assert d.needs_update and d.status is DeliveryStatus.SENT
@@ -292,17 +292,14 @@ async def test_no_run_is_claimed_while_the_kill_switch_is_on(store: SqlStore) ->
 async def test_concurrent_appends_to_one_run_take_consecutive_numbers(store: SqlStore) -> None:
     await _run(store)
     appended = await asyncio.gather(
-        *[
-            store.append_events("r1", [NewEvent(EventKind.NOTE, {"n": i})] * 2, worker=None, now=T0)
-            for i in range(8)
-        ]
+        *[store.append_events("r1", [NewEvent(Note())] * 2, worker=None, now=T0) for i in range(8)]
     )
     # Each append's events are numbered together, and no number is taken twice or skipped.
     for batch in appended:
         assert batch[1].seq == batch[0].seq + 1
     assert [e.seq for e in await store.events("r1")] == list(range(1, 18))
     with pytest.raises(NotFound):
-        await store.append_events("nope", [NewEvent(EventKind.NOTE, {})], worker=None, now=T0)
+        await store.append_events("nope", [NewEvent(Note())], worker=None, now=T0)
 
 
 async def test_a_database_from_before_last_seq_numbers_on_after_its_events(db_url: str) -> None:
@@ -333,9 +330,7 @@ async def test_a_database_from_before_last_seq_numbers_on_after_its_events(db_ur
     await upgrade(engine)
     store = SqlStore(engine)
     try:
-        added = await store.append_events(
-            "old", [NewEvent(EventKind.NOTE, {"after": "upgrade"})], worker=None, now=T0
-        )
+        added = await store.append_events("old", [NewEvent(Note())], worker=None, now=T0)
         assert [e.seq for e in added] == [4]
         # The upgrade kept what was there (a copy-and-move of `runs` would cascade it away).
         assert [e.seq for e in await store.events("old")] == [1, 2, 3, 4]

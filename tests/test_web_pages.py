@@ -11,6 +11,17 @@ from pathlib import Path
 
 import pytest
 
+from agent.events import (
+    AssistantMessage,
+    ModelCall,
+    Note,
+    ProposedCall,
+    TimerRemark,
+    ToolRequest,
+    ToolResult,
+    ToolStarted,
+    load_event,
+)
 from agent.model import Approve, Event, EventKind, ItemKind, ItemStatus, NewEvent, Risk, RunStatus
 from channels.web.timeline import entries
 from tests.peers.web import T0, Form, WebApp, csrf_of
@@ -223,18 +234,12 @@ async def test_the_timeline_shows_model_calls_tools_and_decisions(web: WebApp) -
     await web.store.append_events(
         item.run_id,
         [
-            NewEvent(
-                EventKind.MODEL_CALL,
-                {"model": "openai/x", "tokens_in": 1200, "tokens_out": 34, "latency_ms": 812.5,
-                 "cost_usd": 0.0021, "attempts": 2},
-            ),
-            NewEvent(
-                EventKind.ASSISTANT_MESSAGE,
-                {"text": "Mailing.", "tool_calls": [
-                    {"id": "call1", "name": "crm__send_email", "arguments": {"to": "a@x"}}]},
-            ),
-            NewEvent(EventKind.TOOL_REQUEST, {"call_id": "call1", "item_id": item.id,
-                                              "tool": "crm.send_email", "args": {"to": "a@x"}}),
+            NewEvent(ModelCall(model="openai/x", tokens_in=1200, tokens_out=34, latency_ms=812.5,
+                               cost_usd=0.0021, attempts=2)),
+            NewEvent(AssistantMessage(text="Mailing.", tool_calls=[
+                ProposedCall(id="call1", name="crm__send_email", arguments={"to": "a@x"})])),
+            NewEvent(ToolRequest(call_id="call1", item_id=item.id, tool="crm.send_email",
+                                 args={"to": "a@x"})),
         ],
         worker=None,
         now=T0,
@@ -247,13 +252,11 @@ async def test_the_timeline_shows_model_calls_tools_and_decisions(web: WebApp) -
         await web.store.append_events(
             item.run_id,
             [
-                NewEvent(EventKind.TOOL_STARTED, {"call_id": "call1", "tool": "crm.send_email",
-                                                  "args": {"to": "b@x", "copies": 3}}),
-                NewEvent(EventKind.TOOL_RESULT, {"call_id": "call1", "tool": "crm.send_email",
-                                                 "text": "sent to b@x", "is_error": False,
-                                                 "duration_ms": 1530, "args": {"to": "b@x",
-                                                                               "copies": 3}}),
-                NewEvent(EventKind.NOTE, {"text": "a note"}),
+                NewEvent(ToolStarted(call_id="call1", tool="crm.send_email",
+                                     args={"to": "b@x", "copies": 3})),
+                NewEvent(ToolResult(call_id="call1", tool="crm.send_email", text="sent to b@x",
+                                    duration_ms=1530, args={"to": "b@x", "copies": 3})),
+                NewEvent(Note(reminder=TimerRemark(item_id=item.id, tool="a note"))),
             ],
             worker=None,
             now=T0,
@@ -274,7 +277,8 @@ async def test_the_timeline_shows_model_calls_tools_and_decisions(web: WebApp) -
 
 
 def _event(seq: int, kind: EventKind, data: dict[str, object], seconds: float = 0) -> Event:
-    return Event("r", seq, kind, data, T0 + timedelta(seconds=seconds))
+    at = T0 + timedelta(seconds=seconds)
+    return load_event(run_id="r", seq=seq, kind=kind, data=data, at=at, version=1)
 
 
 def test_timeline_entries_read_like_a_story() -> None:
@@ -285,12 +289,12 @@ def test_timeline_entries_read_like_a_story() -> None:
             _event(3, EventKind.TOOL_RESULT, {"call_id": "c", "tool": "t.x", "text": "boom",
                                               "is_error": True, "duration_ms": 5,
                                               "args": {"a": 1}}, 75),
-            _event(4, EventKind.DECISION, {"decision": "reject", "actor": "ann@x",
+            _event(4, EventKind.DECISION, {"item_id": "i", "decision": "reject", "actor": "ann@x",
                                            "channel": "email", "reason": "no"}, 4000),
-            _event(5, EventKind.DECISION, {"decision": "expired", "actor": "timeout",
+            _event(5, EventKind.DECISION, {"item_id": "i", "decision": "expired", "actor": "timeout",
                                            "channel": "timer"}),
             _event(6, EventKind.RUN_FINISHED, {"status": "failed", "error": "gave up"}),
-            _event(7, "something_new", {"x": [1]}),  # type: ignore[arg-type]
+            _event(7, EventKind.NOTE, {"reminder": {"item_id": "i", "targets": ["slack:C1"]}}),
         ]
     )  # fmt: skip
     assert [e.title for e in got] == [
@@ -300,21 +304,18 @@ def test_timeline_entries_read_like_a_story() -> None:
         "Rejected by ann@x",
         "Expired: nobody decided in time",
         "Run failed",
-        "Something new",
+        "Note",
     ]
     assert [e.offset for e in got[:4]] == ["+0.0 s", "+2.0 s", "+1 min 15 s", "+1.1 h"]
     assert got[1].blocks == []  # the result below shows the arguments
     assert [b.label for b in got[2].blocks] == ["Arguments", "Result"] and got[2].failed
     assert got[3].facts == [("via", "email")] and got[3].blocks[0].text == "no"
     assert got[5].failed and got[5].blocks[0].text == "gave up"
-    assert got[6].blocks[0].text == "[\n  1\n]" and got[6].blocks[0].code
+    assert "slack:C1" in got[6].blocks[0].text and got[6].blocks[0].code
 
 
 def _model_call(cost: float | None) -> NewEvent:
-    return NewEvent(
-        EventKind.MODEL_CALL,
-        {"model": "m", "tokens_in": 10, "tokens_out": 5, "latency_ms": 3, "cost_usd": cost},
-    )
+    return NewEvent(ModelCall(model="m", tokens_in=10, tokens_out=5, latency_ms=3, cost_usd=cost))
 
 
 def _cost_shown(live: str) -> str:

@@ -12,9 +12,25 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, assert_never
 
-from agent.model import Event, EventKind
+from agent.events import (
+    AssistantMessage,
+    BudgetExtended,
+    BudgetReached,
+    DecisionMade,
+    ErrorNoted,
+    ModelCall,
+    Note,
+    RunFinished,
+    RunStarted,
+    ToolInterrupted,
+    ToolRequest,
+    ToolResult,
+    ToolStarted,
+    UserMessage,
+)
+from agent.model import Approve, Edit, Event, Expired, Reject
 
 __all__ = ["Block", "Entry", "entries", "money", "pretty", "tool_name"]
 
@@ -67,14 +83,14 @@ def entries(events: Sequence[Event]) -> list[Entry]:
     start = events[0].at if events else None
     # A tool's result repeats the arguments it ran with; its start need not show them too.
     with_result = {
-        e.data.get("call_id")
+        e.payload.call_id
         for e in events
-        if e.kind is EventKind.TOOL_RESULT and e.data.get("args") is not None
+        if isinstance(e.payload, ToolResult) and e.payload.args is not None
     }
     out: list[Entry] = []
     for e in events:
         entry = _entry(e, _offset(e.at, start))
-        if e.kind is EventKind.TOOL_STARTED and e.data.get("call_id") in with_result:
+        if isinstance(e.payload, ToolStarted) and e.payload.call_id in with_result:
             entry = replace(entry, blocks=[])
         out.append(entry)
     return out
@@ -100,149 +116,153 @@ def _ms(value: Any) -> str:
 
 
 def _entry(e: Event, offset: str) -> Entry:
-    d = e.data
     base: dict[str, Any] = {"seq": e.seq, "at": e.at, "offset": offset}
-    match e.kind:
-        case EventKind.RUN_STARTED:
+    p = e.payload
+    match p:
+        case RunStarted():
             return Entry(
                 tone="start",
                 title="Run started",
-                facts=_facts(("by", d.get("by")), ("trigger", d.get("trigger"))),
-                blocks=_blocks(("Input", d.get("input"))),
+                facts=_facts(("by", p.by), ("trigger", p.trigger)),
+                blocks=_blocks(("Input", p.input)),
                 **base,
             )
-        case EventKind.USER_MESSAGE:
+        case UserMessage():
             return Entry(
                 tone="message",
-                title=f"Message from {d.get('by') or 'someone'}",
-                facts=_facts(("via", d.get("channel"))),
-                blocks=_blocks(("Text", d.get("text"))),
+                title=f"Message from {p.by or 'someone'}",
+                facts=_facts(("via", p.channel)),
+                blocks=_blocks(("Text", p.text)),
                 **base,
             )
-        case EventKind.MODEL_CALL:
-            cost = d.get("cost_usd")
-            attempts = d.get("attempts")
-            return Entry(
-                tone="model",
-                title=f"Model call: {d.get('model') or 'model'}",
-                facts=_facts(
-                    ("tokens in", d.get("tokens_in")),
-                    ("tokens out", d.get("tokens_out")),
-                    ("latency", _ms(d.get("latency_ms")) if "latency_ms" in d else None),
-                    ("cost", money(cost) if isinstance(cost, int | float) else "not priced"),
-                    ("attempts", attempts if isinstance(attempts, int) and attempts > 1 else None),
-                ),
-                **base,
-            )
-        case EventKind.ASSISTANT_MESSAGE:
-            calls = d.get("tool_calls") or []
-            blocks = _blocks(("Message", d.get("text")))
-            for call in calls:
-                name = tool_name(str(call.get("name", "")))
-                blocks += _blocks((f"Calls {name}", call.get("arguments") or {}))
-            title = (
-                f"Model asked for {len(calls)} tool call{'s' if len(calls) != 1 else ''}"
-                if calls
-                else "Model replied"
-            )
-            return Entry(tone="assistant", title=title, blocks=blocks, **base)
-        case EventKind.TOOL_REQUEST:
-            again = " (asked again)" if d.get("reasked") else ""
+        case ModelCall():
+            return _model_call(p, base)
+        case AssistantMessage():
+            return _assistant(p, base)
+        case ToolRequest():
+            again = " (asked again)" if p.reasked else ""
             return Entry(
                 tone="request",
-                title=f"Asked a person about {d.get('tool')}{again}",
-                blocks=_blocks(("Proposed arguments", d.get("args") if again else None)),
-                item_id=d.get("item_id"),
+                title=f"Asked a person about {p.tool}{again}",
+                blocks=_blocks(("Proposed arguments", p.args if again else None)),
+                item_id=p.item_id,
                 **base,
             )
-        case EventKind.DECISION:
-            return _decision(d, base)
-        case EventKind.TOOL_STARTED:
+        case DecisionMade():
+            return _decision(p, base)
+        case ToolStarted():
             return Entry(
                 tone="tool",
-                title=f"Tool {d.get('tool')} started",
-                blocks=_blocks(("Arguments", d.get("args"))),
+                title=f"Tool {p.tool} started",
+                blocks=_blocks(("Arguments", p.args)),
                 **base,
             )
-        case EventKind.TOOL_RESULT:
-            if d.get("rejected"):
-                title = f"Tool {d.get('tool')} not run: rejected"
-            elif d.get("is_error"):
-                title = f"Tool {d.get('tool')} failed"
-            else:
-                title = f"Tool {d.get('tool')} returned"
-            return Entry(
-                tone="error" if d.get("is_error") and not d.get("rejected") else "tool",
-                title=title,
-                facts=_facts(
-                    ("duration", _ms(d.get("duration_ms")) if "duration_ms" in d else None)
-                ),
-                blocks=_blocks(("Arguments", d.get("args")), ("Result", d.get("text"))),
-                failed=bool(d.get("is_error")),
-                **base,
-            )
-        case EventKind.RUN_FINISHED:
-            status = str(d.get("status") or "finished")
+        case ToolResult():
+            return _tool_result(p, base)
+        case RunFinished():
             return Entry(
                 tone="finish",
-                title=f"Run {status}",
-                facts=_facts(("by", d.get("by"))),
-                blocks=_blocks(("Result", d.get("result")), ("Error", d.get("error"))),
-                failed=status != "done",
+                title=f"Run {p.status}",
+                facts=_facts(("by", p.by)),
+                blocks=_blocks(("Result", p.result), ("Error", p.error)),
+                failed=p.status != "done",
                 **base,
             )
-        case EventKind.BUDGET_REACHED:
+        case BudgetReached():
             return Entry(
                 tone="budget",
-                title=f"Budget reached: {d.get('why') or ''}".rstrip(": "),
-                blocks=_blocks(("Would extend by", d.get("extend"))),
-                item_id=d.get("item_id"),
+                title=f"Budget reached: {p.why}".rstrip(": "),
+                blocks=_blocks(("Would extend by", p.extend)),
+                item_id=p.item_id,
                 **base,
             )
-        case EventKind.BUDGET_EXTENDED:
+        case BudgetExtended():
             return Entry(
                 tone="budget",
                 title="Budget extended",
-                facts=_facts(("by", d.get("by"))),
-                blocks=_blocks(("Extended by", d.get("extend"))),
+                facts=_facts(("by", p.by)),
+                blocks=_blocks(("Extended by", p.extend)),
                 **base,
             )
-        case EventKind.ERROR:
-            return Entry(tone="error", title="Error", blocks=_rest(d), failed=True, **base)
-        case EventKind.TOOL_INTERRUPTED:
+        case ErrorNoted():
+            return Entry(tone="error", title="Error", blocks=_rest(p.stored()), failed=True, **base)
+        case ToolInterrupted():
             return Entry(
                 tone="error",
-                title=f"Tool {d.get('tool')} interrupted",
-                blocks=_blocks(("Note", d.get("note"))),
+                title=f"Tool {p.tool} interrupted",
+                blocks=_blocks(("Note", p.why)),
                 **base,
             )
+        case Note():
+            return Entry(tone="note", title="Note", blocks=_rest(p.stored()), **base)
         case _:
-            return Entry(tone="note", title=str(e.kind).replace("_", " ").capitalize(),
-                         blocks=_rest(d), **base)  # fmt: skip
+            assert_never(p)
 
 
-def _decision(d: dict[str, Any], base: dict[str, Any]) -> Entry:
-    kind = str(d.get("decision"))
-    who = d.get("actor") or "someone"
-    verb = {
-        "approve": "Approved",
-        "edit": "Edited and approved",
-        "reject": "Rejected",
-        "expired": "Expired",
-    }.get(kind, kind.capitalize())
-    title = f"{verb} by {who}" if kind != "expired" else "Expired: nobody decided in time"
+def _model_call(p: ModelCall, base: dict[str, Any]) -> Entry:
+    return Entry(
+        tone="model",
+        title=f"Model call: {p.model or 'model'}",
+        facts=_facts(
+            ("tokens in", p.tokens_in),
+            ("tokens out", p.tokens_out),
+            ("latency", _ms(p.latency_ms)),
+            ("cost", money(p.cost_usd) if p.cost_usd is not None else "not priced"),
+            ("attempts", p.attempts if p.attempts > 1 else None),
+        ),
+        **base,
+    )
+
+
+def _assistant(p: AssistantMessage, base: dict[str, Any]) -> Entry:
+    blocks = _blocks(("Message", p.text))
+    for call in p.tool_calls:
+        blocks += _blocks((f"Calls {tool_name(call.name)}", call.arguments))
+    n = len(p.tool_calls)
+    title = f"Model asked for {n} tool call{'s' if n != 1 else ''}" if n else "Model replied"
+    return Entry(tone="assistant", title=title, blocks=blocks, **base)
+
+
+def _tool_result(p: ToolResult, base: dict[str, Any]) -> Entry:
+    if p.rejected:
+        title = f"Tool {p.tool} not run: rejected"
+    elif p.is_error:
+        title = f"Tool {p.tool} failed"
+    else:
+        title = f"Tool {p.tool} returned"
+    return Entry(
+        tone="error" if p.is_error and not p.rejected else "tool",
+        title=title,
+        facts=_facts(("duration", _ms(p.duration_ms))),
+        blocks=_blocks(("Arguments", p.args), ("Result", p.text)),
+        failed=p.is_error,
+        **base,
+    )
+
+
+def _decision(p: DecisionMade, base: dict[str, Any]) -> Entry:
     blocks: list[Block] = []
-    if kind == "edit":
-        before, after = d.get("args_before") or {}, d.get("args") or {}
-        blocks = [Block("Changed", _changes(before, after), code=True)]
-        blocks += _blocks(("Arguments after", after))
-    blocks += _blocks(("Reason", d.get("reason")))
+    match p.decision:
+        case Approve():
+            title = f"Approved by {p.actor or 'someone'}"
+        case Edit(args=after):
+            title = f"Edited and approved by {p.actor or 'someone'}"
+            blocks = [Block("Changed", _changes(p.args_before or {}, after), code=True)]
+            blocks += _blocks(("Arguments after", after))
+        case Reject(reason=reason):
+            title = f"Rejected by {p.actor or 'someone'}"
+            blocks = _blocks(("Reason", reason))
+        case Expired(reason=reason):
+            title = "Expired: nobody decided in time"
+            blocks = _blocks(("Reason", reason))
+        case _:
+            assert_never(p.decision)
     return Entry(
         tone="decision",
         title=title,
-        facts=_facts(("via", d.get("channel"))),
+        facts=_facts(("via", p.channel)),
         blocks=blocks,
-        item_id=d.get("item_id"),
+        item_id=p.item_id,
         **base,
     )
 

@@ -30,10 +30,10 @@ import psutil
 
 from agent.context import Context
 from agent.engine import finish_run
+from agent.events import ToolRequest
 from agent.inbox import Inbox
 from agent.model import (
     Box,
-    EventKind,
     Item,
     ItemKind,
     ItemStatus,
@@ -347,9 +347,7 @@ class EmailBot:
             worker=None,
             now=now,
             run_status=RunStatus.WAITING,
-            events=[
-                NewEvent(EventKind.TOOL_REQUEST, {"item_id": item.id, "call_id": item.call_id})
-            ],
+            events=[NewEvent(ToolRequest(item_id=item.id, call_id=item.call_id or ""))],
         )
         self.dispatcher.wake()
         return item

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from agent.model import Box, EventKind, Item, ItemKind, ItemStatus, NewEvent, RunStatus, Target
+from agent.events import ToolRequest
+from agent.model import Box, Item, ItemKind, ItemStatus, NewEvent, RunStatus, Target
 from channels.web.forms import PREFIX
 from tests.peers.email_bot import USERS, EmailBot, reply_to, send
 from tests.peers.mailserver import DOVECOT, MailServer
@@ -104,7 +105,7 @@ async def _dotted_action(bot: EmailBot) -> Item:
         worker=None,
         now=now,
         run_status=RunStatus.WAITING,
-        events=[NewEvent(EventKind.TOOL_REQUEST, {"item_id": item.id, "call_id": item.call_id})],
+        events=[NewEvent(ToolRequest(item_id=item.id, call_id=item.call_id or ""))],
     )
     bot.dispatcher.wake()
     return item
