@@ -61,10 +61,7 @@ def _as_tool_error() -> Iterator[None]:
 def build_server(grants: Grants) -> MCPServer:
     """The `files` MCP server for these grants; the write tools only when something is writable."""
     from mcp.server.mcpserver import MCPServer
-    from mcp_types import ToolAnnotations
 
-    folders = grants.summary()
-    rule = f"Granted folders: {folders}. {_PATH_RULE}"
     server: MCPServer = MCPServer(
         "files",
         instructions=(
@@ -75,6 +72,16 @@ def build_server(grants: Grants) -> MCPServer:
             + ("" if grants.any_writable else "\nAll folders are read-only.")
         ),
     )
+    _add_reading_tools(server, grants)
+    if grants.any_writable:
+        _add_writing_tools(server, grants)
+    return server
+
+
+def _add_reading_tools(server: MCPServer, grants: Grants) -> None:
+    from mcp_types import ToolAnnotations
+
+    rule = f"Granted folders: {grants.summary()}. {_PATH_RULE}"
     reading = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     def list_dir_tool(
@@ -123,37 +130,40 @@ def build_server(grants: Grants) -> MCPServer:
         annotations=reading,
         structured_output=False,
     )
-    if grants.any_writable:
-        writable = ", ".join(f"{g.name}/" for g in grants.folders if g.writable)
 
-        def write_file_tool(path: _PathArg, content: str) -> str:
-            with _as_tool_error():
-                return write_file(grants, path, content)
 
-        def move_tool(
-            src: Annotated[str, Field(description="File or folder to move")],
-            dst: Annotated[str, Field(description="Its new full path (must not exist)")],
-        ) -> str:
-            with _as_tool_error():
-                return move(grants, src, dst)
+def _add_writing_tools(server: MCPServer, grants: Grants) -> None:
+    from mcp_types import ToolAnnotations
 
-        server.add_tool(
-            write_file_tool,
-            name="write_file",
-            description="Create or replace a UTF-8 text file (atomically; missing folders are "
-            f"made). Writable folders: {writable}; the others are read-only. " + _PATH_RULE,
-            annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True),
-            structured_output=False,
-        )
-        server.add_tool(
-            move_tool,
-            name="move",
-            description="Move or rename a file or folder. Both ends must be in writable "
-            f"folders ({writable}); an existing destination is never overwritten. " + _PATH_RULE,
-            annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=False),
-            structured_output=False,
-        )
-    return server
+    writable = ", ".join(f"{g.name}/" for g in grants.folders if g.writable)
+
+    def write_file_tool(path: _PathArg, content: str) -> str:
+        with _as_tool_error():
+            return write_file(grants, path, content)
+
+    def move_tool(
+        src: Annotated[str, Field(description="File or folder to move")],
+        dst: Annotated[str, Field(description="Its new full path (must not exist)")],
+    ) -> str:
+        with _as_tool_error():
+            return move(grants, src, dst)
+
+    server.add_tool(
+        write_file_tool,
+        name="write_file",
+        description="Create or replace a UTF-8 text file (atomically; missing folders are "
+        f"made). Writable folders: {writable}; the others are read-only. " + _PATH_RULE,
+        annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True),
+        structured_output=False,
+    )
+    server.add_tool(
+        move_tool,
+        name="move",
+        description="Move or rename a file or folder. Both ends must be in writable "
+        f"folders ({writable}); an existing destination is never overwritten. " + _PATH_RULE,
+        annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=False),
+        structured_output=False,
+    )
 
 
 class FolderLike(Protocol):
