@@ -20,10 +20,10 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Literal, assert_never
 
-from agent import conversation
+from agent import conversation, settle
+from agent.budgets import BudgetCheck, check_budget, day_start
 from agent.context import Context
 from agent.conversation import CallState, RunState
 from agent.errors import NotFound, RunError, UserError
@@ -33,12 +33,12 @@ from agent.events import (
     BudgetReached,
     ModelCall,
     ProposedCall,
-    RunFinished,
     ToolInterrupted,
     ToolRequest,
     ToolResult,
     ToolStarted,
 )
+from agent.finish import finish_run
 from agent.llm import ModelClient
 from agent.model import (
     Approve,
@@ -54,98 +54,26 @@ from agent.model import (
     Risk,
     Run,
     RunStatus,
-    Target,
     Usage,
 )
 from agent.redaction import Redactor
-from agent.skills import Budget, Skill
+from agent.settle import AskPerson, AwaitDecision, Execute, StopRun, TellModel
+from agent.skills import Budget, Skill, ToolRule
 from agent.store import LeaseLost
+from agent.targets import targets_for
 from agent.tools import ToolHub, ToolSpec, split_wire_name
+
+__all__ = ["Claim", "Engine", "Outcome", "cancel_in_flight", "finish_run"]
 
 log = logging.getLogger(__name__)
 
 Outcome = Literal["continue", "wait", "end"]
 
 
-def targets_for(skill: Skill, channels: frozenset[str]) -> list[Target]:
-    """Where a skill's items go, limited to the channels that are configured."""
-    targets: list[Target] = []
-    if "slack" in channels and skill.deliver.slack:
-        targets.append(Target("slack", skill.deliver.slack))
-    if "email" in channels:
-        targets.extend(Target("email", a) for a in skill.deliver.email)
-    return targets
-
-
 def _truncate(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return text[:limit] + f"\n… [cut: {len(text) - limit} more characters]"
-
-
-@dataclass(frozen=True)
-class BudgetCheck:
-    reached: str | None  # a sentence saying which budget, or None
-    extend: dict[str, float]  # what "extend" adds: the budget that was reached, once more
-
-
-def day_start(now: datetime) -> datetime:
-    return now.replace(hour=0, minute=0, second=0, microsecond=0)
-
-
-def check_budget(
-    budget: Budget,
-    run: Run,
-    usage: Usage,
-    now: datetime,
-    started: datetime | None,
-    day: Usage | None = None,
-) -> BudgetCheck:
-    """Which budget the run has reached, if any. `run.budget_extra` holds what "extend"
-    decisions added; `day` is what all runs of the skill used today."""
-    extra = run.budget_extra
-
-    def cap(key: str, base: float) -> float:
-        return base + extra.get(key, 0)
-
-    if budget.tokens is not None and usage.tokens >= cap("tokens", budget.tokens):
-        why = f"token budget reached: {usage.tokens} of {cap('tokens', budget.tokens):g} tokens"
-        return BudgetCheck(why, {"tokens": budget.tokens})
-    if budget.steps is not None and usage.steps >= cap("steps", budget.steps):
-        why = f"step budget reached: {usage.steps} of {cap('steps', budget.steps):g} model calls"
-        return BudgetCheck(why, {"steps": budget.steps})
-    if budget.cost_usd is not None and usage.cost_usd >= cap("cost_usd", budget.cost_usd):
-        why = (
-            f"cost budget reached: ${usage.cost_usd:.4f} of ${cap('cost_usd', budget.cost_usd):.4f}"
-        )
-        return BudgetCheck(why, {"cost_usd": budget.cost_usd})
-    if budget.wall_time is not None and started is not None:
-        elapsed = (now - started).total_seconds()
-        if elapsed >= cap("wall_time", budget.wall_time):
-            why = f"wall-time budget reached: {elapsed:.0f}s of {cap('wall_time', budget.wall_time):.0f}s"
-            return BudgetCheck(why, {"wall_time": budget.wall_time})
-    daily = budget.per_day
-    if (
-        day is not None
-        and daily.tokens is not None
-        and day.tokens >= cap("day_tokens", daily.tokens)
-    ):
-        why = (
-            f"daily token budget of skill {run.skill} reached: {day.tokens} of "
-            f"{cap('day_tokens', daily.tokens):g} tokens today"
-        )
-        return BudgetCheck(why, {"day_tokens": daily.tokens})
-    if (
-        day is not None
-        and daily.cost_usd is not None
-        and day.cost_usd >= cap("day_cost_usd", daily.cost_usd)
-    ):
-        why = (
-            f"daily cost budget of skill {run.skill} reached: ${day.cost_usd:.4f} of "
-            f"${cap('day_cost_usd', daily.cost_usd):.4f} today"
-        )
-        return BudgetCheck(why, {"day_cost_usd": daily.cost_usd})
-    return BudgetCheck(None, {})
 
 
 @dataclass
@@ -252,17 +180,19 @@ class Engine:
             )
             claim.status = RunStatus.DONE
             return "end"
-        now = self.ctx.clock()
+        reached = await self._budget_reached(claim, state)
+        if reached.reached:
+            return await self._ask_budget(claim, reached)
+        return await self._call_model(claim, state)
+
+    async def _budget_reached(self, claim: Claim, state: RunState) -> BudgetCheck:
+        run, skill, now = claim.run, claim.skill, self.ctx.clock()
         budget = skill.budget.over(self.default_budget)
         day = None
         if budget.per_day.tokens is not None or budget.per_day.cost_usd is not None:
             day = await self.ctx.store.skill_usage_since(skill.name, day_start(now))
-        reached = check_budget(
-            budget, run, state.usage, now, state.wall_started or run.created_at, day
-        )
-        if reached.reached:
-            return await self._ask_budget(claim, reached)
-        return await self._call_model(claim, state)
+        started = state.wall_started or run.created_at
+        return check_budget(budget, run, state.usage, now, started, day)
 
     # -- the model -----------------------------------------------------------------------
 
@@ -306,95 +236,67 @@ class Engine:
     # -- tool calls ----------------------------------------------------------------------
 
     async def _settle_call(self, claim: Claim, call: CallState, spec: ToolSpec | None) -> Outcome:
-        run, skill = claim.run, claim.skill
+        """Carry out what `agent.settle.plan` says for a call that has no result yet."""
         server, name = split_wire_name(call.wire_name)
         qualified = f"{server}.{name}"
-        store, now = self.ctx.store, self.ctx.clock()
-        if spec is None:
-            await self._result(claim, call, f"there is no tool named {call.wire_name!r}", True, 0.0)
-            return "continue"
-        rule = skill.rule(qualified)
-        if rule.policy == "deny":
-            await self._result(
-                claim,
-                call,
-                f"the tool {qualified} is not allowed by the policy of this skill; "
-                "do not try to reach the same effect another way",
-                True,
-                0.0,
-            )
-            return "continue"
-        if rule.policy == "auto":
-            if call.started and not rule.idempotent:
-                await self._result(
-                    claim,
-                    call,
-                    "this call was interrupted by a restart and its outcome is "
-                    "unknown; it was not repeated",
-                    True,
-                    0.0,
-                    interrupted=True,
-                )
+        rule = claim.skill.rule(qualified) if spec is not None else None
+        step = settle.plan(call, qualified, rule)
+        match step:
+            case TellModel():
+                await self._tell_model(claim, call, step)
                 return "continue"
-            await self._execute(claim, call, qualified, call.args, None)
-            return "continue"
-        # ask
-        decided = call.decision
-        if decided is None:
-            if call.item_ids:
-                item = await store.get_item(call.item_ids[-1])
-                if item.status is ItemStatus.PENDING:
-                    await store.set_status(run.id, RunStatus.WAITING, worker=claim.worker, now=now)
-                    return "wait"
-            await self._ask(claim, call, spec, rule.risk, reasked=False)
-            return "wait"
-        match decided.decision:
-            case Reject(reason=reason):
-                await self._result(
-                    claim,
-                    call,
-                    f"A human ({decided.actor}) rejected this call. "
-                    f"Reason: {reason or 'no reason given'}. Do not retry it; adjust your plan.",
-                    True,
-                    0.0,
-                    rejected=True,
-                )
+            case Execute(args=args, item_id=item_id):
+                await self._execute(claim, call, qualified, args, item_id)
                 return "continue"
-            case Expired(reason=reason, halt=halt):
-                why = reason or "no one answered in time"
-                await self._result(claim, call, why, True, 0.0, expired=True)
-                if halt:
-                    # on_timeout: halt. The result above keeps the conversation whole for a follow-up.
-                    await self._finish(claim, RunStatus.CANCELLED, error=why)
-                    return "end"
-                return "continue"
-            case Approve() | Edit():
-                pass
+            case AwaitDecision(item_id=item_id):
+                return await self._await_decision(claim, call, spec, rule, item_id)
+            case AskPerson(again=again):
+                assert spec is not None and rule is not None
+                if again:
+                    await self._interrupted(claim, call, qualified)
+                await self._ask(claim, call, spec, rule.risk, reasked=again)
+                return "wait"
+            case StopRun(text=why):
+                await self._tell_model(claim, call, TellModel(why, expired=True))
+                await self._finish(claim, RunStatus.CANCELLED, error=why)
+                return "end"
             case _:
-                assert_never(decided.decision)
-        if call.started:
-            await self._append(
-                claim,
-                [
-                    NewEvent(
-                        ToolInterrupted(
-                            call_id=call.id,
-                            tool=qualified,
-                            why="the approved call was interrupted by a restart; asking again",
-                        )
-                    )
-                ],
-            )
-            await self._ask(claim, call, spec, rule.risk, reasked=True)
+                assert_never(step)
+
+    async def _await_decision(
+        self,
+        claim: Claim,
+        call: CallState,
+        spec: ToolSpec | None,
+        rule: ToolRule | None,
+        item_id: str,
+    ) -> Outcome:
+        """Wait on the call's item; ask anew if it was closed without a decision."""
+        assert spec is not None and rule is not None
+        store, now = self.ctx.store, self.ctx.clock()
+        item = await store.get_item(item_id)
+        if item.status is ItemStatus.PENDING:
+            await store.set_status(claim.run.id, RunStatus.WAITING, worker=claim.worker, now=now)
             return "wait"
-        await self._execute(
-            claim,
-            call,
-            qualified,
-            call.final_args,
-            call.item_ids[-1] if call.item_ids else None,
+        await self._ask(claim, call, spec, rule.risk, reasked=False)
+        return "wait"
+
+    async def _interrupted(self, claim: Claim, call: CallState, qualified: str) -> None:
+        why = "the approved call was interrupted by a restart; asking again"
+        await self._append(
+            claim, [NewEvent(ToolInterrupted(call_id=call.id, tool=qualified, why=why))]
         )
-        return "continue"
+
+    async def _tell_model(self, claim: Claim, call: CallState, said: TellModel) -> None:
+        result = self._tool_result(call, said.text, is_error=True, duration_ms=0.0)
+        result = result.model_copy(
+            update={
+                "rejected": said.rejected,
+                "expired": said.expired,
+                "interrupted": said.interrupted,
+            }
+        )
+        await self._append(claim, [NewEvent(result)])
 
     async def _execute(
         self,
@@ -412,44 +314,26 @@ class Engine:
         )
         skill = claim.skill
         outcome = await self.tools.call(skill, server, name, args)
-        await self._result(
-            claim,
-            call,
-            _truncate(outcome.text, skill.max_tool_result_chars),
-            outcome.is_error,
-            outcome.duration_ms,
-            args=args,
+        text = _truncate(outcome.text, skill.max_tool_result_chars)
+        result = self._tool_result(
+            call, text, is_error=outcome.is_error, duration_ms=outcome.duration_ms
         )
+        await self._append(claim, [NewEvent(result.model_copy(update={"args": args}))])
 
-    async def _result(
-        self,
-        claim: Claim,
-        call: CallState,
-        text: str,
-        is_error: bool,
-        duration_ms: float,
-        *,
-        args: dict[str, Any] | None = None,
-        rejected: bool = False,
-        expired: bool = False,
-        interrupted: bool = False,
-    ) -> None:
+    def _tool_result(
+        self, call: CallState, text: str, *, is_error: bool, duration_ms: float
+    ) -> ToolResult:
         server, name = split_wire_name(call.wire_name)
         # An error is exception text (redact all key shapes); a result is the tool's content,
         # which the model needs as it is, so only the server's own secrets leave it.
         text = self.redact(text) if is_error else self.redact.values_only(text)
-        result = ToolResult(
+        return ToolResult(
             call_id=call.id,
             tool=f"{server}.{name}",
             text=text,
             is_error=is_error,
             duration_ms=round(duration_ms, 2),
-            args=args,
-            rejected=rejected,
-            expired=expired,
-            interrupted=interrupted,
         )
-        await self._append(claim, [NewEvent(result)])
 
     async def _ask(
         self,
@@ -602,68 +486,6 @@ class Engine:
         await finish_run(
             self.ctx, run, status, worker=worker, skill=skill, error=self.redact(error)
         )
-
-
-async def finish_run(
-    ctx: Context,
-    run: Run,
-    status: RunStatus,
-    *,
-    worker: str | None,
-    skill: Skill | None,
-    result: str | None = None,
-    error: str | None = None,
-    usage: Usage | None = None,
-    actor: str | None = None,
-) -> None:
-    """End a run: its status, a RUN_FINISHED event, its open actions closed, and an Unread
-    item — in one transaction, so a run is never done without its note in the inbox."""
-    store, now = ctx.store, ctx.clock()
-    if usage is None:
-        usage = conversation.derive(await store.events(run.id)).usage
-    verb = {
-        RunStatus.DONE: "finished",
-        RunStatus.FAILED: "failed",
-        RunStatus.CANCELLED: "was cancelled",
-        RunStatus.KILLED: "was killed",
-    }.get(status, str(status))
-    body = result if status is RunStatus.DONE else (error or verb)
-    note = Item(
-        id=ctx.ids(),
-        run_id=run.id,
-        skill=run.skill,
-        box=Box.UNREAD,
-        kind=ItemKind.RUN,
-        status=ItemStatus.UNREAD,
-        title=f"{run.skill} {verb}",
-        body=body or "",
-        created_at=now,
-        secret=ctx.secrets(),
-    )
-    await store.finish_run(
-        run.id,
-        status,
-        worker=worker,
-        now=now,
-        event=NewEvent(RunFinished(status=status, result=result, error=error, by=actor)),
-        note=note,
-        targets=targets_for(skill, ctx.channels) if skill is not None else [],
-        result=result,
-        error=error,
-        usage=usage,
-        killed_by=actor if status is RunStatus.KILLED else None,
-    )
-    ctx.wake_outbox()
-    if ctx.on_run_end is not None:
-        try:
-            await ctx.on_run_end(run.id)
-        except Exception:
-            log.warning(
-                "run %s: the end-of-run hook failed",
-                run.id,
-                exc_info=True,
-                extra={"run_id": run.id},
-            )
 
 
 async def cancel_in_flight(task: asyncio.Task[Any]) -> None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from agent.context import Context
-from agent.engine import finish_run
 from agent.errors import Conflict, KillSwitchOn
 from agent.events import RunStarted, UserMessage
+from agent.finish import finish_run
 from agent.model import NewEvent, Run, RunStatus
 
 

@@ -25,12 +25,12 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 from agent.context import Context
-from agent.engine import targets_for
 from agent.errors import AlreadyDecided
 from agent.events import Note, TimerRemark
 from agent.inbox import Inbox
 from agent.model import Box, Item, ItemKind, ItemStatus, NewEvent, Target
-from agent.skills import Deliver, Skill, ToolRule
+from agent.skills import Skill, ToolRule
+from agent.targets import deliver_targets, targets_for
 from agent.tasks import stop_if_cancelled
 
 log = logging.getLogger(__name__)
@@ -81,16 +81,6 @@ def expiry_message(tool: str, timeout: float, *, halt: bool) -> str:
         "another way (another tool, or the same action split up). Carry on without it, and say "
         "in your answer what was not done because no one approved it."
     )
-
-
-def deliver_targets(deliver: Deliver, channels: frozenset[str]) -> list[Target]:
-    """Where a `deliver:`-shaped block sends items, limited to the configured channels."""
-    targets: list[Target] = []
-    if "slack" in channels and deliver.slack:
-        targets.append(Target("slack", deliver.slack))
-    if "email" in channels:
-        targets.extend(Target("email", a) for a in deliver.email)
-    return targets
 
 
 class Timers:

@@ -57,18 +57,7 @@ def export_run(tracer: Tracer, run: Run, events: list[Event]) -> None:
                 tokens_in += p.tokens_in
                 tokens_out += p.tokens_out
             case ToolStarted():
-                span = tracer.start_span(
-                    f"tool {p.tool}",
-                    context=ctx,
-                    kind=SpanKind.CLIENT,
-                    start_time=_ns(ev.at),
-                    attributes={
-                        "pizzabot.tool": p.tool,
-                        "pizzabot.call_id": p.call_id,
-                        "pizzabot.tool.arg_names": sorted(p.args),
-                    },
-                )
-                open_tools[p.call_id] = (span, ev)
+                open_tools[p.call_id] = (_start_tool_span(tracer, ctx, ev, p), ev)
             case ToolResult():
                 opened = open_tools.pop(p.call_id, None)
                 _end_tool_span(tracer, ctx, ev, p, opened[0] if opened else None)
@@ -127,3 +116,17 @@ def _end_tool_span(
     if p.is_error:
         span.set_status(Status(StatusCode.ERROR, p.text[:200]))
     span.end(end_time=_ns(ev.at))
+
+
+def _start_tool_span(tracer: Tracer, ctx: Context, ev: Event, p: ToolStarted) -> Span:
+    return tracer.start_span(
+        f"tool {p.tool}",
+        context=ctx,
+        kind=SpanKind.CLIENT,
+        start_time=_ns(ev.at),
+        attributes={
+            "pizzabot.tool": p.tool,
+            "pizzabot.call_id": p.call_id,
+            "pizzabot.tool.arg_names": sorted(p.args),
+        },
+    )

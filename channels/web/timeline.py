@@ -120,83 +120,79 @@ def _entry(e: Event, offset: str) -> Entry:
     p = e.payload
     match p:
         case RunStarted():
+            facts = _facts(("by", p.by), ("trigger", p.trigger))
             return Entry(
                 tone="start",
                 title="Run started",
-                facts=_facts(("by", p.by), ("trigger", p.trigger)),
+                facts=facts,
                 blocks=_blocks(("Input", p.input)),
                 **base,
             )
         case UserMessage():
+            title, facts = f"Message from {p.by or 'someone'}", _facts(("via", p.channel))
             return Entry(
-                tone="message",
-                title=f"Message from {p.by or 'someone'}",
-                facts=_facts(("via", p.channel)),
-                blocks=_blocks(("Text", p.text)),
-                **base,
+                tone="message", title=title, facts=facts, blocks=_blocks(("Text", p.text)), **base
             )
         case ModelCall():
             return _model_call(p, base)
         case AssistantMessage():
             return _assistant(p, base)
         case ToolRequest():
-            again = " (asked again)" if p.reasked else ""
-            return Entry(
-                tone="request",
-                title=f"Asked a person about {p.tool}{again}",
-                blocks=_blocks(("Proposed arguments", p.args if again else None)),
-                item_id=p.item_id,
-                **base,
-            )
+            return _request(p, base)
         case DecisionMade():
             return _decision(p, base)
         case ToolStarted():
-            return Entry(
-                tone="tool",
-                title=f"Tool {p.tool} started",
-                blocks=_blocks(("Arguments", p.args)),
-                **base,
-            )
+            blocks = _blocks(("Arguments", p.args))
+            return Entry(tone="tool", title=f"Tool {p.tool} started", blocks=blocks, **base)
         case ToolResult():
             return _tool_result(p, base)
+        case ToolInterrupted():
+            return _interrupted(p, base)
         case RunFinished():
-            return Entry(
-                tone="finish",
-                title=f"Run {p.status}",
-                facts=_facts(("by", p.by)),
-                blocks=_blocks(("Result", p.result), ("Error", p.error)),
-                failed=p.status != "done",
-                **base,
-            )
+            return _finished(p, base)
         case BudgetReached():
-            return Entry(
-                tone="budget",
-                title=f"Budget reached: {p.why}".rstrip(": "),
-                blocks=_blocks(("Would extend by", p.extend)),
-                item_id=p.item_id,
-                **base,
+            title, blocks = (
+                f"Budget reached: {p.why}".rstrip(": "),
+                _blocks(("Would extend by", p.extend)),
             )
+            return Entry(tone="budget", title=title, blocks=blocks, item_id=p.item_id, **base)
         case BudgetExtended():
-            return Entry(
-                tone="budget",
-                title="Budget extended",
-                facts=_facts(("by", p.by)),
-                blocks=_blocks(("Extended by", p.extend)),
-                **base,
-            )
+            facts, blocks = _facts(("by", p.by)), _blocks(("Extended by", p.extend))
+            return Entry(tone="budget", title="Budget extended", facts=facts, blocks=blocks, **base)
         case ErrorNoted():
             return Entry(tone="error", title="Error", blocks=_rest(p.stored()), failed=True, **base)
-        case ToolInterrupted():
-            return Entry(
-                tone="error",
-                title=f"Tool {p.tool} interrupted",
-                blocks=_blocks(("Note", p.why)),
-                **base,
-            )
         case Note():
             return Entry(tone="note", title="Note", blocks=_rest(p.stored()), **base)
         case _:
             assert_never(p)
+
+
+def _request(p: ToolRequest, base: dict[str, Any]) -> Entry:
+    again = " (asked again)" if p.reasked else ""
+    return Entry(
+        tone="request",
+        title=f"Asked a person about {p.tool}{again}",
+        blocks=_blocks(("Proposed arguments", p.args if again else None)),
+        item_id=p.item_id,
+        **base,
+    )
+
+
+def _interrupted(p: ToolInterrupted, base: dict[str, Any]) -> Entry:
+    return Entry(
+        tone="error", title=f"Tool {p.tool} interrupted", blocks=_blocks(("Note", p.why)), **base
+    )
+
+
+def _finished(p: RunFinished, base: dict[str, Any]) -> Entry:
+    return Entry(
+        tone="finish",
+        title=f"Run {p.status}",
+        facts=_facts(("by", p.by)),
+        blocks=_blocks(("Result", p.result), ("Error", p.error)),
+        failed=p.status != "done",
+        **base,
+    )
 
 
 def _model_call(p: ModelCall, base: dict[str, Any]) -> Entry:

@@ -1,0 +1,86 @@
+"""Ending a run: its status, the RUN_FINISHED event, its open actions closed and an Unread
+item, in one transaction — so a run is never over without its item in the inbox, and never
+has its item without being over.
+
+Used by the engine (a run's answer, failure, halt or stop at the budget) and by the public
+entry points that end runs from outside (cancel, the kill switch).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from agent import conversation
+from agent.context import Context
+from agent.events import RunFinished
+from agent.model import Box, Item, ItemKind, ItemStatus, NewEvent, Run, RunStatus, Usage
+from agent.skills import Skill
+from agent.targets import targets_for
+
+__all__ = ["finish_run"]
+
+log = logging.getLogger(__name__)
+
+_VERB = {
+    RunStatus.DONE: "finished",
+    RunStatus.FAILED: "failed",
+    RunStatus.CANCELLED: "was cancelled",
+    RunStatus.KILLED: "was killed",
+}
+
+
+async def finish_run(
+    ctx: Context,
+    run: Run,
+    status: RunStatus,
+    *,
+    worker: str | None,
+    skill: Skill | None,
+    result: str | None = None,
+    error: str | None = None,
+    usage: Usage | None = None,
+    actor: str | None = None,
+) -> None:
+    """End a run: its status, a RUN_FINISHED event, its open actions closed, and an Unread
+    item — in one transaction."""
+    store, now = ctx.store, ctx.clock()
+    if usage is None:
+        usage = conversation.derive(await store.events(run.id)).usage
+    verb = _VERB.get(status, str(status))
+    body = result if status is RunStatus.DONE else (error or verb)
+    unread = Item(
+        id=ctx.ids(),
+        run_id=run.id,
+        skill=run.skill,
+        box=Box.UNREAD,
+        kind=ItemKind.RUN,
+        status=ItemStatus.UNREAD,
+        title=f"{run.skill} {verb}",
+        body=body or "",
+        created_at=now,
+        secret=ctx.secrets(),
+    )
+    await store.finish_run(
+        run.id,
+        status,
+        worker=worker,
+        now=now,
+        event=NewEvent(RunFinished(status=status, result=result, error=error, by=actor)),
+        note=unread,
+        targets=targets_for(skill, ctx.channels) if skill is not None else [],
+        result=result,
+        error=error,
+        usage=usage,
+        killed_by=actor if status is RunStatus.KILLED else None,
+    )
+    ctx.wake_outbox()
+    if ctx.on_run_end is not None:
+        try:
+            await ctx.on_run_end(run.id)
+        except Exception:
+            log.warning(
+                "run %s: the end-of-run hook failed",
+                run.id,
+                exc_info=True,
+                extra={"run_id": run.id},
+            )

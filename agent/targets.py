@@ -1,0 +1,27 @@
+"""Where a skill's items are delivered: its `deliver:` block, limited to configured channels.
+
+One function for the engine's first delivery of an item and the clock's reminders and
+escalations, so the two never disagree about where an item goes.
+"""
+
+from __future__ import annotations
+
+from agent.model import Target
+from agent.skills import Deliver, Skill
+
+__all__ = ["deliver_targets", "targets_for"]
+
+
+def deliver_targets(deliver: Deliver, channels: frozenset[str]) -> list[Target]:
+    """Where a `deliver:`-shaped block sends items, limited to the configured channels."""
+    targets: list[Target] = []
+    if "slack" in channels and deliver.slack:
+        targets.append(Target("slack", deliver.slack))
+    if "email" in channels:
+        targets.extend(Target("email", a) for a in deliver.email)
+    return targets
+
+
+def targets_for(skill: Skill, channels: frozenset[str]) -> list[Target]:
+    """Where a skill's items go, limited to the channels that are configured."""
+    return deliver_targets(skill.deliver, channels)
