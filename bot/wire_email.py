@@ -25,6 +25,7 @@ from pathlib import Path
 
 from fastapi import FastAPI, Request
 
+from agent.policy import Access
 from bot.services import Services
 from bot.settings import Settings
 from channels.email import (
@@ -170,20 +171,10 @@ def _secret(value: object) -> str | None:
     return str(get()) if get is not None else None
 
 
-async def start(svc: Services, app: FastAPI) -> None:
-    from bot.server import add_channel
-
-    s = svc.settings
-    if not enabled(s) or s.email_from is None or s.smtp_host is None:
-        return
-    identity = MailIdentity(
-        address=s.email_from.strip().lower(),
-        name=s.email_from_name,
-        plus_address=s.email_plus_address,
-    )
-    tokens = oauth_tokens(s)
+def _mailer(s: Settings, tokens: OAuthTokens | None) -> SmtpMailer:
     smtp_oauth = s.smtp_auth == "xoauth2"
-    mailer = SmtpMailer(
+    assert s.smtp_host is not None  # `start` checked it
+    return SmtpMailer(
         SmtpConfig(
             host=s.smtp_host,
             port=s.smtp_port,
@@ -194,31 +185,9 @@ async def start(svc: Services, app: FastAPI) -> None:
         ),
         tokens=tokens if smtp_oauth else None,
     )
-    key = mail_key(s)
-    channel = EmailChannel(
-        mailer=mailer,
-        identity=identity,
-        store=svc.store,
-        skills=svc.ctx.skills,
-        key=key,
-        public_url=s.public_url,
-        link_ttl=s.email_link_ttl,
-        clock=svc.ctx.clock,
-    )
-    add_channel(svc, channel)
-    mail_log = SqlMailLog(svc.store.engine)
-    if s.public_url:
-        svc.extras[_DESK] = LinkDesk(
-            store=svc.store, inbox=svc.inbox, log=mail_log, key=key, clock=svc.ctx.clock
-        )
-    svc.extras["email_channel"] = channel
-    log.info(
-        "Email: sending as %s via %s:%s (%s login)",
-        identity.address,
-        s.smtp_host,
-        s.smtp_port,
-        s.smtp_auth if s.smtp_user or smtp_oauth else "no",
-    )
+
+
+def _warn_undecidable(svc: Services) -> None:
     for skill in svc.ctx.skills.all():
         if skill.deliver.email and not skill.approvers.email:
             log.warning(
@@ -226,27 +195,19 @@ async def start(svc: Services, app: FastAPI) -> None:
                 "nobody can decide its items by mail",
                 skill.name,
             )
-    if not s.imap_host:
-        log.info("email: sending only (set PIZZABOT_IMAP_HOST to read replies)")
-        return
-    handler = MailHandler(
-        store=svc.store,
-        inbox=svc.inbox,
-        runs=svc.runs,
-        skills=svc.ctx.skills,
-        log=mail_log,
-        answerer=channel,
-        identity=identity,
-        key=key,
-        config=InboundConfig(
-            allowed_senders=frozenset(a.strip().lower() for a in s.email_allowed_senders),
-            default_skill=s.email_default_skill,
-            authserv_id=s.email_authserv_id,
-            max_bytes=s.email_max_bytes,
-        ),
-        clock=svc.ctx.clock,
+
+
+def _inbound(s: Settings) -> InboundConfig:
+    return InboundConfig(
+        default_skill=s.email_default_skill,
+        authserv_id=s.email_authserv_id,
+        max_bytes=s.email_max_bytes,
     )
-    receiver = ImapReceiver(
+
+
+def _receiver(s: Settings, handler: MailHandler, tokens: OAuthTokens | None) -> ImapReceiver:
+    assert s.imap_host is not None and s.email_from is not None  # `start` checked both
+    return ImapReceiver(
         ImapConfig(
             host=s.imap_host,
             port=s.imap_port,
@@ -262,13 +223,62 @@ async def start(svc: Services, app: FastAPI) -> None:
         handler.handle,
         tokens=tokens if s.imap_auth == "xoauth2" else None,
     )
-    svc.extras["email_receiver"] = receiver
-    log.info(
-        "Email: reading replies from %s:%s/%s (%s, %s login)",
-        s.imap_host,
-        s.imap_port,
-        s.imap_folder,
-        s.imap_tls,
-        s.imap_auth,
+
+
+async def start(svc: Services, app: FastAPI) -> None:
+    from bot.server import add_channel
+
+    s = svc.settings
+    if not enabled(s) or s.email_from is None or s.smtp_host is None:
+        return
+    identity = MailIdentity(
+        address=s.email_from.strip().lower(),
+        name=s.email_from_name,
+        plus_address=s.email_plus_address,
     )
+    tokens = oauth_tokens(s)
+    key = mail_key(s)
+    smtp = (s.smtp_host, s.smtp_port)
+    # Who may start runs by mail is the policy's to know: it gets the list here.
+    access = Access(skills=svc.ctx.skills, email_senders=s.email_allowed_senders)
+    channel = EmailChannel(
+        mailer=_mailer(s, tokens),
+        identity=identity,
+        store=svc.store,
+        access=access,
+        key=key,
+        public_url=s.public_url,
+        link_ttl=s.email_link_ttl,
+        clock=svc.ctx.clock,
+    )
+    add_channel(svc, channel)
+    mail_log = SqlMailLog(svc.store.engine)
+    if s.public_url:
+        svc.extras[_DESK] = LinkDesk(
+            store=svc.store, inbox=svc.inbox, log=mail_log, key=key, clock=svc.ctx.clock
+        )
+    svc.extras["email_channel"] = channel
+    login = s.smtp_auth if s.smtp_user or s.smtp_auth == "xoauth2" else "no"
+    log.info("Email: sending as %s via %s:%s (%s login)", identity.address, *smtp, login)
+    _warn_undecidable(svc)
+    if not s.imap_host:
+        log.info("email: sending only (set PIZZABOT_IMAP_HOST to read replies)")
+        return
+    handler = MailHandler(
+        store=svc.store,
+        inbox=svc.inbox,
+        runs=svc.runs,
+        skills=svc.ctx.skills,
+        access=access,
+        log=mail_log,
+        answerer=channel,
+        identity=identity,
+        key=key,
+        config=_inbound(s),
+        clock=svc.ctx.clock,
+    )
+    receiver = _receiver(s, handler, tokens)
+    svc.extras["email_receiver"] = receiver
+    imap = (s.imap_host, s.imap_port, s.imap_folder, s.imap_tls, s.imap_auth)
+    log.info("Email: reading replies from %s:%s/%s (%s, %s login)", *imap)
     svc.spawn_singleton("email-receiver", receiver.run_forever)

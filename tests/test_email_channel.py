@@ -212,6 +212,29 @@ async def test_reply_to_the_result_follows_up_the_run(mail: MailServer, tmp_path
         assert (await bot.store.get_item(unread.id)).status is ItemStatus.READ
 
 
+async def test_only_the_skills_approvers_follow_a_run_up_by_mail(
+    mail: MailServer, tmp_path: Path
+) -> None:
+    skill = email_skill(deliver={"email": [ALICE, MALLORY]})
+    async with EmailBot(mail, tmp_path, skill=skill) as bot:
+        item = await bot.action()
+        await bot.inbox.decide(item.id, Approve(), actor="owner", channel="web")
+        unread = await bot.finish(item.run_id, result="Mailed Ann the quote.")
+        her_copy = await bot.mail_for(unread.id, user="mallory", password=MALLORY_PW)
+        reply = reply_to(her_copy, "Now mail me the quote too.", sender=f"Mallory <{MALLORY}>")
+        await send(mail, reply)
+        outcome = await bot.next_outcome()
+        assert outcome.startswith("refused: ") and "not an email approver" in outcome
+        assert (await bot.store.get_run(item.run_id)).status is RunStatus.DONE
+        [refused] = [e for e in await bot.store.audit_log() if e.action == "follow_up_refused"]
+        assert (refused.actor, refused.channel, refused.run_id) == (MALLORY, "email", item.run_id)
+        # Mallory is nobody the bot knows: nothing is mailed back to her.
+        assert (
+            await bot.answers_to(str(reply["Message-ID"]), user="mallory", password=MALLORY_PW)
+            == []
+        )
+
+
 # --- new runs by mail ---------------------------------------------------------------------
 
 
@@ -245,6 +268,9 @@ async def test_strangers_start_nothing_and_hear_nothing(mail: MailServer, tmp_pa
             await bot.answers_to(str(msg["Message-ID"]), user="mallory", password=MALLORY_PW) == []
         )
         assert (await refusals(bot))[0]["subject"] == "[test] wire money"
+        [refused] = [e for e in await bot.store.audit_log() if e.action == "start_refused"]
+        assert (refused.actor, refused.channel) == (MALLORY, "email")
+        assert refused.detail["why"] == "may not start runs through this channel"
 
 
 # --- refusals ---------------------------------------------------------------------------

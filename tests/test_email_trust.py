@@ -10,6 +10,7 @@ from email.message import EmailMessage
 import pytest
 
 from agent.model import Box, Item, ItemKind, ItemStatus, Risk, Run, RunStatus
+from agent.policy import same_identity
 from channels.email.compose import (
     MailIdentity,
     Thread,
@@ -29,7 +30,6 @@ from channels.email.trust import (
     normalize_address,
     parse_auth_results,
     plus_tokens,
-    same_address,
     sender_of,
     thread_refs,
 )
@@ -133,7 +133,8 @@ def test_only_one_plain_unambiguous_from_is_a_sender(raw: bytes, sender: str | N
 def test_addresses_compare_ascii_only() -> None:
     assert normalize_address(" Kate@Example.TEST ") == "kate@example.test"
     assert normalize_address("\u212aate@example.test") is None  # lower() would make it kate@
-    assert not same_address("\u212aate@example.test", "kate@example.test")
+    assert not same_identity("email", "\u212aate@example.test", "kate@example.test")
+    assert same_identity("email", "Kate@Example.test", "kate@example.test")
 
 
 def test_header_text_is_one_clean_line() -> None:
@@ -171,7 +172,6 @@ def test_a_proper_reply_counts() -> None:
         sender="alice@example.test",
         token=SECRET,
         ref=ITEM_MID.strip("<>"),
-        approvers=["alice@example.test"],
         bot_address="bot@example.test",
         authserv_id=None,
     )
@@ -185,14 +185,13 @@ def test_token_only_in_the_message_id_is_enough() -> None:
         sender="alice@example.test",
         token=SECRET,
         ref=ITEM_MID.strip("<>"),
-        approvers=["alice@example.test"],
         bot_address="bot@example.test",
         authserv_id=None,
     )
     assert verdict.ok
 
 
-def test_missing_token_stranger_and_forgery_each_count_against() -> None:
+def test_missing_token_and_forgery_each_count_against() -> None:
     msg = reply(
         to="bot@example.test",
         headers={
@@ -204,14 +203,12 @@ def test_missing_token_stranger_and_forgery_each_count_against() -> None:
         sender="mallory@example.test",
         token=SECRET,
         ref="pizzabot.d1.wrong@example.test",
-        approvers=["alice@example.test"],
         bot_address="bot@example.test",
         authserv_id=None,
     )
-    assert len(verdict.problems) == 3
+    assert len(verdict.problems) == 2
     assert "token" in verdict.problems[0]
-    assert "not an email approver" in verdict.problems[1]
-    assert "DMARC" in verdict.problems[2]
+    assert "DMARC" in verdict.problems[1]
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,10 @@ received (an error, a refusal, an acknowledgement). An SMTP outage raises `Deliv
 so the outbox retries with backoff: it only delays delivery. SMTP logs in with a password
 or with SASL XOAUTH2 (a token from a `TokenSource`; a refused token is replaced once).
 
-Only a copy to one of the item's email approvers carries something that can decide: that
-approver's own reply token and, with a public URL, signed links made out to them. A copy to
-anyone else in `deliver.email` is for information: no token, no links.
+Only a copy to someone the policy lets decide the item by email (`agent.policy.Access`: its
+email approvers) carries something that can decide: that approver's own reply token and,
+with a public URL, signed links made out to them. A copy to anyone else in `deliver.email`
+is for information: no token, no links.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any, Literal, Protocol
 from agent.channel import DeliveryError
 from agent.context import utcnow
 from agent.model import Box, Delivery, Item
-from agent.skills import SkillBook
+from agent.policy import EMAIL, Access
 from channels.email.compose import (
     MailIdentity,
     Thread,
@@ -38,7 +39,6 @@ from channels.email.headers import HeaderError
 from channels.email.keys import MailKey
 from channels.email.links import make_links
 from channels.email.ports import MailStore, TokenSource
-from channels.email.trust import same_address
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ class Mailer(Protocol):
 
 
 class EmailChannel:
-    name = "email"
+    name = EMAIL
 
     def __init__(
         self,
@@ -147,7 +147,7 @@ class EmailChannel:
         mailer: Mailer,
         identity: MailIdentity,
         store: MailStore,
-        skills: SkillBook,
+        access: Access,
         key: MailKey,
         public_url: str | None = None,
         link_ttl: float = 86400,
@@ -158,18 +158,12 @@ class EmailChannel:
         self.key = key
         self.identity = identity
         self.store = store
-        self.skills = skills
+        self.access = access
         self.public_url = public_url.rstrip("/") if public_url else None
         self.link_ttl = link_ttl
         self.clock = clock
         self.answer_retries = answer_retries
         self._answers: set[asyncio.Task[None]] = set()
-
-    def can_decide(self, item: Item, address: str) -> bool:
-        if item.skill not in self.skills:
-            return False
-        approvers = self.skills.get(item.skill).approvers_for(item.tool, "email")
-        return any(same_address(address, a) for a in approvers)
 
     async def _earlier(self, run_id: str, delivery: Delivery) -> list[str]:
         """Message-IDs of this run's mails to the same address sent before `delivery`."""
@@ -186,7 +180,7 @@ class EmailChannel:
         run = await self.store.get_run(item.run_id)
         earlier = await self._earlier(item.run_id, delivery)
         thread = Thread.of(subject_for(run.skill, run.input), earlier)
-        can = self.can_decide(item, delivery.address)
+        can = bool(self.access.may_decide(delivery.address, EMAIL, item))
         token = self.key.reply_token(item.id, delivery.address) if can else None
         message_id = self.identity.item_message_id(delivery.id, token)
         now = self.clock()

@@ -8,10 +8,12 @@ most one call of the engine's public functions:
     new mail from an allowed sender -> Runs.start ([skill] tag in the subject, else default)
 
 Every mail is handled once: its Message-ID is claimed in the `MailLog` first (a second
-copy, or the same mail after a restart, is a "duplicate"). A mail that fails a trust check
-(see `trust`) decides nothing, is written to the audit trail, and is answered only when
-the sender is someone the bot knows (an approver or an allowed sender): strangers, and
-forged senders who are strangers, get no mail back.
+copy, or the same mail after a restart, is a "duplicate"). `trust` says whether a mail
+really comes from its one sender; the policy (`agent.policy.Access`) says what that sender
+may do: decide the item, follow up the run, start a run. A mail that fails either decides
+nothing, is written to the audit trail, and is answered only when the sender is someone
+the policy knows (an approver or an allowed sender): strangers, and forged senders who are
+strangers, get no mail back.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from agent.context import utcnow
 from agent.errors import AlreadyDecided, Conflict, InvalidArguments, NotAllowed, NotFound
 from agent.inbox import Inbox
 from agent.model import Approve, Box, Decision, Edit, Item, ItemKind, ItemStatus, Reject
+from agent.policy import EMAIL, Access, Verdict, audit_refusal
 from agent.runs import Runs
 from agent.skills import SkillBook
 from channels.email.compose import SUBJECT_TAG, MailIdentity, outcome_text
@@ -43,7 +46,6 @@ from channels.email.trust import (
     check_reply,
     is_automatic,
     plus_tokens,
-    same_address,
     sender_of,
     split_address,
     thread_refs,
@@ -68,7 +70,6 @@ class Answerer(Protocol):
 
 @dataclass(frozen=True)
 class InboundConfig:
-    allowed_senders: frozenset[str] = frozenset()
     default_skill: str | None = None
     authserv_id: str | None = None
     max_bytes: int = 5_000_000
@@ -98,6 +99,7 @@ class MailHandler:
         inbox: Inbox,
         runs: Runs,
         skills: SkillBook,
+        access: Access,
         log: MailLog,
         answerer: Answerer,
         identity: MailIdentity,
@@ -110,6 +112,7 @@ class MailHandler:
         self.inbox = inbox
         self.runs = runs
         self.skills = skills
+        self.access = access
         self.log = log
         self.answerer = answerer
         self.identity = identity
@@ -182,17 +185,6 @@ class MailHandler:
             return True
         return SUBJECT_TAG in str(msg.get("Subject", "")).lower()
 
-    def _known(self, sender: str) -> bool:
-        """Someone the bot may write to: an email approver of any skill, or an allowed sender."""
-        if self._allowed(sender):
-            return True
-        return any(
-            same_address(sender, a) for skill in self.skills.all() for a in skill.approvers.email
-        )
-
-    def _allowed(self, sender: str) -> bool:
-        return any(same_address(sender, a) for a in self.config.allowed_senders)
-
     # -- outcomes ------------------------------------------------------------------------
 
     def _detail(self, msg: EmailMessage, why: str | list[str]) -> dict[str, Any]:
@@ -230,7 +222,7 @@ class MailHandler:
             detail=self._detail(msg, why),
         )
         reasons = [why] if isinstance(why, str) else why
-        if self._known(sender):
+        if self.access.knows(sender, EMAIL):
             text = "Your mail was not acted on: " + "; ".join(reasons) + "."
             await self.answerer.answer(msg, to=sender, text=text, token=None)
         return "refused: " + "; ".join(reasons)
@@ -243,19 +235,39 @@ class MailHandler:
 
     # -- replies -------------------------------------------------------------------------
 
+    async def _policy_refused(self, msg: EmailMessage, verdict: Verdict, item: Item | None) -> None:
+        """Audit what the policy refused, as every channel does (the mail's own refusal
+        follows, with every reason it did not count)."""
+        await audit_refusal(
+            self.store,
+            verdict,
+            now=self.clock(),
+            run_id=item.run_id if item else None,
+            item_id=item.id if item else None,
+            detail={"message_id": str(msg.get("Message-ID", ""))[:200]},
+        )
+
     async def _reply(self, msg: EmailMessage, sender: str, item: Item, ref: str | None) -> str:
-        skill = self.skills.get(item.skill) if item.skill in self.skills else None
-        verdict = check_reply(
+        # On an Unread's thread a reply follows the run up; on an action's, it decides.
+        allowed = (
+            self.access.may_follow_up(sender, EMAIL, item.skill)
+            if item.box is Box.UNREAD
+            else self.access.may_decide(sender, EMAIL, item)
+        )
+        authentic = check_reply(
             msg,
             sender=sender,
             token=self.key.reply_token(item.id, sender),
             ref=ref,
-            approvers=skill.approvers_for(item.tool, "email") if skill else [],
             bot_address=self.identity.address,
             authserv_id=self.config.authserv_id,
         )
-        if not verdict.ok:
-            return await self._refuse(msg, sender, list(verdict.problems), item=item)
+        problems = list(authentic.problems)
+        if not allowed:
+            await self._policy_refused(msg, allowed, item)
+            problems.insert(0, f"{sender} is not an email approver of this skill")
+        if problems:
+            return await self._refuse(msg, sender, problems, item=item)
         try:
             top, command = read_reply(msg)
         except UnreadableMail as exc:
@@ -283,7 +295,7 @@ class MailHandler:
         except AlreadyDecided as exc:
             await self._say(msg, sender, item, f"Nothing changed: {outcome_text(exc.item)}")
             return "already decided"
-        except NotAllowed as exc:
+        except NotAllowed as exc:  # the skill's approvers changed since the check above
             return await self._refuse(msg, sender, str(exc), item=item)
         except InvalidArguments as exc:
             await self._say(msg, sender, item, _edit_errors(exc.errors))
@@ -317,7 +329,9 @@ class MailHandler:
         return self.config.default_skill, title
 
     async def _start(self, msg: EmailMessage, sender: str) -> str:
-        if not self._allowed(sender):
+        allowed = self.access.may_start(sender, EMAIL)
+        if not allowed:
+            await self._policy_refused(msg, allowed, None)
             return await self._refuse(msg, sender, f"{sender} may not start runs by mail")
         failure = auth_failure(
             msg, from_domain=split_address(sender)[1], authserv_id=self.config.authserv_id

@@ -8,9 +8,9 @@ with the server's mail key (`keys.MailKey`), which never leaves the server: noth
 mail lets its reader make another link, for another person, decision or expiry. Links are
 put only in the mails of the item's email approvers, expire after `link_ttl` (a day by
 default), and work once (used links are recorded in the `MailLog`). The decision is the
-mail recipient's, made through `Inbox.decide(..., channel="email")`, so the approver list
-is checked again when the link is used. `bot.wire_email` mounts the routes only when the
-server has a public URL to put in links.
+mail recipient's, made through `Inbox.decide(..., channel="email")`, so the policy
+(`agent.policy.Access`) is asked again when the link is used. `bot.wire_email` mounts the
+routes only when the server has a public URL to put in links.
 
     GET  /mail/d/{token}   confirm page (a form: button, reason, or the edit fields)
     POST /mail/d/{token}   decide
@@ -34,10 +34,10 @@ from agent.context import utcnow
 from agent.errors import AlreadyDecided, InvalidArguments, NotAllowed, NotFound
 from agent.inbox import Inbox
 from agent.model import Box, Item, ItemKind, decision_from
+from agent.policy import normalize_address
 from channels.email.compose import Links, outcome_text
 from channels.email.keys import BadSignature, MailKey
 from channels.email.ports import MailLog, MailStore
-from channels.email.trust import normalize_address
 
 PATH = "/mail/d"
 DECISIONS = ("approve", "reject", "edit")

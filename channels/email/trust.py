@@ -4,9 +4,10 @@ Anyone can send a mail with any `From`. A reply decides only when all of these h
 
 - the sender is unambiguous: exactly one `From` header, holding exactly one mailbox, that
   the header parser read without a defect (`approver@corp <mallory@evil>` or a second
-  `From` decides nothing), with an ASCII address (compared lower-cased; a look-alike such as
-  the Kelvin sign U+212A, which `str.lower()` turns into `k`, never matches);
-- the sender is one of the skill's email approvers;
+  `From` decides nothing), with an ASCII address (compared lower-cased, as
+  `agent.policy.identity` compares email identities: a look-alike such as the Kelvin sign
+  U+212A, which `str.lower()` turns into `k`, never matches);
+- the policy lets that sender decide the item (`agent.policy.Access`; not asked here);
 - it carries the token the bot gave *that* recipient for the item: in the plus-address the
   reply went to (`bot+<token>@…`, from our `Reply-To`; `Delivered-To` keeps it even for a
   Bcc) or in the Message-ID of our mail it answers (`In-Reply-To` / `References`). A token
@@ -18,6 +19,8 @@ Anyone can send a mail with any `From`. A reply decides only when all of these h
   `header.from`; `dmarc=none` or `temperror` never outweighs an aligned failure.
 
 Everything here takes the parsed message and returns plain values; `inbound` acts on them.
+These checks say whether a mail really comes from its sender; what that sender may do is
+the policy's answer.
 """
 
 from __future__ import annotations
@@ -29,29 +32,27 @@ from dataclasses import dataclass, field
 from email.message import EmailMessage
 from email.utils import getaddresses
 
+from agent.policy import normalize_address
+
+__all__ = [
+    "AuthResult",
+    "Verdict",
+    "address_of",
+    "addresses",
+    "auth_failure",
+    "carries_token",
+    "check_reply",
+    "is_automatic",
+    "message_ids",
+    "normalize_address",
+    "parse_auth_results",
+    "plus_tokens",
+    "sender_of",
+    "split_address",
+    "thread_refs",
+]
+
 _MSGID = re.compile(r"<([^<>\s]+)>")
-
-
-def normalize_address(value: str | None) -> str | None:
-    """An address as the bot compares it: ASCII only, lower-cased; None for anything else.
-
-    `str.lower()` maps some non-ASCII letters onto ASCII ones (U+212A KELVIN SIGN -> `k`),
-    so lower-casing first and comparing after would let a look-alike pass as an approver.
-    """
-    if not value:
-        return None
-    text = value.strip()
-    if not text.isascii() or text.count("@") != 1 or any(ch.isspace() for ch in text):
-        return None
-    local, _, domain = text.partition("@")
-    if not local or not domain:
-        return None
-    return text.lower()
-
-
-def same_address(a: str | None, b: str | None) -> bool:
-    na, nb = normalize_address(a), normalize_address(b)
-    return na is not None and na == nb
 
 
 def sender_of(msg: EmailMessage) -> tuple[str | None, str]:
@@ -295,20 +296,17 @@ def check_reply(
     sender: str,
     token: str,
     ref: str | None,
-    approvers: Iterable[str],
     bot_address: str,
     authserv_id: str | None,
 ) -> Verdict:
-    """Every reason this reply may not decide (none: it may). `token` is the one the bot
-    gave `sender` for the item (`keys.MailKey.reply_token`)."""
+    """Every reason this reply does not count as `sender`'s (none: it does). `token` is the
+    one the bot gave `sender` for the item (`keys.MailKey.reply_token`)."""
     problems: list[str] = []
     if not carries_token(msg, token=token, bot_address=bot_address, ref=ref):
         problems.append(
             "the mail does not carry this item's token for your address "
             "(reply to the item's mail you received)"
         )
-    if not any(same_address(sender, a) for a in approvers):
-        problems.append(f"{sender} is not an email approver of this skill")
     failure = auth_failure(msg, from_domain=split_address(sender)[1], authserv_id=authserv_id)
     if failure:
         problems.append(f"the receiving server's Authentication-Results say: {failure}")

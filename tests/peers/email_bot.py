@@ -43,6 +43,7 @@ from agent.model import (
     Target,
 )
 from agent.outbox import Dispatcher
+from agent.policy import Access
 from agent.runs import Runs
 from agent.skills import Approvers, Deliver, Skill, SkillBook
 from channels.email import (
@@ -189,9 +190,8 @@ class EmailBot:
         self.db = f"sqlite+aiosqlite:///{tmp_path / f'bot-{uuid.uuid4().hex[:8]}.db'}"
         self.skills = SkillBook({(skill or email_skill()).name: skill or email_skill()})
         self.public_url = public_url
-        self.inbound = InboundConfig(
-            allowed_senders=allowed_senders, default_skill=default_skill, max_bytes=max_bytes
-        )
+        self.allowed_senders = allowed_senders
+        self.inbound = InboundConfig(default_skill=default_skill, max_bytes=max_bytes)
         self.imap = ImapConfig(
             host=mail.host,
             port=mail.imap_port,
@@ -221,6 +221,7 @@ class EmailBot:
         self.ctx = Context(store=self.store, skills=self.skills, channels=frozenset({"email"}))
         self.inbox = Inbox(self.ctx)
         self.runs = Runs(self.ctx)
+        self.access = Access(skills=self.skills, email_senders=self.allowed_senders)
         self.mailer = SmtpMailer(
             SmtpConfig(host=self.mail.host, port=self.mail.smtp_port, tls="none")
         )
@@ -228,7 +229,7 @@ class EmailBot:
             mailer=self.mailer,
             identity=self.identity,
             store=self.store,
-            skills=self.skills,
+            access=self.access,
             key=self.key,
             public_url=self.public_url,
             answer_retries=(0.2,),
@@ -244,6 +245,7 @@ class EmailBot:
             inbox=self.inbox,
             runs=self.runs,
             skills=self.skills,
+            access=self.access,
             log=self.log,
             answerer=self.channel,
             identity=self.identity,
