@@ -717,7 +717,7 @@ def bench(
     ] = None,
 ) -> None:
     """Measure the engine: step overhead, decision latency, memory, workers, start-up."""
-    from bot import bench as bench_
+    from bot.bench import runner as bench_
 
     unknown = set(only or []) - set(bench_.SECTIONS_ALL)
     if unknown:

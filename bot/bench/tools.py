@@ -6,7 +6,7 @@ from the run's TOOL_RESULT events: the time is when the tool body really ran (th
 `BENCH_TOOLS_LOG` names a file, every call also appends a line to it, so a call that ran twice
 shows even if its second result was never recorded.
 
-Run: `python -m bot.bench_tools` (stdio).
+Run: `python -m bot.bench.tools` (stdio).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The parts of `pizzabot bench` that run the engine in the bench's own process (or, for the
 memory figure, in one fresh process): the step, decision and memory measurements. The scripted
-model they call runs in a process of its own (`bot.bench_model`). See `bot.bench` for what the
-figures mean.
+model they call runs in a process of its own (`bot.bench.model`). See `bot.bench.runner` for
+what the figures mean.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import yaml
 
 from agent.events import EventPayload, ModelCall, RunStarted, ToolResult, ToolStarted
 from agent.model import Approve, Box, Event, ItemStatus, Run, RunStatus
-from bot.bench_model import ModelProcess
-from bot.bench_tools import LOG_ENV
+from bot.bench.model import ModelProcess
+from bot.bench.tools import LOG_ENV
 from bot.services import Services
 from store.sql import SqlStore
 
@@ -62,7 +62,7 @@ def child_env(extra: dict[str, str]) -> dict[str, str]:
 
 
 def write_skills(folder: Path, model_base: str, *, tools_log: Path | None) -> None:
-    server: dict[str, Any] = {"command": "python", "args": ["-m", "bot.bench_tools"]}
+    server: dict[str, Any] = {"command": "python", "args": ["-m", "bot.bench.tools"]}
     if tools_log is not None:
         server["env"] = {LOG_ENV: str(tools_log)}
     folder.mkdir(parents=True, exist_ok=True)
@@ -191,7 +191,8 @@ class RunEnds:
     async def wait(self, store: SqlStore, run_id: str, timeout: float = 120.0) -> Run:
         """Wait for the run's end, then read it once: it must have finished DONE."""
         try:
-            await asyncio.wait_for(self.watch(run_id), timeout)
+            async with asyncio.timeout(timeout):
+                await self.watch(run_id)
         except TimeoutError:
             run = await store.get_run(run_id)
             raise TimeoutError(f"bench run {run_id} is still {run.status}") from None
@@ -407,7 +408,7 @@ async def bench_memory(
         "runs": sizes.memory_runs,
         "batch": min(MEMORY_BATCH, sizes.memory_runs // 10),
     }
-    code = "import sys, bot.bench_engine as b; b.memory_child(sys.argv[1])"
+    code = "import sys, bot.bench.engine as b; b.memory_child(sys.argv[1])"
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",

@@ -1,9 +1,9 @@
 """`pizzabot bench`: how fast the engine is, measured the same way every time.
 
 A fixed workload runs against the scripted model server (`agent.testing.model_server`, in a
-process of its own as a real provider is: `bot.bench_model`; reached through litellm, one new
-TCP connection per request as in the LangGraph comparison of issue 8) and a tool that does
-nothing (`bot.bench_tools`). The figures, printed next to the targets and the comparison, and
+process of its own as a real provider is: `bot.bench.model`; reached through litellm, one new
+TCP connection per request, as in the comparison with LangGraph) and a tool that does
+nothing (`bot.bench.tools`). The figures, printed next to the targets and the comparison, and
 written as JSON:
 
 - per model(+tool) step: wall time, and the engine's own share of it (wall time minus the
@@ -17,7 +17,8 @@ written as JSON:
 - `pizzabot serve` start → `/healthz` answering.
 
 `--quick` uses small counts so CI can run it and the bench cannot rot; its figures are a smoke
-test, not a measurement. `python -m bot.bench` is the same command as `pizzabot bench`.
+test, not a measurement. `python -m bot.bench` is the same command as `pizzabot bench`; the server does not need
+the bench, and psutil, which it reads processes with, comes with `pizzabot[bench]`.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bot.bench_engine import (
+from bot.bench.engine import (
     Sizes,
     bench_decisions,
     bench_memory,
@@ -48,8 +49,8 @@ from bot.bench_engine import (
     child_env,
     write_skills,
 )
-from bot.bench_model import ModelProcess
-from bot.bench_procs import bench_start, bench_workers, scratch_postgres
+from bot.bench.model import ModelProcess
+from bot.bench.procs import bench_start, bench_workers, scratch_postgres
 from bot.cli_client import CliError
 
 DEFAULT_OUTPUT = Path("bench-output/bench.json")
@@ -80,7 +81,7 @@ class Target:
         return value == self.value
 
 
-#: Issue 8's targets. The memory target is for 10,000 waiting runs; smaller counts scale it.
+#: The targets. The memory target is for 10,000 waiting runs; smaller counts scale it.
 TARGETS: dict[str, Target] = {
     "step_ms_sqlite": Target("<=", 12.0, "≤ 12 ms"),
     "decision_to_tool_p50_ms": Target("<=", 5.0, "≤ 5 ms"),
@@ -91,8 +92,8 @@ TARGETS: dict[str, Target] = {
     "healthz_s": Target("<=", 1.5, "≤ 1.5 s"),
 }
 
-#: LangGraph with interrupt() and the SQLite checkpointer on the same scripted server, as issue 8
-#: quotes it (measured on another machine; the README has it measured beside ours).
+#: LangGraph with interrupt() and the SQLite checkpointer on the same scripted server, as first
+#: measured (measured on another machine; the README has it measured beside ours).
 COMPARISON: dict[str, str] = {
     "step_ms_sqlite": "~15 ms",
     "overhead_ms_sqlite": "~10–12 ms",
@@ -172,21 +173,24 @@ def _bytecode_cache(work: Path) -> None:
                 py_compile.compile(source, cfile=importlib.util.cache_from_source(source))
 
 
-async def measure(opts: Options) -> dict[str, Any]:
-    sizes = QUICK if opts.quick else FULL
-    only = set(opts.sections)
-    work = Path(tempfile.mkdtemp(prefix="pizzabot-bench-"))
-    began = time.perf_counter()
-    details: dict[str, Any] = {"section_seconds": {}, "errors": {}}
-    profile_dir = opts.output.parent if opts.profile else None
-    if profile_dir is not None:
-        profile_dir.mkdir(parents=True, exist_ok=True)
+@dataclass
+class _Run:
+    """One bench run's place and what it found so far."""
 
-    def prof(name: str) -> Path | None:
-        return profile_dir / f"{name}.prof" if profile_dir is not None else None
+    opts: Options
+    sizes: Sizes
+    work: Path
+    details: dict[str, Any]
+
+    def prof(self, name: str) -> Path | None:
+        """Where a part's cProfile output goes, with --profile."""
+        return self.opts.output.parent / f"{name}.prof" if self.opts.profile else None
+
+    def wants(self, part: str) -> bool:
+        return part in self.opts.sections
 
     @contextlib.contextmanager
-    def section(name: str, what: str) -> Iterator[None]:
+    def section(self, name: str, what: str) -> Iterator[None]:
         """One part of the bench; a part that fails is reported and the others still run,
         so a long run keeps what it measured."""
         err.print(f"[dim]bench: {what} …[/]")
@@ -196,67 +200,37 @@ async def measure(opts: Options) -> dict[str, Any]:
         except Exception as exc:
             import traceback
 
-            details["errors"][name] = "".join(traceback.format_exception(exc))[-4000:]
+            self.details["errors"][name] = "".join(traceback.format_exception(exc))[-4000:]
             err.print(f"[red]bench: {name} failed:[/] {exc!r}")
-        details["section_seconds"][name] = round(time.perf_counter() - t0, 1)
+        self.details["section_seconds"][name] = round(time.perf_counter() - t0, 1)
 
+
+async def measure(opts: Options) -> dict[str, Any]:
+    sizes = QUICK if opts.quick else FULL
+    work = Path(tempfile.mkdtemp(prefix="pizzabot-bench-"))
+    began = time.perf_counter()
+    run = _Run(opts, sizes, work, {"section_seconds": {}, "errors": {}})
+    if opts.profile:
+        opts.output.parent.mkdir(parents=True, exist_ok=True)
     try:
         _bytecode_cache(work)
         model = ModelProcess(env=child_env({}), log=work / "model-server.log")
         async with model:
             skills = work / "skills"
             write_skills(skills, model.openai_base, tools_log=None)
-            with section("import", "importing litellm"):
+            with run.section("import", "importing litellm"):
                 # Before any child starts, so children read the bytecode this compiles.
                 from agent.llm import import_litellm
 
                 await asyncio.to_thread(import_litellm)
             pg = opts.postgres
-            if pg is not None and "workers" in only:
-                with section("workers", "worker processes on PostgreSQL"):
-                    details["workers"] = await bench_workers(model, pg, work, sizes)
-            if "steps" in only:
-                with section("steps_sqlite", "steps on SQLite"):
-                    details["steps_sqlite"] = await bench_steps(
-                        model,
-                        f"sqlite+aiosqlite:///{work / 'steps.db'}",
-                        work / "steps-sqlite",
-                        skills,
-                        sizes,
-                        profile=prof("steps-sqlite"),
-                    )
-            if pg is not None and "steps" in only:
-                with section("steps_postgres", "steps on PostgreSQL"):
-                    async with scratch_postgres(pg) as url:
-                        details["steps_postgres"] = await bench_steps(
-                            model,
-                            url,
-                            work / "steps-pg",
-                            skills,
-                            sizes,
-                            profile=prof("steps-postgres"),
-                        )
-            if "decisions" in only:
-                with section("decisions", f"decisions with {sizes.waiting} runs waiting"):
-                    details["decisions"] = await bench_decisions(
-                        model,
-                        f"sqlite+aiosqlite:///{work / 'decisions.db'}",
-                        work / "decisions",
-                        skills,
-                        sizes,
-                    )
-            if "memory" in only:
-                with section("memory", f"memory for {sizes.memory_runs} waiting runs"):
-                    details["memory"] = await bench_memory(
-                        model,
-                        f"sqlite+aiosqlite:///{work / 'memory.db'}",
-                        work / "memory",
-                        skills,
-                        sizes,
-                    )
-            if "start" in only:
-                with section("start", "pizzabot serve start-up"):
-                    details["start"] = await bench_start(
+            if pg is not None and run.wants("workers"):
+                with run.section("workers", "worker processes on PostgreSQL"):
+                    run.details["workers"] = await bench_workers(model, pg, work, sizes)
+            await _in_process_parts(run, model, skills)
+            if run.wants("start"):
+                with run.section("start", "pizzabot serve start-up"):
+                    run.details["start"] = await bench_start(
                         model, work, sizes, first_run=not opts.quick
                     )
     finally:
@@ -264,7 +238,42 @@ async def measure(opts: Options) -> dict[str, Any]:
             err.print(f"bench: work folder kept: {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    return report(opts, sizes, details, time.perf_counter() - began)
+    return report(opts, sizes, run.details, time.perf_counter() - began)
+
+
+async def _in_process_parts(run: _Run, model: ModelProcess, skills: Path) -> None:
+    """The parts that run the engine in this process: steps, decisions, memory."""
+    work, sizes, details, pg = run.work, run.sizes, run.details, run.opts.postgres
+    if run.wants("steps"):
+        with run.section("steps_sqlite", "steps on SQLite"):
+            details["steps_sqlite"] = await bench_steps(
+                model,
+                f"sqlite+aiosqlite:///{work / 'steps.db'}",
+                work / "steps-sqlite",
+                skills,
+                sizes,
+                profile=run.prof("steps-sqlite"),
+            )
+    if pg is not None and run.wants("steps"):
+        with run.section("steps_postgres", "steps on PostgreSQL"):
+            async with scratch_postgres(pg) as url:
+                details["steps_postgres"] = await bench_steps(
+                    model, url, work / "steps-pg", skills, sizes, profile=run.prof("steps-postgres")
+                )
+    if run.wants("decisions"):
+        with run.section("decisions", f"decisions with {sizes.waiting} runs waiting"):
+            details["decisions"] = await bench_decisions(
+                model,
+                f"sqlite+aiosqlite:///{work / 'decisions.db'}",
+                work / "decisions",
+                skills,
+                sizes,
+            )
+    if run.wants("memory"):
+        with run.section("memory", f"memory for {sizes.memory_runs} waiting runs"):
+            details["memory"] = await bench_memory(
+                model, f"sqlite+aiosqlite:///{work / 'memory.db'}", work / "memory", skills, sizes
+            )
 
 
 def figures_from(details: dict[str, Any]) -> dict[str, float | None]:
@@ -347,7 +356,7 @@ def table(result: dict[str, Any]) -> Table:
     t.add_column("figure")
     t.add_column("value", justify="right")
     t.add_column("target")
-    t.add_column("LangGraph (issue 8)")
+    t.add_column("LangGraph")
     t.add_column("")
     for key, label, unit in ROWS:
         value = result["figures"].get(key)
@@ -385,10 +394,3 @@ def run(opts: Options) -> dict[str, Any]:
     opts.output.write_text(json.dumps(result, indent=2, default=str) + "\n")
     err.print(f"bench: wrote {opts.output} ({result['seconds']:.0f}s)")
     return result
-
-
-if __name__ == "__main__":
-    # The same command as `pizzabot bench`, so the two never drift apart.
-    from bot.cli import app
-
-    app(args=["bench", *sys.argv[1:]], prog_name="python -m bot.bench")

@@ -1,6 +1,6 @@
 """The parts of `pizzabot bench` that time other processes: `pizzabot worker` processes sharing
 PostgreSQL (runs per second, runs executed twice) and `pizzabot serve` starting. See
-`bot.bench` for what the figures mean.
+`bot.bench.runner` for what the figures mean.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 from agent.events import RunFinished, RunStarted, ToolResult, ToolStarted
 from agent.model import RunStatus
-from bot.bench_engine import (
+from bot.bench.engine import (
     Sizes,
     child_env,
     count_status,
@@ -31,7 +31,7 @@ from bot.bench_engine import (
     tool_body,
     write_skills,
 )
-from bot.bench_model import ModelProcess
+from bot.bench.model import ModelProcess
 from bot.services import Services
 from store.sql import SqlStore
 

@@ -8,7 +8,7 @@ the bench is read against had its server apart too. So the bench starts this mod
 through a few `/bench/...` routes for what the bench asks of the server itself (how often each
 model step was asked, how many TCP connections the calls used, forgetting what it kept).
 
-Run: `python -m bot.bench_model` prints the server's base URL as its first line on stdout and
+Run: `python -m bot.bench.model` prints the server's base URL as its first line on stdout and
 serves until its stdin closes (the bench closing it, or the bench dying).
 """
 
@@ -161,7 +161,7 @@ async def serve() -> int:
 
 
 class ModelProcess:
-    """The bench's handle on `python -m bot.bench_model`, used as `async with`: starts it, and
+    """The bench's handle on `python -m bot.bench.model`, used as `async with`: starts it, and
     stops it at the end, on error too (closing its stdin; killing it if it does not go)."""
 
     def __init__(self, *, env: dict[str, str], log: Path) -> None:
@@ -188,7 +188,7 @@ class ModelProcess:
             self._proc = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "bot.bench_model",
+                "bot.bench.model",
                 env=self.env,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -198,7 +198,8 @@ class ModelProcess:
             os.close(log)  # the child has its own copy
         try:
             assert self._proc.stdout is not None
-            line = await asyncio.wait_for(self._proc.stdout.readline(), 60)
+            async with asyncio.timeout(60):  # not `wait_for`: it can lose a cancel on 3.11
+                line = await self._proc.stdout.readline()
             if not line.startswith(b"http://"):
                 raise RuntimeError(f"the model server did not start:\n{self.tail()}")
             self.base = line.decode().strip()
@@ -228,7 +229,8 @@ class ModelProcess:
         if proc.returncode is None and proc.stdin is not None:
             proc.stdin.close()
         with contextlib.suppress(TimeoutError):
-            return await asyncio.wait_for(proc.wait(), 10)
+            async with asyncio.timeout(10):
+                return await proc.wait()
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         return await proc.wait()
