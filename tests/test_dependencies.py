@@ -69,4 +69,3 @@ def test_the_check_sees_an_undeclared_import(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("import os\nimport referencing.jsonschema\nfrom agent import model\n")
     assert _third_party(module) == {"referencing"}
-
