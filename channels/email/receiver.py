@@ -213,7 +213,9 @@ class ImapReceiver:
         # Exception, not BaseException: a cancel arriving here must still stop the loop.
         with contextlib.suppress(Exception):
             if not self._lost.is_set():
-                await asyncio.wait_for(client.logout(), 2.0)
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for can lose a cancel.
+                async with asyncio.timeout(2.0):
+                    await client.logout()
         with contextlib.suppress(Exception):
             transport = client.protocol.transport
             if transport is not None:
