@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal, assert_never
 
 from agent import conversation, settle
@@ -57,7 +58,15 @@ from agent.model import (
     Usage,
 )
 from agent.redaction import Redactor
-from agent.settle import AskPerson, AwaitDecision, Execute, StopRun, TellModel
+from agent.settle import (
+    INTERRUPTED_ASK,
+    REASKED,
+    AskPerson,
+    AwaitDecision,
+    Execute,
+    StopRun,
+    TellModel,
+)
 from agent.skills import Budget, Skill, ToolRule
 from agent.store import LeaseLost
 from agent.targets import targets_for
@@ -180,6 +189,11 @@ class Engine:
             )
             claim.status = RunStatus.DONE
             return "end"
+        if state.answer is not None:
+            # The model's final answer is in the log but the run did not end (a server of an
+            # older version crashed between the two): end it with that answer, never ask again.
+            await self._finish(claim, RunStatus.DONE, result=state.answer)
+            return "end"
         reached = await self._budget_reached(claim, state)
         if reached.reached:
             return await self._ask_budget(claim, reached)
@@ -211,26 +225,27 @@ class Engine:
             steps=before.steps + 1,
             cost_known=before.cost_known and reply.cost_usd is not None,
         )
-        await self._append(
-            claim,
-            [
-                NewEvent(
-                    ModelCall(
-                        model=reply.model,
-                        tokens_in=reply.tokens_in,
-                        tokens_out=reply.tokens_out,
-                        cost_usd=reply.cost_usd,
-                        latency_ms=round(reply.latency_ms, 2),
-                        attempts=reply.attempts,
-                    )
-                ),
-                NewEvent(AssistantMessage(text=reply.text, tool_calls=calls)),
-            ],
-            usage=usage,
-        )
+        said = [
+            NewEvent(
+                ModelCall(
+                    model=reply.model,
+                    tokens_in=reply.tokens_in,
+                    tokens_out=reply.tokens_out,
+                    cost_usd=reply.cost_usd,
+                    latency_ms=round(reply.latency_ms, 2),
+                    attempts=reply.attempts,
+                )
+            ),
+            NewEvent(AssistantMessage(text=reply.text, tool_calls=calls)),
+        ]
         if not calls:
-            await self._finish(claim, RunStatus.DONE, result=reply.text or "", usage=usage)
+            # The final answer and the run's end in one transaction: a crash leaves either
+            # both or neither, so the model is never asked again for an answer on record.
+            await self._finish(
+                claim, RunStatus.DONE, result=reply.text or "", usage=usage, answer=said
+            )
             return "end"
+        await self._append(claim, said, usage=usage)
         return "continue"
 
     # -- tool calls ----------------------------------------------------------------------
@@ -282,7 +297,7 @@ class Engine:
         return "wait"
 
     async def _interrupted(self, claim: Claim, call: CallState, qualified: str) -> None:
-        why = "the approved call was interrupted by a restart; asking again"
+        why = INTERRUPTED_ASK
         await self._append(
             claim, [NewEvent(ToolInterrupted(call_id=call.id, tool=qualified, why=why))]
         )
@@ -347,11 +362,9 @@ class Engine:
         run, skill = claim.run, claim.skill
         now = self.ctx.clock()
         context = claim.state().last_assistant_text or run.input
-        note = (
-            "\n\n(Asked again: the approved call was interrupted by a restart before it finished.)"
-            if reasked
-            else ""
-        )
+        note = f"\n\n(Asked again: {REASKED}.)" if reasked else ""
+        if reasked:
+            risk = replace(risk, may_have_happened=True)
         item = Item(
             id=self.ctx.ids(),
             run_id=run.id,
@@ -430,12 +443,16 @@ class Engine:
             return "wait"
         match decision.decision:
             case Approve():
-                item = await self.ctx.store.get_item(decision.item_id)
-                extend = {k: float(v) for k, v in (item.args or {}).items()}
-                await self.ctx.store.add_budget(run.id, extend)
-                await self._append(
-                    claim, [NewEvent(BudgetExtended(extend=extend, by=decision.actor))]
+                # The approval's arguments are the item's extension.
+                extend = {k: float(v) for k, v in (decision.args or {}).items()}
+                extended = BudgetExtended(
+                    extend=extend, by=decision.actor, item_id=decision.item_id
                 )
+                # The extension and its event in one transaction: applied once, crash or not.
+                appended = await self.ctx.store.add_budget(
+                    run.id, extend, worker=claim.worker, now=now, event=NewEvent(extended)
+                )
+                claim.events.extend(appended)
                 # The budget check reads what was added from the run.
                 claim.run = await self.ctx.store.get_run(run.id)
                 return "continue"
@@ -460,6 +477,7 @@ class Engine:
         result: str | None = None,
         error: str | None = None,
         usage: Usage | None = None,
+        answer: Sequence[NewEvent] = (),
     ) -> None:
         await finish_run(
             self.ctx,
@@ -470,6 +488,7 @@ class Engine:
             result=result,
             error=None if error is None else self.redact(error),
             usage=usage or claim.state().usage,
+            answer=answer,
         )
         claim.status = status
 

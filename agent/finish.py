@@ -9,6 +9,7 @@ entry points that end runs from outside (cancel, the kill switch).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from agent import conversation
 from agent.context import Context
@@ -40,9 +41,10 @@ async def finish_run(
     error: str | None = None,
     usage: Usage | None = None,
     actor: str | None = None,
+    answer: Sequence[NewEvent] = (),
 ) -> None:
     """End a run: its status, a RUN_FINISHED event, its open actions closed, and an Unread
-    item — in one transaction."""
+    item — in one transaction, with `answer` (the model's final answer) recorded first."""
     store, now = ctx.store, ctx.clock()
     if usage is None:
         usage = conversation.derive(await store.events(run.id)).usage
@@ -65,8 +67,11 @@ async def finish_run(
         status,
         worker=worker,
         now=now,
-        event=NewEvent(RunFinished(status=status, result=result, error=error, by=actor)),
-        note=unread,
+        events=[
+            *answer,
+            NewEvent(RunFinished(status=status, result=result, error=error, by=actor)),
+        ],
+        unread=unread,
         targets=targets_for(skill, ctx.channels) if skill is not None else [],
         result=result,
         error=error,

@@ -170,6 +170,10 @@ class ItemKind(enum.StrEnum):
     RUN = "run"  # an Unread note: the run finished, failed, was cancelled or killed
 
 
+#: What a card says when a call is asked again after a crash lost the result of its start.
+MAY_HAVE_HAPPENED = "it may already have happened: check before approving again"
+
+
 @dataclass(frozen=True)
 class Risk:
     impact: str | None = None

@@ -24,6 +24,9 @@ from agent.model import Approve, Edit, Expired, Reject
 from agent.skills import ToolRule
 
 __all__ = [
+    "INTERRUPTED_ASK",
+    "INTERRUPTED_AUTO",
+    "REASKED",
     "AskPerson",
     "AwaitDecision",
     "Execute",
@@ -36,6 +39,15 @@ __all__ = [
 
 INTERRUPTED_AUTO = (
     "this call was interrupted by a restart and its outcome is unknown; it was not repeated"
+)
+#: On a card asked again (and in the run's log): the first attempt may well have taken effect.
+REASKED = (
+    "the approved call started before a restart, and its result was lost. "
+    "It may already have happened: check before approving again"
+)
+INTERRUPTED_ASK = (
+    "the approved call started before a restart, and its result was lost: it may already "
+    "have happened; asking again"
 )
 
 

@@ -104,16 +104,17 @@ class Store(Protocol):
         *,
         worker: str | None,
         now: datetime,
-        event: NewEvent,
-        note: Item,
+        events: Sequence[NewEvent],
+        unread: Item,
         targets: Sequence[Target],
         result: str | None = None,
         error: str | None = None,
         usage: Usage | None = None,
         killed_by: str | None = None,
     ) -> Run:
-        """End a run in one transaction: its status, `event`, its pending actions closed, and
-        the Unread `note` with its deliveries."""
+        """End a run in one transaction: its status, `events` (the last is RUN_FINISHED, those
+        before it the model's final answer), its pending actions closed, and the `unread`
+        item with its deliveries."""
         ...
 
     async def requeue(self, run_id: str, *, now: datetime, events: Sequence[NewEvent] = ()) -> Run:
@@ -135,7 +136,18 @@ class Store(Protocol):
 
     async def events(self, run_id: str) -> list[Event]: ...
 
-    async def add_budget(self, run_id: str, extra: dict[str, float]) -> None: ...
+    async def add_budget(
+        self,
+        run_id: str,
+        extra: dict[str, float],
+        *,
+        worker: str | None,
+        now: datetime,
+        event: NewEvent,
+    ) -> list[Event]:
+        """Add `extra` to the run's budget and append `event` (BUDGET_EXTENDED) in one
+        transaction, while `worker` holds the lease; return the appended event."""
+        ...
 
     async def runs_with_status(self, status: RunStatus) -> list[str]: ...
 

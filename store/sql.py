@@ -737,8 +737,17 @@ class SqlStore:
 
         return await self._do(tx)
 
-    async def add_budget(self, run_id: str, extra: dict[str, float]) -> None:
-        def tx(s: Session) -> None:
+    async def add_budget(
+        self,
+        run_id: str,
+        extra: dict[str, float],
+        *,
+        worker: str | None,
+        now: datetime,
+        event: NewEvent,
+    ) -> list[Event]:
+        def tx(s: Session) -> list[Event]:
+            appended = self._append(s.connection(), run_id, [event], now, worker=worker)
             row = s.get(RunRow, run_id)
             if row is None:
                 raise NotFound(f"no run {run_id}")
@@ -746,8 +755,9 @@ class SqlStore:
             for k, v in extra.items():
                 merged[k] = merged.get(k, 0) + v
             row.budget_extra = merged
+            return appended
 
-        await self._do(tx)
+        return await self._do(tx)
 
     # -- events --------------------------------------------------------------------------
 
@@ -905,8 +915,8 @@ class SqlStore:
         *,
         worker: str | None,
         now: datetime,
-        event: NewEvent,
-        note: Item,
+        events: Sequence[NewEvent],
+        unread: Item,
         targets: Sequence[Target],
         result: str | None = None,
         error: str | None = None,
@@ -926,9 +936,9 @@ class SqlStore:
                 killed_by=killed_by,
             )
             s.flush()
-            self._append(s.connection(), run_id, [event], now)
+            self._append(s.connection(), run_id, events, now)
             self._close_items(s, run_id, status=ItemStatus.CANCELLED, now=now)
-            self._insert_item(s, note, targets, now)
+            self._insert_item(s, unread, targets, now)
             return run
 
         return await self._do(tx)

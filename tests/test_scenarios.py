@@ -177,11 +177,24 @@ async def _wait_started(st: Stack) -> None:
     raise AssertionError("the slow tool never started")
 
 
+def _stopped_or_gone(pid: int) -> bool:
+    """The process cannot run any more: gone, a zombie, or stopped with SIGKILL on its way."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except FileNotFoundError:
+        return True
+    return stat[stat.rindex(b")") + 2 :].split()[0] in {b"Z", b"X", b"T", b"t"}
+
+
 async def test_sigkill_while_an_auto_tool_runs_is_not_silently_repeated(tmp_path: Path) -> None:
     async with Stack(tmp_path, script=slow_then_done) as st:
         run = await st.start_run()
         await _wait_started(st)
+        tool_server = next(c["pid"] for c in st.tool_calls() if c["tool"] == "slow")
         st.server.kill()
+        # The stdio MCP server runs in a session of its own; the crash takes it down at once
+        # too, so the call in flight cannot finish after the crash.
+        assert _stopped_or_gone(tool_server)
         await st.server.start()
         done = await st.wait_run(run["id"], {"done"})
         starts = [c for c in st.tool_calls() if c["tool"] == "slow" and c["event"] == "started"]

@@ -26,7 +26,7 @@ from email.utils import format_datetime, make_msgid
 from typing import Any
 
 from agent.argforms import Field, form_fields
-from agent.model import Box, Item, ItemKind, ItemStatus, Run
+from agent.model import MAY_HAVE_HAPPENED, Box, Item, ItemKind, ItemStatus, Run
 from channels.email import headers
 from channels.email.headers import Folded
 from channels.email.trust import message_ids
@@ -133,6 +133,8 @@ def _when(moment: datetime | None) -> str:
 def _risk(item: Item) -> str:
     risk = item.risk
     parts: list[str] = []
+    if risk.may_have_happened:
+        parts.append(MAY_HAVE_HAPPENED)
     if risk.impact:
         parts.append(f"impact {risk.impact}")
     if risk.reversible is not None:

@@ -29,7 +29,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from agent.argforms import Field, coerce_form, field_path, form_fields
-from agent.model import Box, Item, ItemKind, ItemStatus, Run, RunStatus
+from agent.model import MAY_HAVE_HAPPENED, Box, Item, ItemKind, ItemStatus, Run, RunStatus
 
 __all__ = [
     "APPROVE",
@@ -215,6 +215,8 @@ def args_text(args: Mapping[str, Any] | None, *, more_url: str) -> str:
 def _risk_text(item: Item) -> str | None:
     risk = item.risk
     parts: list[str] = []
+    if risk.may_have_happened:
+        parts.append(f"*{MAY_HAVE_HAPPENED}*")
     if risk.impact:
         parts.append(f"impact *{esc(risk.impact)}*")
     if risk.reversible is not None:

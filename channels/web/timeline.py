@@ -9,6 +9,7 @@ so a newer engine never makes events vanish from the page.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -87,11 +88,16 @@ def entries(events: Sequence[Event]) -> list[Entry]:
         for e in events
         if isinstance(e.payload, ToolResult) and e.payload.args is not None
     }
+    starts: Counter[str] = Counter()
     out: list[Entry] = []
     for e in events:
         entry = _entry(e, _offset(e.at, start))
-        if isinstance(e.payload, ToolStarted) and e.payload.call_id in with_result:
-            entry = replace(entry, blocks=[])
+        if isinstance(e.payload, ToolStarted):
+            starts[e.payload.call_id] += 1
+            if starts[e.payload.call_id] > 1:  # a crash lost the earlier start's result
+                entry = replace(entry, title=f"{entry.title} (attempt {starts[e.payload.call_id]})")
+            elif e.payload.call_id in with_result:
+                entry = replace(entry, blocks=[])
         out.append(entry)
     return out
 
@@ -180,7 +186,11 @@ def _request(p: ToolRequest, base: dict[str, Any]) -> Entry:
 
 def _interrupted(p: ToolInterrupted, base: dict[str, Any]) -> Entry:
     return Entry(
-        tone="error", title=f"Tool {p.tool} interrupted", blocks=_blocks(("Note", p.why)), **base
+        tone="error",
+        title=f"Tool {p.tool} interrupted",
+        facts=[("outcome", "unknown: it may already have happened")],
+        blocks=_blocks(("Note", p.why)),
+        **base,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -24,6 +25,50 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _children() -> dict[int, list[int]]:
+    """Every process's children, from /proc (the parent pid is the 4th field of `stat`)."""
+    out: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # gone meanwhile
+        # The command name is in parentheses and may hold spaces or parentheses itself.
+        ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        out.setdefault(ppid, []).append(int(entry))
+    return out
+
+
+def _descendants(pid: int) -> set[int]:
+    children, found, todo = _children(), set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL `pid` and all its descendants at once. Everything is stopped first (SIGSTOP)
+    and the tree walked again until it stops growing, so nothing can start a process (or
+    finish a tool call) between the walk and the kill."""
+    stopped: set[int] = set()
+    todo = {pid}
+    while todo:
+        for p in todo:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGSTOP)
+        stopped |= todo
+        todo = _descendants(pid) - stopped
+    for p in stopped:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p, signal.SIGKILL)
 
 
 class ServerProcess:
@@ -98,9 +143,12 @@ class ServerProcess:
             return ""
 
     def kill(self) -> None:
-        """SIGKILL the whole process group: the server and its MCP servers, as a crash would."""
+        """SIGKILL the server and every process it started, as a crash (or a power cut) would.
+
+        The MCP SDK starts stdio servers in sessions of their own, so the server's process
+        group is not enough: a tool call in flight would finish after the "crash"."""
         if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            kill_tree(self.proc.pid)
             self.proc.wait(10)
         self.proc = None
 
