@@ -1,5 +1,7 @@
 """Shared test setup. No test reaches the internet: any connection to a non-loopback address
-from the test process fails loudly, so a test that would call a real provider cannot pass."""
+from the test process fails loudly, so a test that would call a real provider cannot pass.
+A test marked with a peer's name (`mail`, `postgres`, `browser`) fails when that peer is
+missing (see tests/peers/required.py): never a silent skip."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.peers.required import PEERS, require
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 for _key in [k for k in os.environ if k.endswith("_API_KEY")]:
@@ -55,8 +59,8 @@ def _guarded_connect_ex(self: socket.socket, address: Any) -> int:
     return _real_connect_ex(self, address)
 
 
-socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
-socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
+socket.socket.connect = _guarded_connect  # type: ignore[method-assign,assignment]
+socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign,assignment]
 
 
 @pytest.fixture(scope="session")
@@ -65,21 +69,16 @@ def output_dir() -> Path:
     return OUTPUT
 
 
-def _pg_available() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 5432), timeout=1):
-            return True
-    except OSError:
-        return False
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker in PEERS:
+        if item.get_closest_marker(marker) is not None:
+            require(marker)
 
 
 @contextlib.asynccontextmanager
 async def fresh_pg_database() -> AsyncIterator[str]:
     """A new PostgreSQL database, dropped afterwards: tests never share state."""
-    if not _pg_available():
-        pytest.fail(
-            "PostgreSQL is not running on 127.0.0.1:5432 (.ci/install-system-packages starts it)"
-        )
+    require("postgres")
     import asyncpg
 
     name = f"pizzabot_test_{uuid.uuid4().hex[:10]}"

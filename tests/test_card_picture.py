@@ -43,9 +43,9 @@ from channels.email.compose import MailIdentity, Thread, item_mail, subject_for
 from channels.email.keys import MailKey
 from channels.email.links import make_links
 from channels.slack.blocks import message
+from tests.peers.required import CHROMIUM
 from tests.peers.web import T0, WebApp
 
-CHROMIUM = "/usr/bin/chromium"
 ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -456,8 +456,6 @@ async def make_picture(workdir: Path) -> Panels:
 
 @pytest.mark.browser
 def test_one_card_on_slack_email_and_the_web_side_by_side(output_dir: Path, tmp_path: Path) -> None:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
     panels = asyncio.run(make_picture(tmp_path))
     (output_dir / "card.png").write_bytes(panels.png)
     for shown in (panels.slack, panels.email, panels.web):

@@ -32,15 +32,15 @@ from tests.peers.email_bot import (
     send,
     stop_imap_dropping_clients,
 )
-from tests.peers.mailserver import DOVECOT, MailServer, free_port
+from tests.peers.mailserver import MailServer, free_port
+from tests.peers.required import require
 
 pytestmark = pytest.mark.mail
 
 
 @pytest.fixture(scope="module")
 def mail() -> Iterator[MailServer]:
-    if not os.access(DOVECOT, os.X_OK):
-        pytest.skip(f"{DOVECOT} missing: run .ci/install-system-packages")
+    require("mail")
     with MailServer(users=USERS) as server:
         yield server
 

@@ -5,7 +5,6 @@ the result lands in the same thread, and her reply to it follows the run up."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from email.message import EmailMessage
 from email.utils import make_msgid
@@ -17,7 +16,8 @@ import pytest
 
 from agent.testing.scripts import count_role, last_tool_result, last_user_text
 from tests.peers.email_bot import reply_to
-from tests.peers.mailserver import DEFAULT_USERS, DOVECOT, MailServer
+from tests.peers.mailserver import DEFAULT_USERS, MailServer
+from tests.peers.required import require
 from tests.peers.stack import Reply, Stack, ToolCall
 
 pytestmark = pytest.mark.mail
@@ -29,8 +29,7 @@ EMAIL = {"to": "ann@example.com", "subject": "Quote", "body": "Here is the quote
 
 @pytest.fixture(scope="module")
 def mail() -> Iterator[MailServer]:
-    if not os.access(DOVECOT, os.X_OK):
-        pytest.skip(f"{DOVECOT} missing: run .ci/install-system-packages")
+    require("mail")
     with MailServer() as server:
         yield server
 

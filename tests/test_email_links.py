@@ -3,7 +3,6 @@ does; a link works once, for its own item and decision, until it expires."""
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
@@ -18,7 +17,8 @@ from agent.model import ItemStatus
 from channels.email.keys import MailKey
 from channels.email.links import links_router, sign_link
 from tests.peers.email_bot import ALICE, MALLORY, PROPOSED, USERS, EmailBot, email_skill
-from tests.peers.mailserver import DOVECOT, MailServer
+from tests.peers.mailserver import MailServer
+from tests.peers.required import require
 
 pytestmark = pytest.mark.mail
 
@@ -27,8 +27,7 @@ PUBLIC = "https://pizzabot.example.test"
 
 @pytest.fixture(scope="module")
 def mail() -> Iterator[MailServer]:
-    if not os.access(DOVECOT, os.X_OK):
-        pytest.skip(f"{DOVECOT} missing: run .ci/install-system-packages")
+    require("mail")
     with MailServer(users=USERS) as server:
         yield server
 

@@ -12,7 +12,6 @@ import asyncio
 import base64
 import json
 import logging
-import os
 import uuid
 from collections.abc import Iterator
 from email.message import EmailMessage
@@ -34,8 +33,9 @@ from channels.email.oauth import (
     OAuthRefused,
     OAuthTokens,
 )
-from tests.peers.mailserver import DEFAULT_USERS, DOVECOT, MailServer
+from tests.peers.mailserver import DEFAULT_USERS, MailServer
 from tests.peers.oauth_server import Grant, OAuthServer
+from tests.peers.required import require
 
 pytestmark = pytest.mark.mail
 
@@ -53,8 +53,7 @@ def provider() -> Iterator[OAuthServer]:
 
 @pytest.fixture(scope="module")
 def mail(provider: OAuthServer) -> Iterator[MailServer]:
-    if not os.access(DOVECOT, os.X_OK):
-        pytest.skip(f"{DOVECOT} missing: run .ci/install-system-packages")
+    require("mail")
     with MailServer(users={**DEFAULT_USERS, **SPARE}, tls=True, oauth=provider) as server:
         yield server
 

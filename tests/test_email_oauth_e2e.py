@@ -8,7 +8,6 @@ her reply (over XOAUTH2) and goes on. The provider saw one refresh for both prot
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,8 +16,9 @@ import pytest
 
 from agent.testing.scripts import count_role, last_tool_result
 from tests.peers.email_bot import reply_to
-from tests.peers.mailserver import DEFAULT_USERS, DOVECOT, MailServer
+from tests.peers.mailserver import DEFAULT_USERS, MailServer
 from tests.peers.oauth_server import OAuthServer
+from tests.peers.required import require
 from tests.peers.stack import Reply, Stack, ToolCall
 
 pytestmark = pytest.mark.mail
@@ -37,8 +37,7 @@ def provider() -> Iterator[OAuthServer]:
 
 @pytest.fixture(scope="module")
 def mail(provider: OAuthServer) -> Iterator[MailServer]:
-    if not os.access(DOVECOT, os.X_OK):
-        pytest.skip(f"{DOVECOT} missing: run .ci/install-system-packages")
+    require("mail")
     with MailServer(tls=True, oauth=provider) as server:
         yield server
 

@@ -10,7 +10,6 @@ forged plaintext answer slipped in before the TLS handshake ends the connection.
 from __future__ import annotations
 
 import asyncio
-import os
 import ssl
 import uuid
 from collections.abc import Iterator
@@ -22,7 +21,8 @@ import pytest
 from agent.channel import DeliveryError
 from channels.email import ImapConfig, ImapReceiver, SmtpConfig, SmtpMailer
 from channels.email.imap_ext import StartTlsError, starttls
-from tests.peers.mailserver import DEFAULT_USERS, DOVECOT, MailServer
+from tests.peers.mailserver import DEFAULT_USERS, MailServer
+from tests.peers.required import require
 from tests.test_email_oauth import Inbox, message, send_as_alice, spare_user
 
 pytestmark = pytest.mark.mail
@@ -33,8 +33,7 @@ SPARE = {f"tls{n}": uuid.uuid4().hex for n in range(8)}  # see tests/test_email_
 
 @pytest.fixture(scope="module")
 def mail() -> Iterator[MailServer]:
-    if not os.access(DOVECOT, os.X_OK):
-        pytest.skip(f"{DOVECOT} missing: run .ci/install-system-packages")
+    require("mail")
     with MailServer(users={**DEFAULT_USERS, **SPARE}, tls=True) as server:
         yield server
 
@@ -42,8 +41,7 @@ def mail() -> Iterator[MailServer]:
 @pytest.fixture(scope="module")
 def plain_mail() -> Iterator[MailServer]:
     """A server that offers no TLS at all."""
-    if not os.access(DOVECOT, os.X_OK):
-        pytest.skip(f"{DOVECOT} missing: run .ci/install-system-packages")
+    require("mail")
     with MailServer(users={**DEFAULT_USERS, **SPARE}) as server:
         yield server
 

@@ -7,7 +7,6 @@ that keeps arriving while the IMAP server is down.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from email.message import EmailMessage
@@ -18,7 +17,8 @@ import aiosmtplib
 import psutil
 import pytest
 
-from tests.peers.mailserver import DEFAULT_USERS, DOVECOT, MailPeerError, MailServer, fetch_bodies
+from tests.peers.mailserver import DEFAULT_USERS, MailPeerError, MailServer, fetch_bodies
+from tests.peers.required import require
 
 pytestmark = pytest.mark.mail
 
@@ -28,8 +28,7 @@ BOT_PW = DEFAULT_USERS["bot"]
 
 @pytest.fixture(scope="module")
 def mail_server() -> Iterator[MailServer]:
-    if not os.access(DOVECOT, os.X_OK):
-        pytest.skip(f"{DOVECOT} missing: run .ci/install-system-packages")
+    require("mail")
     with MailServer() as server:
         yield server
 

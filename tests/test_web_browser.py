@@ -28,12 +28,12 @@ from playwright.async_api import (
 )
 
 from agent.testing.scripts import last_tool_result
+from tests.peers.required import CHROMIUM
 from tests.peers.server import TOKEN
 from tests.peers.stack import Reply, Stack, ToolCall
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
-CHROMIUM = "/usr/bin/chromium"
 ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -43,7 +43,6 @@ ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-HAVE_CHROMIUM = Path(CHROMIUM).exists()
 DESKTOP: ViewportSize = {"width": 1280, "height": 900}
 PHONE: ViewportSize = {"width": 390, "height": 844}
 
@@ -75,8 +74,6 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def browser() -> AsyncIterator[Browser]:
-    if not HAVE_CHROMIUM:
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
     async with async_playwright() as p:
         b = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:

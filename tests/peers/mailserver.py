@@ -60,8 +60,8 @@ from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
 from tests.peers.certs import TestCertificates, make_certificates
 from tests.peers.oauth_server import OAuthServer
+from tests.peers.required import DOVECOT, require
 
-DOVECOT = "/usr/sbin/dovecot"
 DOMAIN = "example.test"
 DEFAULT_USERS: Mapping[str, str] = {"bot": "bot-pw", "alice": "alice-pw", "mallory": "mallory-pw"}
 
@@ -709,7 +709,6 @@ def mail_server() -> Iterator[MailServer]:
     Sync on purpose: it works with any event loop scope. Mailboxes are shared between
     tests, so tests should tell their mail apart (unique subject or plus-address tag).
     """
-    if not os.access(DOVECOT, os.X_OK):
-        pytest.skip(f"{DOVECOT} missing: run .ci/install-system-packages")
+    require("mail")
     with MailServer() as server:
         yield server

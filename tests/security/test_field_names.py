@@ -10,7 +10,6 @@ is covered in tests/test_slack_modals.py, through the Bolt app.)
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from email.message import EmailMessage
@@ -23,7 +22,8 @@ from agent.events import ToolRequest
 from agent.model import Box, Item, ItemKind, ItemStatus, NewEvent, RunStatus, Target
 from channels.web.forms import PREFIX
 from tests.peers.email_bot import USERS, EmailBot, reply_to, send
-from tests.peers.mailserver import DOVECOT, MailServer
+from tests.peers.mailserver import MailServer
+from tests.peers.required import require
 from tests.peers.web import Form, WebApp, csrf_of
 
 SCHEMA: dict[str, Any] = {
@@ -69,8 +69,7 @@ async def test_the_web_form_edits_the_dotted_property_and_the_nested_one_apart(
 
 @pytest.fixture(scope="module")
 def mail() -> Iterator[MailServer]:
-    if not os.access(DOVECOT, os.X_OK):
-        pytest.skip(f"{DOVECOT} missing: run .ci/install-system-packages")
+    require("mail")
     with MailServer(users=USERS) as server:
         yield server
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import email
 import email.policy
-import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from email.message import EmailMessage
@@ -33,7 +32,8 @@ from channels.email.compose import (
     subject_for,
 )
 from tests.peers.email_bot import ALICE, MALLORY, MALLORY_PW, USERS, EmailBot, send
-from tests.peers.mailserver import DOVECOT, MailServer
+from tests.peers.mailserver import MailServer
+from tests.peers.required import require
 
 pytestmark = pytest.mark.mail
 
@@ -62,8 +62,7 @@ PAYLOADS = [
 
 @pytest.fixture(scope="module")
 def mail() -> Iterator[MailServer]:
-    if not os.access(DOVECOT, os.X_OK):
-        pytest.skip(f"{DOVECOT} missing: run .ci/install-system-packages")
+    require("mail")
     with MailServer(users=USERS) as server:
         yield server
 

@@ -15,7 +15,6 @@ The mails go through the real SMTP and IMAP peers into the real inbound handler.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from email.message import EmailMessage
 from email.utils import make_msgid
@@ -25,7 +24,8 @@ import pytest
 
 from agent.model import ItemStatus
 from tests.peers.email_bot import USERS, EmailBot, email_skill, send
-from tests.peers.mailserver import DOVECOT, MailServer
+from tests.peers.mailserver import MailServer
+from tests.peers.required import require
 
 pytestmark = pytest.mark.mail
 
@@ -36,8 +36,7 @@ EVIL = "mallory@example.test"
 
 @pytest.fixture(scope="module")
 def mail() -> Iterator[MailServer]:
-    if not os.access(DOVECOT, os.X_OK):
-        pytest.skip(f"{DOVECOT} missing: run .ci/install-system-packages")
+    require("mail")
     with MailServer(users={**USERS, "kate": KATE_PW}) as server:
         yield server
 

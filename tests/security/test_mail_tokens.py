@@ -15,7 +15,6 @@ import base64
 import hashlib
 import hmac
 import json
-import os
 import re
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -33,7 +32,8 @@ from bot.server import create_app
 from bot.settings import Settings
 from channels.email.links import links_router
 from tests.peers.email_bot import ALICE, MALLORY, MALLORY_PW, USERS, EmailBot, email_skill, send
-from tests.peers.mailserver import DOVECOT, MailServer
+from tests.peers.mailserver import MailServer
+from tests.peers.required import require
 
 pytestmark = pytest.mark.mail
 
@@ -42,8 +42,7 @@ PUBLIC = "https://pizzabot.example.test"
 
 @pytest.fixture(scope="module")
 def mail() -> Iterator[MailServer]:
-    if not os.access(DOVECOT, os.X_OK):
-        pytest.skip(f"{DOVECOT} missing: run .ci/install-system-packages")
+    require("mail")
     with MailServer(users=USERS) as server:
         yield server
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import AsyncIterator, Iterator
 from email.message import EmailMessage
 from pathlib import Path
@@ -24,7 +23,8 @@ import pytest_asyncio
 from agent.model import ItemStatus
 from channels.web.forms import PREFIX
 from tests.peers.email_bot import USERS, EmailBot, reply_to, send
-from tests.peers.mailserver import DOVECOT, MailServer
+from tests.peers.mailserver import MailServer
+from tests.peers.required import require
 from tests.peers.slack_api import SlackApi, filled_values, post_interaction, view_submission
 from tests.peers.stack import Stack
 from tests.peers.web import Form, WebApp, csrf_of
@@ -189,8 +189,7 @@ async def test_the_web_form_shows_a_number_out_of_range_next_to_its_field(
 
 @pytest.fixture(scope="module")
 def mail() -> Iterator[MailServer]:
-    if not os.access(DOVECOT, os.X_OK):
-        pytest.skip(f"{DOVECOT} missing: run .ci/install-system-packages")
+    require("mail")
     with MailServer(users=USERS) as server:
         yield server
 
