@@ -1,9 +1,9 @@
 """Step a run until it ends or needs a human, then return: a waiting run is only rows.
 
-`Engine.advance` is what a worker calls with a claimed run. It reads the event log (the
+`Runner.advance` is what a worker calls with a claimed run. It reads the event log (the
 durable state) once, then each step settles the tool calls that have no result yet under the
 skill's policy, and otherwise calls the model, appending to the log as it goes. Nothing
-outlives the claim, so a crash at any point resumes from the last recorded event:
+outlives the held, so a crash at any point resumes from the last recorded event:
 
 - an `ask` call whose approved execution started but left no result is asked again;
 - an `auto` call that started but left no result is repeated only when the skill marks the
@@ -72,7 +72,7 @@ from agent.store import LeaseLost
 from agent.targets import targets_for
 from agent.tools import ToolHub, ToolSpec, split_wire_name
 
-__all__ = ["Claim", "Engine", "Outcome", "cancel_in_flight", "finish_run"]
+__all__ = ["Engine", "HeldRun", "Outcome", "Runner", "cancel_in_flight", "finish_run"]
 
 log = logging.getLogger(__name__)
 
@@ -86,15 +86,16 @@ def _truncate(text: str, limit: int) -> str:
 
 
 @dataclass
-class Claim:
-    """What one claim of a run keeps while it steps: the run, and its event log read once at
-    the claim and extended by every append, so a step never re-reads the log. Anything
-    another writer appends also takes the run away from this claim (cancel, kill: the status
-    changes), so the next fenced append fails and the copy is never used stale."""
+class HeldRun:
+    """A run this worker holds the lease of, while it steps: the run, the lease token every
+    write is fenced with, and its event log read once at the held and extended by every
+    append, so a step never re-reads the log. Anything another writer appends also takes the
+    run away from this holder (cancel, kill: the status changes), so the next fenced append
+    fails and the copy is never used stale."""
 
     run: Run
     skill: Skill
-    worker: str
+    lease: str
     events: list[Event]
     status: RunStatus = RunStatus.RUNNING  # what the step that ended the loop left
 
@@ -102,7 +103,9 @@ class Claim:
         return conversation.derive(self.events)
 
 
-class Engine:
+class Runner:
+    """Steps runs: the engine's loop. (Not SQLAlchemy's `Engine`: that is the database.)"""
+
     def __init__(
         self,
         ctx: Context,
@@ -126,8 +129,9 @@ class Engine:
     async def advance(
         self, run: Run, *, worker: str, events: list[Event] | None = None
     ) -> RunStatus:
-        """Step `run` (claimed by `worker`) until it waits, ends, or the lease is lost.
-        `events` is its log as read with the claim; without it the log is read here.
+        """Step `run` until it waits, ends, or the lease is lost. `worker` is the lease token
+        it was claimed with (the store's `worker=`: every write is fenced with it).
+        `events` is its log as read with the held; without it the log is read here.
 
         The lease is kept by the worker's heartbeat while this runs; every write checks it,
         so a run cancelled, killed or taken over meanwhile stops at its next write."""
@@ -135,72 +139,72 @@ class Engine:
         try:
             skill = self.ctx.skills.for_run(run.skill, run.created_at)
         except NotFound as exc:
-            await self._end(run, RunStatus.FAILED, worker=worker, error=str(exc), skill=None)
+            await self._end(run, RunStatus.FAILED, lease=worker, error=str(exc), skill=None)
             return RunStatus.FAILED
         if events is None:
             events = await store.events(run.id)
-        claim = Claim(run, skill, worker, events)
+        held = HeldRun(run, skill, worker, events)
         try:
             while True:
-                outcome = await self._step(claim)
+                outcome = await self._step(held)
                 if outcome == "wait":
                     return RunStatus.WAITING
                 if outcome == "end":
-                    return claim.status
+                    return held.status
         except LeaseLost:
             log.info(
                 "run %s: lease lost, leaving it to its new owner", run.id, extra={"run_id": run.id}
             )
             return RunStatus.RUNNING
         except (RunError, UserError) as exc:
-            await self._finish(claim, RunStatus.FAILED, error=str(exc))
+            await self._finish(held, RunStatus.FAILED, error=str(exc))
             return RunStatus.FAILED
 
     async def _append(
-        self, claim: Claim, events: list[NewEvent], *, usage: Usage | None = None
+        self, held: HeldRun, events: list[NewEvent], *, usage: Usage | None = None
     ) -> None:
         appended = await self.ctx.store.append_events(
-            claim.run.id, events, worker=claim.worker, now=self.ctx.clock(), usage=usage
+            held.run.id, events, worker=held.lease, now=self.ctx.clock(), usage=usage
         )
-        if appended and claim.events and appended[0].seq != claim.events[-1].seq + 1:
+        if appended and held.events and appended[0].seq != held.events[-1].seq + 1:
             # Someone else wrote in between (should not happen while we hold the lease):
             # the durable log is the truth, read it again.
-            claim.events = await self.ctx.store.events(claim.run.id)
+            held.events = await self.ctx.store.events(held.run.id)
         else:
-            claim.events.extend(appended)
+            held.events.extend(appended)
 
-    async def _step(self, claim: Claim) -> Outcome:
-        run, skill = claim.run, claim.skill
-        state = claim.state()
+    async def _step(self, held: HeldRun) -> Outcome:
+        run, skill = held.run, held.skill
+        state = held.state()
         if state.budget_item is not None:
-            return await self._settle_budget(claim, state)
+            return await self._settle_budget(held, state)
         pending = state.pending()
         if pending:
             specs = {s.wire_name: s for s in await self.tools.list_tools(skill)}
             for call in pending:
-                outcome = await self._settle_call(claim, call, specs.get(call.wire_name))
+                outcome = await self._settle_call(held, call, specs.get(call.wire_name))
                 if outcome != "continue":
                     return outcome
             return "continue"
         if state.finished:
             # A finished run was re-queued without a new message: nothing to do.
             await self.ctx.store.set_status(
-                run.id, RunStatus.DONE, worker=claim.worker, now=self.ctx.clock()
+                run.id, RunStatus.DONE, worker=held.lease, now=self.ctx.clock()
             )
-            claim.status = RunStatus.DONE
+            held.status = RunStatus.DONE
             return "end"
         if state.answer is not None:
             # The model's final answer is in the log but the run did not end (a server of an
             # older version crashed between the two): end it with that answer, never ask again.
-            await self._finish(claim, RunStatus.DONE, result=state.answer)
+            await self._finish(held, RunStatus.DONE, result=state.answer)
             return "end"
-        reached = await self._budget_reached(claim, state)
+        reached = await self._budget_reached(held, state)
         if reached.reached:
-            return await self._ask_budget(claim, reached)
-        return await self._call_model(claim, state)
+            return await self._ask_budget(held, reached)
+        return await self._call_model(held, state)
 
-    async def _budget_reached(self, claim: Claim, state: RunState) -> BudgetCheck:
-        run, skill, now = claim.run, claim.skill, self.ctx.clock()
+    async def _budget_reached(self, held: HeldRun, state: RunState) -> BudgetCheck:
+        run, skill, now = held.run, held.skill, self.ctx.clock()
         budget = skill.budget.over(self.default_budget)
         day = None
         if budget.per_day.tokens is not None or budget.per_day.cost_usd is not None:
@@ -210,10 +214,10 @@ class Engine:
 
     # -- the model -----------------------------------------------------------------------
 
-    async def _call_model(self, claim: Claim, state: RunState) -> Outcome:
-        skill = claim.skill
+    async def _call_model(self, held: HeldRun, state: RunState) -> Outcome:
+        skill = held.skill
         specs = await self.tools.list_tools(skill)
-        messages = conversation.messages(skill.instructions, claim.events, state)
+        messages = conversation.messages(skill.instructions, held.events, state)
         reply = await self.model.complete(skill, messages, [s.as_openai() for s in specs])
         calls = [
             ProposedCall(id=c.id, name=c.name, arguments=c.arguments) for c in reply.tool_calls
@@ -242,45 +246,45 @@ class Engine:
             # The final answer and the run's end in one transaction: a crash leaves either
             # both or neither, so the model is never asked again for an answer on record.
             await self._finish(
-                claim, RunStatus.DONE, result=reply.text or "", usage=usage, answer=said
+                held, RunStatus.DONE, result=reply.text or "", usage=usage, answer=said
             )
             return "end"
-        await self._append(claim, said, usage=usage)
+        await self._append(held, said, usage=usage)
         return "continue"
 
     # -- tool calls ----------------------------------------------------------------------
 
-    async def _settle_call(self, claim: Claim, call: CallState, spec: ToolSpec | None) -> Outcome:
+    async def _settle_call(self, held: HeldRun, call: CallState, spec: ToolSpec | None) -> Outcome:
         """Carry out what `agent.settle.plan` says for a call that has no result yet."""
         server, name = split_wire_name(call.wire_name)
         qualified = f"{server}.{name}"
-        rule = claim.skill.rule(qualified) if spec is not None else None
+        rule = held.skill.rule(qualified) if spec is not None else None
         step = settle.plan(call, qualified, rule)
         match step:
             case TellModel():
-                await self._tell_model(claim, call, step)
+                await self._tell_model(held, call, step)
                 return "continue"
             case Execute(args=args, item_id=item_id):
-                await self._execute(claim, call, qualified, args, item_id)
+                await self._execute(held, call, qualified, args, item_id)
                 return "continue"
             case AwaitDecision(item_id=item_id):
-                return await self._await_decision(claim, call, spec, rule, item_id)
+                return await self._await_decision(held, call, spec, rule, item_id)
             case AskPerson(again=again):
                 assert spec is not None and rule is not None
                 if again:
-                    await self._interrupted(claim, call, qualified)
-                await self._ask(claim, call, spec, rule.risk, reasked=again)
+                    await self._interrupted(held, call, qualified)
+                await self._ask(held, call, spec, rule.risk, reasked=again)
                 return "wait"
             case StopRun(text=why):
-                await self._tell_model(claim, call, TellModel(why, expired=True))
-                await self._finish(claim, RunStatus.CANCELLED, error=why)
+                await self._tell_model(held, call, TellModel(why, expired=True))
+                await self._finish(held, RunStatus.CANCELLED, error=why)
                 return "end"
             case _:
                 assert_never(step)
 
     async def _await_decision(
         self,
-        claim: Claim,
+        held: HeldRun,
         call: CallState,
         spec: ToolSpec | None,
         rule: ToolRule | None,
@@ -291,18 +295,18 @@ class Engine:
         store, now = self.ctx.store, self.ctx.clock()
         item = await store.get_item(item_id)
         if item.status is ItemStatus.PENDING:
-            await store.set_status(claim.run.id, RunStatus.WAITING, worker=claim.worker, now=now)
+            await store.set_status(held.run.id, RunStatus.WAITING, worker=held.lease, now=now)
             return "wait"
-        await self._ask(claim, call, spec, rule.risk, reasked=False)
+        await self._ask(held, call, spec, rule.risk, reasked=False)
         return "wait"
 
-    async def _interrupted(self, claim: Claim, call: CallState, qualified: str) -> None:
+    async def _interrupted(self, held: HeldRun, call: CallState, qualified: str) -> None:
         why = INTERRUPTED_ASK
         await self._append(
-            claim, [NewEvent(ToolInterrupted(call_id=call.id, tool=qualified, why=why))]
+            held, [NewEvent(ToolInterrupted(call_id=call.id, tool=qualified, why=why))]
         )
 
-    async def _tell_model(self, claim: Claim, call: CallState, said: TellModel) -> None:
+    async def _tell_model(self, held: HeldRun, call: CallState, said: TellModel) -> None:
         result = self._tool_result(call, said.text, is_error=True, duration_ms=0.0)
         result = result.model_copy(
             update={
@@ -311,11 +315,11 @@ class Engine:
                 "interrupted": said.interrupted,
             }
         )
-        await self._append(claim, [NewEvent(result)])
+        await self._append(held, [NewEvent(result)])
 
     async def _execute(
         self,
-        claim: Claim,
+        held: HeldRun,
         call: CallState,
         qualified: str,
         args: dict[str, Any],
@@ -324,16 +328,16 @@ class Engine:
         server, name = qualified.split(".", 1)
         # Recorded before the call, so a crash during it is known for what it was.
         await self._append(
-            claim,
+            held,
             [NewEvent(ToolStarted(call_id=call.id, tool=qualified, args=args, item_id=item_id))],
         )
-        skill = claim.skill
+        skill = held.skill
         outcome = await self.tools.call(skill, server, name, args)
         text = _truncate(outcome.text, skill.max_tool_result_chars)
         result = self._tool_result(
             call, text, is_error=outcome.is_error, duration_ms=outcome.duration_ms
         )
-        await self._append(claim, [NewEvent(result.model_copy(update={"args": args}))])
+        await self._append(held, [NewEvent(result.model_copy(update={"args": args}))])
 
     def _tool_result(
         self, call: CallState, text: str, *, is_error: bool, duration_ms: float
@@ -352,16 +356,16 @@ class Engine:
 
     async def _ask(
         self,
-        claim: Claim,
+        held: HeldRun,
         call: CallState,
         spec: ToolSpec,
         risk: Risk,
         *,
         reasked: bool,
     ) -> None:
-        run, skill = claim.run, claim.skill
+        run, skill = held.run, held.skill
         now = self.ctx.clock()
-        context = claim.state().last_assistant_text or run.input
+        context = held.state().last_assistant_text or run.input
         note = f"\n\n(Asked again: {REASKED}.)" if reasked else ""
         if reasked:
             risk = replace(risk, may_have_happened=True)
@@ -385,7 +389,7 @@ class Engine:
         await self.ctx.store.create_item(
             item,
             targets=targets_for(skill, self.ctx.channels),
-            worker=claim.worker,
+            worker=held.lease,
             now=now,
             run_status=RunStatus.WAITING,
             events=[
@@ -404,8 +408,8 @@ class Engine:
 
     # -- budgets -------------------------------------------------------------------------
 
-    async def _ask_budget(self, claim: Claim, reached: BudgetCheck) -> Outcome:
-        run, skill = claim.run, claim.skill
+    async def _ask_budget(self, held: HeldRun, reached: BudgetCheck) -> Outcome:
+        run, skill = held.run, held.skill
         now = self.ctx.clock()
         why = reached.reached or "budget reached"
         extend = reached.extend
@@ -426,7 +430,7 @@ class Engine:
         await self.ctx.store.create_item(
             item,
             targets=targets_for(skill, self.ctx.channels),
-            worker=claim.worker,
+            worker=held.lease,
             now=now,
             run_status=RunStatus.WAITING,
             events=[NewEvent(BudgetReached(item_id=item.id, why=why, extend=extend))],
@@ -434,12 +438,12 @@ class Engine:
         self.ctx.wake_outbox()
         return "wait"
 
-    async def _settle_budget(self, claim: Claim, state: RunState) -> Outcome:
-        run = claim.run
+    async def _settle_budget(self, held: HeldRun, state: RunState) -> Outcome:
+        run = held.run
         decision = state.budget_decision
         now = self.ctx.clock()
         if decision is None:
-            await self.ctx.store.set_status(run.id, RunStatus.WAITING, worker=claim.worker, now=now)
+            await self.ctx.store.set_status(run.id, RunStatus.WAITING, worker=held.lease, now=now)
             return "wait"
         match decision.decision:
             case Approve():
@@ -450,17 +454,17 @@ class Engine:
                 )
                 # The extension and its event in one transaction: applied once, crash or not.
                 appended = await self.ctx.store.add_budget(
-                    run.id, extend, worker=claim.worker, now=now, event=NewEvent(extended)
+                    run.id, extend, worker=held.lease, now=now, event=NewEvent(extended)
                 )
-                claim.events.extend(appended)
+                held.events.extend(appended)
                 # The budget check reads what was added from the run.
-                claim.run = await self.ctx.store.get_run(run.id)
+                held.run = await self.ctx.store.get_run(run.id)
                 return "continue"
             case Reject(reason=why) | Expired(reason=why):
                 reason = f"stopped at the budget by {decision.actor}"
                 if why:
                     reason += f": {why}"
-                await self._finish(claim, RunStatus.CANCELLED, error=reason)
+                await self._finish(held, RunStatus.CANCELLED, error=reason)
                 return "end"
             case Edit():
                 raise AssertionError("a budget item cannot be edited")
@@ -471,7 +475,7 @@ class Engine:
 
     async def _finish(
         self,
-        claim: Claim,
+        held: HeldRun,
         status: RunStatus,
         *,
         result: str | None = None,
@@ -481,30 +485,28 @@ class Engine:
     ) -> None:
         await finish_run(
             self.ctx,
-            claim.run,
+            held.run,
             status,
-            worker=claim.worker,
-            skill=claim.skill,
+            worker=held.lease,
+            skill=held.skill,
             result=result,
             error=None if error is None else self.redact(error),
-            usage=usage or claim.state().usage,
+            usage=usage or held.state().usage,
             answer=answer,
         )
-        claim.status = status
+        held.status = status
 
     async def _end(
         self,
         run: Run,
         status: RunStatus,
         *,
-        worker: str,
+        lease: str,
         skill: Skill | None,
         error: str,
     ) -> None:
         """End a run that could not be stepped at all (its skill is gone)."""
-        await finish_run(
-            self.ctx, run, status, worker=worker, skill=skill, error=self.redact(error)
-        )
+        await finish_run(self.ctx, run, status, worker=lease, skill=skill, error=self.redact(error))
 
 
 async def cancel_in_flight(task: asyncio.Task[Any]) -> None:
@@ -512,3 +514,7 @@ async def cancel_in_flight(task: asyncio.Task[Any]) -> None:
     # The task's own end (usually CancelledError) is what we asked for.
     with contextlib.suppress(BaseException):
         await task
+
+
+#: The old name, until every caller in `bot/` says `Runner`.
+Engine = Runner

@@ -16,7 +16,7 @@ import socket
 from typing import Any
 
 from agent.context import Context
-from agent.engine import Engine, cancel_in_flight
+from agent.engine import Runner, cancel_in_flight
 from agent.model import RunStatus
 from agent.store import Claimed, LeaseLost
 from agent.tasks import stop_if_cancelled
@@ -28,7 +28,7 @@ class Worker:
     def __init__(
         self,
         ctx: Context,
-        engine: Engine,
+        engine: Runner,
         *,
         name: str | None = None,
         concurrency: int = 8,
@@ -81,13 +81,13 @@ class Worker:
         if free <= 0:
             self._backlog = True
             return 0
-        # Each claim has its own token, so an older step of the same run in this process is
-        # fenced out too, not only steps of other workers.
+        # Each claim has its own lease token, so an older step of the same run in this process
+        # is fenced out too, not only steps of other workers.
         self._claims += 1
-        claim = f"{self.name}#{self._claims}"
+        lease = f"{self.name}#{self._claims}"
         try:
             claimed = await self.ctx.store.claim_runs(
-                worker=claim,
+                worker=lease,
                 now=self.ctx.clock(),
                 lease_seconds=self.engine.lease_seconds,
                 limit=free,
@@ -101,19 +101,19 @@ class Worker:
         self._backlog = len(claimed) == free
         for c in claimed:
             self._tasks[c.run.id] = asyncio.create_task(
-                self._advance(c, claim), name=f"run:{c.run.id}"
+                self._advance(c, lease), name=f"run:{c.run.id}"
             )
         return len(claimed)
 
-    async def _advance(self, claimed: Claimed, claim: str) -> None:
+    async def _advance(self, claimed: Claimed, lease: str) -> None:
         # The step runs in this task (no task of its own: one loop turn less before a claimed
         # run starts); the heartbeat cancels this task if the lease is lost.
         run = claimed.run
         this = asyncio.current_task()
         assert this is not None
-        heartbeat = asyncio.create_task(self._heartbeat(run.id, claim, this))
+        heartbeat = asyncio.create_task(self._heartbeat(run.id, lease, this))
         try:
-            await self.engine.advance(run, worker=claim, events=claimed.events)
+            await self.engine.advance(run, worker=lease, events=claimed.events)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -128,7 +128,7 @@ class Worker:
                 # Runs may have been left queued while this worker was full.
                 self._wake.set()
 
-    async def _heartbeat(self, run_id: str, claim: str, step: asyncio.Task[Any]) -> None:
+    async def _heartbeat(self, run_id: str, lease: str, step: asyncio.Task[Any]) -> None:
         """Keep the lease while a step is in flight (a model or tool call can outlast it);
         if the lease is lost anyway, stop the step: the run belongs to someone else now."""
         while not step.done():
@@ -136,7 +136,7 @@ class Worker:
             try:
                 await self.ctx.store.renew_lease(
                     run_id,
-                    worker=claim,
+                    worker=lease,
                     now=self.ctx.clock(),
                     lease_seconds=self.engine.lease_seconds,
                 )
