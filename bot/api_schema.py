@@ -54,6 +54,8 @@ class Risk(BaseModel):
     impact: str | None = None
     reversible: bool | None = None
     scope: str | None = None
+    # A call asked again after a crash whose first attempt may already have taken effect.
+    may_have_happened: bool | None = None
 
 
 class ItemOut(BaseModel):
