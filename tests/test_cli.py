@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.peers.server import TOKEN
 from tests.peers.stack import Stack
-from tests.test_scenarios import send_then_summarise
+from tests.peers.stories import send_then_summarise
 
 
 def cli(st: Stack, *args: str) -> subprocess.CompletedProcess[str]:

@@ -11,22 +11,8 @@ import pytest
 
 from agent.testing.scripts import last_tool_result
 from tests.peers.stack import Reply, Stack, ToolCall, turns
-
-EMAIL = {
-    "to": "ann@example.com",
-    "subject": "Quote",
-    "body": "Here is the quote.",
-    "priority": "normal",
-    "copies": 1,
-}
-
-
-def send_then_summarise(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
-    """Ask to send the email once; then report what the tool said (quoting it)."""
-    result = last_tool_result(messages)
-    if result is None:
-        return Reply(text="I will mail Ann.", tool_calls=[ToolCall("crm__send_email", dict(EMAIL))])
-    return Reply(text=f"Finished. The tool said: {result}")
+from tests.peers.stories import EMAIL, send_then_summarise
+from tests.waiting import eventually
 
 
 def sent_args(stack: Stack) -> list[dict[str, Any]]:
@@ -167,14 +153,13 @@ def slow_then_done(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) 
 
 
 async def _wait_started(st: Stack) -> None:
-    import asyncio
-
     # Generous: a fresh server's first run waits for litellm's import and the MCP server.
-    for _ in range(600):
-        if any(c["tool"] == "slow" and c["event"] == "started" for c in st.tool_calls()):
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("the slow tool never started")
+    await eventually(
+        lambda: any(c["tool"] == "slow" and c["event"] == "started" for c in st.tool_calls()),
+        what="the slow tool to start",
+        timeout=60,
+        context=st.server.log,
+    )
 
 
 def _stopped_or_gone(pid: int) -> bool:

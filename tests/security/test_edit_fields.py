@@ -12,8 +12,8 @@ import asyncio
 from pathlib import Path
 
 from tests.peers.stack import Stack
+from tests.peers.stories import send_then_summarise
 from tests.test_cli import cli
-from tests.test_slack_scenarios import send_then_summarise
 
 
 async def test_an_edit_with_an_unknown_field_is_refused_on_the_api_and_the_cli(

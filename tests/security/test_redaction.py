@@ -20,7 +20,7 @@ import pytest
 
 from tests.peers.server import TOKEN
 from tests.peers.stack import Stack
-from tests.test_slack_scenarios import send_then_summarise
+from tests.peers.stories import send_then_summarise
 
 #: Shaped like no well-known key: only redaction by value can catch it.
 KEY = "pz-live-7Qm2Xc9Lw4Rt8Vb1"

@@ -19,7 +19,7 @@ from store.sql import SqlStore, connect
 from tests.peers.server import TOKEN
 from tests.peers.slack_api import SlackApi
 from tests.peers.stack import Stack
-from tests.test_slack_scenarios import send_then_summarise
+from tests.peers.stories import send_then_summarise
 
 BOT_TOKEN = "pz-slack-bot-7Qm2Xc9Lw4Rt8Vb1"
 
