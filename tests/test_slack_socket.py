@@ -9,7 +9,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from agent.testing.scripts import last_tool_result
 from tests.peers.slack_api import (
     SlackApi,
     block_actions,
@@ -19,16 +18,8 @@ from tests.peers.slack_api import (
     message_ts,
     view_submission,
 )
-from tests.peers.stack import Reply, Stack, ToolCall
-
-EMAIL = {"to": "ann@example.com", "subject": "Hi", "body": "Hello.", "copies": 1}
-
-
-def send_then_summarise(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
-    result = last_tool_result(messages)
-    if result is None:
-        return Reply(tool_calls=[ToolCall("crm__send_email", dict(EMAIL))])
-    return Reply(text=f"Done: {result}")
+from tests.peers.stack import Stack
+from tests.peers.stories import send_then_summarise
 
 
 def envelope(kind: str, payload: dict[str, Any], **extra: Any) -> dict[str, Any]:

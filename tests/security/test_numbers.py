@@ -27,6 +27,7 @@ from tests.peers.mailserver import MailServer
 from tests.peers.required import require
 from tests.peers.slack_api import SlackApi, filled_values, post_interaction, view_submission
 from tests.peers.stack import Stack
+from tests.peers.stories import send_then_summarise
 from tests.peers.web import Form, WebApp, csrf_of
 from tests.test_cli import cli
 from tests.test_slack_scenarios import (
@@ -36,7 +37,6 @@ from tests.test_slack_scenarios import (
     events_url,
     get_item,
     posted_item,
-    send_then_summarise,
 )
 
 HUGE = "1e500000"
