@@ -14,22 +14,33 @@ from typing import Any
 from agent.model import RunStatus
 from agent.testing.scripts import Reply, turns
 from tests.peers.inproc import InProcess
+from tests.waiting import eventually
 
 
 async def _quiet(h: InProcess, *, concurrency: int) -> list[int]:
     """Give the worker a one-minute poll and `concurrency` slots; count its claims from now
     on (how many runs each claim asked for)."""
-    h.worker.concurrency = concurrency
-    h.worker.poll_interval = 60
-    await asyncio.sleep(0.2)  # the wait begun with the old 0.05 s poll has ended
     asked: list[int] = []
+    polled = asyncio.Event()
     claim_runs = h.store.claim_runs
 
     async def counting(**kw: Any) -> Any:
         asked.append(kw["limit"])
-        return await claim_runs(**kw)
+        try:
+            return await claim_runs(**kw)
+        finally:
+            # Set here, not before: a claim already under way would otherwise be followed by
+            # a one-minute wait that nothing here ends.
+            h.worker.poll_interval = 60
+            polled.set()
 
     h.store.claim_runs = counting  # type: ignore[method-assign]
+    h.worker.concurrency = concurrency
+    # The worker's next poll (due within its 0.05 s) goes through `counting`; its wait after
+    # that, which it is in once this task runs again, is the one-minute one.
+    async with asyncio.timeout(10):
+        await polled.wait()
+    asked.clear()
     return asked
 
 
@@ -48,7 +59,9 @@ async def test_an_idle_worker_claims_once_per_new_run(tmp_path: Path) -> None:
         asked = await _quiet(h, concurrency=8)
         run = await h.runs.start("test", "one job")
         await h.wait(run.id, {"done"}, timeout=30)
-        await asyncio.sleep(0.3)  # time for any claim the run's end would set off
+        await eventually(lambda: not h.worker._tasks, what="the run's step to end")
         # One claim for all eight free slots; it came back short, so the queue was empty and
-        # the run's end did not send the worker looking again.
+        # the run's end did not send the worker looking again: no wake-up is pending, and a
+        # consumed one would have claimed at once (the loop claims as it clears the wake-up).
+        assert not h.worker._wake.is_set()
         assert asked == [8]
