@@ -8,12 +8,14 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
+from sqlalchemy import text
 
 from agent.events import Note, RunStarted
 from agent.model import NewEvent
 from store.migrate import upgrade
 from store.pg import Leadership, RunListener
 from store.sql import SqlStore, connect
+from tests.waiting import eventually
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -39,8 +41,7 @@ async def test_a_new_run_wakes_a_listener_in_another_connection(pg_store: SqlSto
 
     listener = asyncio.create_task(RunListener(pg_store.engine, wake, retry=0.1).run_forever())
     try:
-        while calls == 0:
-            await asyncio.sleep(0.05)
+        await eventually(lambda: calls > 0, what="the listener's catch-up wake at connect")
         await pg_store.create_run(
             run_id="r1",
             skill="s",
@@ -49,7 +50,8 @@ async def test_a_new_run_wakes_a_listener_in_another_connection(pg_store: SqlSto
             now=T0,
             events=[NewEvent(RunStarted())],
         )
-        await asyncio.wait_for(woken.wait(), 10)
+        async with asyncio.timeout(10):
+            await woken.wait()
     finally:
         listener.cancel()
 
@@ -67,20 +69,30 @@ async def test_only_one_leader_runs_a_singleton_and_another_takes_over(pg_store:
     first = Leadership(pg_store.engine, "outbox", work_for("a"), retry=0.1)  # type: ignore[arg-type]
     second = Leadership(pg_store.engine, "outbox", work_for("b"), retry=0.1)  # type: ignore[arg-type]
     a = asyncio.create_task(first.run_forever())
-    for _ in range(100):
-        if first.leading:
-            break
-        await asyncio.sleep(0.05)
+    await eventually(lambda: running == ["a"], what="the first to lead")
+    assert not await _refused(pg_store)  # the leader holds the lock it asked for
     b = asyncio.create_task(second.run_forever())
-    await asyncio.sleep(0.6)
+    await eventually(lambda: _refused(pg_store), what="the second to be refused the lock")
     assert running == ["a"] and first.leading and not second.leading
     a.cancel()  # the leader goes away, and its connection (and lock) with it
-    for _ in range(100):
-        if second.leading:
-            break
-        await asyncio.sleep(0.05)
-    assert running == ["a", "b"]
+    await eventually(lambda: running == ["a", "b"], what="the second to take over")
+    assert second.leading
     b.cancel()
+
+
+async def _refused(store: SqlStore) -> bool:
+    """Whether a connection has asked for an advisory lock, been told no, and holds none."""
+    async with store.engine.connect() as conn:
+        found = await conn.scalar(
+            text(
+                "SELECT count(*) FROM pg_stat_activity a"
+                " WHERE a.datname = current_database() AND a.state = 'idle'"
+                " AND a.query LIKE 'SELECT pg_try_advisory_lock%'"
+                " AND NOT EXISTS (SELECT 1 FROM pg_locks l"
+                " WHERE l.pid = a.pid AND l.locktype = 'advisory' AND l.granted)"
+            )
+        )
+    return bool(found)
 
 
 async def _drop_connections(url: str) -> int:
