@@ -472,6 +472,17 @@ class MailServer:
             raise MailPeerError(f"IMAP login as {user!r} refused: {response.lines!r}")
         return client
 
+    async def knows(self, user: str, password: str) -> bool:
+        """Whether dovecot lets `user` log in: it reads a changed passwd file again at most
+        once a second, so a user just added is known a moment later."""
+        try:
+            client = await self.connect_imap(user, password)
+        except MailPeerError:
+            return False
+        with contextlib.suppress(Exception):
+            await client.logout()
+        return True
+
     async def fetch_all(
         self, user: str, password: str, mailbox: str = "INBOX"
     ) -> list[EmailMessage]:
