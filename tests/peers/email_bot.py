@@ -62,6 +62,7 @@ from store.mail import SqlMailLog
 from store.migrate import upgrade
 from store.sql import SqlStore, connect
 from tests.peers.mailserver import DEFAULT_USERS, MailServer
+from tests.waiting import eventually
 
 ALICE = "alice@example.test"
 MALLORY = "mallory@example.test"
@@ -97,7 +98,7 @@ async def _fresh_user(mail: MailServer) -> tuple[str, str]:
             return name, mail.users[name]
     name = f"bot{uuid.uuid4().hex[:8]}"
     mail.add_user(name, f"{name}-pw")
-    await asyncio.sleep(1.1)
+    await eventually(lambda: mail.knows(name, f"{name}-pw"), what=f"dovecot to know {name}")
     return name, f"{name}-pw"
 
 
