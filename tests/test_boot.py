@@ -12,6 +12,7 @@ import httpx
 
 from bot.boot import BootApp
 from tests.peers.server import ServerProcess
+from tests.waiting import eventually
 
 
 async def test_alive_at_once_then_ready(tmp_path: Path) -> None:
@@ -28,23 +29,27 @@ async def test_alive_at_once_then_ready(tmp_path: Path) -> None:
     seen: list[tuple[int, int]] = []
     try:
         async with httpx.AsyncClient(base_url=server.url, timeout=2) as c:
-            for _ in range(600):
+
+            async def ready_now() -> bool:
+                """Record what the server answers; until it is ready, it is alive and the
+                API says "come back in a second"."""
                 try:
                     health, ready = await c.get("/healthz"), await c.get("/readyz")
                 except httpx.TransportError:
-                    await asyncio.sleep(0.02)
-                    continue
+                    return False  # not listening yet
                 seen.append((health.status_code, ready.status_code))
                 if ready.status_code == 200:
-                    break
+                    return True
                 assert health.json() == {"ok": True, "ready": False}
                 api = await c.get("/api/runs")
                 if api.status_code == 401:
                     # The real app took over between the two requests: it must be ready now.
                     assert (await c.get("/readyz")).status_code == 200
-                    continue
+                    return False  # the next look records it
                 assert api.status_code == 503 and api.headers["retry-after"] == "1"
-                await asyncio.sleep(0.02)
+                return False
+
+            await eventually(ready_now, what="the server to be ready", timeout=60, interval=0.02)
             assert seen[-1] == (200, 200)
             assert (await c.get("/healthz")).json() == {"ok": True, "ready": True}
             assert (
@@ -91,14 +96,17 @@ async def test_the_boot_app_hands_over_to_the_built_app() -> None:
         await stop.wait()
         return {"type": "lifespan.shutdown"}
 
+    started = asyncio.Event()
+
     async def send(message: dict[str, object]) -> None:
         sent.append(message)
+        if message["type"] == "lifespan.startup.complete":
+            started.set()
 
     lifespan = asyncio.create_task(boot({"type": "lifespan"}, receive, send))  # type: ignore[arg-type]
-    for _ in range(100):
-        if boot.ready:
-            break
-        await asyncio.sleep(0.01)
+    async with asyncio.timeout(10):
+        await started.wait()
+    assert boot.ready
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=boot), base_url="http://t") as c:
         assert (await c.get("/hello")).json() == {"hi": "there"}
     stop.set()
