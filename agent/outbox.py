@@ -41,6 +41,7 @@ class Dispatcher:
         backoff_max: float = 300.0,
         poll_interval: float = 2.0,
         redactor: Redactor | None = None,
+        wake: asyncio.Event | None = None,
     ) -> None:
         self.ctx = ctx
         self.channels = channels
@@ -49,7 +50,8 @@ class Dispatcher:
         self.backoff_max = backoff_max
         self.poll_interval = poll_interval
         self.redact = redactor or Redactor()
-        self._wake = asyncio.Event()
+        #: What it sleeps on between passes; given when `ctx.wake_outbox` rings it.
+        self._wake = wake or asyncio.Event()
 
     def wake(self) -> None:
         self._wake.set()

@@ -16,10 +16,12 @@ from agent.model import NewEvent, Run, RunStatus
 
 
 class Runs:
-    def __init__(self, ctx: Context) -> None:
+    def __init__(
+        self, ctx: Context, *, interrupt: Callable[[str], Awaitable[None]] | None = None
+    ) -> None:
         self.ctx = ctx
-        #: Set by the worker: stop the in-flight task of a run on this process, if any.
-        self.interrupt: Callable[[str], Awaitable[None]] | None = None
+        #: The worker's: stop the in-flight task of a run on this process, if any.
+        self.interrupt = interrupt
 
     async def start(
         self,

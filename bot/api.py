@@ -327,7 +327,7 @@ def router() -> APIRouter:
     async def status(request: Request) -> dict[str, Any]:
         """What this process does: its worker, the singletons it leads, the kill switch."""
         svc = services(request)
-        leaders = svc.extras.get("leaders", {})
+        leaders = svc.leaders
         return {
             "database": svc.store.engine.dialect.name,
             "worker": svc.worker.name if svc.worker is not None else None,

@@ -130,7 +130,7 @@ def worker() -> None:
     setup_logging(settings)
 
     async def main() -> None:
-        svc = await build(settings, token="", with_worker=True)
+        svc = await build(settings, token="", with_worker=True, serving=False)
         assert svc.worker is not None
         start_worker(svc, svc.worker)
         svc.spawn(warm(svc), "warm")

@@ -36,10 +36,10 @@ class ScheduleIn(BaseModel):
 
 
 def scheduler_of(request: Request) -> Scheduler:
-    sched = services(request).extras.get("scheduler")
-    if not isinstance(sched, Scheduler):
+    triggers = services(request).triggers
+    if triggers is None:
         raise HTTPException(503, "schedules are not available on this server")
-    return sched
+    return triggers.scheduler
 
 
 def router() -> APIRouter:

@@ -1,6 +1,11 @@
 """The composition root: build the store, the skills, the engine and the channels from the
 settings, and serve them as one FastAPI app.
 
+`build` is the one place that reads the settings into parts; the engine's own wiring is
+`bot.core.build`, which the worker process and the tests' harnesses use too. Each part gets
+its collaborators when it is made, and each capability's module (`bot.wire_*`) makes its
+parts and starts its loops when asked; none of them imports this module back.
+
 Nothing slow happens at import or before `/healthz` answers: litellm and the MCP SDK load on
 first use, and MCP servers are warmed in the background.
 """
@@ -10,51 +15,37 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Protocol
+from datetime import datetime
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from agent.channel import Channel
-from agent.context import Context
-from agent.engine import Engine
-from agent.inbox import Inbox
+from agent.context import utcnow
 from agent.llm import LiteLLMClient
-from agent.outbox import Dispatcher
+from agent.policy import Access
 from agent.redaction import Redactor
-from agent.runs import Runs
-from agent.skills import HttpServer, Reload, Skill, SkillBook, StdioServer, load_skills
+from agent.skills import HttpServer, LoadReport, Reload, Skill, SkillBook, StdioServer, load_skills
 from agent.tools import ToolHub
 from agent.worker import Worker
-from bot import demo, tracing
+from bot import demo, tracing, wire_email, wire_slack, wire_triggers, wire_web
 from bot.api import install_error_handlers, router
-from bot.services import Services
+from bot.core import Core, Mind, Timing
+from bot.core import build as build_core
+from bot.services import EmailParts, Services, SlackParts
 from bot.settings import Settings, environment, private_folder
 from bot.skill_reload import SkillFiles
 from store.migrate import upgrade
 from store.sql import SqlStore, connect
 
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from channels.slack import SlackChannel
+
 log = logging.getLogger("pizzabot")
-
-
-class Wire(Protocol):
-    """A module that plugs one capability (a channel, the triggers) into the app.
-
-    `install` runs when the app is made (routes, middleware); `start` runs in the lifespan,
-    with the built services (channels via `add_channel`, receivers via `svc.spawn`).
-    """
-
-    def install(self, app: FastAPI, settings: Settings) -> None: ...
-
-    async def start(self, svc: Services, app: FastAPI) -> None: ...
-
-
-def wires() -> list[Wire]:
-    from bot import wire_email, wire_slack, wire_triggers, wire_web
-
-    return [wire_web, wire_slack, wire_email, wire_triggers]  # type: ignore[list-item]
 
 
 def folder_servers(skill: Skill) -> dict[str, StdioServer | HttpServer]:
@@ -66,51 +57,144 @@ def folder_servers(skill: Skill) -> dict[str, StdioServer | HttpServer]:
     return {"files": StdioServer(command="python", args=launch_args(skill.folders))}
 
 
-async def build(settings: Settings, *, token: str, with_worker: bool | None = None) -> Services:
+async def build(
+    settings: Settings, *, token: str, with_worker: bool | None = None, serving: bool = True
+) -> Services:
+    """Every part of a server from its settings, each handed what it needs as it is made.
+    `serving`: this process delivers on the channels and answers them (a server); without
+    it (`pizzabot worker`) it only steps runs, addressing items to the channels the
+    settings turn on, which its servers deliver on."""
     private_folder(settings.data_dir)
-    engine_ = connect(settings.db_url)
-    schema_change = await upgrade(engine_)
-    store = SqlStore(engine_)
-    report = load_skills(settings.skills_dir)
-    for err in report.errors:
-        log.error("skill file refused: %s", err)
-    ctx = Context(store=store, skills=SkillBook.of(report), base_url=settings.base_url)
+    store, schema_change = await _open_store(settings)
+    files = _skill_files(settings, store)
+    # One policy for every channel: who may decide, start and follow up, and through which.
+    access = Access(skills=files.book, email_senders=settings.email_allowed_senders)
     env = environment()
-    tools = ToolHub(env=env, call_timeout=settings.tool_timeout, extra_servers=folder_servers)
     # The API token and every secret setting: a provider's, a tool's, Slack's or an SMTP
     # server's error must not show them.
     redactor = Redactor.of(token, *settings.secret_values())
-    model = LiteLLMClient(
+    tools = ToolHub(env=env, call_timeout=settings.tool_timeout, extra_servers=folder_servers)
+    tracer = tracing.exporter(env) if settings.otel else None
+    slack = wire_slack.outlet(settings, store=store) if serving else None
+    mail = (
+        wire_email.outlet(settings, store=store, access=access, clock=utcnow) if serving else None
+    )
+    home_bell = asyncio.Event()  # Slack's Home tabs are republished whenever the outbox wakes
+    core = build_core(
+        store=store,
+        skills=files.book,
+        channels={c.name: c for c in (slack, mail.channel if mail else None) if c is not None},
+        reach=None if serving else reach(settings),
+        mind=Mind(
+            model=_model(settings, env, redactor),
+            tools=tools,
+            default_budget=settings.default_budget(),
+        ),
+        with_worker=settings.worker if with_worker is None else with_worker,
+        outbox_listeners=(home_bell,) if slack is not None else (),
+        clock=utcnow,
+        base_url=settings.base_url,
+        redactor=redactor,
+        on_run_end=tracing.run_end_hook(store, tracer) if tracer is not None else None,
+        timing=_timing(settings),
+    )
+    await _audit_skills(store, files.report, now=utcnow())
+    if not store.is_postgres and core.worker is not None:
+        await store.release_leases(now=utcnow())
+    svc = Services(
+        settings=settings,
+        token=token,
+        store=store,
+        core=core,
+        access=access,
+        tools=tools,
+        skill_files=files,
+        schema_change=schema_change,
+        slack=_slack(settings, slack, core=core, store=store, access=access, bell=home_bell),
+        email=_email(settings, mail, core=core, store=store, access=access),
+        triggers=wire_triggers.build(settings, store=store, core=core) if serving else None,
+    )
+    if tracer is not None:
+        svc.closers.append(_flusher(tracer))
+    return svc
+
+
+def _slack(
+    settings: Settings,
+    channel: SlackChannel | None,
+    *,
+    core: Core,
+    store: SqlStore,
+    access: Access,
+    bell: asyncio.Event,
+) -> SlackParts | None:
+    if channel is None:
+        return None
+    return wire_slack.build(
+        settings, channel=channel, core=core, store=store, access=access, bell=bell
+    )
+
+
+def _email(
+    settings: Settings,
+    outlet: wire_email.EmailOutlet | None,
+    *,
+    core: Core,
+    store: SqlStore,
+    access: Access,
+) -> EmailParts | None:
+    if outlet is None:
+        return None
+    return wire_email.build(settings, outlet=outlet, core=core, store=store, access=access)
+
+
+def reach(settings: Settings) -> frozenset[str]:
+    """The channels servers with these settings deliver on."""
+    on = {"slack": wire_slack.reaches(settings), "email": wire_email.enabled(settings)}
+    return frozenset(name for name, yes in on.items() if yes)
+
+
+async def _open_store(settings: Settings) -> tuple[SqlStore, str | None]:
+    """The store, its schema brought up to date; and what that did (None: nothing)."""
+    engine = connect(settings.db_url)
+    schema_change = await upgrade(engine)
+    return SqlStore(engine), schema_change
+
+
+def _skill_files(settings: Settings, store: SqlStore) -> SkillFiles:
+    """The skills folder, loaded; a refused file is logged, and its skill is not there."""
+    report = load_skills(settings.skills_dir)
+    for err in report.errors:
+        log.error("skill file refused: %s", err)
+    return SkillFiles(
+        folder=settings.skills_dir,
+        book=SkillBook.of(report),
+        report=report,
+        store=store,
+        clock=utcnow,
+        interval=settings.skills_watch,
+    )
+
+
+def _timing(settings: Settings) -> Timing:
+    return Timing(
+        poll_interval=settings.poll_interval,
+        concurrency=settings.worker_concurrency,
+        lease_seconds=settings.lease_seconds,
+    )
+
+
+def _model(settings: Settings, env: dict[str, str], redactor: Redactor) -> LiteLLMClient:
+    return LiteLLMClient(
         env=env,
         attempts=settings.model_attempts,
         timeout=settings.model_timeout,
         on_import=demo.register,
         redactor=redactor,
     )
-    engine = Engine(
-        ctx,
-        model=model,
-        tools=tools,
-        lease_seconds=settings.lease_seconds,
-        default_budget=settings.default_budget(),
-        redactor=redactor,
-    )
-    runs = Runs(ctx)
-    inbox = Inbox(ctx)
-    dispatcher = Dispatcher(ctx, {}, poll_interval=settings.poll_interval, redactor=redactor)
-    worker = None
-    if settings.worker if with_worker is None else with_worker:
-        worker = Worker(
-            ctx,
-            engine,
-            concurrency=settings.worker_concurrency,
-            poll_interval=settings.poll_interval,
-        )
-        runs.interrupt = worker.interrupt
-        ctx.wake_workers = worker.wake
-    ctx.wake_outbox = dispatcher.wake
-    tracer_provider = tracing.install(ctx, env) if settings.otel else None
-    now = ctx.clock()
+
+
+async def _audit_skills(store: SqlStore, report: LoadReport, *, now: datetime) -> None:
     for name, path in report.paths.items():
         await store.audit(
             action="skill_loaded",
@@ -119,58 +203,22 @@ async def build(settings: Settings, *, token: str, with_worker: bool | None = No
             now=now,
             detail={"skill": name, "path": str(path)},
         )
-    if store.engine.dialect.name == "sqlite" and worker is not None:
-        await store.release_leases(now=now)
-    svc = Services(
-        settings=settings,
-        token=token,
-        store=store,
-        ctx=ctx,
-        runs=runs,
-        inbox=inbox,
-        engine=engine,
-        tools=tools,
-        dispatcher=dispatcher,
-        worker=worker,
-        skill_files=SkillFiles(
-            folder=settings.skills_dir,
-            book=ctx.skills,
-            report=report,
-            store=store,
-            clock=ctx.clock,
-            interval=settings.skills_watch,
-        ),
-        schema_change=schema_change,
-    )
-    if tracer_provider is not None:
-
-        async def flush() -> None:
-            tracer_provider.shutdown()
-
-        svc.closers.append(flush)
-    return svc
 
 
-def add_channel(svc: Services, channel: Channel) -> None:
-    svc.dispatcher.channels[channel.name] = channel
-    svc.ctx.channels = frozenset(svc.dispatcher.channels)
+def _flusher(tracer: TracerProvider) -> Callable[[], Awaitable[None]]:
+    async def flush() -> None:
+        tracer.shutdown()
+
+    return flush
 
 
 def create_app(settings: Settings, *, token: str, with_worker: bool | None = None) -> FastAPI:
-    plugged = wires()
-
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         svc = await build(settings, token=token, with_worker=with_worker)
         app.state.services = svc
         try:
-            for wire in plugged:
-                await wire.start(svc, app)
-            svc.spawn_singleton("outbox", svc.dispatcher.run_forever)
-            if svc.worker is not None:
-                start_worker(svc, svc.worker)
-            svc.spawn(warm(svc), "warm-mcp")
-            follow_skill_files(svc)
+            await start(svc)
             yield
         finally:
             await shutdown(svc)
@@ -189,22 +237,41 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
         """Readiness: the app is built and started; the API, the channels and the worker run."""
         return JSONResponse({"ok": True, "ready": True})
 
-    for wire in plugged:
-        wire.install(app, settings)
+    wire_web.install(app, settings)
+    wire_slack.install(app, settings)
+    wire_email.install(app, settings)
+    wire_triggers.install(app, settings)
     guard(app, settings, token=token)
     return app
+
+
+async def start(svc: Services) -> None:
+    """Start what the server runs: the channels' receivers, the triggers, the outbox, the
+    worker, and the watch on the skills folder."""
+    if svc.slack is not None:
+        wire_slack.start(svc, svc.slack)
+    if svc.email is not None:
+        wire_email.start(svc, svc.email)
+    if svc.triggers is not None:
+        await wire_triggers.start(svc, svc.triggers)
+    svc.spawn_singleton("outbox", svc.dispatcher.run_forever)
+    if svc.worker is not None:
+        start_worker(svc, svc.worker)
+    svc.spawn(warm(svc), "warm-mcp")
+    follow_skill_files(svc)
 
 
 def guard(app: FastAPI, settings: Settings, *, token: str) -> None:
     """Checks that come before any route reads the body (see bot.http_guard); the last one
     added runs first: the token, then the size and time limits, then Slack's signature."""
     from bot.http_guard import BodyLimit, Limits, SlackSignatureGate, TokenGate
-    from bot.wire_slack import EVENTS_PATH
 
     secret = settings.slack_signing_secret
     if settings.slack_mode == "http" and secret is not None and secret.get_secret_value():
         app.add_middleware(
-            SlackSignatureGate, signing_secret=secret.get_secret_value(), path=EVENTS_PATH
+            SlackSignatureGate,
+            signing_secret=secret.get_secret_value(),
+            path=wire_slack.EVENTS_PATH,
         )
     limits = Limits(
         max_bytes=settings.max_body_bytes,
@@ -220,9 +287,8 @@ def follow_skill_files(svc: Services) -> None:
     bring what the skills declare along: schedules at once, MCP servers warmed."""
 
     async def after(change: Reload) -> None:
-        scheduler = svc.extras.get("scheduler")
-        if scheduler is not None:
-            await scheduler.sync()
+        if svc.triggers is not None:
+            await svc.triggers.scheduler.sync()
         for name in [*change.added, *change.changed]:
             if name in svc.ctx.skills:
                 svc.spawn(warm_skill(svc, svc.ctx.skills.get(name)), f"warm-mcp:{name}")

@@ -1,22 +1,67 @@
-"""The running server's parts, wired together: what `bot.server` builds and the routes use."""
+"""The running server's parts, as `bot.server.build` made them: what the routes, the CLI's
+`worker` and the lifespan use, each under its own typed name.
+
+The parts of one capability (Slack, email, the triggers) are grouped, and a group is None
+when the settings leave it off. The wiring modules (`bot.wire_*`) make the groups and import
+this module for their shapes; this module imports none of them.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.context import Context
-from agent.engine import Engine
+from agent.engine import Runner
 from agent.inbox import Inbox
 from agent.outbox import Dispatcher
+from agent.policy import Access
 from agent.runs import Runs
 from agent.tools import ToolHub
 from agent.worker import Worker
+from bot.core import Core
 from bot.settings import Settings
 from bot.skill_reload import SkillFiles
 from store.sql import SqlStore
+
+if TYPE_CHECKING:
+    from slack_bolt.adapter.fastapi.async_handler import AsyncSlackRequestHandler
+    from slack_bolt.app.async_app import AsyncApp
+
+    from agent.timers import Timers
+    from bot.scheduler import Scheduler
+    from channels.email import EmailChannel, ImapReceiver, LinkDesk
+    from channels.slack import HomeTabs, SlackChannel
+    from store.pg import Leadership
+
+
+@dataclass(frozen=True)
+class SlackParts:
+    channel: SlackChannel
+    #: The Bolt app with its listeners (Socket Mode connects it; HTTP mode serves it).
+    app: AsyncApp
+    home: HomeTabs
+    #: The handler of `POST /slack/events` in HTTP mode, None in Socket Mode.
+    handler: AsyncSlackRequestHandler | None
+
+
+@dataclass(frozen=True)
+class EmailParts:
+    channel: EmailChannel
+    #: Serves the one-time decision links; None without a public URL (no mail has links).
+    desk: LinkDesk | None
+    #: Watches the bot's mailbox; None without an IMAP host (sending only).
+    receiver: ImapReceiver | None
+
+
+@dataclass(frozen=True)
+class TriggerParts:
+    #: The schedules (the schedules API and the web page list them).
+    scheduler: Scheduler
+    #: Approval time-outs, reminders and escalations.
+    timers: Timers
 
 
 @dataclass
@@ -24,22 +69,49 @@ class Services:
     settings: Settings
     token: str
     store: SqlStore
-    ctx: Context
-    runs: Runs
-    inbox: Inbox
-    engine: Engine
+    #: The engine's parts (context, runs, inbox, engine, worker, outbox), as `bot.core` wires them.
+    core: Core
+    #: Who may decide, start and follow up through which channel: one for every channel.
+    access: Access
     tools: ToolHub
-    dispatcher: Dispatcher
-    worker: Worker | None
     #: The skills folder: what the last load refused, and reloading it.
     skill_files: SkillFiles
     #: What starting did to the database ("created (schema 0006)"), None when nothing.
     schema_change: str | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    slack: SlackParts | None = None
+    email: EmailParts | None = None
+    #: Schedules and approval timers; None in a process that only steps runs.
+    triggers: TriggerParts | None = None
     #: Long-lived tasks (receivers, loops) cancelled at shutdown.
     background: list[asyncio.Task[Any]] = field(default_factory=list)
     #: Called at shutdown, newest first (close clients, stop servers).
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    #: On PostgreSQL, the leadership of each singleton this process takes part in, by name.
+    leaders: dict[str, Leadership] = field(default_factory=dict)
+
+    @property
+    def ctx(self) -> Context:
+        return self.core.ctx
+
+    @property
+    def runs(self) -> Runs:
+        return self.core.runs
+
+    @property
+    def inbox(self) -> Inbox:
+        return self.core.inbox
+
+    @property
+    def engine(self) -> Runner | None:
+        return self.core.engine
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        return self.core.dispatcher
+
+    @property
+    def worker(self) -> Worker | None:
+        return self.core.worker
 
     def spawn_singleton(
         self, name: str, work: Callable[[], Coroutine[Any, Any, Any]]
@@ -50,7 +122,7 @@ class Services:
             from store.pg import Leadership
 
             leader = Leadership(self.store.engine, name, work)
-            self.extras.setdefault("leaders", {})[name] = leader
+            self.leaders[name] = leader
             return self.spawn(leader.run_forever(), f"leader:{name}")
         return self.spawn(work(), name)
 

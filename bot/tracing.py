@@ -4,13 +4,13 @@ exported as one trace over OTLP/HTTP (the SDK reads the standard OTEL_* variable
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
-from agent.context import Context
+from agent.store import Store
 from agent.tracing import export_run
 
 log = logging.getLogger(__name__)
@@ -22,24 +22,23 @@ def provider(exporter: SpanExporter) -> TracerProvider:
     return tp
 
 
-def run_end_hook(ctx: Context, tp: TracerProvider) -> Callable[[str], Awaitable[None]]:
+def run_end_hook(store: Store, tp: TracerProvider) -> Callable[[str], Awaitable[None]]:
     tracer = tp.get_tracer("pizzabot")
 
     async def on_run_end(run_id: str) -> None:
-        run = await ctx.store.get_run(run_id)
-        export_run(tracer, run, await ctx.store.events(run_id))
+        run = await store.get_run(run_id)
+        export_run(tracer, run, await store.events(run_id))
 
     return on_run_end
 
 
-def install(ctx: Context, env: dict[str, str]) -> TracerProvider | None:
+def exporter(env: Mapping[str, str]) -> TracerProvider | None:
+    """The OTLP trace provider when the environment names an endpoint, else None."""
     if not env.get("OTEL_EXPORTER_OTLP_ENDPOINT") and not env.get(
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
     ):
         return None
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    tp = provider(OTLPSpanExporter())
-    ctx.on_run_end = run_end_hook(ctx, tp)
     log.info("exporting run traces over OTLP")
-    return tp
+    return provider(OTLPSpanExporter())

@@ -1,4 +1,5 @@
-"""Plugs the Slack channel (channels/slack) into the app: routes at creation, receivers in the lifespan.
+"""Plugs the Slack channel (channels/slack) into the app: the channel items are delivered on,
+what answers Slack (listeners, Home tabs), its route, and its receivers in the lifespan.
 
 Slack is on when a bot token is set. Socket Mode (the default, with the app-level token) needs
 no public URL; HTTP mode serves Bolt's handler at `POST /slack/events` of this same app. Home
@@ -15,11 +16,16 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
-from bot.services import Services
+from agent.policy import Access
+from bot.core import Core
+from bot.services import Services, SlackParts
 from bot.settings import Settings
+from store.sql import SqlStore
 
 if TYPE_CHECKING:
     from slack_bolt.app.async_app import AsyncApp
+
+    from channels.slack import SlackChannel
 
 log = logging.getLogger("pizzabot.slack")
 
@@ -45,32 +51,18 @@ def enabled(settings: Settings) -> bool:
     return bool(_secret(settings.slack_bot_token))
 
 
-def install(app: FastAPI, settings: Settings) -> None:
-    if not enabled(settings) or settings.slack_mode != "http":
-        return
-
-    @app.post(EVENTS_PATH, include_in_schema=False)
-    async def slack_events(request: Request) -> Response:
-        handler = getattr(request.app.state, "slack_handler", None)
-        if handler is None:
-            return JSONResponse({"detail": "Slack is not connected"}, status_code=503)
-        response: Response = await handler.handle(request)
-        return response
-
-
-async def start(svc: Services, app: FastAPI) -> None:
-    settings = svc.settings
+def outlet(settings: Settings, *, store: SqlStore) -> SlackChannel | None:
+    """The Slack channel items are delivered on, when the settings turn Slack on and hold
+    what the chosen mode needs (else None, and the log says what is missing)."""
     if not enabled(settings):
-        return
+        return None
     missing = problems(settings)
     if missing:
         log.error("Slack is off: %s mode needs %s", settings.slack_mode, "; ".join(missing))
-        return
+        return None
     from slack_sdk.web.async_client import AsyncWebClient
 
-    from agent.policy import Access
-    from bot.server import add_channel
-    from channels.slack import HomeTabs, SlackChannel, SlackInbound, build_app
+    from channels.slack import SlackChannel
 
     token = _secret(settings.slack_bot_token)
     client = (
@@ -78,43 +70,72 @@ async def start(svc: Services, app: FastAPI) -> None:
         if settings.slack_api_url
         else AsyncWebClient(token=token)
     )
-    add_channel(svc, SlackChannel(client=client, store=svc.store, base_url=settings.base_url))
+    return SlackChannel(client=client, store=store, base_url=settings.base_url)
+
+
+def reaches(settings: Settings) -> bool:
+    """Whether a server with these settings delivers on Slack (without saying why not)."""
+    return enabled(settings) and not problems(settings)
+
+
+def build(
+    settings: Settings,
+    *,
+    channel: SlackChannel,
+    core: Core,
+    store: SqlStore,
+    access: Access,
+    bell: asyncio.Event,
+) -> SlackParts:
+    """What answers Slack: the listeners, the Home tabs (republished when `bell` rings: it is
+    rung with the outbox, as whatever wakes the outbox changed someone's items) and, in HTTP
+    mode, the handler of `POST /slack/events`."""
+    from channels.slack import HomeTabs, SlackInbound, build_app
+
     inbound = SlackInbound(
-        inbox=svc.inbox,
-        runs=svc.runs,
-        store=svc.store,
-        skills=svc.ctx.skills,
-        access=Access(skills=svc.ctx.skills, email_senders=settings.email_allowed_senders),
+        inbox=core.inbox,
+        runs=core.runs,
+        store=store,
+        skills=core.ctx.skills,
+        access=access,
         base_url=settings.base_url,
         default_skill=settings.slack_default_skill,
     )
-    home = HomeTabs(client=client, inbound=inbound)
+    home = HomeTabs(client=channel.client, inbound=inbound, wake=bell)
     bolt = build_app(
-        client=client,
+        client=channel.client,
         signing_secret=_secret(settings.slack_signing_secret),
         inbound=inbound,
         home=home,
     )
-    svc.extras["slack"] = bolt
-    svc.extras["slack_home"] = home
-    # Whatever wakes the outbox changed someone's items: their Home tab is republished too.
-    wake_outbox = svc.ctx.wake_outbox
-
-    def wake() -> None:
-        wake_outbox()
-        home.poke()
-
-    svc.ctx.wake_outbox = wake
-    svc.spawn_singleton("slack-home", home.run_forever)
-    _warn_unused(svc)
-
+    handler = None
     if settings.slack_mode == "http":
         from slack_bolt.adapter.fastapi.async_handler import AsyncSlackRequestHandler
 
-        app.state.slack_handler = AsyncSlackRequestHandler(bolt)
-        log.info("Slack: HTTP mode, events at %s%s", settings.base_url, EVENTS_PATH)
+        handler = AsyncSlackRequestHandler(bolt)
+    return SlackParts(channel=channel, app=bolt, home=home, handler=handler)
+
+
+def install(app: FastAPI, settings: Settings) -> None:
+    if not enabled(settings) or settings.slack_mode != "http":
         return
-    _socket_mode(svc, bolt)
+
+    @app.post(EVENTS_PATH, include_in_schema=False)
+    async def slack_events(request: Request) -> Response:
+        svc: Services | None = getattr(request.app.state, "services", None)
+        if svc is None or svc.slack is None or svc.slack.handler is None:
+            return JSONResponse({"detail": "Slack is not connected"}, status_code=503)
+        response: Response = await svc.slack.handler.handle(request)
+        return response
+
+
+def start(svc: Services, slack: SlackParts) -> None:
+    svc.spawn_singleton("slack-home", slack.home.run_forever)
+    _warn_unused(svc)
+    if slack.handler is not None:
+        log.info("Slack: HTTP mode, events at %s%s", svc.settings.base_url, EVENTS_PATH)
+        return
+    _socket_mode(svc, slack.app)
 
 
 def _warn_unused(svc: Services) -> None:

@@ -1,8 +1,5 @@
 """Plugs schedules, webhooks and approval time-outs into the app: routes at creation, the
-scheduler and the timers loop in the lifespan.
-
-`svc.extras["scheduler"]` is the `bot.scheduler.Scheduler` (the schedules API and the web
-page read it); `svc.extras["timers"]` is the `agent.timers.Timers` loop.
+scheduler and the timers loop in the lifespan (`Services.triggers` holds both).
 """
 
 from __future__ import annotations
@@ -11,9 +8,11 @@ from fastapi import FastAPI
 
 from agent.timers import Timers
 from bot import hooks, schedules_api
+from bot.core import Core
 from bot.scheduler import Scheduler
-from bot.services import Services
+from bot.services import Services, TriggerParts
 from bot.settings import Settings
+from store.sql import SqlStore
 from store.triggers import TriggerStore
 
 
@@ -24,20 +23,24 @@ def install(app: FastAPI, settings: Settings) -> None:
     )
 
 
-async def start(svc: Services, app: FastAPI) -> None:
-    settings = svc.settings
-    triggers = TriggerStore(svc.store)
+def build(settings: Settings, *, store: SqlStore, core: Core) -> TriggerParts:
+    triggers = TriggerStore(store)
     scheduler = Scheduler(
-        runs=svc.runs,
+        runs=core.runs,
         triggers=triggers,
-        skills=svc.ctx.skills,
-        clock=svc.ctx.clock,
+        skills=core.ctx.skills,
+        clock=core.ctx.clock,
         grace_seconds=settings.schedule_misfire_grace,
         sync_interval=settings.schedule_sync_interval,
     )
-    svc.extras["scheduler"] = scheduler
+    timers = Timers(core.ctx, core.inbox, triggers, interval=settings.timers_interval)
+    return TriggerParts(scheduler=scheduler, timers=timers)
+
+
+async def start(svc: Services, parts: TriggerParts) -> None:
+    scheduler = parts.scheduler
     await scheduler.sync()  # the API lists the skills' schedules on every server
-    if settings.scheduler:
+    if svc.settings.scheduler:
 
         async def schedules() -> None:
             # Fires are unique in the database, so two schedulers could not double a run;
@@ -50,6 +53,4 @@ async def start(svc: Services, app: FastAPI) -> None:
 
         svc.spawn_singleton("schedules", schedules)
         svc.closers.append(scheduler.stop)
-    timers = Timers(svc.ctx, svc.inbox, triggers, interval=settings.timers_interval)
-    svc.extras["timers"] = timers
-    svc.spawn_singleton("approval-timers", timers.run_forever)
+    svc.spawn_singleton("approval-timers", parts.timers.run_forever)

@@ -1,7 +1,8 @@
-"""Plugs the web inbox (channels/web) into the app: routes at creation, receivers in the lifespan.
+"""Plugs the web inbox (channels/web) into the app: its routes, at creation.
 
 The web routes take their services per request through the `WebSite` made here (they exist
-only once the lifespan has started), so nothing needs stashing at start.
+only once the lifespan has started), so nothing needs stashing at start, and the web page
+has no loop of its own to start.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from store.web_sessions import SqlSessionEnds
 
 def _deps(request: Request) -> WebDeps:
     svc: Services = request.app.state.services
-    scheduler = svc.extras.get("scheduler")
+    triggers = svc.triggers
     return WebDeps(
         store=svc.store,
         inbox=svc.inbox,
@@ -25,7 +26,7 @@ def _deps(request: Request) -> WebDeps:
         skills=svc.ctx.skills,
         token=svc.token,
         ended=SqlSessionEnds(svc.store),
-        schedules=scheduler.list_json if scheduler is not None else None,
+        schedules=triggers.scheduler.list_json if triggers is not None else None,
     )
 
 
@@ -37,7 +38,3 @@ def install(app: FastAPI, settings: Settings) -> None:
         login_window=settings.web_login_window,
     )
     install_web(app, site)
-
-
-async def start(svc: Services, app: FastAPI) -> None:
-    return None

@@ -3,47 +3,24 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
     JSON,
     Boolean,
-    DateTime,
     Float,
     ForeignKey,
     Index,
     Integer,
     String,
     Text,
-    TypeDecorator,
     text,
 )
-from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column
 
-
-class UtcDateTime(TypeDecorator[datetime]):
-    """Timestamps are stored in UTC and always come back timezone-aware (SQLite drops zones)."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetime given to the store")
-        return value.astimezone(UTC)
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-class Base(DeclarativeBase):
-    type_annotation_map = {datetime: UtcDateTime, dict[str, Any]: JSON}
+from store.tables_base import Base as Base
+from store.tables_base import UtcDateTime as UtcDateTime
 
 
 class RunRow(Base):
@@ -161,5 +138,6 @@ class SwitchRow(Base):
     updated_at: Mapped[datetime]
 
 
+# The other tables join the same metadata, so the migrations' check sees the whole schema.
 import store.tables_mail  # noqa: E402
 import store.tables_triggers  # noqa: E402,F401

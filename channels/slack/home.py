@@ -224,6 +224,7 @@ class HomeTabs:
         inbound: SlackInbound,
         debounce: float = 2.0,
         poll: float = 30.0,
+        wake: asyncio.Event | None = None,
     ) -> None:
         self.client = client
         self.inbound = inbound
@@ -231,7 +232,8 @@ class HomeTabs:
         self.poll = poll
         self._sent: dict[str, str] = {}  # user -> fingerprint of the view last published
         self._seen: set[str] = set()  # people who opened the tab since this process started
-        self._wake = asyncio.Event()
+        #: Rung by `poke`, or by whoever the composition root hands it to (the outbox's wake).
+        self._wake = wake or asyncio.Event()
         self._pause = 0.0  # Slack's Retry-After, honoured before the next pass
 
     def poke(self) -> None:

@@ -1,5 +1,6 @@
 """The engine in the test's own process: a SqlStore, a worker, the scripted model server and
-the test MCP server over stdio. Faster than a server process, and the clock can be injected.
+the test MCP server over stdio, wired by `bot.core.build` as the server wires them. Faster
+than a server process, and the clock can be injected.
 
     async with Engine_(tmp_path, script) as h:
         run = await h.runs.start("test", "go")
@@ -18,18 +19,14 @@ from types import TracebackType
 from typing import Any
 
 from agent.channel import RecordingChannel
-from agent.context import Context, utcnow
-from agent.engine import Engine
-from agent.inbox import Inbox
+from agent.context import utcnow
 from agent.llm import LiteLLMClient
 from agent.model import Run
-from agent.outbox import Dispatcher
-from agent.runs import Runs
 from agent.skills import Budget, Skill, SkillBook
 from agent.testing.model_server import ScriptedModelServer
 from agent.testing.scripts import Script
 from agent.tools import ToolHub
-from agent.worker import Worker
+from bot.core import Mind, Timing, build
 from store.migrate import upgrade
 from store.sql import SqlStore, connect
 from tests.peers.stack import _merge, default_skill
@@ -68,31 +65,24 @@ class InProcess:
             default_skill(self.model.openai_base, tools_log=self.tools_log), self.skill_over
         )
         self.skill = Skill.model_validate(spec)
-        self.ctx = Context(
-            store=self.store, skills=SkillBook({self.skill.name: self.skill}), clock=self.clock
-        )
         self.tools = ToolHub(env={})
         self._stack.push_async_callback(self.tools.aclose)
-        model = LiteLLMClient(env={}, attempts=2, backoff_min=0.01, backoff_max=0.02)
-        self.engine = Engine(
-            self.ctx,
-            model=model,
-            tools=self.tools,
-            lease_seconds=30,
-            default_budget=self.default_budget,
+        self.recorded = {name: RecordingChannel(name=name) for name in self.channel_names}
+        core = build(
+            store=self.store,
+            skills=SkillBook({self.skill.name: self.skill}),
+            channels=self.recorded,
+            mind=Mind(
+                model=LiteLLMClient(env={}, attempts=2, backoff_min=0.01, backoff_max=0.02),
+                tools=self.tools,
+                default_budget=self.default_budget,
+            ),
+            clock=self.clock,
+            timing=Timing(poll_interval=0.05, watch_interval=0.2, backoff_base=0.01),
         )
-        self.runs = Runs(self.ctx)
-        self.inbox = Inbox(self.ctx)
-        self.worker = Worker(self.ctx, self.engine, poll_interval=0.05, watch_interval=0.2)
-        self.runs.interrupt = self.worker.interrupt
-        self.ctx.wake_workers = self.worker.wake
-        for name in self.channel_names:
-            self.recorded[name] = RecordingChannel(name=name)
-        self.dispatcher = Dispatcher(
-            self.ctx, dict(self.recorded), backoff_base=0.01, poll_interval=0.05
-        )
-        self.ctx.channels = frozenset(self.recorded)
-        self.ctx.wake_outbox = self.dispatcher.wake
+        self.ctx, self.runs, self.inbox = core.ctx, core.runs, core.inbox
+        assert core.engine is not None and core.worker is not None
+        self.engine, self.worker, self.dispatcher = core.engine, core.worker, core.dispatcher
         self._tasks = [
             asyncio.create_task(self.worker.run_forever()),
             asyncio.create_task(self.dispatcher.run_forever()),

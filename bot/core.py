@@ -1,0 +1,144 @@
+"""The engine's running parts, each made once and handed its collaborators when it is made.
+
+The server, the `pizzabot worker` process and the tests' in-process harnesses all get their
+context, runs, inbox, engine, worker and outbox dispatcher from `build`, so this wiring
+exists once. What needs what:
+
+    Context ── rings ──▶ bells ◀── sleep on ── Worker, Dispatcher (and Slack's Home tabs)
+    Runs ── interrupt ──▶ Worker ──▶ Runner ──▶ Context
+
+The context rings the loops awake (a decision, a new item), yet the loops need the context
+to be made. The bells (`asyncio.Event`s) are made first and handed to both sides, so nothing
+is set on an object after it was made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from agent.channel import Channel
+from agent.context import Context, utcnow
+from agent.engine import Runner
+from agent.inbox import Inbox
+from agent.llm import ModelClient
+from agent.outbox import Dispatcher
+from agent.redaction import Redactor
+from agent.runs import Runs
+from agent.skills import Budget, SkillBook
+from agent.store import Store
+from agent.tools import ToolHub
+from agent.worker import Worker
+
+__all__ = ["Core", "Mind", "Timing", "build", "ring"]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How often the loops look and retry; tests make them quick."""
+
+    #: Seconds a worker or the outbox sleeps when nobody woke it (the safety net).
+    poll_interval: float = 2.0
+    #: Seconds between a worker's looks for cancels and the kill switch.
+    watch_interval: float = 1.0
+    #: Runs one worker steps at a time.
+    concurrency: int = 8
+    #: Seconds a claimed run stays this worker's without a renewal.
+    lease_seconds: float = 30.0
+    #: The outbox's first retry delay (doubled per attempt).
+    backoff_base: float = 1.0
+
+
+@dataclass(frozen=True)
+class Mind:
+    """What the engine thinks and acts with: a model route and the MCP tools."""
+
+    model: ModelClient
+    tools: ToolHub
+    default_budget: Budget | None = None
+
+
+@dataclass(frozen=True)
+class Core:
+    ctx: Context
+    runs: Runs
+    inbox: Inbox
+    dispatcher: Dispatcher
+    #: None where nothing steps runs (a process that only serves, a channel harness).
+    engine: Runner | None
+    worker: Worker | None
+
+
+def ring(*bells: asyncio.Event) -> Callable[[], None]:
+    """A wake-up call that sets every one of `bells`."""
+
+    def wake() -> None:
+        for bell in bells:
+            bell.set()
+
+    return wake
+
+
+def build(
+    *,
+    store: Store,
+    skills: SkillBook,
+    channels: Mapping[str, Channel],
+    mind: Mind | None,
+    with_worker: bool = True,
+    reach: frozenset[str] | None = None,
+    outbox_listeners: tuple[asyncio.Event, ...] = (),
+    clock: Callable[[], datetime] = utcnow,
+    base_url: str = "",
+    redactor: Redactor | None = None,
+    on_run_end: Callable[[str], Awaitable[None]] | None = None,
+    timing: Timing = Timing(),
+) -> Core:
+    """Wire the engine's parts. `channels` are the ones this process delivers on; `reach`
+    the ones items are addressed to (default: the same; a process that only steps runs
+    addresses items to the channels its servers deliver on). `outbox_listeners` are rung
+    whenever the outbox is. Without a `mind` nothing steps runs here."""
+    workers_bell, outbox_bell = asyncio.Event(), asyncio.Event()
+    ctx = Context(
+        store=store,
+        skills=skills,
+        clock=clock,
+        wake_workers=workers_bell.set,
+        wake_outbox=ring(outbox_bell, *outbox_listeners),
+        channels=frozenset(channels) if reach is None else reach,
+        base_url=base_url,
+        on_run_end=on_run_end,
+    )
+    engine = worker = None
+    if mind is not None:
+        engine = Runner(
+            ctx,
+            model=mind.model,
+            tools=mind.tools,
+            lease_seconds=timing.lease_seconds,
+            default_budget=mind.default_budget,
+            redactor=redactor,
+        )
+    if engine is not None and with_worker:
+        worker = Worker(
+            ctx,
+            engine,
+            concurrency=timing.concurrency,
+            poll_interval=timing.poll_interval,
+            watch_interval=timing.watch_interval,
+            wake=workers_bell,
+        )
+    dispatcher = Dispatcher(
+        ctx,
+        dict(channels),
+        poll_interval=timing.poll_interval,
+        backoff_base=timing.backoff_base,
+        redactor=redactor,
+        wake=outbox_bell,
+    )
+    runs = Runs(ctx, interrupt=worker.interrupt if worker is not None else None)
+    return Core(
+        ctx=ctx, runs=runs, inbox=Inbox(ctx), dispatcher=dispatcher, engine=engine, worker=worker
+    )
