@@ -85,7 +85,8 @@ async def test_the_boot_app_hands_over_to_the_built_app() -> None:
     async def hello() -> dict[str, str]:
         return {"hi": "there"}
 
-    boot = BootApp(lambda: real, on_failure=lambda: None)
+    handed_over = asyncio.Event()
+    boot = BootApp(lambda: real, on_failure=lambda: None, on_ready=lambda _: handed_over.set())
     messages = [{"type": "lifespan.startup"}]
     sent: list[dict[str, object]] = []
     stop = asyncio.Event()
@@ -96,16 +97,12 @@ async def test_the_boot_app_hands_over_to_the_built_app() -> None:
         await stop.wait()
         return {"type": "lifespan.shutdown"}
 
-    started = asyncio.Event()
-
     async def send(message: dict[str, object]) -> None:
         sent.append(message)
-        if message["type"] == "lifespan.startup.complete":
-            started.set()
 
     lifespan = asyncio.create_task(boot({"type": "lifespan"}, receive, send))  # type: ignore[arg-type]
     async with asyncio.timeout(10):
-        await started.wait()
+        await handed_over.wait()
     assert boot.ready
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=boot), base_url="http://t") as c:
         assert (await c.get("/hello")).json() == {"hi": "there"}
