@@ -52,7 +52,6 @@ from agent.model import (
     ItemStatus,
     NewEvent,
     Reject,
-    Risk,
     Run,
     RunStatus,
     Usage,
@@ -67,7 +66,7 @@ from agent.settle import (
     StopRun,
     TellModel,
 )
-from agent.skills import Budget, Skill, ToolRule
+from agent.skills import Budget, Skill
 from agent.store import LeaseLost
 from agent.targets import targets_for
 from agent.tools import ToolHub, ToolSpec, split_wire_name
@@ -258,22 +257,21 @@ class Runner:
         """Carry out what `agent.settle.plan` says for a call that has no result yet."""
         server, name = split_wire_name(call.wire_name)
         qualified = f"{server}.{name}"
-        rule = held.skill.rule(qualified) if spec is not None else None
-        step = settle.plan(call, qualified, rule)
+        step = settle.plan(call, held.skill, spec)
         match step:
             case TellModel():
                 await self._tell_model(held, call, step)
                 return "continue"
-            case Execute(args=args, item_id=item_id):
-                await self._execute(held, call, qualified, args, item_id)
+            case Execute(args=args, item_id=item_id, rule=rule):
+                await self._execute(held, call, qualified, args, item_id, rule)
                 return "continue"
-            case AwaitDecision(item_id=item_id):
-                return await self._await_decision(held, call, spec, rule, item_id)
+            case AwaitDecision(item_id=item_id, ask=ask):
+                return await self._await_decision(held, call, spec, ask, item_id)
             case AskPerson(again=again):
-                assert spec is not None and rule is not None
+                assert spec is not None
                 if again:
                     await self._interrupted(held, call, qualified)
-                await self._ask(held, call, spec, rule.risk, reasked=again)
+                await self._ask(held, call, spec, step)
                 return "wait"
             case StopRun(text=why):
                 await self._tell_model(held, call, TellModel(why, expired=True))
@@ -287,17 +285,17 @@ class Runner:
         held: HeldRun,
         call: CallState,
         spec: ToolSpec | None,
-        rule: ToolRule | None,
+        ask: AskPerson,
         item_id: str,
     ) -> Outcome:
         """Wait on the call's item; ask anew if it was closed without a decision."""
-        assert spec is not None and rule is not None
+        assert spec is not None
         store, now = self.ctx.store, self.ctx.clock()
         item = await store.get_item(item_id)
         if item.status is ItemStatus.PENDING:
             await store.set_status(held.run.id, RunStatus.WAITING, worker=held.lease, now=now)
             return "wait"
-        await self._ask(held, call, spec, rule.risk, reasked=False)
+        await self._ask(held, call, spec, ask)
         return "wait"
 
     async def _interrupted(self, held: HeldRun, call: CallState, qualified: str) -> None:
@@ -313,6 +311,7 @@ class Runner:
                 "rejected": said.rejected,
                 "expired": said.expired,
                 "interrupted": said.interrupted,
+                "denied_by": said.denied_by,
             }
         )
         await self._append(held, [NewEvent(result)])
@@ -324,13 +323,14 @@ class Runner:
         qualified: str,
         args: dict[str, Any],
         item_id: str | None,
+        rule: str | None = None,
     ) -> None:
         server, name = qualified.split(".", 1)
-        # Recorded before the call, so a crash during it is known for what it was.
-        await self._append(
-            held,
-            [NewEvent(ToolStarted(call_id=call.id, tool=qualified, args=args, item_id=item_id))],
+        started = ToolStarted(
+            call_id=call.id, tool=qualified, args=args, item_id=item_id, rule=rule
         )
+        # Recorded before the call, so a crash during it is known for what it was.
+        await self._append(held, [NewEvent(started)])
         skill = held.skill
         outcome = await self.tools.call(skill, server, name, args)
         text = _truncate(outcome.text, skill.max_tool_result_chars)
@@ -359,12 +359,11 @@ class Runner:
         held: HeldRun,
         call: CallState,
         spec: ToolSpec,
-        risk: Risk,
-        *,
-        reasked: bool,
+        ask: AskPerson,
     ) -> None:
         run, skill = held.run, held.skill
         now = self.ctx.clock()
+        risk, reasked = ask.risk, ask.again
         context = held.state().last_assistant_text or run.input
         note = f"\n\n(Asked again: {REASKED}.)" if reasked else ""
         if reasked:
@@ -400,6 +399,7 @@ class Runner:
                         tool=spec.qualified,
                         args=call.args,
                         reasked=reasked,
+                        rule=ask.rule,
                     )
                 )
             ],

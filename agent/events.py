@@ -130,12 +130,15 @@ class ToolRequest(_Payload):
     """A person was asked about a call (an action item was made for it)."""
 
     kind: Literal[EventKind.TOOL_REQUEST] = EventKind.TOOL_REQUEST
+    _omit_unset = frozenset({"rule"})
     call_id: str
     item_id: str
     tool: str = ""
     args: JsonObject = Field(default_factory=dict)
     #: Asked again because the approved call started and a crash lost its result.
     reasked: bool = False
+    #: The rule that made it `ask` ("rule 2 of crm.refund"); absent: the tool's policy.
+    rule: str | None = None
 
 
 class DecisionMade(_Payload):
@@ -193,17 +196,21 @@ class ToolStarted(_Payload):
     """Written before a tool is called, so a crash during the call is known for what it was."""
 
     kind: Literal[EventKind.TOOL_STARTED] = EventKind.TOOL_STARTED
+    _omit_unset = frozenset({"rule"})
     call_id: str
     tool: str = ""
     args: JsonObject = Field(default_factory=dict)
     item_id: str | None = None
+    #: What made it run without asking ("rule 1 of crm.refund", or the tool's read-only
+    #: hints); absent: the tool's policy, or a person (`item_id`).
+    rule: str | None = None
 
 
 class ToolResult(_Payload):
     """What the model is told about a call: the tool's answer, or why it did not run."""
 
     kind: Literal[EventKind.TOOL_RESULT] = EventKind.TOOL_RESULT
-    _omit_unset = frozenset({"args", "rejected", "expired", "interrupted"})
+    _omit_unset = frozenset({"args", "rejected", "expired", "interrupted", "denied_by"})
     call_id: str
     tool: str = ""
     text: str = ""
@@ -215,6 +222,8 @@ class ToolResult(_Payload):
     expired: bool = False
     #: A crash lost the call's outcome and it was not repeated.
     interrupted: bool = False
+    #: The rule that denied it ("rule 2 of crm.refund"); `text` has the rule's reason.
+    denied_by: str | None = None
 
 
 class ToolInterrupted(_Payload):

@@ -1,7 +1,8 @@
 """Decisions on inbox items: the one function every channel calls.
 
 `Inbox.decide` checks that the actor may decide through that channel (approver lists fail
-closed), validates edited arguments against the tool's JSON schema, and records the decision
+closed), validates edited arguments against the tool's JSON schema and the skill's rules (an
+edit a rule denies is refused with the rule's reason), and records the decision
 with a conditional update, so the first decision wins and a second is told who was first.
 The run is re-queued in the same transaction, and every channel's copy is marked for update.
 """
@@ -13,7 +14,7 @@ from typing import Any, assert_never
 
 from agent.argforms import validate_arguments
 from agent.context import Context
-from agent.errors import AlreadyDecided, InvalidArguments, NotAllowed
+from agent.errors import AlreadyDecided, InvalidArguments, NotAllowed, NotFound
 from agent.events import DecisionMade
 from agent.model import (
     Approve,
@@ -28,6 +29,7 @@ from agent.model import (
     Reject,
 )
 from agent.policy import Access, Verdict, audit_refusal
+from agent.policy.rules import judge
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +69,7 @@ class Inbox:
                 errors = validate_arguments(item.schema or {}, args)
                 if errors:
                     raise InvalidArguments(errors)
+                await self._check_rules(item, args)
                 final_args = args
             case Reject():
                 final_args = None
@@ -99,6 +102,21 @@ class Inbox:
         self.ctx.wake_workers()
         self.ctx.wake_outbox()
         return decided
+
+    async def _check_rules(self, item: Item, args: dict[str, Any]) -> None:
+        """Refuse an edit the skill's rules deny: they hold for the arguments that will run.
+        (The skill is the version the run started with, as the engine uses.)"""
+        if item.tool is None:
+            return
+        try:
+            run = await self.ctx.store.get_run(item.run_id)
+            skill = self.ctx.skills.for_run(item.skill, run.created_at)
+        except NotFound:
+            return  # the run's skill is gone: the run ends without running the call
+        ruling = judge(skill, item.tool, args)
+        if ruling.policy == "deny":
+            said = f": {ruling.reason}" if ruling.reason else ""
+            raise InvalidArguments({"": f"{ruling.why} denies these arguments{said}"})
 
     async def expire(self, item_id: str, *, reason: str, halt: bool = False) -> Item:
         """Close an action nobody answered in time, as if the clock had rejected it."""

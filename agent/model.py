@@ -176,15 +176,34 @@ MAY_HAVE_HAPPENED = "it may already have happened: check before approving again"
 
 @dataclass(frozen=True)
 class Risk:
+    """What a card says about a call: the skill's risk notes, and why a person is asked."""
+
     impact: str | None = None
     reversible: bool | None = None
     scope: str | None = None
     #: Asked again after a crash: the approved call started and its result was lost, so it
     #: may already have happened.
     may_have_happened: bool | None = None
+    #: The tool's own MCP annotations in words ("read-only", "destructive"), shown where the
+    #: skill gives no risk notes: the tool server's claims, not checked.
+    hints: tuple[str, ...] = ()
+    #: The rule that asked ("rule 2 of crm.refund", with its reason); None: the tool's policy.
+    rule: str | None = None
+
+    def __post_init__(self) -> None:
+        # Stored as a JSON list, read back as one.
+        object.__setattr__(self, "hints", tuple(self.hints))
+
+    @property
+    def noted(self) -> bool:
+        """The skill gave risk notes of its own."""
+        return self.impact is not None or self.reversible is not None or self.scope is not None
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in vars(self).items() if v is not None}
+        out = {k: v for k, v in vars(self).items() if v is not None and k != "hints"}
+        if self.hints:
+            out["hints"] = list(self.hints)
+        return out
 
 
 @dataclass(frozen=True)

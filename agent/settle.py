@@ -1,7 +1,9 @@
-"""What to do next with a tool call the model asked for, from the skill's rule and the log.
+"""What to do next with a tool call the model asked for, from the skill's policy and the log.
 
-A pure function of the call's state (rebuilt from the event log) and the tool's rule, so the
-engine's loop only carries out what it says. Three ways, as the policy says:
+A pure function of the call's state (rebuilt from the event log), the skill and the tool,
+so the engine's loop only carries out what it says. The policy of the call comes from
+`agent.policy.rules.judge` (the tool's rules on the call's arguments, its policy, its
+hints), and each outcome carries which rule decided, for the log and the card. Three ways:
 
 - `auto`: run it — unless a crash lost the result of a start: then it runs again only when
   the skill marks the tool idempotent, and otherwise the model is told the outcome is unknown;
@@ -10,18 +12,21 @@ engine's loop only carries out what it says. Three ways, as the policy says:
   reject or expiry tells the model, and an approved call whose start lost its result is asked
   again, saying it may already have happened.
 
-`deny` and a tool the servers do not offer tell the model so, and nothing runs.
+`deny` and a tool the servers do not offer tell the model so, and nothing runs; so does an
+edit whose arguments a rule denies (the inbox refuses such an edit; this holds even so).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from agent.conversation import CallState
 from agent.events import DecisionMade
-from agent.model import Approve, Edit, Expired, Reject
-from agent.skills import ToolRule
+from agent.model import Approve, Edit, Expired, Reject, Risk
+from agent.policy.rules import Ruling, judge
+from agent.skills import Skill
+from agent.tools import ToolSpec
 
 __all__ = [
     "INTERRUPTED_ASK",
@@ -34,6 +39,7 @@ __all__ = [
     "StopRun",
     "TellModel",
     "apply_decision",
+    "card_risk",
     "plan",
 ]
 
@@ -59,26 +65,35 @@ class TellModel:
     rejected: bool = False
     expired: bool = False
     interrupted: bool = False
+    #: A `deny`: what denied it ("rule 2 of crm.refund", "the policy of crm.refund").
+    denied_by: str | None = None
 
 
 @dataclass(frozen=True)
 class Execute:
     args: dict[str, Any]
     item_id: str | None = None  # the decided item, for an `ask` call
+    #: What let it run without asking, when a rule (or the tool's hints) did.
+    rule: str | None = None
 
 
 @dataclass(frozen=True)
 class AskPerson:
-    """Make an action item. `again`: the approved call started and a crash lost its result."""
+    """Make an action item showing `risk`. `again`: the approved call started and a crash
+    lost its result. `rule`: the rule that asked, when one did."""
 
     again: bool = False
+    risk: Risk = field(default_factory=Risk)
+    rule: str | None = None
 
 
 @dataclass(frozen=True)
 class AwaitDecision:
-    """An item was made and nobody decided yet (or it was closed without a decision)."""
+    """An item was made and nobody decided yet; `ask` makes a new one if it was closed
+    without a decision."""
 
     item_id: str
+    ask: AskPerson = field(default_factory=AskPerson)
 
 
 @dataclass(frozen=True)
@@ -91,31 +106,49 @@ class StopRun:
 Plan = TellModel | Execute | AskPerson | AwaitDecision | StopRun
 
 
-def plan(call: CallState, qualified: str, rule: ToolRule | None) -> Plan:
-    """What happens to `call` (`rule` is None: no server offers that tool)."""
-    if rule is None:
+def plan(call: CallState, skill: Skill, tool: ToolSpec | None) -> Plan:
+    """What happens to `call` under `skill`; `tool` is the tool it calls (None: no server
+    offers it)."""
+    if tool is None:
         return TellModel(f"there is no tool named {call.wire_name!r}")
-    match rule.policy:
+    qualified = tool.qualified
+    ruling = judge(skill, qualified, call.args, tool.hints)
+    match ruling.policy:
         case "deny":
-            return TellModel(
-                f"the tool {qualified} is not allowed by the policy of this skill; "
-                "do not try to reach the same effect another way"
-            )
+            return _denied(ruling)
         case "auto":
-            if call.started and not rule.idempotent:
+            if call.started and not skill.rule(qualified).idempotent:
                 return TellModel(INTERRUPTED_AUTO, interrupted=True)
-            return Execute(call.args)
+            return Execute(call.args, rule=ruling.by_rule)
         case "ask":
             if call.decision is not None:
-                return apply_decision(call, call.decision)
+                return apply_decision(call, call.decision, skill=skill, tool=tool)
+            ask = AskPerson(risk=card_risk(skill, tool, ruling), rule=ruling.by_rule)
             if call.item_ids:
-                return AwaitDecision(call.item_ids[-1])
-            return AskPerson()
+                return AwaitDecision(call.item_ids[-1], ask)
+            return ask
         case _:
-            assert_never(rule.policy)
+            assert_never(ruling.policy)
 
 
-def apply_decision(call: CallState, decided: DecisionMade) -> Plan:
+def card_risk(skill: Skill, tool: ToolSpec, ruling: Ruling) -> Risk:
+    """What the card says of the call: the skill's risk notes, else the tool's own hints;
+    and the rule that asked."""
+    risk = skill.rule(tool.qualified).risk
+    hints = tool.hints.words() if tool.hints is not None and not risk.noted else ()
+    rule = ruling.by_rule
+    if rule is not None and ruling.reason:
+        rule = f"{rule}: {ruling.reason}"
+    return Risk(
+        impact=risk.impact, reversible=risk.reversible, scope=risk.scope, hints=hints, rule=rule
+    )
+
+
+def _denied(ruling: Ruling) -> TellModel:
+    return TellModel(ruling.refusal(), denied_by=ruling.why)
+
+
+def apply_decision(call: CallState, decided: DecisionMade, *, skill: Skill, tool: ToolSpec) -> Plan:
     match decided.decision:
         case Reject(reason=reason):
             return TellModel(
@@ -128,7 +161,18 @@ def apply_decision(call: CallState, decided: DecisionMade) -> Plan:
             return StopRun(why) if halt else TellModel(why, expired=True)
         case Approve() | Edit():
             if call.started:
-                return AskPerson(again=True)
+                return _ask_again(skill, tool, call)
+            if isinstance(decided.decision, Edit):
+                # The rules hold for the arguments that will actually run.
+                ruling = judge(skill, tool.qualified, call.final_args, tool.hints)
+                if ruling.policy == "deny":
+                    return _denied(ruling)
             return Execute(call.final_args, decided.item_id)
         case _:
             assert_never(decided.decision)
+
+
+def _ask_again(skill: Skill, tool: ToolSpec, call: CallState) -> AskPerson:
+    """Ask again about an approved call whose start lost its result."""
+    ruling = judge(skill, tool.qualified, call.args, tool.hints)
+    return AskPerson(again=True, risk=card_risk(skill, tool, ruling), rule=ruling.by_rule)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,8 +21,10 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 import yaml
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -83,8 +86,137 @@ class HttpServer(_Strict):
     headers: dict[str, str] = {}
 
 
+#: The operators of a rule's condition (`Check`), in the order the docs list them.
+OPERATORS = ("eq", "ne", "lt", "lte", "gt", "gte", "in", "not_in", "matches", "present")
+_NUMERIC = frozenset({"lt", "lte", "gt", "gte"})
+_PATH = re.compile(r"^[^.\s]+(\.[^.\s]+)*$")
+
+
+def _is_number(value: Any) -> bool:
+    """A JSON number: Python's bool is an int, and is not one."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _json_operand(value: Any, where: str) -> Any:
+    """A value an argument can be compared with: what JSON holds (YAML also makes dates)."""
+    if value is None or isinstance(value, str | bool) or _is_number(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{where}: {value} is not a number an argument can have")
+        return value
+    if isinstance(value, list):
+        return [_json_operand(v, where) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_operand(v, where) for k, v in value.items()}
+    raise ValueError(
+        f"{where}: {value} is a {type(value).__name__} in YAML, which no argument can be; "
+        "quote it to compare with a string"
+    )
+
+
+def _bare_eq(value: Any) -> Any:
+    """A bare value means `eq`; a mapping is operators, and only operators."""
+    if not isinstance(value, dict):
+        return {"eq": value}
+    unknown = [str(k) for k in value if k not in OPERATORS]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], OPERATORS, n=1)
+        hint = f": did you mean `{close[0]}`?" if close else ""
+        raise ValueError(
+            f"unknown operator `{unknown[0]}`{hint} (operators: {', '.join(OPERATORS)}; "
+            "a nested argument is named by its dotted path, like customer.country)"
+        )
+    if not value:
+        raise ValueError(f"no operator: use one of {', '.join(OPERATORS)}")
+    return value
+
+
+class Check(_Strict):
+    """What one argument must be for a rule to match; every operator given must hold.
+
+    Comparisons are exact about JSON types, so a rule fails closed: `lt`/`lte`/`gt`/`gte`
+    match only a number (not "100" nor true), `matches` only a string, and an argument that
+    is not there matches nothing but `present: false`."""
+
+    eq: Any = None
+    ne: Any = None
+    lt: float | None = None
+    lte: float | None = None
+    gt: float | None = None
+    gte: float | None = None
+    in_: list[Any] | None = Field(default=None, alias="in")
+    not_in: list[Any] | None = None
+    matches: str | None = None
+    present: bool | None = Field(default=None, strict=True)
+
+    @field_validator("lt", "lte", "gt", "gte", mode="before")
+    @classmethod
+    def _number(cls, v: Any, info: Any) -> Any:
+        if not _is_number(v) or not math.isfinite(v):
+            raise ValueError(f"{info.field_name} compares numbers, and {v!r} is not one")
+        return v
+
+    @field_validator("eq", "ne", mode="before")
+    @classmethod
+    def _value(cls, v: Any, info: Any) -> Any:
+        return _json_operand(v, info.field_name)
+
+    @field_validator("in_", "not_in", mode="before")
+    @classmethod
+    def _values(cls, v: Any, info: Any) -> Any:
+        name = "in" if info.field_name == "in_" else info.field_name
+        if not isinstance(v, list):
+            raise ValueError(f"{name} takes a list of values, like [EUR, USD]")
+        return _json_operand(v, name)
+
+    @field_validator("matches", mode="before")
+    @classmethod
+    def _pattern(cls, v: Any) -> Any:
+        if not isinstance(v, str):
+            raise ValueError(f"matches takes a regular expression (a string), not {v!r}")
+        try:
+            re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"matches: {v!r} is not a regular expression: {exc}") from None
+        return v
+
+    def operators(self) -> dict[str, Any]:
+        """The operators this test sets, with their operands (an operand may be None)."""
+        return {
+            ("in" if name == "in_" else name): getattr(self, name)
+            for name in type(self).model_fields
+            if name in self.model_fields_set
+        }
+
+
+Condition = Annotated[Check, BeforeValidator(_bare_eq)]
+
+
+class Rule(_Strict):
+    """A condition on a call's argument values and the policy that applies when it holds."""
+
+    when: dict[str, Condition]
+    policy: Policy
+    #: Shown on the card; for `deny`, what the model reads.
+    reason: str | None = None
+
+    @field_validator("when", mode="before")
+    @classmethod
+    def _paths(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            if not v:
+                raise ValueError("`when` needs a condition; the tool's policy applies otherwise")
+            for path in v:
+                if not isinstance(path, str) or not _PATH.match(path):
+                    raise ValueError(
+                        f"{path!r} is not an argument's name or dotted path (customer.country)"
+                    )
+        return v
+
+
 class ToolRule(_Strict):
     policy: Policy = "ask"
+    #: Checked in order on the call's arguments; the first that holds decides, else `policy`.
+    rules: list[Rule] = []
     impact: Literal["low", "medium", "high"] | None = None
     reversible: bool | None = None
     scope: str | None = None
@@ -190,6 +322,23 @@ class Hook(_Strict):
     secret_env: str
 
 
+class Defaults(_Strict):
+    """What applies to a tool the skill does not list (in `tools`, nor by a pattern)."""
+
+    #: For tools whose MCP annotations say read-only and not destructive; None: ask, as for
+    #: any unlisted tool. Annotations are the tool server's own claims, so this is opt-in.
+    read_only: Policy | None = None
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a skill came from: its file, and the line of each rule's condition (by tool
+    entry, rule number from 1 and argument path), for problems found once its tools are known."""
+
+    path: str
+    lines: Mapping[tuple[str, int, str], int] = field(default_factory=dict)
+
+
 class Skill(_Strict):
     name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")]
     description: str = ""
@@ -205,6 +354,13 @@ class Skill(_Strict):
     schedules: list[Schedule] = []
     hooks: list[Hook] = []
     max_tool_result_chars: int = 20_000
+    defaults: Defaults = Defaults()
+    _origin: Origin | None = PrivateAttr(default=None)
+
+    @property
+    def origin(self) -> Origin | None:
+        """The file this skill was read from (None: built in code)."""
+        return self._origin
 
     @field_validator("mcp_servers")
     @classmethod
@@ -229,15 +385,22 @@ class Skill(_Strict):
 
         An unlisted tool is `ask`: the safe default is to have a human look.
         """
+        listed = self.entry(tool)
+        return listed[1] if listed is not None else ToolRule()
+
+    def entry(self, tool: str) -> tuple[str, ToolRule] | None:
+        """The `tools` entry that covers "server.tool" and its key (the name or the pattern);
+        None when the skill does not list it."""
         rules = {
             k: (ToolRule(policy=v) if isinstance(v, str) else v) for k, v in self.tools.items()
         }
         if tool in rules:
-            return rules[tool]
+            return tool, rules[tool]
         matches = [p for p in rules if any(c in p for c in "*?[") and fnmatch.fnmatchcase(tool, p)]
         if matches:
-            return rules[max(matches, key=len)]
-        return ToolRule()
+            key = max(matches, key=len)
+            return key, rules[key]
+        return None
 
 
 @dataclass(frozen=True)
@@ -251,6 +414,8 @@ def _line_of(node: yaml.Node | None, loc: Iterable[int | str]) -> int | None:
     """Walk a composed YAML node along a pydantic error location to find its line."""
     line = node.start_mark.line + 1 if node is not None else None
     for key in loc:
+        if _is_union_tag(key):
+            continue  # pydantic adds union-member names to the path
         if isinstance(node, yaml.MappingNode):
             found = None
             for k, v in node.value:
@@ -325,13 +490,28 @@ def parse_skill(text: str, path: str) -> Skill:
         )
     name = data.get("name") if isinstance(data.get("name"), str) else None
     try:
-        return Skill.model_validate(data)
+        skill = Skill.model_validate(data)
     except ValidationError as exc:
         problems = [
             Problem(_line_of(node, loc), message) for loc, message in _explain(exc.errors())
         ]
         problems = sorted(dict.fromkeys(problems), key=lambda p: p.line or 0)
         raise SkillFileError(path, problems, name=name) from exc
+    skill._origin = Origin(path, _rule_lines(skill, node))
+    return skill
+
+
+def _rule_lines(skill: Skill, node: yaml.Node | None) -> dict[tuple[str, int, str], int]:
+    lines: dict[tuple[str, int, str], int] = {}
+    for key, entry in skill.tools.items():
+        if isinstance(entry, ToolRule):
+            for number, rule in enumerate(entry.rules, 1):
+                for path in rule.when:
+                    loc: list[int | str] = ["tools", key, "rules", number - 1, "when", path]
+                    line = _line_of(node, loc)
+                    if line is not None:
+                        lines[key, number, path] = line
+    return lines
 
 
 def _explain(errors: list[Any]) -> list[tuple[list[int | str], str]]:

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import RunError
-from agent.skills import HttpServer, Skill, StdioServer
+from agent.policy.rules import ToolHints, check_paths
+from agent.skills import HttpServer, Skill, SkillFileError, StdioServer
 
 if TYPE_CHECKING:  # the SDK takes seconds to import: load it on the first connection
     from mcp.client import Client
@@ -42,6 +43,8 @@ class ToolSpec:
     name: str
     description: str
     schema: dict[str, Any]
+    #: What the server says of the tool (MCP annotations): hints for cards, not checked.
+    hints: ToolHints | None = None
 
     @property
     def qualified(self) -> str:
@@ -179,7 +182,13 @@ class _Connection:
                 await self._discard()
                 raise RunError(f"MCP server {self.name!r} could not be reached: {exc!r}") from exc
             self.tools = [
-                ToolSpec(self.name, t.name, t.description or "", dict(t.input_schema))
+                ToolSpec(
+                    self.name,
+                    t.name,
+                    t.description or "",
+                    dict(t.input_schema),
+                    ToolHints.of(t.annotations),
+                )
                 for t in listing.tools
             ]
             self.client = client
@@ -237,11 +246,18 @@ class ToolHub:
         return conn
 
     async def list_tools(self, skill: Skill) -> list[ToolSpec]:
+        """Every tool of the skill's servers. The skill's rules are checked against the
+        tools' schemas here, the first moment they are known: a rule on an argument the
+        tool does not have is refused (`SkillFileError`, with the rule's line)."""
         specs: list[ToolSpec] = []
         for name, cfg in self.servers(skill).items():
             conn = self._conn(name, cfg)
             await conn.open(self._connect_timeout)
             specs.extend(conn.tools)
+        problems = check_paths(skill, {s.qualified: s.schema for s in specs})
+        if problems:
+            where = skill.origin.path if skill.origin is not None else f"skill {skill.name}"
+            raise SkillFileError(where, problems, name=skill.name)
         return specs
 
     async def warm(self, skill: Skill) -> None:
