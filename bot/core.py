@@ -81,6 +81,38 @@ def ring(*bells: asyncio.Event) -> Callable[[], None]:
     return wake
 
 
+def _stepping(
+    ctx: Context,
+    mind: Mind | None,
+    with_worker: bool,
+    bell: asyncio.Event,
+    redactor: Redactor | None,
+    timing: Timing,
+) -> tuple[Runner | None, Worker | None]:
+    """The engine (given a mind) and the worker that steps runs with it (when asked for)."""
+    if mind is None:
+        return None, None
+    engine = Runner(
+        ctx,
+        model=mind.model,
+        tools=mind.tools,
+        lease_seconds=timing.lease_seconds,
+        default_budget=mind.default_budget,
+        redactor=redactor,
+    )
+    if not with_worker:
+        return engine, None
+    worker = Worker(
+        ctx,
+        engine,
+        concurrency=timing.concurrency,
+        poll_interval=timing.poll_interval,
+        watch_interval=timing.watch_interval,
+        wake=bell,
+    )
+    return engine, worker
+
+
 def build(
     *,
     store: Store,
@@ -111,25 +143,7 @@ def build(
         base_url=base_url,
         on_run_end=on_run_end,
     )
-    engine = worker = None
-    if mind is not None:
-        engine = Runner(
-            ctx,
-            model=mind.model,
-            tools=mind.tools,
-            lease_seconds=timing.lease_seconds,
-            default_budget=mind.default_budget,
-            redactor=redactor,
-        )
-    if engine is not None and with_worker:
-        worker = Worker(
-            ctx,
-            engine,
-            concurrency=timing.concurrency,
-            poll_interval=timing.poll_interval,
-            watch_interval=timing.watch_interval,
-            wake=workers_bell,
-        )
+    engine, worker = _stepping(ctx, mind, with_worker, workers_bell, redactor, timing)
     dispatcher = Dispatcher(
         ctx,
         dict(channels),

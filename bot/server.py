@@ -85,11 +85,7 @@ async def build(
         skills=files.book,
         channels={c.name: c for c in (slack, mail.channel if mail else None) if c is not None},
         reach=None if serving else reach(settings),
-        mind=Mind(
-            model=_model(settings, env, redactor),
-            tools=tools,
-            default_budget=settings.default_budget(),
-        ),
+        mind=_mind(settings, env=env, redactor=redactor, tools=tools),
         with_worker=settings.worker if with_worker is None else with_worker,
         outbox_listeners=(home_bell,) if slack is not None else (),
         clock=utcnow,
@@ -184,14 +180,15 @@ def _timing(settings: Settings) -> Timing:
     )
 
 
-def _model(settings: Settings, env: dict[str, str], redactor: Redactor) -> LiteLLMClient:
-    return LiteLLMClient(
+def _mind(settings: Settings, *, env: dict[str, str], redactor: Redactor, tools: ToolHub) -> Mind:
+    model = LiteLLMClient(
         env=env,
         attempts=settings.model_attempts,
         timeout=settings.model_timeout,
         on_import=demo.register,
         redactor=redactor,
     )
+    return Mind(model=model, tools=tools, default_budget=settings.default_budget())
 
 
 async def _audit_skills(store: SqlStore, report: LoadReport, *, now: datetime) -> None:
