@@ -66,6 +66,29 @@ async def build(
     settings turn on, which its servers deliver on."""
     private_folder(settings.data_dir)
     store, schema_change = await _open_store(settings)
+    try:
+        return await _assemble(
+            settings,
+            store,
+            token=token,
+            with_worker=with_worker,
+            serving=serving,
+            schema_change=schema_change,
+        )
+    except BaseException:
+        await store.aclose()  # a setting refused (a short mail key, say): nothing stays open
+        raise
+
+
+async def _assemble(
+    settings: Settings,
+    store: SqlStore,
+    *,
+    token: str,
+    with_worker: bool | None,
+    serving: bool,
+    schema_change: str | None,
+) -> Services:
     files = _skill_files(settings, store)
     # One policy for every channel: who may decide, start and follow up, and through which.
     access = Access(skills=files.book, email_senders=settings.email_allowed_senders)
