@@ -34,6 +34,7 @@ class Worker:
         concurrency: int = 8,
         poll_interval: float = 2.0,
         watch_interval: float = 1.0,
+        wake: asyncio.Event | None = None,
     ) -> None:
         self.ctx = ctx
         self.engine = engine
@@ -41,7 +42,8 @@ class Worker:
         self.concurrency = concurrency
         self.poll_interval = poll_interval
         self.watch_interval = watch_interval
-        self._wake = asyncio.Event()
+        #: What it sleeps on between passes; given when `ctx.wake_workers` rings it.
+        self._wake = wake or asyncio.Event()
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         self._stopping = False
         self._claims = 0
