@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -30,6 +29,7 @@ from bot.core import Mind, Timing, build
 from store.migrate import upgrade
 from store.sql import SqlStore, connect
 from tests.peers.stack import _merge, default_skill
+from tests.waiting import eventually
 
 
 class InProcess:
@@ -100,10 +100,16 @@ class InProcess:
         await self._stack.aclose()
 
     async def wait(self, run_id: str, statuses: set[str], *, timeout: float = 60.0) -> Run:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        last: list[str] = []
+
+        async def reached() -> Run | None:
             run = await self.store.get_run(run_id)
-            if run.status in statuses:
-                return run
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"run {run_id} is {run.status}, not {statuses}")
+            last[:] = [run.status]
+            return run if run.status in statuses else None
+
+        return await eventually(
+            reached,
+            what=f"run {run_id} to be {' or '.join(sorted(statuses))}",
+            timeout=timeout,
+            context=lambda: f"it is {last}",
+        )

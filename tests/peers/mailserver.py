@@ -61,6 +61,7 @@ from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 from tests.peers.certs import TestCertificates, make_certificates
 from tests.peers.oauth_server import OAuthServer
 from tests.peers.required import DOVECOT, require
+from tests.waiting import eventually
 
 DOMAIN = "example.test"
 DEFAULT_USERS: Mapping[str, str] = {"bot": "bot-pw", "alice": "alice-pw", "mallory": "mallory-pw"}
@@ -510,19 +511,20 @@ class MailServer:
         mailbox: str = "INBOX",
     ) -> EmailMessage:
         """The first message in ``mailbox`` matching ``predicate``, polling until ``timeout``."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
         seen: list[EmailMessage] = []
-        while True:
-            with contextlib.suppress(OSError):
-                seen = await self.fetch_all(user, password, mailbox)
-                for message in seen:
-                    if predicate(message):
-                        return message
-            if loop.time() >= deadline:
-                subjects = [str(m["Subject"]) for m in seen]
-                raise TimeoutError(f"no matching mail for {user!r} in {timeout}s; saw {subjects}")
-            await asyncio.sleep(0.05)
+
+        async def matching() -> EmailMessage | None:
+            nonlocal seen
+            seen = await self.fetch_all(user, password, mailbox)
+            return next((m for m in seen if predicate(m)), None)
+
+        return await eventually(
+            matching,
+            what=f"a matching mail for {user!r} in {mailbox}",
+            timeout=timeout,
+            retry_on=(OSError,),
+            context=lambda: f"saw {[str(m['Subject']) for m in seen]}",
+        )
 
     # ----- dovecot -----------------------------------------------------------------------
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
@@ -10,11 +9,12 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests.waiting import eventually
 
 #: Shared by the servers of every test (Python writes each file atomically).
 BYTECODE = Path(tempfile.gettempdir()) / f"pizzabot-tests-pycache-{os.getuid()}"
@@ -123,18 +123,22 @@ class ServerProcess:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        deadline = time.monotonic() + timeout
+        proc = self.proc
         async with httpx.AsyncClient() as c:
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
+
+            async def ready() -> bool:
+                if proc.poll() is not None:
                     raise RuntimeError(f"server exited: {self.log()}")
-                try:
-                    if (await c.get(f"{self.url}/readyz", timeout=1)).status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(0.1)
-        raise RuntimeError(f"server did not become ready: {self.log()}")
+                return (await c.get(f"{self.url}/readyz", timeout=1)).status_code == 200
+
+            await eventually(
+                ready,
+                what="the server to be ready",
+                timeout=timeout,
+                interval=0.1,
+                retry_on=(httpx.HTTPError,),
+                context=self.log,
+            )
 
     def log(self) -> str:
         try:
@@ -170,11 +174,11 @@ class ServerProcess:
         self, predicate: Any, *, timeout: float = 30.0, what: str = "condition"
     ) -> Any:
         """Poll the API until `predicate(client)` returns something truthy."""
-        deadline = time.monotonic() + timeout
         async with self.client() as c:
-            while time.monotonic() < deadline:
-                value = await predicate(c)
-                if value:
-                    return value
-                await asyncio.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}\n--- server log ---\n{self.log()}")
+            return await eventually(
+                lambda: predicate(c),
+                what=what,
+                timeout=timeout,
+                interval=0.1,
+                context=lambda: f"--- server log ---\n{self.log()}",
+            )

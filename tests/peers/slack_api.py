@@ -45,6 +45,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from agent.argforms import form_fields
 from channels.slack.blocks import field_block
+from tests.waiting import eventually
 
 BOT_USER = "UBOT"
 BOT_ID = "BBOT"
@@ -206,15 +207,18 @@ class SlackApi:
         timeout: float = 20.0,
     ) -> list[Call]:
         """The successful calls of `method` matching `predicate`, once there are `count`."""
-        deadline = time.monotonic() + timeout
-        while True:
-            found = [c for c in self.calls_to(method) if predicate(c)]
-            if len(found) >= count:
-                return found
-            if time.monotonic() > deadline:
-                seen = [(c.method, c.status) for c in self.calls]
-                raise AssertionError(f"no {count} x {method} in {timeout}s; calls: {seen}")
-            await asyncio.sleep(0.02)
+
+        def found() -> list[Call] | None:
+            calls = [c for c in self.calls_to(method) if predicate(c)]
+            return calls if len(calls) >= count else None
+
+        return await eventually(
+            found,
+            what=f"{count} x {method}",
+            timeout=timeout,
+            interval=0.02,
+            context=lambda: f"calls: {[(c.method, c.status) for c in self.calls]}",
+        )
 
     # -- the Web API ---------------------------------------------------------------------
 

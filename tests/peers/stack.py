@@ -10,10 +10,8 @@ model server it reaches through litellm, and the test MCP server ("crm") over st
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import copy
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import TracebackType
@@ -26,6 +24,7 @@ from agent.testing.model_server import ScriptedModelServer
 from agent.testing.scripts import Reply, Script, ToolCall, turns
 from tests.peers import mcp_tools
 from tests.peers.server import ServerProcess
+from tests.waiting import eventually
 
 __all__ = ["Reply", "Stack", "ToolCall", "default_skill", "turns"]
 
@@ -178,15 +177,19 @@ class Stack:
     async def wait_run(
         self, run_id: str, statuses: set[str], *, timeout: float = 60.0
     ) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        run: dict[str, Any] = {}
-        while time.monotonic() < deadline:
+        last: list[str] = []
+
+        async def reached() -> dict[str, Any] | None:
             run = await self.get_run(run_id)
-            if run["status"] in statuses:
-                return run
-            await asyncio.sleep(0.1)
-        raise AssertionError(
-            f"run {run_id} is {run.get('status')}, not {statuses}\n{self.server.log()}"
+            last[:] = [run["status"]]
+            return run if run["status"] in statuses else None
+
+        return await eventually(
+            reached,
+            what=f"run {run_id} to be {' or '.join(sorted(statuses))}",
+            timeout=timeout,
+            interval=0.1,
+            context=lambda: f"it is {last}\n{self.server.log()}",
         )
 
     async def wait_item(
@@ -199,17 +202,21 @@ class Stack:
         timeout: float = 60.0,
     ) -> dict[str, Any]:
         """The newest item of `run_id` in `box` once there are at least `count` of them."""
-        deadline = time.monotonic() + timeout
         async with self.client() as c:
-            while time.monotonic() < deadline:
+
+            async def newest() -> dict[str, Any] | None:
                 r = await c.get("/api/inbox", params={"box": box, "all": "true"})
                 items = [
                     i
                     for i in r.json()["items"]
                     if i["run_id"] == run_id and (status is None or i["status"] == status)
                 ]
-                if len(items) >= count:
-                    result: dict[str, Any] = items[0]
-                    return result
-                await asyncio.sleep(0.1)
-        raise AssertionError(f"no {box} item for run {run_id}\n{self.server.log()}")
+                return items[0] if len(items) >= count else None
+
+            return await eventually(
+                newest,
+                what=f"{count} {box} item(s) of run {run_id}",
+                timeout=timeout,
+                interval=0.1,
+                context=self.server.log,
+            )
