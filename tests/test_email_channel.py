@@ -8,9 +8,8 @@ tests/test_email_e2e.py.
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from email.message import EmailMessage
 from email.utils import make_msgid
 from pathlib import Path
@@ -34,6 +33,7 @@ from tests.peers.email_bot import (
 )
 from tests.peers.mailserver import MailServer, free_port
 from tests.peers.required import require
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.mail
 
@@ -399,12 +399,16 @@ async def test_imap_outage_while_a_run_waits_picks_the_reply_up_once(
 
         await stop_imap_dropping_clients(mail)
         try:
-            await _until(lambda: not bot.receiver.connected.is_set())
+            await eventually(
+                lambda: not bot.receiver.connected.is_set(), what="the receiver to lose IMAP"
+            )
             await send(mail, reply_to(got, "approve"))
             assert mail.queued == 1
             # The receiver keeps trying (and failing) to reconnect meanwhile.
             failures = bot.receiver.failures
-            await _until(lambda: bot.receiver.failures >= failures + 2)
+            await eventually(
+                lambda: bot.receiver.failures >= failures + 2, what="two failed reconnects"
+            )
             assert (await bot.store.get_item(item.id)).status is ItemStatus.PENDING
         finally:
             await mail.start_imap()
@@ -427,12 +431,6 @@ async def test_polling_where_idle_is_off(mail: MailServer, tmp_path: Path) -> No
 
 
 # --- helpers ------------------------------------------------------------------------------
-
-
-async def _until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.05)
 
 
 def _mail(sender: str, to: str, subject: str, body: str) -> EmailMessage:

@@ -11,11 +11,11 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from store.migrate import head_revision
 from tests.peers.server import ServerProcess
+from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 GUARD = 60.0
@@ -37,19 +37,19 @@ def server_with_token_file(tmp_path: Path) -> ServerProcess:
     return server
 
 
-def wait_for_line(server: ServerProcess, start: str) -> None:
-    deadline = time.monotonic() + GUARD
-    while time.monotonic() < deadline:
-        if any(line.startswith(start) for line in server.log().splitlines()):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"no line starting {start!r}:\n{server.log()}")
+async def wait_for_line(server: ServerProcess, start: str) -> None:
+    await eventually(
+        lambda: any(line.startswith(start) for line in server.log().splitlines()),
+        what=f"a line starting {start!r}",
+        timeout=GUARD,
+        context=server.log,
+    )
 
 
 async def test_start_block_ready_line_and_stop_line(tmp_path: Path) -> None:
     server = server_with_token_file(tmp_path)
     await server.start()
-    wait_for_line(server, "ready: ")
+    await wait_for_line(server, "ready: ")
     server.stop()  # SIGTERM
     data, base = server.data_dir, server.url
     lines = server.log().splitlines()
@@ -86,7 +86,7 @@ async def test_ctrl_c_prints_one_stop_line_and_exits_130(tmp_path: Path) -> None
         )
     server.proc = proc
     try:
-        wait_for_line(server, "ready: ")
+        await wait_for_line(server, "ready: ")
         assert "ready: skills demo" in server.log() and "no worker (--no-worker)" in server.log()
         proc.send_signal(signal.SIGINT)
         assert proc.wait(GUARD) == 130
@@ -101,7 +101,7 @@ async def test_the_start_block_says_when_skills_load_only_on_request(tmp_path: P
     server = server_with_token_file(tmp_path)
     server.env()["PIZZABOT_SKILLS_WATCH"] = "0"  # the same dict every call
     await server.start()
-    wait_for_line(server, "ready: ")
+    await wait_for_line(server, "ready: ")
     server.stop()
     assert (
         f"  skills:  {server.skills_dir} (changes load on `pizzabot skills --reload`; "
@@ -109,7 +109,7 @@ async def test_the_start_block_says_when_skills_load_only_on_request(tmp_path: P
     ) in server.log().splitlines()
 
 
-def test_a_worker_makes_its_data_folder_private(tmp_path: Path) -> None:
+async def test_a_worker_makes_its_data_folder_private(tmp_path: Path) -> None:
     server = server_with_token_file(tmp_path)
     data = tmp_path / "worker-data"
     env = {**server.env(), "PIZZABOT_DATA_DIR": str(data)}
@@ -121,9 +121,7 @@ def test_a_worker_makes_its_data_folder_private(tmp_path: Path) -> None:
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + GUARD
-        while not (data / "pizzabot.db").exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        await eventually((data / "pizzabot.db").exists, what="the worker's database", timeout=GUARD)
         assert stat.S_IMODE(data.stat().st_mode) == 0o700
     finally:
         os.killpg(proc.pid, signal.SIGTERM)

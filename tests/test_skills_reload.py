@@ -9,7 +9,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from agent.testing.scripts import last_tool_result, last_user_text, message_text
 from tests.peers.server import BYTECODE, TOKEN
 from tests.peers.stack import Reply, Stack, ToolCall
+from tests.waiting import eventually
 
 EMAIL = {"to": "ann@example.com", "subject": "Quote", "body": "Hi.", "priority": "normal"}
 WATCHED = {"PIZZABOT_SKILLS_WATCH": "0.5"}
@@ -72,13 +72,11 @@ async def skills(st: Stack) -> dict[str, Any]:
 
 async def until(st: Stack, check: Any, what: str, timeout: float = 30.0) -> Any:
     """Poll the server until `check(await skills(st))` is truthy."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check(await skills(st))
-        if value:
-            return value
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}\n{st.server.log()}")
+
+    async def seen() -> Any:
+        return check(await skills(st))
+
+    return await eventually(seen, what=what, timeout=timeout, context=st.server.log)
 
 
 async def audit(st: Stack, action: str) -> list[dict[str, Any]]:
