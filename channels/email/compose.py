@@ -141,6 +141,9 @@ def _risk(item: Item) -> str:
         parts.append("can be undone" if risk.reversible else "cannot be undone")
     if risk.scope:
         parts.append(f"scope {risk.scope}")
+    if risk.hints:
+        # The tool server's own annotations, shown only where the skill gives no notes.
+        parts.append(f"the tool says {', '.join(risk.hints)} (not checked)")
     return "; ".join(parts) or "no notes"
 
 
@@ -233,7 +236,10 @@ def _item_text(item: Item, run: Run, *, can_decide: bool, links: Links | None) -
     lines += [f"  {line}" for line in (item.body.strip() or run.input).split("\n")]
     lines.append("")
     if item.kind is ItemKind.TOOL:
-        lines += [f"Tool: {item.tool}", f"Risk: {_risk(item)}", "", "Proposed arguments:"]
+        lines += [f"Tool: {item.tool}", f"Risk: {_risk(item)}"]
+        if item.risk.rule:
+            lines.append(f"Asked by: {item.risk.rule}")
+        lines += ["", "Proposed arguments:"]
     else:
         lines.append("Extension:")
     lines += _args_text(item.args)
@@ -288,7 +294,8 @@ def _item_html(item: Item, run: Run, *, can_decide: bool, links: Links | None) -
         blocks.append(f"<blockquote style='white-space:pre-wrap'>{e(body)}</blockquote>")
         if item.kind is ItemKind.TOOL:
             blocks.append(f"<p><b>Tool:</b> <code>{e(item.tool or '')}</code><br>")
-            blocks.append(f"<b>Risk:</b> {e(_risk(item))}</p>")
+            asked = f"<br><b>Asked by:</b> {e(item.risk.rule)}" if item.risk.rule else ""
+            blocks.append(f"<b>Risk:</b> {e(_risk(item))}{asked}</p>")
             blocks.append("<p><b>Proposed arguments:</b></p>")
         else:
             blocks.append("<p><b>Extension:</b></p>")

@@ -223,6 +223,9 @@ def _risk_text(item: Item) -> str | None:
         parts.append("reversible" if risk.reversible else "*not reversible*")
     if risk.scope:
         parts.append(f"scope *{esc(risk.scope)}*")
+    if risk.hints:
+        # The tool server's own annotations, shown only where the skill gives no notes.
+        parts.append(f"the tool says _{esc(', '.join(risk.hints))}_ (not checked)")
     return "⚠️ Risk: " + " · ".join(parts) if parts else None
 
 
@@ -254,6 +257,8 @@ def _action(item: Item, base_url: str) -> Message:
     risk = _risk_text(item)
     if risk:
         blocks.append(_context(risk))
+    if item.risk.rule:
+        blocks.append(_context(f"📏 Asked by {esc(item.risk.rule)}"))
     if item.status is ItemStatus.EDITED:
         label = "Edited arguments"
         shown = item.final_args

@@ -149,7 +149,11 @@ def _entry(e: Event, offset: str) -> Entry:
             return _decision(p, base)
         case ToolStarted():
             blocks = _blocks(("Arguments", p.args))
-            return Entry(tone="tool", title=f"Tool {p.tool} started", blocks=blocks, **base)
+            # Started without a person: say which rule let it, when one did.
+            facts = _facts(("policy", f"auto: {p.rule}" if p.rule else None))
+            return Entry(
+                tone="tool", title=f"Tool {p.tool} started", facts=facts, blocks=blocks, **base
+            )
         case ToolResult():
             return _tool_result(p, base)
         case ToolInterrupted():
@@ -178,6 +182,7 @@ def _request(p: ToolRequest, base: dict[str, Any]) -> Entry:
     return Entry(
         tone="request",
         title=f"Asked a person about {p.tool}{again}",
+        facts=_facts(("policy", f"ask: {p.rule}" if p.rule else None)),
         blocks=_blocks(("Proposed arguments", p.args if again else None)),
         item_id=p.item_id,
         **base,
@@ -232,14 +237,17 @@ def _assistant(p: AssistantMessage, base: dict[str, Any]) -> Entry:
 def _tool_result(p: ToolResult, base: dict[str, Any]) -> Entry:
     if p.rejected:
         title = f"Tool {p.tool} not run: rejected"
+    elif p.denied_by:
+        title = f"Tool {p.tool} not run: denied"
     elif p.is_error:
         title = f"Tool {p.tool} failed"
     else:
         title = f"Tool {p.tool} returned"
+    denied = f"deny: {p.denied_by}" if p.denied_by else None
     return Entry(
-        tone="error" if p.is_error and not p.rejected else "tool",
+        tone="error" if p.is_error and not (p.rejected or p.denied_by) else "tool",
         title=title,
-        facts=_facts(("duration", _ms(p.duration_ms))),
+        facts=_facts(("policy", denied), ("duration", _ms(p.duration_ms) if not denied else None)),
         blocks=_blocks(("Arguments", p.args), ("Result", p.text)),
         failed=p.is_error,
         **base,

@@ -4,6 +4,7 @@ Run it as a script so the engine meets it the way it meets any MCP server:
 
     python tests/peers/mcp_tools.py stdio        # serve over stdin/stdout
     python tests/peers/mcp_tools.py http PORT    # streamable HTTP at http://127.0.0.1:PORT/mcp
+    python tests/peers/mcp_tools.py stdio shop   # the "shop" server (see `build_shop_server`)
 
 Tools append what they did to the JSON-lines file named by `MCP_TOOLS_LOG`, so a test can
 tell whether (and how often, and with which arguments) a side effect really happened, even
@@ -31,7 +32,8 @@ from typing import Annotated, Any, Literal
 from mcp.client.stdio import StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
 
 SCRIPT = Path(__file__).resolve()
 LOG_ENV = "MCP_TOOLS_LOG"
@@ -102,6 +104,64 @@ def build_server() -> MCPServer:
     for tool in (send_email, lookup, slow, fail):
         server.add_tool(tool)
     return server
+
+
+class Customer(BaseModel):
+    name: str
+    country: Annotated[str, Field(description="ISO country code, like NL.")]
+
+
+def refund(
+    amount: Annotated[float, Field(description="How much to refund.")],
+    currency: Annotated[str, Field(description="ISO currency code, like EUR.")],
+    customer: Customer | None = None,
+    reference: Annotated[str, Field(description="The invoice it refunds.")] = "",
+    note: str | None = None,
+) -> str:
+    """Refund a customer. The amount is read leniently (as many real servers do): "100.0"
+    is taken as a number, which is why policy rules must not be."""
+    args = {"amount": amount, "currency": currency, "reference": reference, "note": note}
+    if customer is not None:
+        args["customer"] = customer.model_dump()
+    _log("refund", "called", args)
+    return f"refunded {amount:g} {currency}"
+
+
+def read_notes(customer: Annotated[str, Field(description="Whose notes.")]) -> str:
+    """Read the notes kept on a customer."""
+    _log("read_notes", "called", {"customer": customer})
+    return f"notes on {customer}: prefers email"
+
+
+def close_account(customer: Annotated[str, Field(description="Whose account.")]) -> str:
+    """Close a customer's account and delete their data."""
+    _log("close_account", "called", {"customer": customer})
+    return f"closed {customer}"
+
+
+def build_shop_server() -> MCPServer:
+    """The "shop" server: a refund tool for rules on argument values (nested arguments come
+    as a `$ref` in its schema), and tools that describe themselves with MCP annotations."""
+    server = MCPServer("shop", log_level="WARNING")
+    server.add_tool(refund)
+    server.add_tool(
+        read_notes,
+        annotations=ToolAnnotations(
+            read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+        ),
+    )
+    server.add_tool(
+        close_account,
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, open_world_hint=True
+        ),
+    )
+    return server
+
+
+def shop_server(log: Path) -> dict[str, Any]:
+    """The "shop" server as a skill's `mcp_servers` entry."""
+    return {"command": "python", "args": [str(SCRIPT), "stdio", "shop"], "env": {LOG_ENV: str(log)}}
 
 
 def read_log(path: Path) -> list[dict[str, Any]]:
@@ -185,10 +245,12 @@ def main(argv: list[str]) -> None:
     match argv:
         case ["stdio"]:
             build_server().run()
+        case ["stdio", "shop"]:
+            build_shop_server().run()
         case ["http", port]:
             build_server().run("streamable-http", host="127.0.0.1", port=int(port))
         case _:
-            sys.exit("usage: mcp_tools.py stdio | http PORT")
+            sys.exit("usage: mcp_tools.py stdio [shop] | http PORT")
 
 
 if __name__ == "__main__":
