@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,22 +74,26 @@ class Cli:
 
     def wait_item(self, run_id: str, timeout: float = 60.0) -> dict[str, Any]:
         """The run's pending Action item, once the demo model has asked for it."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for item in self.api("GET", "/api/inbox", params={"box": "action"})["items"]:
-                if item["run_id"] == run_id:
-                    return dict(item)
-            time.sleep(0.1)
-        raise AssertionError(f"no action item for {run_id}\n{self.server.log()}")
+
+        async def item(c: httpx.AsyncClient) -> dict[str, Any] | None:
+            r = await c.get("/api/inbox", params={"box": "action"})
+            r.raise_for_status()
+            return next((i for i in r.json()["items"] if i["run_id"] == run_id), None)
+
+        found = asyncio.run(
+            self.server.wait_for(item, timeout=timeout, what=f"an action item for run {run_id}")
+        )
+        return dict(found)
 
     def wait_run(self, run_id: str, states: set[str], timeout: float = 60.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            run = self.api("GET", f"/api/runs/{run_id}")
-            if run["status"] in states:
-                return dict(run)
-            time.sleep(0.1)
-        raise AssertionError(f"run {run_id} never reached {states}\n{self.server.log()}")
+        async def run(c: httpx.AsyncClient) -> dict[str, Any] | None:
+            r = await c.get(f"/api/runs/{run_id}")
+            r.raise_for_status()
+            body: dict[str, Any] = r.json()
+            return body if body["status"] in states else None
+
+        what = f"run {run_id} to reach {sorted(states)}"
+        return dict(asyncio.run(self.server.wait_for(run, timeout=timeout, what=what)))
 
 
 def serve_demo(root: Path) -> ServerProcess:
