@@ -133,7 +133,7 @@ async def test_each_operator_decides_a_refund_as_its_rule_says(tmp_path: Path) -
         assert len(refunds(st)) == 3
 
         # ask: by rule 7, or by the tool's policy when no rule holds.
-        for args, rule in (
+        asked: tuple[tuple[dict[str, Any], int | None], ...] = (
             ({"amount": 300, "currency": "EUR", "note": "goodwill"}, 7),  # present, eq
             ({"amount": 300, "currency": "EUR", "note": None}, None),  # null is not present
             ({"amount": 700, "currency": "CHF", "reference": "INV-0042-B"}, None),  # whole string
@@ -141,11 +141,12 @@ async def test_each_operator_decides_a_refund_as_its_rule_says(tmp_path: Path) -
                 {"amount": 300, "currency": "EUR", "customer": {"name": "Ann", "country": "NL"}},
                 None,
             ),
-        ):
+        )
+        for args, asked_by in asked:
             run = await run_call(st, "shop__refund", args)
             assert run["status"] == "waiting", (args, run)
             request = event(run, "tool_request")
-            assert request.get("rule") == (f"rule {rule} of shop.refund" if rule else None)
+            assert request.get("rule") == (f"rule {asked_by} of shop.refund" if asked_by else None)
         assert len(refunds(st)) == 3
 
 
