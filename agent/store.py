@@ -1,8 +1,16 @@
-"""The `Store` protocol: everything the engine needs from persistence, and nothing more.
+"""What the engine and the channels need from persistence, as protocols sized to their roles.
 
-`store.SqlStore` implements it on SQLAlchemy (SQLite or PostgreSQL); the contract tests in
-`tests/test_store_contract.py` hold every implementation to the same behaviour. Methods that
-change a run take the worker's id: a worker that lost its lease cannot write (fencing).
+Each part of the server names the roles it uses, and nothing more: the engine the whole
+`Store`; a channel a few readers (`RunReader`, `ItemReader`, `DeliveryReader`) and the
+`AuditTrail`; the outbox dispatcher the `Outbox`; the clock `ItemTimers`; the email channel
+its `MailLog`. `store.SqlStore` implements `Store` on SQLAlchemy (SQLite or PostgreSQL), and
+the contract tests in `tests/test_store_contract.py` hold every backend to the same behaviour.
+Methods that change a run take the worker's id: a worker that lost its lease cannot write
+(fencing).
+
+    Store = RunStore + InboxItems + Outbox + AuditLog + Switches
+    RunStore ⊃ RunReader · InboxItems ⊃ ItemReader · Outbox ⊃ DeliveryReader · AuditLog ⊃ AuditTrail
+    ItemTimers, MailLog: kept beside the store (`store.triggers`, `store.mail`)
 """
 
 from __future__ import annotations
@@ -41,8 +49,21 @@ class Claimed:
     events: list[Event]
 
 
-class Store(Protocol):
-    # Runs -------------------------------------------------------------------------------
+class RunReader(Protocol):
+    """Looking a run up."""
+
+    async def get_run(self, run_id: str) -> Run: ...
+
+
+class RunStore(RunReader, Protocol):
+    """The run store: runs, their leases and their event logs."""
+
+    async def list_runs(
+        self, *, limit: int = 100, status: RunStatus | None = None
+    ) -> list[Run]: ...
+
+    async def events(self, run_id: str) -> list[Event]: ...
+
     async def create_run(
         self,
         *,
@@ -57,12 +78,6 @@ class Store(Protocol):
         """Insert a queued run with its first events. With an idempotency key that was used
         before, return that earlier run instead."""
         ...
-
-    async def get_run(self, run_id: str) -> Run: ...
-
-    async def list_runs(
-        self, *, limit: int = 100, status: RunStatus | None = None
-    ) -> list[Run]: ...
 
     async def claim_runs(
         self, *, worker: str, now: datetime, lease_seconds: float, limit: int
@@ -134,8 +149,6 @@ class Store(Protocol):
         usage so far in the same transaction when given."""
         ...
 
-    async def events(self, run_id: str) -> list[Event]: ...
-
     async def add_budget(
         self,
         run_id: str,
@@ -155,7 +168,25 @@ class Store(Protocol):
         """What all runs of `skill` created since `since` used, together (daily budgets)."""
         ...
 
-    # Inbox ------------------------------------------------------------------------------
+
+class ItemReader(Protocol):
+    """Reading inbox items."""
+
+    async def get_item(self, item_id: str) -> Item: ...
+
+    async def list_items(
+        self,
+        *,
+        box: Box | None = None,
+        status: ItemStatus | None = None,
+        run_id: str | None = None,
+        limit: int = 200,
+    ) -> list[Item]: ...
+
+
+class InboxItems(ItemReader, Protocol):
+    """The inbox: items, and the decisions on them."""
+
     async def create_item(
         self,
         item: Item,
@@ -169,17 +200,6 @@ class Store(Protocol):
         """Insert an item, its deliveries (the outbox) and optionally move the run, in one
         transaction, so an item is never without its deliveries."""
         ...
-
-    async def get_item(self, item_id: str) -> Item: ...
-
-    async def list_items(
-        self,
-        *,
-        box: Box | None = None,
-        status: ItemStatus | None = None,
-        run_id: str | None = None,
-        limit: int = 200,
-    ) -> list[Item]: ...
 
     async def record_decision(
         self,
@@ -198,13 +218,27 @@ class Store(Protocol):
         marked for update, and an audit entry. Raise AlreadyDecided otherwise."""
         ...
 
-    async def close_items(self, run_id: str, *, status: ItemStatus, now: datetime) -> list[Item]:
-        """Close the run's pending actions (the run ended before anyone decided)."""
-        ...
-
     async def mark_read(self, item_id: str, *, now: datetime) -> Item: ...
 
-    # Outbox -----------------------------------------------------------------------------
+
+class DeliveryReader(Protocol):
+    """Reading deliveries: an item's copies, a run's copies on one channel, and the copy a
+    channel's own reference points at (a reply's thread, a button's message)."""
+
+    async def deliveries(self, item_id: str) -> list[Delivery]: ...
+
+    async def run_deliveries(self, run_id: str, channel: str) -> list[Delivery]:
+        """The run's deliveries on `channel`, oldest first."""
+        ...
+
+    async def find_delivery(self, channel: str, external_id: str) -> Delivery | None:
+        """The delivery whose channel reference `id` is `external_id` (a Slack ts, a Message-ID)."""
+        ...
+
+
+class Outbox(DeliveryReader, Protocol):
+    """What the dispatcher (`agent.outbox`) does with deliveries."""
+
     async def due_deliveries(self, *, now: datetime, limit: int = 50) -> list[Delivery]:
         """Pending deliveries whose next attempt is due, and sent ones that need an update."""
         ...
@@ -219,16 +253,9 @@ class Store(Protocol):
         self, delivery_id: str, *, error: str, retry_at: datetime | None, now: datetime
     ) -> None: ...
 
-    async def deliveries(self, item_id: str) -> list[Delivery]: ...
 
-    async def find_delivery(self, channel: str, external_id: str) -> Delivery | None:
-        """The delivery whose channel reference `id` is `external_id` (a Slack ts, a Message-ID)."""
-        ...
-
-    # Control ----------------------------------------------------------------------------
-    async def get_kill(self) -> dict[str, Any] | None: ...
-
-    async def set_kill(self, *, on: bool, actor: str, now: datetime) -> None: ...
+class AuditTrail(Protocol):
+    """Where who did what is written."""
 
     async def audit(
         self,
@@ -242,6 +269,62 @@ class Store(Protocol):
         detail: dict[str, Any] | None = None,
     ) -> None: ...
 
+
+class AuditLog(AuditTrail, Protocol):
+    """The audit trail, and reading it back (newest first)."""
+
     async def audit_log(self, *, limit: int = 200) -> list[AuditEntry]: ...
 
+
+class Switches(Protocol):
+    """The global kill switch."""
+
+    async def get_kill(self) -> dict[str, Any] | None:
+        """Who turned it on and when, or None while it is off."""
+        ...
+
+    async def set_kill(self, *, on: bool, actor: str, now: datetime) -> None: ...
+
+
+class Store(RunStore, InboxItems, Outbox, AuditLog, Switches, Protocol):
+    """Everything the engine needs from persistence."""
+
     async def aclose(self) -> None: ...
+
+
+class ItemTimers(Protocol):
+    """Reminders and escalations of pending items, each made at most once."""
+
+    async def timers_done(self, item_ids: Sequence[str]) -> set[tuple[str, str]]:
+        """(item id, kind) of the reminders and escalations already made."""
+        ...
+
+    async def add_deliveries_once(
+        self,
+        item_id: str,
+        *,
+        kind: str,
+        targets: Sequence[Target],
+        note: NewEvent,
+        now: datetime,
+    ) -> bool:
+        """Deliver a still-pending item to `targets` and note it on its run, once per kind;
+        False when already done or the item is no longer pending."""
+        ...
+
+
+class MailLog(Protocol):
+    """Keys of handled mail (Message-IDs) and used links, shared by every server process.
+
+    `claim` is the once-only gate: of two processes claiming one key, exactly one gets True.
+    """
+
+    async def claim(self, key: str, *, kind: str, now: datetime) -> bool:
+        """Record `key`; False when it was recorded before."""
+        ...
+
+    async def release(self, key: str) -> None:
+        """Forget `key` (handling failed half-way and should be tried again)."""
+        ...
+
+    async def seen(self, key: str) -> bool: ...

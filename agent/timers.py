@@ -11,7 +11,7 @@ A loop looks at the pending action items whose tool rule (in the skill) has `tim
 
 Ages come from the injected clock, so tests need not wait. Each act happens once however many
 servers run this loop: expiry is the inbox's conditional update (the first decision wins), and
-a reminder or an escalation is claimed by a unique row in the `TimerStore`.
+a reminder or an escalation is claimed by a unique row in the `ItemTimers` store.
 """
 
 from __future__ import annotations
@@ -19,10 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Literal, Protocol
+from typing import Literal
 
 from agent.context import Context
 from agent.errors import AlreadyDecided
@@ -30,28 +28,11 @@ from agent.events import Note, TimerRemark
 from agent.inbox import Inbox
 from agent.model import Box, Item, ItemKind, ItemStatus, NewEvent, Target
 from agent.skills import Skill, ToolRule
+from agent.store import ItemTimers
 from agent.targets import deliver_targets, targets_for
 from agent.tasks import stop_if_cancelled
 
 log = logging.getLogger(__name__)
-
-
-class TimerStore(Protocol):
-    async def timers_done(self, item_ids: Sequence[str]) -> set[tuple[str, str]]:
-        """(item id, kind) of the reminders and escalations already made."""
-        ...
-
-    async def add_deliveries_once(
-        self,
-        item_id: str,
-        *,
-        kind: str,
-        targets: Sequence[Target],
-        note: NewEvent,
-        now: datetime,
-    ) -> bool:
-        """Deliver a still-pending item to `targets` and note it on its run, once per kind."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -85,7 +66,7 @@ def expiry_message(tool: str, timeout: float, *, halt: bool) -> str:
 
 class Timers:
     def __init__(
-        self, ctx: Context, inbox: Inbox, store: TimerStore, *, interval: float = 30.0
+        self, ctx: Context, inbox: Inbox, store: ItemTimers, *, interval: float = 30.0
     ) -> None:
         self.ctx = ctx
         self.inbox = inbox

@@ -1,36 +1,47 @@
-"""`SqlMailLog`: the email channel's `MailLog` (handled Message-IDs, used links) in SQL."""
+"""`SqlMailLog`: the email channel's `MailLog` (handled Message-IDs, used links) in SQL.
+
+It runs its transactions through the run store's `Database`, so on SQLite a mail being
+marked handled queues behind the same writer lock as everything else.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import delete, select
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+from sqlalchemy import Connection, delete, select
 
+from store.sql import SqlStore
 from store.tables_mail import EmailProcessedRow
 
 
 class SqlMailLog:
-    def __init__(self, engine: AsyncEngine) -> None:
-        self._sessions = async_sessionmaker(engine, expire_on_commit=False)
+    def __init__(self, store: SqlStore) -> None:
+        self.db = store.db
 
     async def claim(self, key: str, *, kind: str, now: datetime) -> bool:
-        # Insert-or-fail on the primary key works the same on SQLite and PostgreSQL.
-        try:
-            async with self._sessions() as s, s.begin():
-                s.add(EmailProcessedRow(key=key[:255], kind=kind, at=now))
-        except IntegrityError:
-            return False
-        return True
+        # Insert-or-nothing on the primary key works the same on SQLite and PostgreSQL.
+        first = (
+            self.db.insert(EmailProcessedRow)
+            .values(key=key[:255], kind=kind, at=now)
+            .on_conflict_do_nothing(index_elements=["key"])
+        )
+
+        def tx(c: Connection) -> bool:
+            result: Any = c.execute(first)
+            return bool(result.rowcount == 1)
+
+        return await self.db.run(tx)
 
     async def release(self, key: str) -> None:
-        async with self._sessions() as s, s.begin():
-            await s.execute(delete(EmailProcessedRow).where(EmailProcessedRow.key == key[:255]))
+        def tx(c: Connection) -> None:
+            c.execute(delete(EmailProcessedRow).where(EmailProcessedRow.key == key[:255]))
+
+        await self.db.run(tx)
 
     async def seen(self, key: str) -> bool:
-        async with self._sessions() as s:
-            row = await s.execute(
-                select(EmailProcessedRow.key).where(EmailProcessedRow.key == key[:255])
-            )
-            return row.first() is not None
+        def tx(c: Connection) -> bool:
+            q = select(EmailProcessedRow.key).where(EmailProcessedRow.key == key[:255])
+            return c.execute(q).first() is not None
+
+        return await self.db.run(tx)

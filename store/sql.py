@@ -1,77 +1,41 @@
 """`SqlStore`: the engine's `Store` on SQLAlchemy 2, for SQLite and PostgreSQL.
 
+`SqlStore` is the run store (runs, their leases and their event logs) together with the role
+stores it is made of, each in its own module: the inbox (`store.inbox`), the outbox
+(`store.outbox`), the audit trail (`store.audit`) and the switches (`store.switches`). All of
+them run their transactions through one `store.database.Database`.
+
 On PostgreSQL many workers in many processes share the database: a claim takes a row with
 `FOR UPDATE SKIP LOCKED`, and every write that belongs to a run's owner checks the lease in
-the same statement (fencing). Appending events bumps `runs.last_seq` in that fenced UPDATE,
-so numbering an event costs no extra query and two writers can never take the same number.
-
-Every method is one transaction, written as a plain function of a `Connection` (or of a
-`Session` where the ORM earns its keep), and run in one go:
-- on PostgreSQL through asyncpg (`run_sync`: no threads);
-- on SQLite, on the event loop itself. A local SQLite transaction takes a fraction of a
-  millisecond of CPU, and under the GIL a thread does not run it any sooner: aiosqlite's hop
-  to its thread and back for every statement, fetch, BEGIN and COMMIT cost more than the SQL
-  (`pizzabot bench` measured a step's store time going from ~40 ms to a few). Only when
-  another process holds the database (SQLite's one writer) does the wait move to a thread
-  of the store's own, so the loop is never blocked for longer than a short busy timeout.
-  An asyncio lock queues this process's transactions, so they never meet each other.
+the same statement (fencing).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-import os
-import stat
-from collections.abc import AsyncIterator, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     Connection,
-    Engine,
     Integer,
-    Table,
     and_,
     bindparam,
-    create_engine,
-    event,
     func,
-    insert,
     or_,
     select,
-    text,
     update,
 )
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
-from sqlalchemy.ext.asyncio import (
-    AsyncEngine,
-    AsyncSession,
-    async_sessionmaker,
-    create_async_engine,
-)
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.orm import Session
-from sqlalchemy.pool import StaticPool
 
-from agent.context import new_id
-from agent.errors import AlreadyDecided, NotFound
-from agent.events import load_event
+from agent.errors import NotFound
 from agent.model import (
-    EVENT_SCHEMA_VERSION,
-    AuditEntry,
-    Box,
-    Decision,
-    Delivery,
-    DeliveryStatus,
     Event,
     Item,
-    ItemKind,
     ItemStatus,
     NewEvent,
-    Risk,
     Run,
     RunStatus,
     Target,
@@ -79,54 +43,24 @@ from agent.model import (
     transition,
 )
 from agent.store import Claimed, LeaseLost
-from store.tables import (
-    AuditRow,
-    DeliveryRow,
-    EventRow,
-    ItemRow,
-    RunRow,
-    SwitchRow,
-    UtcDateTime,
-)
+from store.audit import SqlAudit
+from store.database import Database, connect
+from store.events import RUNS, append_events, read_events
+from store.inbox import SqlInbox, close_pending, insert_item
+from store.outbox import SqlOutbox
+from store.switches import SqlSwitches, kill_switch
+from store.tables import RunRow, UtcDateTime
+
+__all__ = ["SqlStore", "connect"]
 
 T = TypeVar("T")
-log = logging.getLogger(__name__)
 
-KILL = "kill"
-_DECIDED_STATUS = {
-    "approve": ItemStatus.APPROVED,
-    "edit": ItemStatus.EDITED,
-    "reject": ItemStatus.REJECTED,
-    "expired": ItemStatus.EXPIRED,
-}
 _RUNNING = RunStatus.RUNNING.value
-
-RUNS = cast(Table, RunRow.__table__)
-EVENTS = cast(Table, EventRow.__table__)
-ITEMS = cast(Table, ItemRow.__table__)
-DELIVERIES = cast(Table, DeliveryRow.__table__)
-SWITCHES = cast(Table, SwitchRow.__table__)
-AUDIT = cast(Table, AuditRow.__table__)
-
-#: How long a transaction on the event loop waits for another process's write before the wait
-#: moves to the store's thread (where it may take up to `_BUSY_WAIT_MS`).
-_BUSY_INLINE_MS = 50
-_BUSY_WAIT_MS = 30_000
 
 # The statements of a run's every step, built once: building and caching a statement on each
 # call costs more than executing it.
 _SELECT_RUN = select(RUNS).where(RUNS.c.id == bindparam("run_id"))
-_SELECT_EVENTS = (
-    select(EVENTS.c.run_id, EVENTS.c.seq, EVENTS.c.kind, EVENTS.c.data, EVENTS.c.at)
-    .add_columns(EVENTS.c.version)
-    .where(EVENTS.c.run_id == bindparam("run_id"))
-    .order_by(EVENTS.c.seq)
-)
-_INSERT_EVENTS = insert(EVENTS)
-_PING = text("SELECT 1")
-_SELECT_KILL = select(SWITCHES.c.value).where(SWITCHES.c.name == KILL)
 _NOW = bindparam("now", type_=UtcDateTime())
-_SELECT_ITEM = select(ITEMS).where(ITEMS.c.id == bindparam("item_id"))
 
 
 def _claimable(now: Any) -> Any:
@@ -165,54 +99,6 @@ def _claim(postgres: bool) -> Any:
 _CLAIM = {False: _claim(False), True: _claim(True)}
 
 
-def _bump(fenced: bool, usage: bool) -> Any:
-    """Take `n` event numbers for a run, checking the lease when `fenced`, and record the
-    run's usage so far when `usage`."""
-    stmt = update(RUNS).where(RUNS.c.id == bindparam("run_id"))
-    if fenced:
-        stmt = stmt.where(RUNS.c.lease_owner == bindparam("worker"), RUNS.c.status == _RUNNING)
-    values: dict[str, Any] = {"last_seq": RUNS.c.last_seq + bindparam("n", type_=Integer())}
-    if usage:
-        values.update(
-            tokens=bindparam("u_tokens"),
-            cost_usd=bindparam("u_cost"),
-            steps=bindparam("u_steps"),
-            cost_known=bindparam("u_known"),
-            updated_at=_NOW,
-        )
-    return stmt.values(**values).returning(RUNS.c.last_seq)
-
-
-_BUMP = {(f, u): _bump(f, u) for f in (False, True) for u in (False, True)}
-
-_DECIDE = (
-    update(ITEMS)
-    .where(ITEMS.c.id == bindparam("item_id"), ITEMS.c.status == ItemStatus.PENDING.value)
-    .values(
-        status=bindparam("d_status"),
-        decided_by=bindparam("d_actor"),
-        decided_via=bindparam("d_via"),
-        decided_at=_NOW,
-        final_args=bindparam("d_args", type_=ITEMS.c.final_args.type),
-        reason=bindparam("d_reason"),
-    )
-    .returning(*ITEMS.c)
-)
-_QUEUE_IF_WAITING = (
-    update(RUNS)
-    .where(RUNS.c.id == bindparam("run_id"), RUNS.c.status == RunStatus.WAITING.value)
-    .values(status=RunStatus.QUEUED.value, updated_at=_NOW)
-)
-_COPIES_NEED_UPDATE = (
-    update(DELIVERIES)
-    .where(
-        DELIVERIES.c.item_id == bindparam("c_item"),
-        DELIVERIES.c.status == DeliveryStatus.SENT.value,
-    )
-    .values(needs_update=True, next_attempt_at=None, updated_at=_NOW)
-)
-_INSERT_AUDIT = insert(AUDIT)
-
 _RENEW = (
     update(RUNS)
     .where(
@@ -223,79 +109,6 @@ _RENEW = (
     .values(lease_expires_at=bindparam("expires", type_=UtcDateTime()))
     .returning(*RUNS.c)
 )
-
-
-def _pragmas(busy_ms: int) -> Callable[[Any, Any], None]:
-    def on_connect(dbapi_conn: Any, _record: Any) -> None:
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA synchronous=NORMAL")
-        cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute(f"PRAGMA busy_timeout={busy_ms}")
-        cur.close()
-
-    return on_connect
-
-
-def _private_sqlite_file(url: str) -> None:
-    """Make the database file (and its -wal, -shm, -journal) readable by its owner only.
-
-    The database holds item secrets. SQLite creates a file with the process's umask (0644
-    usually) but gives -wal, -shm and -journal the mode of the database file, so creating
-    the database 0600 first is enough for new files; files left loose by an older start are
-    tightened, and the log says so.
-    """
-    path = make_url(url).database
-    if not path or path == ":memory:" or path.startswith("file:"):
-        return
-    # A missing folder is SQLite's to report, on the first connection, as before.
-    with contextlib.suppress(FileExistsError, FileNotFoundError):
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-    for name in (path, f"{path}-wal", f"{path}-shm", f"{path}-journal"):
-        try:
-            mode = stat.S_IMODE(os.stat(name).st_mode)
-        except FileNotFoundError:
-            continue
-        if mode & 0o077:
-            os.chmod(name, mode & 0o700)
-            log.warning(
-                "database file %s was open to other users (mode %03o); made it %03o",
-                name,
-                mode,
-                mode & 0o700,
-            )
-
-
-def connect(url: str, *, echo: bool = False) -> AsyncEngine:
-    """An engine for `url`; SQLite gets WAL and a busy timeout so a CLI and a server can share it."""
-    if url.startswith("sqlite"):
-        _private_sqlite_file(url)
-        engine = create_async_engine(url, echo=echo, connect_args={"timeout": 30})
-        event.listen(engine.sync_engine, "connect", _pragmas(_BUSY_WAIT_MS))
-        return engine
-    # No `pool_pre_ping`: it costs a round trip on every transaction. A connection that died
-    # while pooled (a PostgreSQL restart) fails its next transaction before COMMIT; the store
-    # runs that transaction again on a fresh connection (`_pg_transaction`).
-    return create_async_engine(url, echo=echo, pool_size=10, max_overflow=10)
-
-
-def _sync_sqlite(engine: AsyncEngine, busy_ms: int) -> Engine:
-    """A synchronous engine on the same SQLite file as `engine`."""
-    url = engine.url.set(drivername="sqlite")
-    # One connection, always the same: our transactions take turns anyway, and a connection
-    # keeps its page cache warm only while no other connection writes.
-    sync = create_engine(
-        url,
-        echo=engine.echo,
-        connect_args={"timeout": busy_ms / 1000},
-        poolclass=StaticPool,
-    )
-    event.listen(sync, "connect", _pragmas(busy_ms))
-    return sync
-
-
-def _locked(exc: OperationalError) -> bool:
-    return "locked" in str(exc.orig) or "busy" in str(exc.orig)
 
 
 def _run(row: Any) -> Run:
@@ -326,167 +139,48 @@ def _age(run: Run) -> tuple[datetime, str]:
     return (run.created_at, run.id)
 
 
-def _item(row: Any) -> Item:
-    return Item(
-        id=row.id,
-        run_id=row.run_id,
-        skill=row.skill,
-        box=Box(row.box),
-        kind=ItemKind(row.kind),
-        status=ItemStatus(row.status),
-        title=row.title,
-        body=row.body,
-        created_at=row.created_at,
-        call_id=row.call_id,
-        tool=row.tool,
-        args=row.args,
-        schema=row.schema,
-        risk=Risk(**(row.risk or {})),
-        decided_by=row.decided_by,
-        decided_via=row.decided_via,
-        decided_at=row.decided_at,
-        final_args=row.final_args,
-        reason=row.reason,
-        read_at=row.read_at,
-        secret=row.secret,
-    )
-
-
-def _delivery(row: Any) -> Delivery:
-    return Delivery(
-        id=row.id,
-        item_id=row.item_id,
-        run_id=row.run_id,
-        channel=row.channel,
-        address=row.address,
-        status=DeliveryStatus(row.status),
-        attempts=row.attempts,
-        ref=row.ref,
-        last_error=row.last_error,
-        needs_update=row.needs_update,
-        next_attempt_at=row.next_attempt_at,
-        created_at=row.created_at,
-    )
-
-
-def _event(row: Any) -> Event:
-    return load_event(
-        run_id=row.run_id,
-        seq=row.seq,
-        kind=row.kind,
-        data=row.data,
-        at=row.at,
-        version=row.version,
-    )
-
-
-async def _pg_transaction(
-    engine: AsyncEngine, fn: Callable[[Connection], T], *, retry: bool = True
-) -> T:
-    """Run `fn` as one PostgreSQL transaction; once more on a fresh connection if its
-    connection turned out to be dead before COMMIT was sent. Nothing of it was applied then
-    (the server rolls back a transaction whose connection is gone), so running it again is
-    safe. A connection lost during COMMIT leaves the outcome unknown: that error goes to the
-    caller."""
-    committing = False
-    try:
-        async with engine.begin() as conn:
-            result = await conn.run_sync(fn)
-            committing = True
-        return result
-    except DBAPIError as exc:
-        if not retry or committing or not exc.connection_invalidated:
-            raise
-        log.info("a pooled PostgreSQL connection was dead (%s); retrying", type(exc.orig).__name__)
-    return await _pg_transaction(engine, fn, retry=False)
-
-
-async def _alive(session: AsyncSession) -> None:
-    """Begin `session`'s transaction on a live connection: the caller's block cannot be run
-    again, so a dead pooled connection is found (and replaced) before it starts."""
-    try:
-        await session.execute(_PING)
-    except DBAPIError as exc:
-        if not exc.connection_invalidated:
-            raise
-        await session.rollback()  # lets the dead connection go; the next statement gets another
-        await session.execute(_PING)
-
-
-def _transaction(engine: Engine, fn: Callable[[Connection], T]) -> T:
-    with engine.begin() as c:
-        return fn(c)
-
-
-class SqlStore:
+class SqlStore(SqlInbox, SqlOutbox, SqlAudit, SqlSwitches):
     def __init__(self, engine: AsyncEngine) -> None:
-        self.engine = engine
-        self.is_postgres = engine.dialect.name == "postgresql"
-        self._sessions = async_sessionmaker(engine, expire_on_commit=False)
-        # SQLite allows one writer: queue our own transactions rather than fight over the lock.
-        self._lock: asyncio.Lock | None = None if self.is_postgres else asyncio.Lock()
-        # SQLite: transactions run on the loop (`_inline`) and wait out another process's
-        # write on the store's thread (`_waiting`); see the module docstring.
-        self._inline: Engine | None = None
-        self._waiting: Engine | None = None
-        self._thread: ThreadPoolExecutor | None = None
-        if not self.is_postgres:
-            self._inline = _sync_sqlite(engine, _BUSY_INLINE_MS)
-            self._waiting = _sync_sqlite(engine, _BUSY_WAIT_MS)
-            self._thread = ThreadPoolExecutor(1, thread_name_prefix="pizzabot-sqlite")
+        super().__init__(Database(engine))
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self.db.engine
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.db.is_postgres
 
     async def _do(self, fn: Callable[[Session], T]) -> T:
-        """Run `fn` with an ORM session as one transaction: committed when it returns,
-        rolled back if it raises."""
-
-        def in_session(c: Connection) -> T:
-            with Session(bind=c, expire_on_commit=False) as session:
-                result = fn(session)
-                session.flush()  # the connection's transaction commits it
-                return result
-
-        return await self._do_core(in_session)
+        return await self.db.session(fn)
 
     async def _do_core(self, fn: Callable[[Connection], T]) -> T:
-        """Run `fn` with a plain connection as one transaction (no ORM session to build)."""
-        if self.is_postgres:
-            return await _pg_transaction(self.engine, fn)
-        return await self._sqlite(fn)
-
-    async def _sqlite(self, fn: Callable[[Connection], T]) -> T:
-        assert self._lock is not None and self._inline is not None
-        async with self._lock:
-            try:
-                return _transaction(self._inline, fn)
-            except OperationalError as exc:
-                if not _locked(exc):
-                    raise
-            # Another process is writing: wait for it off the loop, then try again.
-            assert self._thread is not None and self._waiting is not None
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._thread, _transaction, self._waiting, fn)
-
-    @contextlib.asynccontextmanager
-    async def _tx(self) -> AsyncIterator[AsyncSession]:
-        """An async session in a transaction, for code outside this class (`store.triggers`)."""
-        lock = self._lock
-        if lock is not None:
-            await lock.acquire()
-        try:
-            async with self._sessions() as session:
-                if self.is_postgres:
-                    await _alive(session)
-                yield session
-                await session.commit()  # not reached if the block raised: closing rolls back
-        finally:
-            if lock is not None:
-                lock.release()
+        return await self.db.run(fn)
 
     def _runnable(self, c: Connection, run_id: str) -> None:
-        """Tell every listening worker (any process) that a run can be claimed; PostgreSQL
-        delivers it when this transaction commits, and never if it rolls back."""
-        if self.is_postgres:
-            c.execute(text("SELECT pg_notify(:c, :id)"), {"c": "pizzabot_runs", "id": run_id})
+        self.db.notify_runnable(c, run_id)
+
+    def _append(
+        self,
+        c: Connection,
+        run_id: str,
+        events: Sequence[NewEvent],
+        now: datetime,
+        *,
+        worker: str | None = None,
+        usage: Usage | None = None,
+    ) -> list[Event]:
+        return append_events(c, run_id, events, now, worker=worker, usage=usage)
+
+    def _insert_item(
+        self, s: Session, item: Item, targets: Sequence[Target], now: datetime
+    ) -> None:
+        insert_item(s, item, targets, now)
+
+    def _close_items(
+        self, s: Session, run_id: str, *, status: ItemStatus, now: datetime
+    ) -> list[Item]:
+        return close_pending(s, run_id, status=status, now=now)
 
     # -- runs ----------------------------------------------------------------------------
 
@@ -611,15 +305,11 @@ class SqlStore:
         def tx(c: Connection) -> list[Claimed]:
             # Read in the same transaction as the claim: once the switch is seen on, no run is
             # taken, and no separate round trip is paid for it on every wake-up.
-            kill = c.execute(_SELECT_KILL).scalar_one_or_none()
-            if kill and kill.get("on"):
+            if kill_switch(c) is not None:
                 return []
             # RETURNING gives no order; oldest first, as they were picked.
             runs = sorted((_run(row) for row in c.execute(claim, params)), key=_age)
-            return [
-                Claimed(run, [_event(r) for r in c.execute(_SELECT_EVENTS, {"run_id": run.id})])
-                for run in runs
-            ]
+            return [Claimed(run, read_events(c, run.id)) for run in runs]
 
         return await self._do_core(tx)
 
@@ -761,63 +451,6 @@ class SqlStore:
 
     # -- events --------------------------------------------------------------------------
 
-    def _append(
-        self,
-        c: Connection,
-        run_id: str,
-        events: Sequence[NewEvent],
-        now: datetime,
-        *,
-        worker: str | None = None,
-        usage: Usage | None = None,
-    ) -> list[Event]:
-        """Number and insert `events`. The UPDATE that takes the numbers also checks the lease
-        (`worker`) and records `usage`: one statement, and on PostgreSQL it locks the run's
-        row, so concurrent appends to one run are numbered one after the other."""
-        if not events and worker is None and usage is None:
-            return []
-        params: dict[str, Any] = {"run_id": run_id, "n": len(events), "worker": worker}
-        if usage is not None:
-            params.update(
-                u_tokens=usage.tokens,
-                u_cost=usage.cost_usd,
-                u_steps=usage.steps,
-                u_known=usage.cost_known,
-                now=now,
-            )
-        last = c.execute(_BUMP[(worker is not None, usage is not None)], params).scalar()
-        if last is None:
-            if worker is not None:
-                raise LeaseLost(run_id)
-            raise NotFound(f"no run {run_id}")
-        first = int(last) - len(events) + 1
-        appended = [
-            Event(
-                run_id=run_id,
-                seq=first + i,
-                payload=ev.payload,
-                at=now,
-                version=EVENT_SCHEMA_VERSION,
-            )
-            for i, ev in enumerate(events)
-        ]
-        if appended:
-            c.execute(
-                _INSERT_EVENTS,
-                [
-                    {
-                        "run_id": e.run_id,
-                        "seq": e.seq,
-                        "kind": e.kind.value,
-                        "data": e.data,
-                        "at": e.at,
-                        "version": e.version,
-                    }
-                    for e in appended
-                ],
-            )
-        return appended
-
     async def append_events(
         self,
         run_id: str,
@@ -834,79 +467,11 @@ class SqlStore:
 
     async def events(self, run_id: str) -> list[Event]:
         def tx(c: Connection) -> list[Event]:
-            return [_event(r) for r in c.execute(_SELECT_EVENTS, {"run_id": run_id})]
+            return read_events(c, run_id)
 
         return await self._do_core(tx)
 
     # -- inbox ---------------------------------------------------------------------------
-
-    async def create_item(
-        self,
-        item: Item,
-        *,
-        targets: Sequence[Target],
-        worker: str | None,
-        now: datetime,
-        run_status: RunStatus | None = None,
-        events: Sequence[NewEvent] = (),
-    ) -> Item:
-        def tx(s: Session) -> Item:
-            run = s.get(RunRow, item.run_id)
-            if run is None:
-                raise NotFound(f"no run {item.run_id}")
-            if worker is not None and (run.lease_owner != worker or run.status != _RUNNING):
-                raise LeaseLost(item.run_id)
-            self._insert_item(s, item, targets, now)
-            self._append(s.connection(), item.run_id, events, now)
-            if run_status is not None:
-                transition(RunStatus(run.status), run_status)
-                run.status = run_status.value
-                run.updated_at = now
-                if run_status is not RunStatus.RUNNING:
-                    run.lease_owner = None
-                    run.lease_expires_at = None
-            return item
-
-        return await self._do(tx)
-
-    def _insert_item(
-        self, s: Session, item: Item, targets: Sequence[Target], now: datetime
-    ) -> None:
-        s.add(
-            ItemRow(
-                id=item.id,
-                run_id=item.run_id,
-                skill=item.skill,
-                box=item.box.value,
-                kind=item.kind.value,
-                status=item.status.value,
-                title=item.title,
-                body=item.body,
-                created_at=item.created_at,
-                call_id=item.call_id,
-                tool=item.tool,
-                args=item.args,
-                schema=item.schema,
-                risk=item.risk.as_dict(),
-                secret=item.secret,
-            )
-        )
-        s.flush()
-        for t in targets:
-            s.add(
-                DeliveryRow(
-                    id=new_id(),
-                    item_id=item.id,
-                    run_id=item.run_id,
-                    channel=t.channel,
-                    address=t.address,
-                    status=DeliveryStatus.PENDING.value,
-                    attempts=0,
-                    needs_update=False,
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
 
     async def finish_run(
         self,
@@ -943,324 +508,5 @@ class SqlStore:
 
         return await self._do(tx)
 
-    async def get_item(self, item_id: str) -> Item:
-        def tx(c: Connection) -> Item:
-            row = c.execute(_SELECT_ITEM, {"item_id": item_id}).first()
-            if row is None:
-                raise NotFound(f"no item {item_id}")
-            return _item(row)
-
-        return await self._do_core(tx)
-
-    async def list_items(
-        self,
-        *,
-        box: Box | None = None,
-        status: ItemStatus | None = None,
-        run_id: str | None = None,
-        limit: int = 200,
-    ) -> list[Item]:
-        def tx(c: Connection) -> list[Item]:
-            q = select(ITEMS).order_by(ITEMS.c.created_at.desc(), ITEMS.c.id.desc()).limit(limit)
-            if box is not None:
-                q = q.where(ITEMS.c.box == box.value)
-            if status is not None:
-                q = q.where(ITEMS.c.status == status.value)
-            if run_id is not None:
-                q = q.where(ITEMS.c.run_id == run_id)
-            return [_item(r) for r in c.execute(q)]
-
-        return await self._do_core(tx)
-
-    async def record_decision(
-        self,
-        item_id: str,
-        decision: Decision,
-        *,
-        actor: str,
-        channel: str,
-        now: datetime,
-        final_args: dict[str, Any] | None,
-        event: NewEvent,
-        status: ItemStatus | None = None,
-    ) -> Item:
-        new_status = status or _DECIDED_STATUS[decision.kind]
-        reason = getattr(decision, "reason", None) or None
-
-        def tx(c: Connection) -> Item:
-            # The first decision wins: only a pending item is updated.
-            row = c.execute(
-                _DECIDE,
-                {
-                    "item_id": item_id,
-                    "now": now,
-                    "d_status": new_status.value,
-                    "d_actor": actor,
-                    "d_via": channel,
-                    "d_args": final_args,
-                    "d_reason": reason,
-                },
-            ).first()
-            if row is None:
-                earlier = c.execute(_SELECT_ITEM, {"item_id": item_id}).first()
-                if earlier is None:
-                    raise NotFound(f"no item {item_id}")
-                raise AlreadyDecided(_item(earlier))
-            run_id = row.run_id
-            self._append(c, run_id, [event], now)
-            c.execute(_QUEUE_IF_WAITING, {"run_id": run_id, "now": now})
-            self._runnable(c, run_id)
-            c.execute(_COPIES_NEED_UPDATE, {"c_item": item_id, "now": now})
-            c.execute(
-                _INSERT_AUDIT,
-                {
-                    "at": now,
-                    "action": "decision",
-                    "actor": actor,
-                    "channel": channel,
-                    "run_id": run_id,
-                    "item_id": item_id,
-                    "detail": {
-                        "decision": decision.kind,
-                        "status": new_status.value,
-                        "args_before": row.args,
-                        "args_after": final_args,
-                        "reason": reason,
-                    },
-                },
-            )
-            return _item(row)
-
-        return await self._do_core(tx)
-
-    async def close_items(self, run_id: str, *, status: ItemStatus, now: datetime) -> list[Item]:
-        def tx(s: Session) -> list[Item]:
-            return self._close_items(s, run_id, status=status, now=now)
-
-        return await self._do(tx)
-
-    def _close_items(
-        self, s: Session, run_id: str, *, status: ItemStatus, now: datetime
-    ) -> list[Item]:
-        rows = list(
-            s.execute(
-                select(ItemRow).where(
-                    ItemRow.run_id == run_id, ItemRow.status == ItemStatus.PENDING.value
-                )
-            ).scalars()
-        )
-        for row in rows:
-            row.status = status.value
-            row.decided_at = now
-            row.decided_via = "engine"
-            row.decided_by = "the run ended"
-            s.execute(
-                update(DeliveryRow)
-                .where(
-                    DeliveryRow.item_id == row.id,
-                    DeliveryRow.status == DeliveryStatus.SENT.value,
-                )
-                .values(needs_update=True, next_attempt_at=None, updated_at=now)
-            )
-        return [_item(r) for r in rows]
-
-    async def mark_read(self, item_id: str, *, now: datetime) -> Item:
-        def tx(s: Session) -> Item:
-            row = s.get(ItemRow, item_id)
-            if row is None:
-                raise NotFound(f"no item {item_id}")
-            if row.box == Box.UNREAD.value and row.status == ItemStatus.UNREAD.value:
-                row.status = ItemStatus.READ.value
-                row.read_at = now
-            return _item(row)
-
-        return await self._do(tx)
-
-    # -- outbox --------------------------------------------------------------------------
-
-    async def due_deliveries(self, *, now: datetime, limit: int = 50) -> list[Delivery]:
-        due = or_(DELIVERIES.c.next_attempt_at.is_(None), DELIVERIES.c.next_attempt_at <= now)
-        q = (
-            select(DELIVERIES)
-            .where(
-                or_(
-                    and_(DELIVERIES.c.status == DeliveryStatus.PENDING.value, due),
-                    and_(
-                        DELIVERIES.c.status == DeliveryStatus.SENT.value,
-                        DELIVERIES.c.needs_update.is_(True),
-                        due,
-                    ),
-                )
-            )
-            .order_by(DELIVERIES.c.created_at)
-            .limit(limit)
-        )
-
-        def tx(c: Connection) -> list[Delivery]:
-            return [_delivery(r) for r in c.execute(q)]
-
-        return await self._do_core(tx)
-
-    async def delivery_sent(
-        self, delivery_id: str, *, ref: dict[str, Any] | None, now: datetime
-    ) -> None:
-        def tx(s: Session) -> None:
-            row = s.get(DeliveryRow, delivery_id)
-            if row is None:
-                raise NotFound(f"no delivery {delivery_id}")
-            item = s.get(ItemRow, row.item_id)
-            row.status = DeliveryStatus.SENT.value
-            row.ref = ref
-            row.external_id = str(ref.get("id")) if ref and ref.get("id") is not None else None
-            row.attempts += 1
-            row.last_error = None
-            row.next_attempt_at = None
-            # Decided while the first send was in flight: the copy needs the outcome too.
-            row.needs_update = bool(
-                item is not None
-                and item.box == Box.ACTION.value
-                and item.status != ItemStatus.PENDING.value
-            )
-            row.updated_at = now
-
-        await self._do(tx)
-
-    async def delivery_updated(self, delivery_id: str, *, now: datetime) -> None:
-        def tx(c: Connection) -> None:
-            c.execute(
-                update(DELIVERIES)
-                .where(DELIVERIES.c.id == delivery_id)
-                .values(needs_update=False, last_error=None, next_attempt_at=None, updated_at=now)
-            )
-
-        await self._do_core(tx)
-
-    async def delivery_failed(
-        self, delivery_id: str, *, error: str, retry_at: datetime | None, now: datetime
-    ) -> None:
-        def tx(s: Session) -> None:
-            row = s.get(DeliveryRow, delivery_id)
-            if row is None:
-                raise NotFound(f"no delivery {delivery_id}")
-            row.attempts += 1
-            row.last_error = error
-            row.next_attempt_at = retry_at
-            row.updated_at = now
-            if retry_at is None:
-                if row.status == DeliveryStatus.PENDING.value:
-                    row.status = DeliveryStatus.FAILED.value
-                else:
-                    row.needs_update = False
-
-        await self._do(tx)
-
-    async def deliveries(self, item_id: str) -> list[Delivery]:
-        q = (
-            select(DELIVERIES)
-            .where(DELIVERIES.c.item_id == item_id)
-            .order_by(DELIVERIES.c.created_at)
-        )
-
-        def tx(c: Connection) -> list[Delivery]:
-            return [_delivery(r) for r in c.execute(q)]
-
-        return await self._do_core(tx)
-
-    async def run_deliveries(self, run_id: str, channel: str) -> list[Delivery]:
-        q = (
-            select(DELIVERIES)
-            .where(DELIVERIES.c.run_id == run_id, DELIVERIES.c.channel == channel)
-            .order_by(DELIVERIES.c.created_at)
-        )
-
-        def tx(c: Connection) -> list[Delivery]:
-            return [_delivery(r) for r in c.execute(q)]
-
-        return await self._do_core(tx)
-
-    async def find_delivery(self, channel: str, external_id: str) -> Delivery | None:
-        q = (
-            select(DELIVERIES)
-            .where(DELIVERIES.c.channel == channel, DELIVERIES.c.external_id == external_id)
-            .limit(1)
-        )
-
-        def tx(c: Connection) -> Delivery | None:
-            row = c.execute(q).first()
-            return _delivery(row) if row else None
-
-        return await self._do_core(tx)
-
-    # -- control -------------------------------------------------------------------------
-
-    async def get_kill(self) -> dict[str, Any] | None:
-        def tx(c: Connection) -> dict[str, Any] | None:
-            value = c.execute(_SELECT_KILL).scalar_one_or_none()
-            return dict(value) if value and value.get("on") else None
-
-        return await self._do_core(tx)
-
-    async def set_kill(self, *, on: bool, actor: str, now: datetime) -> None:
-        def tx(s: Session) -> None:
-            row = s.get(SwitchRow, KILL)
-            value = {"on": on, "by": actor, "at": now.isoformat()}
-            if row is None:
-                s.add(SwitchRow(name=KILL, value=value, updated_at=now))
-            else:
-                row.value = value
-                row.updated_at = now
-
-        await self._do(tx)
-
-    async def audit(
-        self,
-        *,
-        action: str,
-        actor: str,
-        channel: str,
-        now: datetime,
-        run_id: str | None = None,
-        item_id: str | None = None,
-        detail: dict[str, Any] | None = None,
-    ) -> None:
-        def tx(s: Session) -> None:
-            s.add(
-                AuditRow(
-                    at=now,
-                    action=action,
-                    actor=actor,
-                    channel=channel,
-                    run_id=run_id,
-                    item_id=item_id,
-                    detail=detail or {},
-                )
-            )
-
-        await self._do(tx)
-
-    async def audit_log(self, *, limit: int = 200) -> list[AuditEntry]:
-        def tx(s: Session) -> list[AuditEntry]:
-            rows = s.execute(select(AuditRow).order_by(AuditRow.id.desc()).limit(limit)).scalars()
-            return [
-                AuditEntry(
-                    id=r.id,
-                    at=r.at,
-                    action=r.action,
-                    actor=r.actor,
-                    channel=r.channel,
-                    run_id=r.run_id,
-                    item_id=r.item_id,
-                    detail=r.detail,
-                )
-                for r in rows
-            ]
-
-        return await self._do(tx)
-
     async def aclose(self) -> None:
-        if self._thread is not None:
-            self._thread.shutdown(wait=True)
-        for sync in (self._inline, self._waiting):
-            if sync is not None:
-                sync.dispose()
-        await self.engine.dispose()
+        await self.db.aclose()

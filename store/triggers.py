@@ -3,9 +3,11 @@ webhook signatures already accepted.
 
 Every "at most once" here is an insert that a unique constraint turns into a no-op the second
 time (`INSERT … ON CONFLICT DO NOTHING`): one fire per (schedule, fire time), one reminder and
-one escalation per item, one accepted request per webhook signature. That holds across restarts and across servers sharing PostgreSQL,
-with no lock held between them. It shares `SqlStore`'s transactions (and on SQLite its
-writer lock), so both stores can be used side by side in one process.
+one escalation per item, one accepted request per webhook signature. That holds across
+restarts and across servers sharing PostgreSQL, with no lock held between them. It runs its
+transactions through the run store's `Database` (on SQLite, behind the same writer lock), and
+an item's reminder writes its deliveries and its run's event with the outbox's and the event
+log's own functions. Implements `agent.store.ItemTimers`.
 """
 
 from __future__ import annotations
@@ -16,16 +18,19 @@ from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import delete, func, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
-from agent.context import new_id
 from agent.errors import NotFound
-from agent.model import Box, DeliveryStatus, ItemStatus, NewEvent, Target
+from agent.model import Box, ItemStatus, NewEvent, Target
+from store.events import append_events
+from store.outbox import insert_deliveries
 from store.sql import SqlStore
-from store.tables import DeliveryRow, ItemRow
+from store.tables import ItemRow
 from store.tables_triggers import HookSignatureRow, ItemTimerRow, ScheduleFireRow, ScheduleRow
 
-Claim = Literal["claimed", "duplicate", "paused", "missing"]
+#: What recording one fire of a schedule came to: this process fires it ("claimed"), another
+#: already did ("duplicate"), or the schedule is paused or gone.
+FireOutcome = Literal["claimed", "duplicate", "paused", "missing"]
 
 
 @dataclass(frozen=True)
@@ -86,20 +91,8 @@ def _fire(row: ScheduleFireRow) -> FireRecord:
 
 class TriggerStore:
     def __init__(self, store: SqlStore) -> None:
-        self.store = store
-
-    def _insert(self, table: Any) -> Any:
-        """An INSERT that can say ON CONFLICT DO NOTHING, in the database's own dialect."""
-        if self.store.is_postgres:
-            from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-            return pg_insert(table)
-        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-        return sqlite_insert(table)
-
-    def _tx(self) -> Any:
-        return self.store._tx()
+        self.store = store  # its audit trail, for the scheduler
+        self.db = store.db
 
     # -- schedules -----------------------------------------------------------------------
 
@@ -110,41 +103,45 @@ class TriggerStore:
         row (and its pause) and an edited one is a new schedule. Concurrent servers insert the
         same rows; the second insert does nothing.
         """
-        async with self._tx() as s:
+
+        def tx(s: Session) -> None:
             for rec in wanted:
-                await s.execute(
-                    self._insert(ScheduleRow)
+                s.execute(
+                    self.db.insert(ScheduleRow)
                     .values(**_values(rec))
                     .on_conflict_do_nothing(index_elements=["id"])
                 )
-            await s.execute(
+            s.execute(
                 delete(ScheduleRow).where(
                     ScheduleRow.source == "skill", ScheduleRow.id.not_in([r.id for r in wanted])
                 )
             )
 
+        await self.db.session(tx)
+
     async def add_schedule(self, rec: ScheduleRecord) -> ScheduleRecord:
-        async with self._tx() as s:
+        def tx(s: Session) -> None:
             s.add(ScheduleRow(**_values(rec)))
+
+        await self.db.session(tx)
         return rec
 
     async def get_schedule(self, schedule_id: str) -> ScheduleRecord:
-        async with self._tx() as s:
-            row = await s.get(ScheduleRow, schedule_id)
-            if row is None:
-                raise NotFound(f"no schedule {schedule_id}")
-            return _schedule(row)
+        def tx(s: Session) -> ScheduleRecord:
+            return _schedule(_get_schedule(s, schedule_id))
+
+        return await self.db.session(tx)
 
     async def list_schedules(self) -> list[ScheduleRecord]:
-        async with self._tx() as s:
+        def tx(s: Session) -> list[ScheduleRecord]:
             q = select(ScheduleRow).order_by(ScheduleRow.skill, ScheduleRow.created_at)
-            return [_schedule(r) for r in (await s.execute(q)).scalars()]
+            return [_schedule(r) for r in s.execute(q).scalars()]
+
+        return await self.db.session(tx)
 
     async def set_paused(self, schedule_id: str, *, paused: bool, now: datetime) -> ScheduleRecord:
-        async with self._tx() as s:
-            row = await s.get(ScheduleRow, schedule_id)
-            if row is None:
-                raise NotFound(f"no schedule {schedule_id}")
+        def tx(s: Session) -> ScheduleRecord:
+            row = _get_schedule(s, schedule_id)
             if row.paused != paused:
                 row.paused = paused
                 row.updated_at = now
@@ -153,11 +150,15 @@ class TriggerStore:
                     row.active_since = now
             return _schedule(row)
 
+        return await self.db.session(tx)
+
     async def delete_schedule(self, schedule_id: str) -> None:
-        async with self._tx() as s:
-            result = await s.execute(delete(ScheduleRow).where(ScheduleRow.id == schedule_id))
+        def tx(s: Session) -> None:
+            result: Any = s.execute(delete(ScheduleRow).where(ScheduleRow.id == schedule_id))
             if result.rowcount != 1:
                 raise NotFound(f"no schedule {schedule_id}")
+
+        await self.db.session(tx)
 
     # -- fires ---------------------------------------------------------------------------
 
@@ -169,31 +170,32 @@ class TriggerStore:
         now: datetime,
         status: str = "claimed",
         detail: str | None = None,
-    ) -> Claim:
+    ) -> FireOutcome:
         """Record one fire of an active schedule; "duplicate" when that fire exists already."""
-        async with self._tx() as s:
+        fire = self.db.insert(ScheduleFireRow).values(
+            schedule_id=schedule_id,
+            fire_time=fire_time,
+            status=status,
+            run_id=None,
+            detail=detail,
+            created_at=now,
+            updated_at=now,
+        )
+        fire = fire.on_conflict_do_nothing(index_elements=["schedule_id", "fire_time"])
+
+        def tx(s: Session) -> FireOutcome:
             q = select(ScheduleRow.paused).where(ScheduleRow.id == schedule_id)
-            if self.store.is_postgres:
+            if self.db.is_postgres:
                 q = q.with_for_update(read=True)  # a concurrent pause or delete waits for us
-            paused = (await s.execute(q)).scalar_one_or_none()
+            paused = s.execute(q).scalar_one_or_none()
             if paused is None:
                 return "missing"
             if paused:
                 return "paused"
-            result = await s.execute(
-                self._insert(ScheduleFireRow)
-                .values(
-                    schedule_id=schedule_id,
-                    fire_time=fire_time,
-                    status=status,
-                    run_id=None,
-                    detail=detail,
-                    created_at=now,
-                    updated_at=now,
-                )
-                .on_conflict_do_nothing(index_elements=["schedule_id", "fire_time"])
-            )
+            result: Any = s.execute(fire)
             return "claimed" if result.rowcount == 1 else "duplicate"
+
+        return await self.db.session(tx)
 
     async def finish_fire(
         self,
@@ -205,8 +207,8 @@ class TriggerStore:
         run_id: str | None = None,
         detail: str | None = None,
     ) -> None:
-        async with self._tx() as s:
-            await s.execute(
+        def tx(s: Session) -> None:
+            s.execute(
                 update(ScheduleFireRow)
                 .where(
                     ScheduleFireRow.schedule_id == schedule_id,
@@ -215,38 +217,43 @@ class TriggerStore:
                 .values(status=status, run_id=run_id, detail=detail, updated_at=now)
             )
 
+        await self.db.session(tx)
+
     async def last_fires(self) -> dict[str, FireRecord]:
         """The latest fire of every schedule that has fired."""
-        async with self._tx() as s:
-            latest = (
-                select(ScheduleFireRow.schedule_id, func.max(ScheduleFireRow.fire_time).label("t"))
-                .group_by(ScheduleFireRow.schedule_id)
-                .subquery()
-            )
-            q = select(ScheduleFireRow).join(
-                latest,
-                (ScheduleFireRow.schedule_id == latest.c.schedule_id)
-                & (ScheduleFireRow.fire_time == latest.c.t),
-            )
-            return {r.schedule_id: _fire(r) for r in (await s.execute(q)).scalars()}
+        latest = (
+            select(ScheduleFireRow.schedule_id, func.max(ScheduleFireRow.fire_time).label("t"))
+            .group_by(ScheduleFireRow.schedule_id)
+            .subquery()
+        )
+        q = select(ScheduleFireRow).join(
+            latest,
+            (ScheduleFireRow.schedule_id == latest.c.schedule_id)
+            & (ScheduleFireRow.fire_time == latest.c.t),
+        )
+        return {f.schedule_id: f for f in await self._fires(q)}
 
     async def fires(self, schedule_id: str, *, limit: int = 20) -> list[FireRecord]:
-        async with self._tx() as s:
-            q = (
-                select(ScheduleFireRow)
-                .where(ScheduleFireRow.schedule_id == schedule_id)
-                .order_by(ScheduleFireRow.fire_time.desc())
-                .limit(limit)
-            )
-            return [_fire(r) for r in (await s.execute(q)).scalars()]
+        q = (
+            select(ScheduleFireRow)
+            .where(ScheduleFireRow.schedule_id == schedule_id)
+            .order_by(ScheduleFireRow.fire_time.desc())
+            .limit(limit)
+        )
+        return await self._fires(q)
 
     async def stale_claims(self, *, before: datetime) -> list[FireRecord]:
         """Fires claimed before `before` whose run was never recorded (the process died)."""
-        async with self._tx() as s:
-            q = select(ScheduleFireRow).where(
-                ScheduleFireRow.status == "claimed", ScheduleFireRow.created_at < before
-            )
-            return [_fire(r) for r in (await s.execute(q)).scalars()]
+        q = select(ScheduleFireRow).where(
+            ScheduleFireRow.status == "claimed", ScheduleFireRow.created_at < before
+        )
+        return await self._fires(q)
+
+    async def _fires(self, q: Any) -> list[FireRecord]:
+        def tx(s: Session) -> list[FireRecord]:
+            return [_fire(r) for r in s.execute(q).scalars()]
+
+        return await self.db.session(tx)
 
     # -- webhook signatures --------------------------------------------------------------
 
@@ -257,19 +264,26 @@ class TriggerStore:
 
         Signatures whose `expires_at` has passed are pruned on the way: their timestamps are
         refused as stale anyway."""
-        async with self._tx() as s:
-            await s.execute(delete(HookSignatureRow).where(HookSignatureRow.expires_at < now))
-            result = await s.execute(
-                self._insert(HookSignatureRow)
-                .values(signature=signature, hook=hook, expires_at=expires_at)
-                .on_conflict_do_nothing(index_elements=["signature"])
-            )
+        accept = (
+            self.db.insert(HookSignatureRow)
+            .values(signature=signature, hook=hook, expires_at=expires_at)
+            .on_conflict_do_nothing(index_elements=["signature"])
+        )
+
+        def tx(s: Session) -> bool:
+            s.execute(delete(HookSignatureRow).where(HookSignatureRow.expires_at < now))
+            result: Any = s.execute(accept)
             return bool(result.rowcount == 1)
+
+        return await self.db.session(tx)
 
     async def forget_signature(self, signature: str) -> None:
         """Let a signature be used again: its request was refused after it was recorded."""
-        async with self._tx() as s:
-            await s.execute(delete(HookSignatureRow).where(HookSignatureRow.signature == signature))
+
+        def tx(s: Session) -> None:
+            s.execute(delete(HookSignatureRow).where(HookSignatureRow.signature == signature))
+
+        await self.db.session(tx)
 
     # -- item timers ---------------------------------------------------------------------
 
@@ -277,11 +291,14 @@ class TriggerStore:
         """(item id, kind) of the reminders and escalations already made."""
         if not item_ids:
             return set()
-        async with self._tx() as s:
-            q = select(ItemTimerRow.item_id, ItemTimerRow.kind).where(
-                ItemTimerRow.item_id.in_(list(item_ids))
-            )
-            return {(r[0], r[1]) for r in (await s.execute(q)).all()}
+        q = select(ItemTimerRow.item_id, ItemTimerRow.kind).where(
+            ItemTimerRow.item_id.in_(list(item_ids))
+        )
+
+        def tx(s: Session) -> set[tuple[str, str]]:
+            return {(r[0], r[1]) for r in s.execute(q).all()}
+
+        return await self.db.session(tx)
 
     async def add_deliveries_once(
         self,
@@ -294,45 +311,40 @@ class TriggerStore:
     ) -> bool:
         """New deliveries (the outbox sends them) for an item that is still pending, plus a note
         on its run, once per (item, kind). False when already done or no longer pending."""
-        async with self._tx() as s:
-            item = await self._pending_item(s, item_id)
+        once = (
+            self.db.insert(ItemTimerRow)
+            .values(item_id=item_id, kind=kind, at=now)
+            .on_conflict_do_nothing(index_elements=["item_id", "kind"])
+        )
+
+        def tx(s: Session) -> bool:
+            item = self._pending_item(s, item_id)
             if item is None:
                 return False
-            result = await s.execute(
-                self._insert(ItemTimerRow)
-                .values(item_id=item_id, kind=kind, at=now)
-                .on_conflict_do_nothing(index_elements=["item_id", "kind"])
-            )
+            result: Any = s.execute(once)
             if result.rowcount != 1:
                 return False
-            for t in targets:
-                s.add(
-                    DeliveryRow(
-                        id=new_id(),
-                        item_id=item_id,
-                        run_id=item.run_id,
-                        channel=t.channel,
-                        address=t.address,
-                        status=DeliveryStatus.PENDING.value,
-                        attempts=0,
-                        needs_update=False,
-                        created_at=now,
-                        updated_at=now,
-                    )
-                )
-            await s.run_sync(
-                lambda sync: self.store._append(sync.connection(), item.run_id, [note], now)
-            )
+            insert_deliveries(s, item_id=item_id, run_id=item.run_id, targets=targets, now=now)
+            append_events(s.connection(), item.run_id, [note], now)
             return True
 
-    async def _pending_item(self, s: AsyncSession, item_id: str) -> ItemRow | None:
+        return await self.db.session(tx)
+
+    def _pending_item(self, s: Session, item_id: str) -> ItemRow | None:
         q = select(ItemRow).where(ItemRow.id == item_id)
-        if self.store.is_postgres:
+        if self.db.is_postgres:
             q = q.with_for_update()  # a decision at the same moment waits for our deliveries
-        row = (await s.execute(q)).scalar_one_or_none()
+        row = s.execute(q).scalar_one_or_none()
         if row is None or row.box != Box.ACTION.value or row.status != ItemStatus.PENDING.value:
             return None
         return row
+
+
+def _get_schedule(s: Session, schedule_id: str) -> ScheduleRow:
+    row = s.get(ScheduleRow, schedule_id)
+    if row is None:
+        raise NotFound(f"no schedule {schedule_id}")
+    return row
 
 
 def _values(rec: ScheduleRecord) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from store.mail import SqlMailLog
 from store.migrate import upgrade
-from store.sql import connect
+from store.sql import SqlStore, connect
 
 NOW = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 
@@ -15,7 +15,8 @@ NOW = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 async def test_a_key_is_claimed_once_and_can_be_released(db_url: str) -> None:
     engine = connect(db_url)
     await upgrade(engine)
-    log = SqlMailLog(engine)
+    store = SqlStore(engine)
+    log = SqlMailLog(store)
     try:
         key = "mail:<CAGm3qFz8x+Yk2Vq0wLr@mail.gmail.com>"
         assert not await log.seen(key)
@@ -29,4 +30,4 @@ async def test_a_key_is_claimed_once_and_can_be_released(db_url: str) -> None:
         assert await log.claim(key, kind="mail", now=NOW)
         assert not await log.claim(key, kind="link", now=NOW)
     finally:
-        await engine.dispose()
+        await store.aclose()

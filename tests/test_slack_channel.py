@@ -31,6 +31,12 @@ class Deliveries:
     async def run_deliveries(self, run_id: str, channel: str) -> list[Delivery]:
         return [d for d in self.rows if d.run_id == run_id and d.channel == channel]
 
+    async def deliveries(self, item_id: str) -> list[Delivery]:
+        return [d for d in self.rows if d.item_id == item_id]
+
+    async def find_delivery(self, channel: str, external_id: str) -> Delivery | None:
+        return None
+
     async def get_run(self, run_id: str) -> Run:
         if run_id not in self.runs:
             raise NotFound(f"no run {run_id}")

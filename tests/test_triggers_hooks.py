@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 
 from bot.hooks import sign
 from store.migrate import upgrade
@@ -171,8 +171,10 @@ async def test_a_signature_is_remembered_until_stale_then_pruned(db_url: str) ->
     until = t0 + timedelta(minutes=10)
 
     async def remembered() -> list[str]:
-        async with store._tx() as s:
-            return list((await s.execute(select(HookSignatureRow.signature))).scalars())
+        def tx(c: Connection) -> list[str]:
+            return list(c.execute(select(HookSignatureRow.signature)).scalars())
+
+        return await store.db.run(tx)
 
     try:
         assert await triggers.accept_signature("a" * 64, hook="orders", expires_at=until, now=t0)

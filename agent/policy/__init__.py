@@ -9,11 +9,11 @@ from agent.policy.access import (
     OWNER_CHANNELS,
     Access,
     Act,
-    AuditTrail,
     Verdict,
     audit_refusal,
 )
 from agent.policy.identity import EMAIL, SLACK, identity_key, normalize_address, same_identity
+from agent.store import AuditTrail
 
 __all__ = [
     "EMAIL",

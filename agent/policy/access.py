@@ -24,11 +24,12 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from agent.model import Box, Item
 from agent.policy.identity import EMAIL, SLACK, identity_key
 from agent.skills import Skill, SkillBook
+from agent.store import AuditTrail
 
 #: Channels whose actor is the owner of the API token: the owner may do anything.
 OWNER_CHANNELS = frozenset({"api", "web", "cli"})
@@ -64,22 +65,6 @@ class Verdict:
 
     def __bool__(self) -> bool:
         return self.allowed
-
-
-class AuditTrail(Protocol):
-    """Where refusals are written: the store's audit trail."""
-
-    async def audit(
-        self,
-        *,
-        action: str,
-        actor: str,
-        channel: str,
-        now: datetime,
-        run_id: str | None = None,
-        item_id: str | None = None,
-        detail: dict[str, Any] | None = None,
-    ) -> None: ...
 
 
 async def audit_refusal(

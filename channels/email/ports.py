@@ -1,57 +1,24 @@
 """What the email channel needs from the outside, as small protocols.
 
-`channels/` may not import `store/`, so the channel names the few store methods it calls
-(`MailStore`, which `store.SqlStore` already has) and the one thing no other part of the
-server keeps: which mails and links were already handled (`MailLog`, implemented by
-`store.mail.SqlMailLog`). Both are satisfied structurally; nothing here is subclassed.
-`TokenSource` is what IMAP and SMTP log in with when the account uses OAuth.
+`channels/` may not import `store/`, so the channel names the store roles it uses, from
+`agent.store`: `MailStore` (runs, items and deliveries to read, the audit trail to write; the
+run store `store.SqlStore` has them all) and `MailLog`, the one thing no other part of the
+server keeps: which mails and links were already handled (`store.mail.SqlMailLog`). Both are
+satisfied structurally; nothing here is subclassed. `TokenSource` is what IMAP and SMTP log
+in with when the account uses OAuth.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
-from agent.model import Delivery, Item, Run
+from agent.store import AuditTrail, DeliveryReader, ItemReader, MailLog, RunReader
 
-
-class MailStore(Protocol):
-    async def get_item(self, item_id: str) -> Item: ...
-
-    async def get_run(self, run_id: str) -> Run: ...
-
-    async def run_deliveries(self, run_id: str, channel: str) -> list[Delivery]: ...
-
-    async def find_delivery(self, channel: str, external_id: str) -> Delivery | None: ...
-
-    async def audit(
-        self,
-        *,
-        action: str,
-        actor: str,
-        channel: str,
-        now: datetime,
-        run_id: str | None = None,
-        item_id: str | None = None,
-        detail: dict[str, Any] | None = None,
-    ) -> None: ...
+__all__ = ["MailLog", "MailStore", "TokenSource"]
 
 
-class MailLog(Protocol):
-    """Keys of handled mail (Message-IDs) and used links, shared by every server process.
-
-    `claim` is the once-only gate: of two processes claiming one key, exactly one gets True.
-    """
-
-    async def claim(self, key: str, *, kind: str, now: datetime) -> bool:
-        """Record `key`; False when it was recorded before."""
-        ...
-
-    async def release(self, key: str) -> None:
-        """Forget `key` (handling failed half-way and should be tried again)."""
-        ...
-
-    async def seen(self, key: str) -> bool: ...
+class MailStore(ItemReader, RunReader, DeliveryReader, AuditTrail, Protocol):
+    """What the email channel reads from the store, and where it audits."""
 
 
 class TokenSource(Protocol):

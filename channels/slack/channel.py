@@ -17,7 +17,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from agent.channel import DeliveryError
 from agent.errors import NotFound
-from agent.model import Box, Delivery, DeliveryStatus, Item, Run, RunStatus
+from agent.model import Box, Delivery, DeliveryStatus, Item, RunStatus
+from agent.store import DeliveryReader, RunReader
 from channels.slack import blocks
 
 log = logging.getLogger(__name__)
@@ -37,13 +38,9 @@ _PERMANENT = frozenset(
 )
 
 
-class RunDeliveries(Protocol):
+class RunDeliveries(DeliveryReader, RunReader, Protocol):
     """What the channel reads from the store: a run's deliveries on one channel, oldest first,
     and the run (how it ended, for its Unread note's mark)."""
-
-    async def run_deliveries(self, run_id: str, channel: str) -> list[Delivery]: ...
-
-    async def get_run(self, run_id: str) -> Run: ...
 
 
 def is_user(address: str) -> bool:

@@ -14,7 +14,6 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Protocol
 
 import aiohttp
@@ -26,10 +25,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent.argforms import form_fields
 from agent.errors import AlreadyDecided, Conflict, InvalidArguments, NotAllowed, NotFound
 from agent.inbox import Inbox
-from agent.model import Approve, Box, Decision, Delivery, Edit, Item, ItemStatus, Reject, Run
+from agent.model import Approve, Decision, Edit, Item, Reject
 from agent.policy import SLACK, Access, Verdict, audit_refusal
 from agent.runs import Runs
 from agent.skills import SkillBook
+from agent.store import AuditTrail, DeliveryReader, ItemReader, RunReader
 from channels.slack import blocks
 from channels.slack.blocks import ModalRef
 from channels.slack.home import INPUT_BLOCK, SKILL_BLOCK, start_modal, start_values
@@ -51,35 +51,8 @@ _NOT_FOLLOWER = "Only this skill's Slack approvers can steer its runs, so the ru
 SLACK_ERRORS = (SlackApiError, aiohttp.ClientError, TimeoutError)
 
 
-class SlackStore(Protocol):
-    """What the Slack side reads from the store."""
-
-    async def get_item(self, item_id: str) -> Item: ...
-
-    async def get_run(self, run_id: str) -> Run: ...
-
-    async def find_delivery(self, channel: str, external_id: str) -> Delivery | None: ...
-
-    async def list_items(
-        self,
-        *,
-        box: Box | None = None,
-        status: ItemStatus | None = None,
-        run_id: str | None = None,
-        limit: int = 200,
-    ) -> list[Item]: ...
-
-    async def audit(
-        self,
-        *,
-        action: str,
-        actor: str,
-        channel: str,
-        now: datetime,
-        run_id: str | None = None,
-        item_id: str | None = None,
-        detail: dict[str, Any] | None = None,
-    ) -> None: ...
+class SlackStore(ItemReader, RunReader, DeliveryReader, AuditTrail, Protocol):
+    """What the Slack side reads from the store, and where it audits."""
 
 
 def _unescape(text: str) -> str:

@@ -33,6 +33,12 @@ class NoDeliveries:
     async def run_deliveries(self, run_id: str, channel: str) -> list[Delivery]:
         return []
 
+    async def deliveries(self, item_id: str) -> list[Delivery]:
+        return []
+
+    async def find_delivery(self, channel: str, external_id: str) -> Delivery | None:
+        return None
+
     async def get_run(self, run_id: str) -> Run:
         raise NotFound(run_id)
 

@@ -1,0 +1,215 @@
+"""`Database`: the one way every store class reaches the database, on SQLite and PostgreSQL.
+
+Every store method is one transaction, written as a plain function of a `Connection` (or of
+a `Session` where the ORM earns its keep) and handed to `Database.run` / `Database.session`,
+which run it in one go:
+- on PostgreSQL through asyncpg (`run_sync`: no threads);
+- on SQLite, on the event loop itself. A local SQLite transaction takes a fraction of a
+  millisecond of CPU, and under the GIL a thread does not run it any sooner: aiosqlite's hop
+  to its thread and back for every statement, fetch, BEGIN and COMMIT cost more than the SQL
+  (`pizzabot bench` measured a step's store time going from ~40 ms to a few). Only when
+  another process holds the database (SQLite's one writer) does the wait move to a thread
+  of the database's own, so the loop is never blocked for longer than a short busy timeout.
+  An asyncio lock queues this process's transactions, so they never meet each other.
+
+The run store, the triggers, the mail log and the web sessions all share one `Database`, so
+on SQLite they queue behind one lock and one connection instead of fighting over the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import stat
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.orm import Session
+from sqlalchemy.pool import StaticPool
+
+from store.pg import RUNS_CHANNEL
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+#: How long a transaction on the event loop waits for another process's write before the wait
+#: moves to the database's thread (where it may take up to `_BUSY_WAIT_MS`).
+_BUSY_INLINE_MS = 50
+_BUSY_WAIT_MS = 30_000
+
+_NOTIFY = text("SELECT pg_notify(:c, :id)")
+
+
+def _pragmas(busy_ms: int) -> Callable[[Any, Any], None]:
+    def on_connect(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute(f"PRAGMA busy_timeout={busy_ms}")
+        cur.close()
+
+    return on_connect
+
+
+def _private_sqlite_file(url: str) -> None:
+    """Make the database file (and its -wal, -shm, -journal) readable by its owner only.
+
+    The database holds item secrets. SQLite creates a file with the process's umask (0644
+    usually) but gives -wal, -shm and -journal the mode of the database file, so creating
+    the database 0600 first is enough for new files; files left loose by an older start are
+    tightened, and the log says so.
+    """
+    path = make_url(url).database
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return
+    # A missing folder is SQLite's to report, on the first connection, as before.
+    with contextlib.suppress(FileExistsError, FileNotFoundError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    for name in (path, f"{path}-wal", f"{path}-shm", f"{path}-journal"):
+        try:
+            mode = stat.S_IMODE(os.stat(name).st_mode)
+        except FileNotFoundError:
+            continue
+        if mode & 0o077:
+            os.chmod(name, mode & 0o700)
+            log.warning(
+                "database file %s was open to other users (mode %03o); made it %03o",
+                name,
+                mode,
+                mode & 0o700,
+            )
+
+
+def connect(url: str, *, echo: bool = False) -> AsyncEngine:
+    """An engine for `url`; SQLite gets WAL and a busy timeout so a CLI and a server can share it."""
+    if url.startswith("sqlite"):
+        _private_sqlite_file(url)
+        engine = create_async_engine(url, echo=echo, connect_args={"timeout": 30})
+        event.listen(engine.sync_engine, "connect", _pragmas(_BUSY_WAIT_MS))
+        return engine
+    # No `pool_pre_ping`: it costs a round trip on every transaction. A connection that died
+    # while pooled (a PostgreSQL restart) fails its next transaction before COMMIT; the
+    # transaction runs again on a fresh connection (`_pg_transaction`).
+    return create_async_engine(url, echo=echo, pool_size=10, max_overflow=10)
+
+
+def _sync_sqlite(engine: AsyncEngine, busy_ms: int) -> Engine:
+    """A synchronous engine on the same SQLite file as `engine`."""
+    url = engine.url.set(drivername="sqlite")
+    # One connection, always the same: our transactions take turns anyway, and a connection
+    # keeps its page cache warm only while no other connection writes.
+    sync = create_engine(
+        url,
+        echo=engine.echo,
+        connect_args={"timeout": busy_ms / 1000},
+        poolclass=StaticPool,
+    )
+    event.listen(sync, "connect", _pragmas(busy_ms))
+    return sync
+
+
+def _locked(exc: OperationalError) -> bool:
+    return "locked" in str(exc.orig) or "busy" in str(exc.orig)
+
+
+async def _pg_transaction(
+    engine: AsyncEngine, fn: Callable[[Connection], T], *, retry: bool = True
+) -> T:
+    """Run `fn` as one PostgreSQL transaction; once more on a fresh connection if its
+    connection turned out to be dead before COMMIT was sent. Nothing of it was applied then
+    (the server rolls back a transaction whose connection is gone), so running it again is
+    safe. A connection lost during COMMIT leaves the outcome unknown: that error goes to the
+    caller."""
+    committing = False
+    try:
+        async with engine.begin() as conn:
+            result = await conn.run_sync(fn)
+            committing = True
+        return result
+    except DBAPIError as exc:
+        if not retry or committing or not exc.connection_invalidated:
+            raise
+        log.info("a pooled PostgreSQL connection was dead (%s); retrying", type(exc.orig).__name__)
+    return await _pg_transaction(engine, fn, retry=False)
+
+
+def _transaction(engine: Engine, fn: Callable[[Connection], T]) -> T:
+    with engine.begin() as c:
+        return fn(c)
+
+
+class Database:
+    """One database, and the one way to run a transaction on it (see the module docstring)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.is_postgres = engine.dialect.name == "postgresql"
+        # SQLite allows one writer: queue our own transactions rather than fight over the lock.
+        self._lock: asyncio.Lock | None = None
+        self._inline: Engine | None = None
+        self._waiting: Engine | None = None
+        self._thread: ThreadPoolExecutor | None = None
+        if not self.is_postgres:
+            self._lock = asyncio.Lock()
+            self._inline = _sync_sqlite(engine, _BUSY_INLINE_MS)
+            self._waiting = _sync_sqlite(engine, _BUSY_WAIT_MS)
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="pizzabot-sqlite")
+
+    async def run(self, fn: Callable[[Connection], T]) -> T:
+        """Run `fn` with a plain connection as one transaction: committed when it returns,
+        rolled back if it raises."""
+        if self.is_postgres:
+            return await _pg_transaction(self.engine, fn)
+        return await self._sqlite(fn)
+
+    async def session(self, fn: Callable[[Session], T]) -> T:
+        """`run`, with an ORM session on the transaction's connection."""
+
+        def in_session(c: Connection) -> T:
+            with Session(bind=c, expire_on_commit=False) as session:
+                result = fn(session)
+                session.flush()  # the connection's transaction commits it
+                return result
+
+        return await self.run(in_session)
+
+    def insert(self, table: Any) -> Any:
+        """An INSERT that can say ON CONFLICT DO NOTHING, in the database's own dialect."""
+        return pg_insert(table) if self.is_postgres else sqlite_insert(table)
+
+    def notify_runnable(self, c: Connection, run_id: str) -> None:
+        """Tell every listening worker (any process) that a run can be claimed; PostgreSQL
+        delivers it when this transaction commits, and never if it rolls back."""
+        if self.is_postgres:
+            c.execute(_NOTIFY, {"c": RUNS_CHANNEL, "id": run_id})
+
+    async def _sqlite(self, fn: Callable[[Connection], T]) -> T:
+        assert self._lock is not None and self._inline is not None
+        async with self._lock:
+            try:
+                return _transaction(self._inline, fn)
+            except OperationalError as exc:
+                if not _locked(exc):
+                    raise
+            # Another process is writing: wait for it off the loop, then try again.
+            assert self._thread is not None and self._waiting is not None
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._thread, _transaction, self._waiting, fn)
+
+    async def aclose(self) -> None:
+        if self._thread is not None:
+            self._thread.shutdown(wait=True)
+        for sync in (self._inline, self._waiting):
+            if sync is not None:
+                sync.dispose()
+        await self.engine.dispose()

@@ -1,0 +1,276 @@
+"""The inbox in SQL: items (Unread notes and Action cards), and decisions on them.
+
+An item is written with its deliveries and the events that explain it, in one transaction;
+a decision is a conditional update of a pending item (the first decision wins) committed with
+its event, the run re-queued, every sent copy marked for update, and its audit entry.
+Implements `agent.store.Inbox`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import Connection, Table, bindparam, select, update
+from sqlalchemy.orm import Session
+
+from agent.errors import AlreadyDecided, NotFound
+from agent.model import (
+    Box,
+    Decision,
+    Item,
+    ItemKind,
+    ItemStatus,
+    NewEvent,
+    Risk,
+    RunStatus,
+    Target,
+    transition,
+)
+from agent.store import LeaseLost
+from store.audit import insert_audit
+from store.database import Database
+from store.events import RUNS, append_events
+from store.outbox import copies_need_update, insert_deliveries
+from store.tables import ItemRow, RunRow, UtcDateTime
+
+ITEMS = cast(Table, ItemRow.__table__)
+
+_DECIDED_STATUS = {
+    "approve": ItemStatus.APPROVED,
+    "edit": ItemStatus.EDITED,
+    "reject": ItemStatus.REJECTED,
+    "expired": ItemStatus.EXPIRED,
+}
+_NOW = bindparam("now", type_=UtcDateTime())
+_SELECT_ITEM = select(ITEMS).where(ITEMS.c.id == bindparam("item_id"))
+_DECIDE = (
+    update(ITEMS)
+    .where(ITEMS.c.id == bindparam("item_id"), ITEMS.c.status == ItemStatus.PENDING.value)
+    .values(
+        status=bindparam("d_status"),
+        decided_by=bindparam("d_actor"),
+        decided_via=bindparam("d_via"),
+        decided_at=_NOW,
+        final_args=bindparam("d_args", type_=ITEMS.c.final_args.type),
+        reason=bindparam("d_reason"),
+    )
+    .returning(*ITEMS.c)
+)
+_QUEUE_IF_WAITING = (
+    update(RUNS)
+    .where(RUNS.c.id == bindparam("run_id"), RUNS.c.status == RunStatus.WAITING.value)
+    .values(status=RunStatus.QUEUED.value, updated_at=_NOW)
+)
+
+
+def item_of(row: Any) -> Item:
+    return Item(
+        id=row.id,
+        run_id=row.run_id,
+        skill=row.skill,
+        box=Box(row.box),
+        kind=ItemKind(row.kind),
+        status=ItemStatus(row.status),
+        title=row.title,
+        body=row.body,
+        created_at=row.created_at,
+        call_id=row.call_id,
+        tool=row.tool,
+        args=row.args,
+        schema=row.schema,
+        risk=Risk(**(row.risk or {})),
+        decided_by=row.decided_by,
+        decided_via=row.decided_via,
+        decided_at=row.decided_at,
+        final_args=row.final_args,
+        reason=row.reason,
+        read_at=row.read_at,
+        secret=row.secret,
+    )
+
+
+def insert_item(s: Session, item: Item, targets: Sequence[Target], now: datetime) -> None:
+    """The item and its deliveries (the outbox), in the caller's transaction."""
+    s.add(
+        ItemRow(
+            id=item.id,
+            run_id=item.run_id,
+            skill=item.skill,
+            box=item.box.value,
+            kind=item.kind.value,
+            status=item.status.value,
+            title=item.title,
+            body=item.body,
+            created_at=item.created_at,
+            call_id=item.call_id,
+            tool=item.tool,
+            args=item.args,
+            schema=item.schema,
+            risk=item.risk.as_dict(),
+            secret=item.secret,
+        )
+    )
+    s.flush()
+    insert_deliveries(s, item_id=item.id, run_id=item.run_id, targets=targets, now=now)
+
+
+def close_pending(s: Session, run_id: str, *, status: ItemStatus, now: datetime) -> list[Item]:
+    """Close the run's pending actions (the run ended before anyone decided), in the
+    caller's transaction; their sent copies are to show it."""
+    q = select(ItemRow).where(ItemRow.run_id == run_id, ItemRow.status == ItemStatus.PENDING.value)
+    rows = list(s.execute(q).scalars())
+    for row in rows:
+        row.status = status.value
+        row.decided_at = now
+        row.decided_via = "engine"
+        row.decided_by = "the run ended"
+        copies_need_update(s.connection(), row.id, now)
+    return [item_of(r) for r in rows]
+
+
+def _move_run(run: RunRow, status: RunStatus, now: datetime) -> None:
+    transition(RunStatus(run.status), status)
+    run.status = status.value
+    run.updated_at = now
+    if status is not RunStatus.RUNNING:
+        run.lease_owner = None
+        run.lease_expires_at = None
+
+
+class SqlInbox:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def create_item(
+        self,
+        item: Item,
+        *,
+        targets: Sequence[Target],
+        worker: str | None,
+        now: datetime,
+        run_status: RunStatus | None = None,
+        events: Sequence[NewEvent] = (),
+    ) -> Item:
+        def tx(s: Session) -> Item:
+            run = s.get(RunRow, item.run_id)
+            if run is None:
+                raise NotFound(f"no run {item.run_id}")
+            if worker is not None and (
+                run.lease_owner != worker or run.status != RunStatus.RUNNING.value
+            ):
+                raise LeaseLost(item.run_id)
+            insert_item(s, item, targets, now)
+            append_events(s.connection(), item.run_id, events, now)
+            if run_status is not None:
+                _move_run(run, run_status, now)
+            return item
+
+        return await self.db.session(tx)
+
+    async def get_item(self, item_id: str) -> Item:
+        def tx(c: Connection) -> Item:
+            row = c.execute(_SELECT_ITEM, {"item_id": item_id}).first()
+            if row is None:
+                raise NotFound(f"no item {item_id}")
+            return item_of(row)
+
+        return await self.db.run(tx)
+
+    async def list_items(
+        self,
+        *,
+        box: Box | None = None,
+        status: ItemStatus | None = None,
+        run_id: str | None = None,
+        limit: int = 200,
+    ) -> list[Item]:
+        q = select(ITEMS).order_by(ITEMS.c.created_at.desc(), ITEMS.c.id.desc()).limit(limit)
+        if box is not None:
+            q = q.where(ITEMS.c.box == box.value)
+        if status is not None:
+            q = q.where(ITEMS.c.status == status.value)
+        if run_id is not None:
+            q = q.where(ITEMS.c.run_id == run_id)
+
+        def tx(c: Connection) -> list[Item]:
+            return [item_of(r) for r in c.execute(q)]
+
+        return await self.db.run(tx)
+
+    async def record_decision(
+        self,
+        item_id: str,
+        decision: Decision,
+        *,
+        actor: str,
+        channel: str,
+        now: datetime,
+        final_args: dict[str, Any] | None,
+        event: NewEvent,
+        status: ItemStatus | None = None,
+    ) -> Item:
+        new_status = status or _DECIDED_STATUS[decision.kind]
+        reason = getattr(decision, "reason", None) or None
+        decide = {
+            "item_id": item_id,
+            "now": now,
+            "d_status": new_status.value,
+            "d_actor": actor,
+            "d_via": channel,
+            "d_args": final_args,
+            "d_reason": reason,
+        }
+
+        def tx(c: Connection) -> Item:
+            # The first decision wins: only a pending item is updated.
+            row = c.execute(_DECIDE, decide).first()
+            if row is None:
+                earlier = c.execute(_SELECT_ITEM, {"item_id": item_id}).first()
+                if earlier is None:
+                    raise NotFound(f"no item {item_id}")
+                raise AlreadyDecided(item_of(earlier))
+            run_id = row.run_id
+            append_events(c, run_id, [event], now)
+            c.execute(_QUEUE_IF_WAITING, {"run_id": run_id, "now": now})
+            self.db.notify_runnable(c, run_id)
+            copies_need_update(c, item_id, now)
+            detail = {
+                "decision": decision.kind,
+                "status": new_status.value,
+                "args_before": row.args,
+                "args_after": final_args,
+                "reason": reason,
+            }
+            insert_audit(
+                c,
+                action="decision",
+                actor=actor,
+                channel=channel,
+                now=now,
+                run_id=run_id,
+                item_id=item_id,
+                detail=detail,
+            )
+            return item_of(row)
+
+        return await self.db.run(tx)
+
+    async def close_items(self, run_id: str, *, status: ItemStatus, now: datetime) -> list[Item]:
+        def tx(s: Session) -> list[Item]:
+            return close_pending(s, run_id, status=status, now=now)
+
+        return await self.db.session(tx)
+
+    async def mark_read(self, item_id: str, *, now: datetime) -> Item:
+        def tx(s: Session) -> Item:
+            row = s.get(ItemRow, item_id)
+            if row is None:
+                raise NotFound(f"no item {item_id}")
+            if row.box == Box.UNREAD.value and row.status == ItemStatus.UNREAD.value:
+                row.status = ItemStatus.READ.value
+                row.read_at = now
+            return item_of(row)
+
+        return await self.db.session(tx)
