@@ -51,6 +51,9 @@ def parse_duration(value: str | float | int) -> float:
 
 Duration = Annotated[float, Field(ge=0)]
 
+#: The grants a tool offers when its entry does not say (`grants:`).
+DEFAULT_GRANTS = ("run", "1h", "exact")
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -151,7 +154,7 @@ class Check(_Strict):
     @field_validator("lt", "lte", "gt", "gte", mode="before")
     @classmethod
     def _number(cls, v: Any, info: Any) -> Any:
-        if not _is_number(v) or not math.isfinite(v):
+        if not _is_number(v) or (isinstance(v, float) and not math.isfinite(v)):
             raise ValueError(f"{info.field_name} compares numbers, and {v!r} is not one")
         return v
 
@@ -226,11 +229,31 @@ class ToolRule(_Strict):
     remind_after: Duration | None = None
     escalate_after: Duration | None = None
     escalate_to: Escalation | None = None
+    #: What an approver may choose next to Approve so that this tool is not asked about
+    #: again: `run` (the rest of this run), a duration (`1h`: this skill, for that long),
+    #: `exact` (these arguments, this skill, until revoked); `[]` offers none.
+    grants: list[str] = list(DEFAULT_GRANTS)
 
     @field_validator("timeout", "remind_after", "escalate_after", mode="before")
     @classmethod
     def _duration(cls, v: Any) -> Any:
         return None if v is None else parse_duration(v)
+
+    @field_validator("grants")
+    @classmethod
+    def _grants(cls, v: list[str]) -> list[str]:
+        for choice in v:
+            if choice in ("run", "exact"):
+                continue
+            try:
+                seconds = parse_duration(choice)
+            except ValueError:
+                seconds = 0.0
+            if not seconds > 0:
+                raise ValueError(f"grant {choice!r}: use run, exact or a duration like 1h or 8h")
+        if len(set(v)) != len(v):
+            raise ValueError("a grant is listed twice")
+        return v
 
     @model_validator(mode="after")
     def _escalation(self) -> ToolRule:

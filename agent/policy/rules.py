@@ -211,7 +211,10 @@ def _holds(op: str, operand: Any, value: Any) -> bool:
 def _number(value: Any) -> bool:
     """A finite JSON number: not a string that looks like one, and not a bool (an int in
     Python)."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if isinstance(value, bool):
+        return False
+    # An int is always finite (and may be too large for a float: isfinite would raise).
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
 
 
 def _same(a: Any, b: Any) -> bool:
