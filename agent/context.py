@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from agent.policy.grants import Grants
 from agent.skills import SkillBook
 from agent.store import Store
 
@@ -45,3 +46,5 @@ class Context:
     base_url: str = ""
     #: Called with a run's id after it ended (trace export); failures are logged, not raised.
     on_run_end: Callable[[str], Awaitable[None]] | None = None
+    #: Where grants ("don't ask again for …") are kept; None: this server offers none.
+    grants: Grants | None = None

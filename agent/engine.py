@@ -32,6 +32,7 @@ from agent.events import (
     AssistantMessage,
     BudgetExtended,
     BudgetReached,
+    DecisionMade,
     ModelCall,
     ProposedCall,
     ToolInterrupted,
@@ -56,6 +57,7 @@ from agent.model import (
     RunStatus,
     Usage,
 )
+from agent.policy.grants import Grant, make_grant
 from agent.redaction import Redactor
 from agent.settle import (
     INTERRUPTED_ASK,
@@ -63,6 +65,7 @@ from agent.settle import (
     AskPerson,
     AwaitDecision,
     Execute,
+    Granted,
     StopRun,
     TellModel,
 )
@@ -258,12 +261,23 @@ class Runner:
         server, name = split_wire_name(call.wire_name)
         qualified = f"{server}.{name}"
         step = settle.plan(call, held.skill, spec)
+        grants = self.ctx.grants
+        if isinstance(step, AskPerson) and not step.again and grants is not None:
+            # Only a call that would ask a person looks for a grant: one query, where needed.
+            now = self.ctx.clock()
+            found = await grants.for_call(
+                skill=held.skill.name, tool=qualified, run_id=held.run.id, now=now
+            )
+            if found:
+                step = settle.plan(call, held.skill, spec, Granted(found, held.run.id, now))
         match step:
             case TellModel():
                 await self._tell_model(held, call, step)
                 return "continue"
-            case Execute(args=args, item_id=item_id, rule=rule):
-                await self._execute(held, call, qualified, args, item_id, rule)
+            case Execute(args=args, item_id=item_id, rule=rule, grant=grant):
+                if step.grant_asked is not None and item_id is not None:
+                    await self._make_grant(held, call, qualified, item_id, step.grant_asked)
+                await self._execute(held, call, qualified, args, item_id, rule, grant)
                 return "continue"
             case AwaitDecision(item_id=item_id, ask=ask):
                 return await self._await_decision(held, call, spec, ask, item_id)
@@ -316,6 +330,37 @@ class Runner:
         )
         await self._append(held, [NewEvent(result)])
 
+    async def _make_grant(
+        self, held: HeldRun, call: CallState, tool: str, item_id: str, choice: str
+    ) -> None:
+        """Keep the grant an approval asked for, before its call runs (so the run's next
+        call finds it). Made once per item: a step repeated after a crash finds it made."""
+        grants, decided = self.ctx.grants, call.decision
+        if grants is None or decided is None:
+            return
+        # The grant counts from the decision, not from when a worker got to it.
+        at = next(
+            (
+                e.at
+                for e in held.events
+                if isinstance(e.payload, DecisionMade) and e.payload.item_id == item_id
+            ),
+            self.ctx.clock(),
+        )
+        grant = make_grant(
+            choice,
+            id=self.ctx.ids(),
+            skill=held.skill.name,
+            tool=tool,
+            args=call.final_args,
+            run_id=held.run.id,
+            item_id=item_id,
+            granted_by=decided.actor,
+            granted_via=decided.channel,
+            now=at,
+        )
+        await grants.add(grant)
+
     async def _execute(
         self,
         held: HeldRun,
@@ -324,13 +369,23 @@ class Runner:
         args: dict[str, Any],
         item_id: str | None,
         rule: str | None = None,
+        grant: Grant | None = None,
     ) -> None:
         server, name = qualified.split(".", 1)
         started = ToolStarted(
-            call_id=call.id, tool=qualified, args=args, item_id=item_id, rule=rule
+            call_id=call.id,
+            tool=qualified,
+            args=args,
+            item_id=item_id,
+            rule=rule,
+            grant=grant.id if grant is not None else None,
         )
         # Recorded before the call, so a crash during it is known for what it was.
         await self._append(held, [NewEvent(started)])
+        if grant is not None and self.ctx.grants is not None:
+            await self.ctx.grants.used(
+                grant, run_id=held.run.id, call_id=call.id, now=self.ctx.clock()
+            )
         skill = held.skill
         outcome = await self.tools.call(skill, server, name, args)
         text = _truncate(outcome.text, skill.max_tool_result_chars)
@@ -364,6 +419,8 @@ class Runner:
         run, skill = held.run, held.skill
         now = self.ctx.clock()
         risk, reasked = ask.risk, ask.again
+        if self.ctx.grants is None:
+            risk = replace(risk, grants=())  # this server keeps no grants: offer none
         context = held.state().last_assistant_text or run.input
         note = f"\n\n(Asked again: {REASKED}.)" if reasked else ""
         if reasked:

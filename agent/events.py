@@ -167,6 +167,9 @@ class DecisionMade(_Payload):
         reason = flat.pop("reason", None) or ""
         halt = bool(flat.pop("halt", False))
         decision: JsonObject = {"kind": kind}
+        grant = flat.pop("grant", None)
+        if kind == "approve" and grant:
+            decision["grant"] = grant
         if kind == "edit":
             decision["args"] = dict(flat.get("args") or {})
         elif kind == "reject":
@@ -184,6 +187,8 @@ class DecisionMade(_Payload):
             return out
         out["decision"] = nested["kind"]
         out["reason"] = nested.get("reason") or None
+        if nested.get("grant"):  # stored only with a grant, as before grants existed
+            out["grant"] = nested["grant"]
         if nested["kind"] == "expired":
             out["halt"] = bool(nested.get("halt"))
             for name in ("args_before", "args"):  # the clock decides on no arguments
@@ -196,7 +201,7 @@ class ToolStarted(_Payload):
     """Written before a tool is called, so a crash during the call is known for what it was."""
 
     kind: Literal[EventKind.TOOL_STARTED] = EventKind.TOOL_STARTED
-    _omit_unset = frozenset({"rule"})
+    _omit_unset = frozenset({"rule", "grant"})
     call_id: str
     tool: str = ""
     args: JsonObject = Field(default_factory=dict)
@@ -204,6 +209,8 @@ class ToolStarted(_Payload):
     #: What made it run without asking ("rule 1 of crm.refund", or the tool's read-only
     #: hints); absent: the tool's policy, or a person (`item_id`).
     rule: str | None = None
+    #: The id of the grant that let it run without asking (`agent.policy.grants`).
+    grant: str | None = None
 
 
 class ToolResult(_Payload):

@@ -2,7 +2,8 @@
 
 `Inbox.decide` checks that the actor may decide through that channel (approver lists fail
 closed), validates edited arguments against the tool's JSON schema and the skill's rules (an
-edit a rule denies is refused with the rule's reason), and records the decision
+edit a rule denies is refused with the rule's reason) and an approval's grant against those
+the card offers, and records the decision
 with a conditional update, so the first decision wins and a second is told who was first.
 The run is re-queued in the same transaction, and every channel's copy is marked for update.
 """
@@ -29,6 +30,7 @@ from agent.model import (
     Reject,
 )
 from agent.policy import Access, Verdict, audit_refusal
+from agent.policy.grants import same_choice
 from agent.policy.rules import judge
 
 log = logging.getLogger(__name__)
@@ -73,8 +75,9 @@ class Inbox:
                 final_args = args
             case Reject():
                 final_args = None
-            case Approve():
-                pass
+            case Approve(grant=grant):
+                if grant is not None:
+                    self._check_grant(item, grant)
             case Expired():
                 raise InvalidArguments({"": "only the clock expires an item"})
             case _:
@@ -102,6 +105,17 @@ class Inbox:
         self.ctx.wake_workers()
         self.ctx.wake_outbox()
         return decided
+
+    def _check_grant(self, item: Item, choice: str) -> None:
+        """Refuse a grant the card did not offer: the tool's `grants` (none where it needs
+        more than one approver, or where this server keeps no grants)."""
+        offers = item.risk.grants if self.ctx.grants is not None else ()
+        if item.kind is not ItemKind.TOOL or not offers:
+            raise InvalidArguments({"grant": "no grant is offered for this item"})
+        if not any(same_choice(choice, o) for o in offers):
+            raise InvalidArguments(
+                {"grant": f"{choice!r} is not offered for {item.tool}: {', '.join(offers)}"}
+            )
 
     async def _check_rules(self, item: Item, args: dict[str, Any]) -> None:
         """Refuse an edit the skill's rules deny: they hold for the arguments that will run.

@@ -189,10 +189,14 @@ class Risk:
     hints: tuple[str, ...] = ()
     #: The rule that asked ("rule 2 of crm.refund", with its reason); None: the tool's policy.
     rule: str | None = None
+    #: The grants the card offers next to Approve ("run", "1h", "exact"; see
+    #: `agent.policy.grants`); empty: none.
+    grants: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Stored as a JSON list, read back as one.
         object.__setattr__(self, "hints", tuple(self.hints))
+        object.__setattr__(self, "grants", tuple(self.grants))
 
     @property
     def noted(self) -> bool:
@@ -200,9 +204,13 @@ class Risk:
         return self.impact is not None or self.reversible is not None or self.scope is not None
 
     def as_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in vars(self).items() if v is not None and k != "hints"}
+        out = {
+            k: v for k, v in vars(self).items() if v is not None and k not in ("hints", "grants")
+        }
         if self.hints:
             out["hints"] = list(self.hints)
+        if self.grants:
+            out["grants"] = list(self.grants)
         return out
 
 
@@ -238,6 +246,10 @@ class Item:
 
 @dataclass(frozen=True)
 class Approve:
+    """`grant`: and don't ask again for this tool — "run", a duration the tool offers ("1h")
+    or "exact" (see `agent.policy.grants`)."""
+
+    grant: str | None = None
     kind: Literal["approve"] = "approve"
 
 
@@ -268,11 +280,18 @@ Decision = Approve | Edit | Reject | Expired
 
 
 def decision_from(
-    kind: str, *, args: dict[str, Any] | None = None, reason: str | None = None
+    kind: str,
+    *,
+    args: dict[str, Any] | None = None,
+    reason: str | None = None,
+    grant: str | None = None,
 ) -> Decision:
-    """Build a decision from the loose shape every channel receives."""
+    """Build a decision from the loose shape every channel receives (a grant goes only with
+    an approval)."""
+    if grant is not None and kind != "approve":
+        raise ValueError(f"a grant goes with approve, not with {kind}")
     if kind == "approve":
-        return Approve()
+        return Approve(grant=grant or None)
     if kind == "edit":
         return Edit(args=dict(args or {}))
     if kind == "reject":

@@ -7,7 +7,9 @@ hints), and each outcome carries which rule decided, for the log and the card. T
 
 - `auto`: run it — unless a crash lost the result of a start: then it runs again only when
   the skill marks the tool idempotent, and otherwise the model is told the outcome is unknown;
-- `ask`: a person is asked (once per item), and the engine waits for the decision;
+- `ask`: a person is asked (once per item), and the engine waits for the decision — unless
+  a grant covers the call (`agent.policy.grants`): then it runs, naming the grant. A call
+  that a grant let start and whose result a crash lost is asked about, not run again;
 - a decision (`apply_decision`): approve or edit runs the call with its final arguments,
   reject or expiry tells the model, and an approved call whose start lost its result is asked
   again, saying it may already have happened.
@@ -18,12 +20,15 @@ edit whose arguments a rule denies (the inbox refuses such an edit; this holds e
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, assert_never
 
 from agent.conversation import CallState
 from agent.events import DecisionMade
 from agent.model import Approve, Edit, Expired, Reject, Risk
+from agent.policy.grants import Grant, covering, offered
 from agent.policy.rules import Ruling, judge
 from agent.skills import Skill
 from agent.tools import ToolSpec
@@ -35,6 +40,7 @@ __all__ = [
     "AskPerson",
     "AwaitDecision",
     "Execute",
+    "Granted",
     "Plan",
     "StopRun",
     "TellModel",
@@ -75,6 +81,10 @@ class Execute:
     item_id: str | None = None  # the decided item, for an `ask` call
     #: What let it run without asking, when a rule (or the tool's hints) did.
     rule: str | None = None
+    #: The grant that let it run without asking, when one did.
+    grant: Grant | None = None
+    #: The grant the approval asked for ("run", "1h", "exact"): made before the call runs.
+    grant_asked: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,9 +116,20 @@ class StopRun:
 Plan = TellModel | Execute | AskPerson | AwaitDecision | StopRun
 
 
-def plan(call: CallState, skill: Skill, tool: ToolSpec | None) -> Plan:
+@dataclass(frozen=True)
+class Granted:
+    """The grants that may cover a call (`Grants.for_call`), for the run at the time."""
+
+    grants: Sequence[Grant]
+    run_id: str
+    now: datetime
+
+
+def plan(
+    call: CallState, skill: Skill, tool: ToolSpec | None, granted: Granted | None = None
+) -> Plan:
     """What happens to `call` under `skill`; `tool` is the tool it calls (None: no server
-    offers it)."""
+    offers it); `granted` the grants that may let an `ask` call run without asking."""
     if tool is None:
         return TellModel(f"there is no tool named {call.wire_name!r}")
     qualified = tool.qualified
@@ -123,6 +144,20 @@ def plan(call: CallState, skill: Skill, tool: ToolSpec | None) -> Plan:
         case "ask":
             if call.decision is not None:
                 return apply_decision(call, call.decision, skill=skill, tool=tool)
+            if call.started:
+                # A grant let it start, and a crash lost the result: a person looks.
+                return _ask_again(skill, tool, call)
+            if granted is not None and not call.item_ids:
+                grant = covering(
+                    granted.grants,
+                    skill=skill,
+                    tool=qualified,
+                    run_id=granted.run_id,
+                    args=call.args,
+                    now=granted.now,
+                )
+                if grant is not None:
+                    return Execute(call.args, grant=grant)
             ask = AskPerson(risk=card_risk(skill, tool, ruling), rule=ruling.by_rule)
             if call.item_ids:
                 return AwaitDecision(call.item_ids[-1], ask)
@@ -140,7 +175,12 @@ def card_risk(skill: Skill, tool: ToolSpec, ruling: Ruling) -> Risk:
     if rule is not None and ruling.reason:
         rule = f"{rule}: {ruling.reason}"
     return Risk(
-        impact=risk.impact, reversible=risk.reversible, scope=risk.scope, hints=hints, rule=rule
+        impact=risk.impact,
+        reversible=risk.reversible,
+        scope=risk.scope,
+        hints=hints,
+        rule=rule,
+        grants=offered(skill, tool.qualified),
     )
 
 
@@ -167,7 +207,8 @@ def apply_decision(call: CallState, decided: DecisionMade, *, skill: Skill, tool
                 ruling = judge(skill, tool.qualified, call.final_args, tool.hints)
                 if ruling.policy == "deny":
                     return _denied(ruling)
-            return Execute(call.final_args, decided.item_id)
+            grant = decided.decision.grant if isinstance(decided.decision, Approve) else None
+            return Execute(call.final_args, decided.item_id, grant_asked=grant)
         case _:
             assert_never(decided.decision)
 

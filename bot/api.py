@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 
 from agent.errors import AlreadyDecided, Conflict, InvalidArguments, NotAllowed, NotFound
-from agent.model import Box, Event, Item, Run, decision_from
+from agent.model import Box, Event, Item, ItemStatus, Run, decision_from
 from bot import api_schema as out
 from bot.api_schema import errors
 from bot.services import Services
@@ -123,6 +123,7 @@ def item_json(item: Item) -> dict[str, Any]:
         "final_args": item.final_args,
         "reason": item.reason,
         "read_at": item.read_at.isoformat() if item.read_at else None,
+        "grants": list(item.risk.grants) if item.status is ItemStatus.PENDING else [],
     }
 
 
@@ -131,22 +132,29 @@ class StartRun(BaseModel):
     input: str = ""
 
 
+#: A grant asked for with an approval: "run", a duration the tool offers ("1h"), "exact".
+GrantChoice = Annotated[str | None, Field(max_length=32)]
+
+
 class ApproveIn(BaseModel):
     decision: Literal["approve"]
     args: dict[str, Any] | None = None
     reason: str | None = Field(default=None, max_length=4000)
+    grant: GrantChoice = None
 
 
 class EditIn(BaseModel):
     decision: Literal["edit"]
     args: dict[str, Any]  # checked against the tool's schema: 422 names what is wrong
     reason: str | None = Field(default=None, max_length=4000)
+    grant: GrantChoice = None  # refused: a grant goes with approve
 
 
 class RejectIn(BaseModel):
     decision: Literal["reject"]
     args: dict[str, Any] | None = None
     reason: str | None = Field(default=None, max_length=4000)
+    grant: GrantChoice = None  # refused: a grant goes with approve
 
 
 DecisionIn = Annotated[ApproveIn | EditIn | RejectIn, Field(discriminator="decision")]
@@ -300,7 +308,12 @@ def router() -> APIRouter:
         svc = services(request)
         if (await svc.store.get_item(item_id)).box is not Box.ACTION:
             raise Conflict("this item is not an action: there is nothing to decide")
-        decision = decision_from(body.decision, args=body.args, reason=body.reason)
+        try:
+            decision = decision_from(
+                body.decision, args=body.args, reason=body.reason, grant=body.grant
+            )
+        except ValueError as exc:
+            raise InvalidArguments({"grant": str(exc)}) from None
         item = await svc.inbox.decide(item_id, decision, actor="owner", channel="api")
         return item_json(item)
 

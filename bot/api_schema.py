@@ -81,6 +81,8 @@ class ItemOut(BaseModel):
     final_args: dict[str, Any] | None
     reason: str | None
     read_at: str | None
+    #: The grants an approval of this item may ask for ("run", "1h", "exact"); empty: none.
+    grants: list[str] = []
 
 
 class ItemList(BaseModel):

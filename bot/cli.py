@@ -346,10 +346,27 @@ def _decide(url: str | None, token: str | None, item_id: str, body: dict[str, An
 
 
 @app.command()
-def approve(item: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
+def approve(
+    item: str,
+    grant: Annotated[
+        str | None,
+        typer.Option(
+            "--grant",
+            help="And don't ask again for this tool: run (the rest of this run), a duration "
+            "the tool offers (1h), or exact (these arguments, until revoked)",
+        ),
+    ] = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+) -> None:
     """Approve an Action item: the tool runs with the proposed arguments."""
-    r = _decide(url, token, item, {"decision": "approve"})
+    body: dict[str, Any] = {"decision": "approve"}
+    if grant is not None:
+        body["grant"] = grant
+    r = _decide(url, token, item, body)
     _say(f"{r['id']}: {r['status']}")
+    if grant is not None:
+        _say(f"granted {grant} for {r['tool']}: `pizzabot grants` lists it, `revoke` ends it")
 
 
 def _new_args(
@@ -568,6 +585,83 @@ def audit(
             ),
         )
     )
+
+
+# -- grants ------------------------------------------------------------------------------
+
+
+@app.command()
+def grants(
+    all_: Annotated[
+        bool, typer.Option("--all", help="Also revoked and expired grants, and ended runs'")
+    ] = False,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List grants: approvals that said "don't ask again" for a run, a while, or exact
+    arguments."""
+    data = _call(url, token, "GET", "/api/grants", params={"all": "true"} if all_ else {})
+    if as_json:
+        dump_json(data)
+        return
+    if not data["items"]:
+        empty("grants" if all_ else "grants in force: --all shows revoked and expired ones too")
+        return
+    console.print(
+        table(
+            [
+                id_column(),
+                "tool",
+                text_column("for", ratio=1),
+                "by",
+                "uses",
+                time_column("until"),
+                *(["ended"] if all_ else []),
+            ],
+            (
+                [
+                    g["id"],
+                    g["tool"],
+                    _grant_for(g),
+                    f"{g['granted_by']} via {g['granted_via']}",
+                    str(g["uses"]),
+                    _until(g),
+                    *([_ended(g)] if all_ else []),
+                ]
+                for g in data["items"]
+            ),
+        )
+    )
+
+
+def _grant_for(g: dict[str, Any]) -> str:
+    match g["scope"]:
+        case "run":
+            return f"the rest of run {g['run_id']}"
+        case "exact":
+            return f"these arguments in skill {g['skill']}: {compact(g['args'])}"
+        case _:
+            return f"{g['choice']} in skill {g['skill']}"
+
+
+def _until(g: dict[str, Any]) -> str:
+    if g["expires_at"]:
+        return when(g["expires_at"])
+    return "the run ends" if g["scope"] == "run" else "revoked"
+
+
+def _ended(g: dict[str, Any]) -> str:
+    if g["revoked_at"]:
+        return f"revoked by {g['revoked_by']}"
+    return "" if g["holds"] else "expired"
+
+
+@app.command()
+def revoke(grant_id: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
+    """Revoke a grant: the next call it would have covered asks again."""
+    g = _call(url, token, "DELETE", f"/api/grants/{quote(grant_id, safe='')}")
+    _say(f"{g['id']}: revoked ({g['covers']})")
 
 
 # -- schedules ---------------------------------------------------------------------------

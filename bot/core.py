@@ -25,6 +25,7 @@ from agent.engine import Runner
 from agent.inbox import Inbox
 from agent.llm import ModelClient
 from agent.outbox import Dispatcher
+from agent.policy.grants import Grants
 from agent.redaction import Redactor
 from agent.runs import Runs
 from agent.skills import Budget, SkillBook
@@ -127,6 +128,7 @@ def build(
     redactor: Redactor | None = None,
     on_run_end: Callable[[str], Awaitable[None]] | None = None,
     timing: Timing = Timing(),
+    grants: Grants | None = None,
 ) -> Core:
     """Wire the engine's parts. `channels` are the ones this process delivers on; `reach`
     the ones items are addressed to (default: the same; a process that only steps runs
@@ -142,6 +144,7 @@ def build(
         channels=frozenset(channels) if reach is None else reach,
         base_url=base_url,
         on_run_end=on_run_end,
+        grants=grants,
     )
     engine, worker = _stepping(ctx, mind, with_worker, workers_bell, redactor, timing)
     dispatcher = Dispatcher(
