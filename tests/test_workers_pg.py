@@ -12,13 +12,11 @@ so the tests run in file order: the last one kills a worker.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -36,6 +34,7 @@ from agent.testing.scripts import Message, Reply, ToolCall, count_role
 from tests.conftest import fresh_pg_database
 from tests.peers import mcp_tools
 from tests.peers.server import ServerProcess
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.postgres, pytest.mark.asyncio(loop_scope="module")]
 
@@ -110,30 +109,45 @@ class Cluster:
             return data
 
     async def wait(self, run_ids: list[str], status: str, timeout: float) -> list[dict[str, Any]]:
-        deadline = time.monotonic() + timeout
-        while True:
-            runs = [await self.run(i) for i in run_ids]
-            if all(r["status"] == status for r in runs):
-                return runs
+        runs: list[dict[str, Any]] = []
+
+        async def all_there() -> list[dict[str, Any]] | None:
+            nonlocal runs
             for w in self.workers:
                 if w.proc.poll() not in (None, -signal.SIGKILL):
                     raise AssertionError(f"{w.name} exited {w.proc.returncode}\n{self.logs()}")
-            if time.monotonic() > deadline:
-                states = Counter(r["status"] for r in runs)
-                raise AssertionError(f"runs not {status}: {dict(states)}\n{self.logs()}")
-            await asyncio.sleep(0.2)
+            runs = [await self.run(i) for i in run_ids]
+            return runs if all(r["status"] == status for r in runs) else None
+
+        def states() -> str:
+            return f"runs by state: {dict(Counter(r['status'] for r in runs))}\n{self.logs()}"
+
+        return await eventually(
+            all_there,
+            what=f"{len(run_ids)} runs to be {status}",
+            timeout=timeout,
+            interval=0.2,
+            context=states,
+        )
 
     async def pending_item(self, run_id: str, timeout: float = 60) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
         async with self.server.client() as c:
-            while time.monotonic() < deadline:
+
+            async def pending() -> dict[str, Any] | None:
                 r = await c.get("/api/inbox", params={"box": "action"})
                 for item in r.json()["items"]:
                     if item["run_id"] == run_id and item["status"] == "pending":
                         found: dict[str, Any] = item
                         return found
-                await asyncio.sleep(0.1)
-        raise AssertionError(f"no action item for {run_id}\n{self.logs()}")
+                return None
+
+            return await eventually(
+                pending,
+                what=f"a pending action item for run {run_id}",
+                timeout=timeout,
+                interval=0.1,
+                context=self.logs,
+            )
 
     def tool_log(self) -> list[dict[str, Any]]:
         return mcp_tools.read_log(self.tools_log)
@@ -257,18 +271,23 @@ async def test_a_killed_workers_runs_are_finished_by_the_others(cluster: Cluster
     ids = [await cluster.start_run("scale", f"slow {s}") for s in seconds]
 
     # Wait until the slow calls run, then kill a worker that holds one, with its MCP server.
-    deadline = time.monotonic() + 60
-    holders: dict[int, list[float]] = {}
-    while time.monotonic() < deadline and sum(map(len, holders.values())) < len(seconds):
-        await asyncio.sleep(0.1)
+    def running() -> dict[int, list[float]] | None:
         log = [e for e in cluster.tool_log() if e["tool"] == "slow"]
         done = {e["args"]["seconds"] for e in log if e["event"] == "finished"}
-        holders = {}
+        holders: dict[int, list[float]] = {}
         for e in log:
             s = e["args"]["seconds"]
             if e["event"] == "started" and s in seconds and s not in done:
                 holders.setdefault(e["pid"], []).append(s)
-    assert holders, cluster.logs()
+        return holders if sum(map(len, holders.values())) >= len(seconds) else None
+
+    holders = await eventually(
+        running,
+        what=f"the {len(seconds)} slow calls to be running at once",
+        timeout=60,
+        interval=0.1,
+        context=cluster.logs,
+    )
     mcp_pid, interrupted = max(holders.items(), key=lambda kv: len(kv[1]))
     victim = next(w for w in cluster.workers if psutil.Process(mcp_pid).ppid() == w.proc.pid)
     # As a lost host would: the worker and its MCP server (which has a session of its own).
