@@ -30,13 +30,14 @@ from agent.redaction import Redactor
 from agent.skills import HttpServer, LoadReport, Reload, Skill, SkillBook, StdioServer, load_skills
 from agent.tools import ToolHub
 from agent.worker import Worker
-from bot import demo, tracing, wire_email, wire_slack, wire_triggers, wire_web
+from bot import demo, grants_api, tracing, wire_email, wire_slack, wire_triggers, wire_web
 from bot.api import install_error_handlers, router
 from bot.core import Core, Mind, Timing
 from bot.core import build as build_core
 from bot.services import EmailParts, Services, SlackParts
 from bot.settings import Settings, environment, private_folder
 from bot.skill_reload import SkillFiles
+from store.grants import SqlGrants
 from store.migrate import upgrade
 from store.sql import SqlStore, connect
 
@@ -116,6 +117,7 @@ async def _assemble(
         redactor=redactor,
         on_run_end=tracing.run_end_hook(store, tracer) if tracer is not None else None,
         timing=_timing(settings),
+        grants=SqlGrants(store.db),
     )
     await _audit_skills(store, files.report, now=utcnow())
     if not store.is_postgres and core.worker is not None:
@@ -246,6 +248,7 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
     app = FastAPI(title="Pizza Bot", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
     app.include_router(router())
+    app.include_router(grants_api.router())
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> JSONResponse:

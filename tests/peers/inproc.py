@@ -26,6 +26,7 @@ from agent.testing.model_server import ScriptedModelServer
 from agent.testing.scripts import Script
 from agent.tools import ToolHub
 from bot.core import Mind, Timing, build
+from store.grants import SqlGrants
 from store.migrate import upgrade
 from store.sql import SqlStore, connect
 from tests.peers.stack import _merge, default_skill
@@ -79,6 +80,7 @@ class InProcess:
             ),
             clock=self.clock,
             timing=Timing(poll_interval=0.05, watch_interval=0.2, backoff_base=0.01),
+            grants=SqlGrants(self.store.db),
         )
         self.ctx, self.runs, self.inbox = core.ctx, core.runs, core.inbox
         assert core.engine is not None and core.worker is not None
