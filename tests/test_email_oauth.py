@@ -36,6 +36,7 @@ from channels.email.oauth import (
 from tests.peers.mailserver import DEFAULT_USERS, MailServer
 from tests.peers.oauth_server import Grant, OAuthServer
 from tests.peers.required import require
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.mail
 
@@ -160,20 +161,19 @@ class Inbox:
 
     def __init__(self) -> None:
         self.subjects: list[str] = []
-        self.changed = asyncio.Event()
 
     async def __call__(self, raw: bytes, *, size: int | None, fallback_id: str) -> str:
         for line in raw.splitlines():
             if line.startswith(b"Subject: "):
                 self.subjects.append(line[len(b"Subject: ") :].decode())
-        self.changed.set()
         return "handled"
 
     async def wait_for(self, subject: str) -> None:
-        async with asyncio.timeout(10):
-            while subject not in self.subjects:
-                self.changed.clear()
-                await self.changed.wait()
+        await eventually(
+            lambda: subject in self.subjects,
+            what=f"the receiver to hand over the mail {subject!r}",
+            context=lambda: f"subjects handed over: {self.subjects}",
+        )
 
 
 def assert_logged_without_credentials(log: str, user: str, token: str) -> None:
