@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from tests.peers.server import TOKEN
 from tests.peers.stack import Reply, Stack, turns
+from tests.waiting import eventually
 
 MORNING = {"cron": "0 8 * * 1-5", "input": "morning report", "timezone": "Europe/Amsterdam"}
 
@@ -63,14 +63,18 @@ async def test_schedules_through_the_api_and_the_cli(tmp_path: Path) -> None:
             )
             assert r.status_code == 201, r.text
             sid = r.json()["id"]
-            deadline = time.monotonic() + 20
-            shown: dict[str, Any] = {}
-            while time.monotonic() < deadline:
-                shown = (await c.get(f"/api/schedules/{sid}")).json()
-                if shown["last_fire"] and shown["last_fire"]["status"] == "started":
-                    break
-                await asyncio.sleep(0.2)
-            assert shown["last_fire"]["status"] == "started", st.server.log()
+
+            async def fired() -> dict[str, Any] | None:
+                shown: dict[str, Any] = (await c.get(f"/api/schedules/{sid}")).json()
+                last = shown["last_fire"]
+                return shown if last and last["status"] == "started" else None
+
+            shown = await eventually(
+                fired,
+                what=f"schedule {sid} to fire and start a run",
+                interval=0.2,
+                context=st.server.log,
+            )
             paused = (await c.post(f"/api/schedules/{sid}/pause")).json()
             assert paused["paused"] is True and paused["next_fire_times"] == []
             run = await st.get_run(shown["last_fire"]["run_id"])
