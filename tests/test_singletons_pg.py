@@ -3,11 +3,11 @@ scheduler and the timers; kill it and the other takes over."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
 from tests.peers.server import ServerProcess
+from tests.waiting import eventually
 
 SINGLETONS = {"outbox", "schedules", "approval-timers"}
 
@@ -27,19 +27,30 @@ async def test_one_leader_among_two_servers_and_a_takeover(tmp_path: Path, pg_ur
     await a.start()
     await b.start()
     try:
-        for _ in range(100):
+
+        async def both() -> tuple[set[str], set[str]] | None:
             la, lb = await _leading(a), await _leading(b)
-            if la | lb >= SINGLETONS:
-                break
-            await asyncio.sleep(0.1)
-        assert (la | lb) >= SINGLETONS and not (la & lb)
+            return (la, lb) if la | lb >= SINGLETONS else None
+
+        la, lb = await eventually(
+            both,
+            what=f"the two servers to lead {sorted(SINGLETONS)}",
+            interval=0.1,
+            context=lambda: f"--- a ---\n{a.log()}\n--- b ---\n{b.log()}",
+        )
+        assert not (la & lb)
         leader, follower = (a, b) if "outbox" in la else (b, a)
         leader.kill()
-        for _ in range(150):
-            if await _leading(follower) >= SINGLETONS:
-                break
-            await asyncio.sleep(0.1)
-        assert await _leading(follower) >= SINGLETONS
+
+        async def taken_over() -> bool:
+            return await _leading(follower) >= SINGLETONS
+
+        await eventually(
+            taken_over,
+            what=f"the other server to take over {sorted(SINGLETONS)}",
+            interval=0.1,
+            context=follower.log,
+        )
     finally:
         a.stop()
         b.stop()
