@@ -41,7 +41,7 @@ class LeaseLost(Exception):
 
 
 @dataclass(frozen=True)
-class Claimed:
+class ClaimedRun:
     """A run just claimed, with its event log as of the claim (read in the same transaction,
     so the worker starts stepping without another round trip)."""
 
@@ -81,14 +81,10 @@ class RunStore(RunReader, Protocol):
 
     async def claim_runs(
         self, *, worker: str, now: datetime, lease_seconds: float, limit: int
-    ) -> list[Claimed]:
+    ) -> list[ClaimedRun]:
         """Take up to `limit` runs, oldest first, for `worker`, in one transaction: queued
         ones, or running ones whose lease expired; none while the kill switch is on. Fewer
         than `limit` means no more were claimable."""
-        ...
-
-    async def claim_run(self, *, worker: str, now: datetime, lease_seconds: float) -> Run | None:
-        """`claim_runs` for one run."""
         ...
 
     async def renew_lease(
@@ -199,6 +195,19 @@ class InboxItems(ItemReader, Protocol):
     ) -> Item:
         """Insert an item, its deliveries (the outbox) and optionally move the run, in one
         transaction, so an item is never without its deliveries."""
+        ...
+
+    async def create_items(
+        self,
+        items: Sequence[tuple[Item, Sequence[NewEvent]]],
+        *,
+        targets: Sequence[Target],
+        worker: str | None,
+        now: datetime,
+        run_status: RunStatus | None = None,
+    ) -> list[Item]:
+        """`create_item` for several items and their events in one transaction: the cards
+        of one model turn appear together (and together with the run's move), or none."""
         ...
 
     async def record_decision(

@@ -18,7 +18,7 @@ from typing import Any
 from agent.context import Context
 from agent.engine import Runner, cancel_in_flight
 from agent.model import RunStatus
-from agent.store import Claimed, LeaseLost
+from agent.store import ClaimedRun, LeaseLost
 from agent.tasks import stop_if_cancelled
 
 log = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ class Worker:
             )
         return len(claimed)
 
-    async def _advance(self, claimed: Claimed, lease: str) -> None:
+    async def _advance(self, claimed: ClaimedRun, lease: str) -> None:
         # The step runs in this task (no task of its own: one loop turn less before a claimed
         # run starts); the heartbeat cancels this task if the lease is lost.
         run = claimed.run

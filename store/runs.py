@@ -1,0 +1,436 @@
+"""The run store in SQL: runs, their leases, and their event logs.
+
+On PostgreSQL many workers in many processes share the database: a claim takes a row with
+`FOR UPDATE SKIP LOCKED`, and every write that belongs to a run's owner checks the lease in
+the same statement (fencing). A run's end is one transaction: its status, its last events,
+its pending actions closed and its Unread item with the deliveries (`finish_run`).
+Implements `agent.store.RunStore`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Integer, and_, bindparam, func, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from agent.errors import NotFound
+from agent.model import Event, Item, ItemStatus, NewEvent, Run, RunStatus, Target, Usage, transition
+from agent.store import ClaimedRun, LeaseLost
+from store.database import Database
+from store.events import RUNS, append_events, read_events
+from store.inbox import close_pending, insert_item
+from store.switches import kill_switch
+from store.tables import RunRow, UtcDateTime
+
+_RUNNING = RunStatus.RUNNING.value
+
+# The statements of a run's every step, built once: building and caching a statement on each
+# call costs more than executing it.
+_SELECT_RUN = select(RUNS).where(RUNS.c.id == bindparam("run_id"))
+_NOW = bindparam("now", type_=UtcDateTime())
+
+
+def _claimable(now: Any) -> Any:
+    return or_(
+        RUNS.c.status == RunStatus.QUEUED.value,
+        and_(RUNS.c.status == _RUNNING, RUNS.c.lease_expires_at < now),
+    )
+
+
+def _claim(postgres: bool) -> Any:
+    """One statement: pick the `n` oldest claimable runs, by creation (on PostgreSQL skipping
+    rows another worker is taking at this moment), and take them, returning the claimed rows."""
+    pick = (
+        select(RUNS.c.id)
+        .where(_claimable(_NOW))
+        .order_by(RUNS.c.created_at)
+        .limit(bindparam("n", type_=Integer()))
+    )
+    take = update(RUNS).values(
+        status=_RUNNING,
+        lease_owner=bindparam("worker"),
+        lease_expires_at=bindparam("expires", type_=UtcDateTime()),
+        updated_at=_NOW,
+        started_at=func.coalesce(RUNS.c.started_at, _NOW),
+    )
+    if postgres:
+        # Picked once, in a CTE: as `id IN (subquery)` the planner may run the locking
+        # subquery more than once, and concurrent claims then come back empty.
+        picked = pick.with_for_update(skip_locked=True).cte("picked")
+        take = take.where(RUNS.c.id == picked.c.id)
+    else:
+        take = take.where(RUNS.c.id.in_(pick.scalar_subquery()))
+    return take.where(_claimable(_NOW)).returning(*RUNS.c)
+
+
+_CLAIM = {False: _claim(False), True: _claim(True)}
+
+
+_RENEW = (
+    update(RUNS)
+    .where(
+        RUNS.c.id == bindparam("run_id"),
+        RUNS.c.lease_owner == bindparam("worker"),
+        RUNS.c.status == _RUNNING,
+    )
+    .values(lease_expires_at=bindparam("expires", type_=UtcDateTime()))
+    .returning(*RUNS.c)
+)
+
+
+def _run(row: Any) -> Run:
+    """A `Run` from a `runs` row: an ORM object or a Core row (same attribute names)."""
+    return Run(
+        id=row.id,
+        skill=row.skill,
+        status=RunStatus(row.status),
+        input=row.input,
+        trigger=row.trigger,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        result=row.result,
+        error=row.error,
+        usage=Usage(
+            tokens=row.tokens, cost_usd=row.cost_usd, steps=row.steps, cost_known=row.cost_known
+        ),
+        lease_owner=row.lease_owner,
+        lease_expires_at=row.lease_expires_at,
+        budget_extra=dict(row.budget_extra or {}),
+        killed_by=row.killed_by,
+    )
+
+
+def _age(run: Run) -> tuple[datetime, str]:
+    return (run.created_at, run.id)
+
+
+class SqlRuns:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def create_run(
+        self,
+        *,
+        run_id: str,
+        skill: str,
+        input: str,
+        trigger: str,
+        now: datetime,
+        events: Sequence[NewEvent] = (),
+        idempotency_key: str | None = None,
+    ) -> Run:
+        if idempotency_key is not None:
+            existing = await self._by_idempotency(idempotency_key)
+            if existing is not None:
+                return existing
+
+        def tx(s: Session) -> Run:
+            row = RunRow(
+                id=run_id,
+                skill=skill,
+                status=RunStatus.QUEUED.value,
+                input=input,
+                trigger=trigger,
+                created_at=now,
+                updated_at=now,
+                tokens=0,
+                cost_usd=0.0,
+                steps=0,
+                cost_known=True,
+                budget_extra={},
+                idempotency_key=idempotency_key,
+                last_seq=0,
+            )
+            s.add(row)
+            s.flush()
+            c = s.connection()
+            append_events(c, run_id, events, now)
+            self.db.notify_runnable(c, run_id)
+            return _run(row)
+
+        try:
+            return await self.db.session(tx)
+        except IntegrityError:
+            if idempotency_key is None:
+                raise
+            existing = await self._by_idempotency(idempotency_key)
+            if existing is None:
+                raise
+            return existing
+
+    async def _by_idempotency(self, key: str) -> Run | None:
+        def tx(c: Connection) -> Run | None:
+            row = c.execute(select(RUNS).where(RUNS.c.idempotency_key == key)).first()
+            return _run(row) if row else None
+
+        return await self.db.run(tx)
+
+    async def get_run(self, run_id: str) -> Run:
+        def tx(c: Connection) -> Run:
+            row = c.execute(_SELECT_RUN, {"run_id": run_id}).first()
+            if row is None:
+                raise NotFound(f"no run {run_id}")
+            return _run(row)
+
+        return await self.db.run(tx)
+
+    async def list_runs(self, *, limit: int = 100, status: RunStatus | None = None) -> list[Run]:
+        def tx(c: Connection) -> list[Run]:
+            q = select(RUNS).order_by(RUNS.c.created_at.desc()).limit(limit)
+            if status is not None:
+                q = q.where(RUNS.c.status == status.value)
+            return [_run(r) for r in c.execute(q)]
+
+        return await self.db.run(tx)
+
+    async def runs_with_status(self, status: RunStatus) -> list[str]:
+        def tx(c: Connection) -> list[str]:
+            q = select(RUNS.c.id).where(RUNS.c.status == status.value)
+            return list(c.execute(q).scalars())
+
+        return await self.db.run(tx)
+
+    async def release_leases(self, *, now: datetime) -> int:
+        """Expire every lease now: for a single-process server (SQLite) at start, whose old
+        leases can only belong to a process that died."""
+
+        def tx(c: Connection) -> int:
+            result = c.execute(
+                update(RUNS).where(RUNS.c.status == _RUNNING).values(lease_expires_at=now)
+            )
+            return int(result.rowcount)
+
+        return await self.db.run(tx)
+
+    async def skill_usage_since(self, skill: str, since: datetime) -> Usage:
+        def tx(c: Connection) -> Usage:
+            row = c.execute(
+                select(
+                    func.coalesce(func.sum(RUNS.c.tokens), 0),
+                    func.coalesce(func.sum(RUNS.c.cost_usd), 0.0),
+                    func.coalesce(func.sum(RUNS.c.steps), 0),
+                ).where(RUNS.c.skill == skill, RUNS.c.created_at >= since)
+            ).one()
+            return Usage(tokens=int(row[0]), cost_usd=float(row[1]), steps=int(row[2]))
+
+        return await self.db.run(tx)
+
+    async def claim_runs(
+        self, *, worker: str, now: datetime, lease_seconds: float, limit: int
+    ) -> list[ClaimedRun]:
+        claim = _CLAIM[self.db.is_postgres]
+        params = {
+            "now": now,
+            "worker": worker,
+            "expires": now + timedelta(seconds=lease_seconds),
+            "n": limit,
+        }
+
+        def tx(c: Connection) -> list[ClaimedRun]:
+            # Read in the same transaction as the claim: once the switch is seen on, no run is
+            # taken, and no separate round trip is paid for it on every wake-up.
+            if kill_switch(c) is not None:
+                return []
+            # RETURNING gives no order; oldest first, as they were picked.
+            runs = sorted((_run(row) for row in c.execute(claim, params)), key=_age)
+            return [ClaimedRun(run, read_events(c, run.id)) for run in runs]
+
+        return await self.db.run(tx)
+
+    async def claim_run(self, *, worker: str, now: datetime, lease_seconds: float) -> Run | None:
+        """`claim_runs` for one run (for tests and tools: workers claim in batches)."""
+        claimed = await self.claim_runs(
+            worker=worker, now=now, lease_seconds=lease_seconds, limit=1
+        )
+        return claimed[0].run if claimed else None
+
+    async def renew_lease(
+        self, run_id: str, *, worker: str, now: datetime, lease_seconds: float
+    ) -> Run:
+        params = {
+            "run_id": run_id,
+            "worker": worker,
+            "expires": now + timedelta(seconds=lease_seconds),
+        }
+
+        def tx(c: Connection) -> Run:
+            row = c.execute(_RENEW, params).first()
+            if row is None:
+                raise LeaseLost(run_id)
+            return _run(row)
+
+        return await self.db.run(tx)
+
+    async def set_status(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        worker: str | None,
+        now: datetime,
+        result: str | None = None,
+        error: str | None = None,
+        usage: Usage | None = None,
+        killed_by: str | None = None,
+    ) -> Run:
+        def tx(s: Session) -> Run:
+            return self._set_status(
+                s,
+                run_id,
+                status,
+                worker=worker,
+                now=now,
+                result=result,
+                error=error,
+                usage=usage,
+                killed_by=killed_by,
+            )
+
+        return await self.db.session(tx)
+
+    def _set_status(
+        self,
+        s: Session,
+        run_id: str,
+        status: RunStatus,
+        *,
+        worker: str | None,
+        now: datetime,
+        result: str | None = None,
+        error: str | None = None,
+        usage: Usage | None = None,
+        killed_by: str | None = None,
+    ) -> Run:
+        q = select(RunRow).where(RunRow.id == run_id)
+        if self.db.is_postgres:
+            q = q.with_for_update()
+        row = s.execute(q).scalar_one_or_none()
+        if row is None:
+            raise NotFound(f"no run {run_id}")
+        if worker is not None and (row.lease_owner != worker or row.status != _RUNNING):
+            raise LeaseLost(run_id)
+        current = RunStatus(row.status)
+        if current is not status:
+            transition(current, status)
+        row.status = status.value
+        row.updated_at = now
+        if status is not RunStatus.RUNNING:
+            row.lease_owner = None
+            row.lease_expires_at = None
+        if status.terminal:
+            row.finished_at = now
+        if result is not None:
+            row.result = result
+        if error is not None:
+            row.error = error
+        if killed_by is not None:
+            row.killed_by = killed_by
+        if usage is not None:
+            row.tokens, row.cost_usd, row.steps, row.cost_known = (
+                usage.tokens,
+                usage.cost_usd,
+                usage.steps,
+                usage.cost_known,
+            )
+        return _run(row)
+
+    async def requeue(self, run_id: str, *, now: datetime, events: Sequence[NewEvent] = ()) -> Run:
+        def tx(s: Session) -> Run:
+            row = s.get(RunRow, run_id)
+            if row is None:
+                raise NotFound(f"no run {run_id}")
+            transition(RunStatus(row.status), RunStatus.QUEUED)
+            row.status = RunStatus.QUEUED.value
+            row.updated_at = now
+            row.finished_at = None
+            row.error = None
+            s.flush()
+            c = s.connection()
+            append_events(c, run_id, events, now)
+            self.db.notify_runnable(c, run_id)
+            return _run(row)
+
+        return await self.db.session(tx)
+
+    async def add_budget(
+        self,
+        run_id: str,
+        extra: dict[str, float],
+        *,
+        worker: str | None,
+        now: datetime,
+        event: NewEvent,
+    ) -> list[Event]:
+        def tx(s: Session) -> list[Event]:
+            appended = append_events(s.connection(), run_id, [event], now, worker=worker)
+            row = s.get(RunRow, run_id)
+            if row is None:
+                raise NotFound(f"no run {run_id}")
+            merged = dict(row.budget_extra or {})
+            for k, v in extra.items():
+                merged[k] = merged.get(k, 0) + v
+            row.budget_extra = merged
+            return appended
+
+        return await self.db.session(tx)
+
+    async def append_events(
+        self,
+        run_id: str,
+        events: Sequence[NewEvent],
+        *,
+        worker: str | None,
+        now: datetime,
+        usage: Usage | None = None,
+    ) -> list[Event]:
+        def tx(c: Connection) -> list[Event]:
+            return append_events(c, run_id, events, now, worker=worker, usage=usage)
+
+        return await self.db.run(tx)
+
+    async def events(self, run_id: str) -> list[Event]:
+        def tx(c: Connection) -> list[Event]:
+            return read_events(c, run_id)
+
+        return await self.db.run(tx)
+
+    async def finish_run(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        worker: str | None,
+        now: datetime,
+        events: Sequence[NewEvent],
+        unread: Item,
+        targets: Sequence[Target],
+        result: str | None = None,
+        error: str | None = None,
+        usage: Usage | None = None,
+        killed_by: str | None = None,
+    ) -> Run:
+        def tx(s: Session) -> Run:
+            run = self._set_status(
+                s,
+                run_id,
+                status,
+                worker=worker,
+                now=now,
+                result=result,
+                error=error,
+                usage=usage,
+                killed_by=killed_by,
+            )
+            s.flush()
+            append_events(s.connection(), run_id, events, now)
+            close_pending(s, run_id, status=ItemStatus.CANCELLED, now=now)
+            insert_item(s, unread, targets, now)
+            return run
+
+        return await self.db.session(tx)
