@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from agent.testing.scripts import last_tool_result
 from tests.peers.stack import Reply, Stack, ToolCall
+from tests.waiting import eventually
 
 
 def slow_or_ask(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
@@ -23,11 +23,12 @@ def slow_or_ask(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> 
 
 
 async def _slow_started(st: Stack, n: int) -> None:
-    for _ in range(300):
-        if sum(c["tool"] == "slow" for c in st.tool_calls()) >= n:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("slow tools did not start")
+    await eventually(
+        lambda: sum(c["tool"] == "slow" for c in st.tool_calls()) >= n,
+        what=f"{n} slow tool calls to start",
+        interval=0.1,
+        context=st.server.log,
+    )
 
 
 async def test_kill_stops_running_runs_refuses_new_ones_and_survives_a_restart(
