@@ -27,6 +27,7 @@ def _deps(request: Request) -> WebDeps:
         token=svc.token,
         ended=SqlSessionEnds(svc.store),
         schedules=triggers.scheduler.list_json if triggers is not None else None,
+        grants=svc.ctx.grants,
     )
 
 

@@ -247,7 +247,7 @@ def _form_posts() -> list[str]:
 async def test_every_form_post_needs_a_session_and_its_csrf_token(web: WebApp) -> None:
     item = await pending(web)
     note = await web.unread_item()
-    ids = {"item_id": item.id, "run_id": item.run_id}
+    ids = {"item_id": item.id, "run_id": item.run_id, "grant_id": "g0001"}
     posts = [path.format(**ids) for path in _form_posts()]
     assert len(posts) >= 10, posts  # the routes really were found
     fields = {"decision": "approve", "skill": "test", "input": "go", "text": "hi", "reason": "no"}

@@ -34,6 +34,7 @@ NOTES: dict[str, tuple[str, str]] = {
     "kill": ("The kill switch is on: nothing new starts until it is lifted.", "warn"),
     "empty": ("Write a message first.", "warn"),
     "loggedout": ("Logged out.", "ok"),
+    "revoked": ("Grant revoked: the next call it covered asks again.", "ok"),
 }
 
 HEADERS = {

@@ -29,6 +29,7 @@ from fastapi.responses import RedirectResponse, Response
 from starlette.datastructures import FormData
 
 from agent.inbox import Inbox
+from agent.policy.grants import Grants
 from agent.runs import Runs
 from agent.skills import SkillBook
 from agent.store import Store
@@ -69,6 +70,9 @@ class WebDeps:
     #: The schedules with their next fire times (`{"items": [...], "errors": [...]}`), when
     #: the server runs a scheduler; the page is read-only (the CLI and API change schedules).
     schedules: Callable[[], Awaitable[dict[str, Any]]] | None = None
+    #: The grants ("don't ask again for …"), listed and revoked on the Grants tab; None when
+    #: the server keeps none.
+    grants: Grants | None = None
 
 
 class WebSite:

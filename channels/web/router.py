@@ -12,14 +12,20 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 
-from channels.web import routes_items, routes_login, routes_logs, routes_runs
+from channels.web import routes_grants, routes_items, routes_login, routes_logs, routes_runs
 from channels.web._render import STATIC
 from channels.web.deps import Answered, WebSite
 
 __all__ = ["PARTS", "install", "web_router"]
 
 #: The web inbox's routers, one per group of pages.
-PARTS = (routes_login.router, routes_items.router, routes_runs.router, routes_logs.router)
+PARTS = (
+    routes_login.router,
+    routes_items.router,
+    routes_runs.router,
+    routes_logs.router,
+    routes_grants.router,
+)
 
 #: Every route of the web inbox, to include at ``/``. HTML pages, so not in the API's schema.
 web_router = APIRouter(include_in_schema=False)

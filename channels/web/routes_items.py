@@ -111,7 +111,9 @@ async def _boxes(v: Visit) -> dict[str, Any]:
 
 
 async def _approve(post: Post, item_id: str) -> Response:
-    return await _decide(post, item_id, Approve())
+    # "Approve, and don't ask again for …": the button's grant; the inbox refuses one the
+    # card did not offer.
+    return await _decide(post, item_id, Approve(grant=post.text("grant").strip()[:32] or None))
 
 
 async def _reject(post: Post, item_id: str) -> Response:
