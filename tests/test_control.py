@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -15,6 +14,7 @@ from agent.skills import Budget
 from agent.testing.scripts import Reply, ToolCall, last_tool_result
 from agent.tracing import export_run
 from tests.peers.inproc import InProcess
+from tests.waiting import eventually
 
 
 def keep_looking(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
@@ -106,11 +106,13 @@ async def test_a_run_exports_one_trace_with_model_and_tool_spans(tmp_path: Path)
         h.ctx.on_run_end = on_end
         run = await h.runs.start("test", "find Ann")
         await h.wait(run.id, {"done"})
-        for _ in range(200):  # the export follows the end of the run
+
+        def exported() -> tuple[ReadableSpan, ...] | None:
             spans = exporter.get_finished_spans()
-            if any(s.name == "run test" for s in spans):
-                break
-            await asyncio.sleep(0.05)
+            return spans if any(s.name == "run test" for s in spans) else None
+
+        # The export follows the end of the run.
+        spans = await eventually(exported, what=f"the trace of run {run.id} to be exported")
         root = next(s for s in spans if s.name == "run test")
         assert root.parent is None and root.attributes["pizzabot.run.id"] == run.id
         children = [s for s in spans if s is not root]
