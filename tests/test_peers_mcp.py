@@ -14,6 +14,7 @@ from mcp.client import Client
 from mcp_types import CallToolResult, TextContent
 
 from tests.peers.mcp_tools import build_server, read_log, serve_http, stdio_params
+from tests.waiting import eventually
 
 
 @contextlib.asynccontextmanager
@@ -100,9 +101,12 @@ async def test_leaving_the_client_mid_call_ends_the_stdio_server(tmp_path: Path)
     log = tmp_path / "tools.jsonl"
     async with Client(stdio_params(log=log)) as client:
         call = asyncio.create_task(client.call_tool("slow", {"seconds": 60}))
-        while not read_log(log):
-            assert not call.done()
-            await asyncio.sleep(0.05)
+
+        def slow_started() -> list[dict[str, Any]]:
+            assert not call.done(), "the slow call ended before it was left"
+            return read_log(log)
+
+        await eventually(slow_started, what="the slow call to start")
         call.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await call
