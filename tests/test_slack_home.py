@@ -4,9 +4,7 @@ played by the local recorder, whose every payload is checked against Slack's lim
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -30,6 +28,7 @@ from channels.slack import HomeTabs, SlackInbound, build_app
 from store.migrate import upgrade
 from store.sql import SqlStore, connect
 from tests.peers.slack_api import Call, SlackApi, app_home_opened, signed_headers
+from tests.waiting import eventually
 
 SECRET = "home-tab-signing-secret"
 APPROVER = "U1"
@@ -72,11 +71,20 @@ class Home:
 
     async def item_when(self, item_id: str, status: ItemStatus, timeout: float = 20) -> Item:
         """The item once it has `status` (listeners finish after Slack's ack)."""
-        deadline = time.monotonic() + timeout
-        while (item := await self.store.get_item(item_id)).status is not status:
-            assert time.monotonic() < deadline, f"{item_id} is {item.status}, not {status}"
-            await asyncio.sleep(0.02)
-        return item
+        seen: list[ItemStatus] = []
+
+        async def there() -> Item | None:
+            item = await self.store.get_item(item_id)
+            seen.append(item.status)
+            return item if item.status is status else None
+
+        return await eventually(
+            there,
+            what=f"item {item_id} to be {status.value}",
+            timeout=timeout,
+            interval=0.02,
+            context=lambda: f"its status: {seen[-1].value if seen else 'never read'}",
+        )
 
     async def add_items(self, skill: str, n: int, *, box: Box = Box.ACTION) -> list[Item]:
         made = []
