@@ -9,7 +9,6 @@ scheduler or a second server on the same PostgreSQL starts nothing more.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,6 +25,7 @@ from store.migrate import upgrade
 from store.sql import SqlStore, connect
 from store.triggers import TriggerStore
 from tests.peers.triggers import FakeClock
+from tests.waiting import eventually
 
 MONDAY_7_AMS = datetime(2026, 11, 30, 6, 0, tzinfo=UTC)  # Monday 07:00 in Amsterdam
 MORNING = {"cron": "0 8 * * 1-5", "input": "morning report", "timezone": "Europe/Amsterdam"}
@@ -390,15 +390,12 @@ async def test_apscheduler_really_calls_fire(sqlite_url: str) -> None:
     async with Server(sqlite_url, utcnow, SkillBook({"test": skill()})) as srv:
         await srv.sched.start()
         rec = await srv.sched.add("test", Schedule(every=1, input="each second"))
-        deadline = time.monotonic() + 15
-        fires: list[Any] = []
-        while time.monotonic() < deadline:
-            fires = [f for f in await srv.sched.triggers.fires(rec.id) if f.status == "started"]
-            if fires:
-                break
-            await asyncio.sleep(0.05)
+
+        async def started() -> list[Any]:
+            return [f for f in await srv.sched.triggers.fires(rec.id) if f.status == "started"]
+
+        fires = await eventually(started, what=f"APScheduler to fire schedule {rec.id}")
         await srv.sched.stop()
-        assert fires, "APScheduler did not fire the schedule"
         fire = fires[-1]
         assert fire.fire_time.microsecond == 0
         run = await srv.store.get_run(fire.run_id or "")
