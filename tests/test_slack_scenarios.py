@@ -569,6 +569,7 @@ async def test_the_home_tab_lists_a_persons_items_and_its_buttons_decide(
         "pizza_approve",
         "pizza_edit",
         "pizza_reject",
+        "pizza_grant",  # approve, and don't ask again for …
     ]
 
     # Someone who is no approver: the same refusal as on the card, told in a DM.

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, assert_never
 
-from agent.skills import Skill, ToolRule, parse_duration
+from agent.skills import Skill, SkillBook, ToolRule, parse_duration
 
 __all__ = [
     "Grant",
@@ -35,6 +35,7 @@ __all__ = [
     "covers",
     "fingerprint",
     "make_grant",
+    "may_manage",
     "offered",
     "same_choice",
     "scope_of",
@@ -154,6 +155,15 @@ def offered(skill: Skill, tool: str) -> tuple[str, ...]:
     if _required_approvals(rule) > 1:
         return ()
     return tuple(rule.grants)
+
+
+def may_manage(skills: SkillBook, grant: Grant, actor: str, channel: str) -> bool:
+    """Whether `actor` may see and revoke `grant` from `channel` (Slack, email): one of the
+    approvers of its tool there. (The web page, the API and the CLI act as the owner, who
+    may manage every grant.)"""
+    if grant.skill not in skills:
+        return False
+    return actor in skills.get(grant.skill).approvers_for(grant.tool, channel)
 
 
 def fingerprint(args: Mapping[str, Any]) -> str:

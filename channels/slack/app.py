@@ -23,7 +23,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
-from channels.slack import blocks
+from channels.slack import blocks, grants
 from channels.slack.home import START, START_VIEW, HomeTabs
 from channels.slack.inbound import SLACK_ERRORS, SlackInbound
 
@@ -109,6 +109,18 @@ class _Listeners:
             body=body, view=view, client=client, retried=_retried(request)
         )
 
+    async def grant(
+        self, ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient, request: AsyncBoltRequest
+    ) -> None:
+        await ack()
+        await grants.on_grant(self.inbound, body=body, client=client, retried=_retried(request))
+
+    async def revoke_grant(
+        self, ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient
+    ) -> None:
+        await ack()
+        await grants.on_revoke(self.inbound, body=body, client=client)
+
     async def command(self, ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond) -> None:
         await self.inbound.on_command(ack=ack, command=command, respond=respond)
 
@@ -169,6 +181,8 @@ def build_app(
     app.action(blocks.APPROVE)(on.approve)
     app.action(blocks.EDIT)(on.edit)
     app.action(blocks.REJECT)(on.reject)
+    app.action(blocks.GRANT)(on.grant)
+    app.action(blocks.REVOKE_GRANT)(on.revoke_grant)
     app.view(blocks.EDIT_VIEW)(on.edit_submit)
     app.view(blocks.REJECT_VIEW)(on.reject_submit)
     app.command(inbound.command)(on.command)

@@ -63,6 +63,9 @@ __all__ = [
 APPROVE = "pizza_approve"
 EDIT = "pizza_edit"
 REJECT = "pizza_reject"
+#: The card's "Approve, and don't ask again" menu, and a grant listing's Revoke button.
+GRANT = "pizza_grant"
+REVOKE_GRANT = "pizza_revoke_grant"
 EDIT_VIEW = "pizza_edit_view"
 REJECT_VIEW = "pizza_reject_view"
 
@@ -317,8 +320,29 @@ def buttons(item: Item) -> dict[str, Any]:
             {"type": "button", "action_id": EDIT, "text": _plain("Edit"), "value": item.id}
         )
     elements.append(reject)
+    if not budget and item.risk.grants:
+        elements.append(grant_menu(item))
     # A new block_id per item: Slack asks for a fresh one whenever a message's blocks change.
     return {"type": "actions", "block_id": f"decide:{item.id}", "elements": elements}
+
+
+def grant_label(choice: str) -> str:
+    """A grant as a person chooses it ("Approve for this run")."""
+    if choice == "run":
+        return "Approve for this run"
+    if choice == "exact":
+        return "Approve for these exact arguments"
+    return f"Approve for {choice}"
+
+
+def grant_menu(item: Item) -> dict[str, Any]:
+    """ "Approve, and don't ask again": one option per grant the card offers; each option's
+    value is "ITEM:GRANT"."""
+    return {
+        "type": "overflow",
+        "action_id": GRANT,
+        "options": [_option(f"{item.id}:{g}", grant_label(g)) for g in item.risk.grants],
+    }
 
 
 def decided_text(item: Item) -> str:

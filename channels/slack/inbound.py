@@ -30,7 +30,7 @@ from agent.policy import SLACK, Access, Verdict, audit_refusal
 from agent.runs import Runs
 from agent.skills import SkillBook
 from agent.store import AuditTrail, DeliveryReader, ItemReader, RunReader
-from channels.slack import blocks
+from channels.slack import blocks, grants
 from channels.slack.blocks import ModalRef
 from channels.slack.home import INPUT_BLOCK, SKILL_BLOCK, start_modal, start_values
 
@@ -129,6 +129,7 @@ class SlackInbound:
             lines.append(f"• `{skill.name}` {blocks.esc(skill.description)}".rstrip())
         if self.default_skill:
             lines.append(f"Without a skill name, `{self.default_skill}` runs.")
+        lines.append(f"`{self.command} grants` lists the grants you may revoke.")
         return "\n".join(lines)
 
     # -- replies -------------------------------------------------------------------------
@@ -372,6 +373,9 @@ class SlackInbound:
             return
         if not text or text == "help":
             await ack(text=self.help(), response_type="ephemeral")
+            return
+        if text == "grants":
+            await ack(**await grants.grants_reply(self, user))
             return
         parsed = self.parse(text)
         if isinstance(parsed, str):
