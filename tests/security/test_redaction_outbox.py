@@ -10,8 +10,6 @@ the error the store keeps, and the server's log, must not hold it.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from pathlib import Path
 
 from agent.model import Delivery
@@ -20,18 +18,22 @@ from tests.peers.server import TOKEN
 from tests.peers.slack_api import SlackApi
 from tests.peers.stack import Stack
 from tests.peers.stories import send_then_summarise
+from tests.waiting import eventually
 
 BOT_TOKEN = "pz-slack-bot-7Qm2Xc9Lw4Rt8Vb1"
 
 
 async def _failed_delivery(store: SqlStore, item_id: str, timeout: float = 30) -> Delivery:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for delivery in await store.deliveries(item_id):
-            if delivery.channel == "slack" and delivery.last_error:
-                return delivery
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"no failed Slack delivery for item {item_id}")
+    async def failed() -> Delivery | None:
+        deliveries = await store.deliveries(item_id)
+        return next((d for d in deliveries if d.channel == "slack" and d.last_error), None)
+
+    return await eventually(
+        failed,
+        what=f"a failed Slack delivery for item {item_id}",
+        timeout=timeout,
+        interval=0.1,
+    )
 
 
 async def test_a_slack_error_echoing_the_token_is_stored_without_it(tmp_path: Path) -> None:
