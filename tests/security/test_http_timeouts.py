@@ -20,6 +20,7 @@ import uvicorn
 
 from bot import listen
 from tests.peers.server import TOKEN, ServerProcess
+from tests.waiting import eventually
 
 #: Bounds a read that must end, so a test of the old behaviour fails instead of hanging.
 GUARD = 30.0
@@ -124,9 +125,14 @@ async def serving(**overrides: Any) -> AsyncIterator[int]:
     server = uvicorn.Server(cfg)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
-        async with asyncio.timeout(GUARD):
-            while not server.started:
-                await asyncio.sleep(0.01)
+
+        def started() -> bool:
+            if task.done():  # a server that died says why, at once
+                task.result()
+                raise AssertionError("uvicorn stopped before it started")
+            return server.started
+
+        await eventually(started, what="uvicorn to start", interval=0.01)
         yield port
     finally:
         server.should_exit = True
