@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 
 class Usage(BaseModel):
@@ -51,11 +51,29 @@ class RunList(BaseModel):
 
 
 class Risk(BaseModel):
+    """What the card says about the call. The skill's notes are always there (null when
+    unset); the rest only when it applies, so an item without them reads as it always did."""
+
     impact: str | None = None
     reversible: bool | None = None
     scope: str | None = None
     # A call asked again after a crash whose first attempt may already have taken effect.
     may_have_happened: bool | None = None
+    # The tool server's own annotations in words ("read-only"), not checked.
+    hints: list[str] | None = None
+    # The rule that asked ("rule 2 of crm.refund", with its reason).
+    rule: str | None = None
+    # The grants offered next to Approve ("run", "1h", "exact").
+    grants: list[str] | None = None
+    # How many different people must approve, and who has so far.
+    approvals_required: int | None = None
+    approved: list[str] | None = None
+
+    @model_serializer(mode="wrap")
+    def _only_what_applies(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        always = {"impact", "reversible", "scope"}
+        return {k: v for k, v in data.items() if k in always or v not in (None, [], ())}
 
 
 class ItemOut(BaseModel):
