@@ -222,23 +222,30 @@ async def serve_http(*, log: Path | None = None, startup: float = 20.0) -> Async
 async def _wait_listening(
     proc: asyncio.subprocess.Process, port: int, stderr: Any, startup: float
 ) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + startup
-    while True:
+    # Imported here: this file also runs on its own as the MCP server, where `tests` is not
+    # on the import path.
+    from tests.waiting import eventually
+
+    def output() -> str:
+        stderr.seek(0)
+        text: str = stderr.read().decode(errors="replace")
+        return text
+
+    async def listening() -> bool:
         if proc.returncode is not None:
-            stderr.seek(0)
-            output = stderr.read().decode(errors="replace")
-            raise RuntimeError(f"MCP test server exited with {proc.returncode}:\n{output}")
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            if loop.time() > deadline:
-                raise TimeoutError(f"MCP test server not listening on {port}") from None
-            await asyncio.sleep(0.05)
-            continue
+            raise RuntimeError(f"MCP test server exited with {proc.returncode}:\n{output()}")
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.close()
         await writer.wait_closed()
-        return
+        return True
+
+    await eventually(
+        listening,
+        what=f"the MCP test server to listen on port {port}",
+        timeout=startup,
+        retry_on=(OSError,),
+        context=output,
+    )
 
 
 def main(argv: list[str]) -> None:
