@@ -21,6 +21,7 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any, Literal, assert_never
 
 from agent import conversation, settle
@@ -183,8 +184,9 @@ class Runner:
         pending = state.pending()
         if pending:
             specs = {s.wire_name: s for s in await self.tools.list_tools(skill)}
-            for call in pending:
-                outcome = await self._settle_call(held, call, specs.get(call.wire_name))
+            for i, call in enumerate(pending):
+                later = [(c, specs.get(c.wire_name)) for c in pending[i + 1 :]]
+                outcome = await self._settle_call(held, call, specs.get(call.wire_name), later)
                 if outcome != "continue":
                     return outcome
             return "continue"
@@ -256,20 +258,33 @@ class Runner:
 
     # -- tool calls ----------------------------------------------------------------------
 
-    async def _settle_call(self, held: HeldRun, call: CallState, spec: ToolSpec | None) -> Outcome:
-        """Carry out what `agent.settle.plan` says for a call that has no result yet."""
-        server, name = split_wire_name(call.wire_name)
-        qualified = f"{server}.{name}"
+    async def _plan(self, held: HeldRun, call: CallState, spec: ToolSpec | None) -> settle.Plan:
+        """`agent.settle.plan` for a call, with the grants that may let it run unasked."""
         step = settle.plan(call, held.skill, spec)
         grants = self.ctx.grants
         if isinstance(step, AskPerson) and not step.again and grants is not None:
             # Only a call that would ask a person looks for a grant: one query, where needed.
+            server, name = split_wire_name(call.wire_name)
             now = self.ctx.clock()
             found = await grants.for_call(
-                skill=held.skill.name, tool=qualified, run_id=held.run.id, now=now
+                skill=held.skill.name, tool=f"{server}.{name}", run_id=held.run.id, now=now
             )
             if found:
                 step = settle.plan(call, held.skill, spec, Granted(found, held.run.id, now))
+        return step
+
+    async def _settle_call(
+        self,
+        held: HeldRun,
+        call: CallState,
+        spec: ToolSpec | None,
+        later: Sequence[tuple[CallState, ToolSpec | None]] = (),
+    ) -> Outcome:
+        """Carry out what `agent.settle.plan` says for a call that has no result yet.
+        `later`: the turn's calls after it, asked together with it when it asks."""
+        server, name = split_wire_name(call.wire_name)
+        qualified = f"{server}.{name}"
+        step = await self._plan(held, call, spec)
         match step:
             case TellModel():
                 await self._tell_model(held, call, step)
@@ -280,12 +295,12 @@ class Runner:
                 await self._execute(held, call, qualified, args, item_id, rule, grant)
                 return "continue"
             case AwaitDecision(item_id=item_id, ask=ask):
-                return await self._await_decision(held, call, spec, ask, item_id)
+                return await self._await_decision(held, call, spec, ask, item_id, later)
             case AskPerson(again=again):
                 assert spec is not None
                 if again:
                     await self._interrupted(held, call, qualified)
-                await self._ask(held, call, spec, step)
+                await self._ask(held, [(call, spec, step), *await self._asks_ahead(held, later)])
                 return "wait"
             case StopRun(text=why):
                 await self._tell_model(held, call, TellModel(why, expired=True))
@@ -301,16 +316,37 @@ class Runner:
         spec: ToolSpec | None,
         ask: AskPerson,
         item_id: str,
+        later: Sequence[tuple[CallState, ToolSpec | None]] = (),
     ) -> Outcome:
-        """Wait on the call's item; ask anew if it was closed without a decision."""
+        """Wait on the call's item; ask anew if it was closed without a decision. The turn's
+        later calls that have no card yet (a crash came between) are asked now."""
         assert spec is not None
         store, now = self.ctx.store, self.ctx.clock()
         item = await store.get_item(item_id)
+        ahead = await self._asks_ahead(held, later)
         if item.status is ItemStatus.PENDING:
-            await store.set_status(held.run.id, RunStatus.WAITING, worker=held.lease, now=now)
+            if ahead:
+                await self._ask(held, ahead)
+            else:
+                await store.set_status(held.run.id, RunStatus.WAITING, worker=held.lease, now=now)
             return "wait"
-        await self._ask(held, call, spec, ask)
+        await self._ask(held, [(call, spec, ask), *ahead])
         return "wait"
+
+    async def _asks_ahead(
+        self, held: HeldRun, later: Sequence[tuple[CallState, ToolSpec | None]]
+    ) -> list[tuple[CallState, ToolSpec, AskPerson]]:
+        """The turn's later calls that will ask a person and have no card yet. They are put
+        on cards with the first, so all of a turn's questions can be answered at once
+        ("approve all"); they still run in the model's order, each after its decision."""
+        asks: list[tuple[CallState, ToolSpec, AskPerson]] = []
+        for call, spec in later:
+            if spec is None:
+                continue
+            step = await self._plan(held, call, spec)
+            if isinstance(step, AskPerson) and not step.again:
+                asks.append((call, spec, step))
+        return asks
 
     async def _interrupted(self, held: HeldRun, call: CallState, qualified: str) -> None:
         why = INTERRUPTED_ASK
@@ -410,14 +446,24 @@ class Runner:
         )
 
     async def _ask(
-        self,
-        held: HeldRun,
-        call: CallState,
-        spec: ToolSpec,
-        ask: AskPerson,
+        self, held: HeldRun, asks: Sequence[tuple[CallState, ToolSpec, AskPerson]]
     ) -> None:
+        """Put the calls on cards and park the run, in one transaction: a turn's cards
+        appear together."""
+        skill, now = held.skill, self.ctx.clock()
+        await self.ctx.store.create_items(
+            [self._card(held, call, spec, ask, now) for call, spec, ask in asks],
+            targets=targets_for(skill, self.ctx.channels),
+            worker=held.lease,
+            now=now,
+            run_status=RunStatus.WAITING,
+        )
+        self.ctx.wake_outbox()
+
+    def _card(
+        self, held: HeldRun, call: CallState, spec: ToolSpec, ask: AskPerson, now: datetime
+    ) -> tuple[Item, list[NewEvent]]:
         run, skill = held.run, held.skill
-        now = self.ctx.clock()
         risk, reasked = ask.risk, ask.again
         if self.ctx.grants is None:
             risk = replace(risk, grants=())  # this server keeps no grants: offer none
@@ -442,26 +488,15 @@ class Runner:
             risk=risk,
             secret=self.ctx.secrets(),
         )
-        await self.ctx.store.create_item(
-            item,
-            targets=targets_for(skill, self.ctx.channels),
-            worker=held.lease,
-            now=now,
-            run_status=RunStatus.WAITING,
-            events=[
-                NewEvent(
-                    ToolRequest(
-                        call_id=call.id,
-                        item_id=item.id,
-                        tool=spec.qualified,
-                        args=call.args,
-                        reasked=reasked,
-                        rule=ask.rule,
-                    )
-                )
-            ],
+        request = ToolRequest(
+            call_id=call.id,
+            item_id=item.id,
+            tool=spec.qualified,
+            args=call.args,
+            reasked=reasked,
+            rule=ask.rule,
         )
-        self.ctx.wake_outbox()
+        return item, [NewEvent(request)]
 
     # -- budgets -------------------------------------------------------------------------
 

@@ -347,7 +347,18 @@ def _decide(url: str | None, token: str | None, item_id: str, body: dict[str, An
 
 @app.command()
 def approve(
-    item: str,
+    item: Annotated[str | None, typer.Argument(help="The Action item to approve")] = None,
+    run: Annotated[
+        str | None, typer.Option("--run", help="With --all: the run whose calls to approve")
+    ] = None,
+    all_: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Approve every call the run's model asked for together (each on its own; "
+            "one that needs more approvers is left out and said so)",
+        ),
+    ] = False,
     grant: Annotated[
         str | None,
         typer.Option(
@@ -359,7 +370,13 @@ def approve(
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Approve an Action item: the tool runs with the proposed arguments."""
+    """Approve an Action item: the tool runs with the proposed arguments. With --run RUN
+    --all: every call of the run's waiting turn."""
+    if all_ or run is not None:
+        _approve_all(url, token, item, run, all_, grant)
+        return
+    if item is None:
+        raise CliError("Name the item to approve, or give --run RUN --all.", code=2)
     body: dict[str, Any] = {"decision": "approve"}
     if grant is not None:
         body["grant"] = grant
@@ -367,6 +384,31 @@ def approve(
     _say(f"{r['id']}: {r['status']}")
     if grant is not None:
         _say(f"granted {grant} for {r['tool']}: `pizzabot grants` lists it, `revoke` ends it")
+
+
+def _approve_all(
+    url: str | None,
+    token: str | None,
+    item: str | None,
+    run: str | None,
+    all_: bool,
+    grant: str | None,
+) -> None:
+    if item is not None or grant is not None or run is None or not all_:
+        raise CliError("Approve all as: pizzabot approve --run RUN --all", code=2)
+    r = _call(
+        url,
+        token,
+        "POST",
+        f"/api/runs/{quote(run, safe='')}/decisions",
+        json={"decision": "approve", "all": True},
+    )
+    for result in r["results"]:
+        i = result["item"]
+        said = i["status"] if result["approved"] else f"left out: {result['why']}"
+        _say(f"{i['id']}: {i['tool'] or i['title']}: {said}")
+    if not r["results"]:
+        _say(r["summary"])
 
 
 def _new_args(

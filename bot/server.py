@@ -30,7 +30,16 @@ from agent.redaction import Redactor
 from agent.skills import HttpServer, LoadReport, Reload, Skill, SkillBook, StdioServer, load_skills
 from agent.tools import ToolHub
 from agent.worker import Worker
-from bot import demo, grants_api, tracing, wire_email, wire_slack, wire_triggers, wire_web
+from bot import (
+    batch_api,
+    demo,
+    grants_api,
+    tracing,
+    wire_email,
+    wire_slack,
+    wire_triggers,
+    wire_web,
+)
 from bot.api import install_error_handlers, router
 from bot.core import Core, Mind, Timing
 from bot.core import build as build_core
@@ -249,6 +258,7 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
     install_error_handlers(app)
     app.include_router(router())
     app.include_router(grants_api.router())
+    app.include_router(batch_api.router())
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> JSONResponse:

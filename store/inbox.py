@@ -169,6 +169,35 @@ class SqlInbox:
 
         return await self.db.session(tx)
 
+    async def create_items(
+        self,
+        items: Sequence[tuple[Item, Sequence[NewEvent]]],
+        *,
+        targets: Sequence[Target],
+        worker: str | None,
+        now: datetime,
+        run_status: RunStatus | None = None,
+    ) -> list[Item]:
+        def tx(s: Session) -> list[Item]:
+            for item, events in items:
+                run = s.get(RunRow, item.run_id)
+                if run is None:
+                    raise NotFound(f"no run {item.run_id}")
+                if worker is not None and (
+                    run.lease_owner != worker or run.status != RunStatus.RUNNING.value
+                ):
+                    raise LeaseLost(item.run_id)
+                insert_item(s, item, targets, now)
+                append_events(s.connection(), item.run_id, events, now)
+            if run_status is not None:
+                for run_id in dict.fromkeys(i.run_id for i, _ in items):
+                    run = s.get(RunRow, run_id)
+                    assert run is not None
+                    _move_run(run, run_status, now)
+            return [i for i, _ in items]
+
+        return await self.db.session(tx)
+
     async def get_item(self, item_id: str) -> Item:
         def tx(c: Connection) -> Item:
             row = c.execute(_SELECT_ITEM, {"item_id": item_id}).first()
