@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.peers import required
-from tests.waiting import eventually
+from tests.waiting import eventually, eventually_sync
 
 
 async def test_eventually_returns_the_first_truthy_answer_of_an_async_check() -> None:
@@ -59,6 +59,21 @@ async def test_an_expected_error_counts_as_not_yet_and_any_other_fails_at_once()
 
     with pytest.raises(KeyError):
         await eventually(broken, what="the server", retry_on=(OSError,))
+
+
+def test_the_blocking_twin_waits_the_same_way_and_fails_the_same_way() -> None:
+    answers: list[str | Exception] = [ConnectionRefusedError("not yet"), "", "up"]
+
+    def starting() -> str:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert eventually_sync(starting, what="dovecot", retry_on=(OSError,), interval=0) == "up"
+    with pytest.raises(AssertionError) as failed:
+        eventually_sync(lambda: None, what="dovecot to greet", timeout=0.05, interval=0.01)
+    assert str(failed.value) == "waited 0.05 s for dovecot to greet; last seen: None"
 
 
 def test_a_missing_peer_fails_the_test_naming_it_and_the_install_script(

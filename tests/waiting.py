@@ -8,7 +8,8 @@ between two asks is polling, not synchronisation: the test goes on the moment th
 holds.
 
 Where the code offers an event (`asyncio.Event`, a queue), await it inside
-`asyncio.timeout` instead of polling.
+`asyncio.timeout` instead of polling. `eventually_sync` is the same wait for code that must
+block, such as a peer's `start()` called by a sync fixture or in a worker thread.
 """
 
 from __future__ import annotations
@@ -91,7 +92,41 @@ async def eventually(
         if time.monotonic() >= deadline:
             break
         await asyncio.sleep(interval)
+    raise _timed_out(what, timeout, last, context)
+
+
+def eventually_sync(
+    check: Callable[[], T | None],
+    *,
+    what: str,
+    timeout: float = DEADLINE,
+    interval: float = INTERVAL,
+    retry_on: tuple[type[Exception], ...] = (),
+    context: Callable[[], str] | None = None,
+) -> T:
+    """`eventually` for code that must block: a peer's `start()` run by a sync fixture or in a
+    worker thread, where no event loop can be started (one may already run on this thread)."""
+    deadline = time.monotonic() + timeout
+    last: object = _NOT_YET
+    while True:
+        try:
+            answer = check()
+        except retry_on as exc:
+            last = exc
+        else:
+            if answer:
+                return answer
+            last = answer
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(interval)
+    raise _timed_out(what, timeout, last, context)
+
+
+def _timed_out(
+    what: str, timeout: float, last: object, context: Callable[[], str] | None
+) -> AssertionError:
     message = f"waited {timeout:g} s for {what}; last seen: {last!r}"
     if context is not None:
         message += f"\n{context()}"
-    raise AssertionError(message)
+    return AssertionError(message)

@@ -45,7 +45,6 @@ import socket
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from email.message import EmailMessage
@@ -61,7 +60,7 @@ from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 from tests.peers.certs import TestCertificates, make_certificates
 from tests.peers.oauth_server import OAuthServer
 from tests.peers.required import DOVECOT, require
-from tests.waiting import eventually
+from tests.waiting import eventually, eventually_sync
 
 DOMAIN = "example.test"
 DEFAULT_USERS: Mapping[str, str] = {"bot": "bot-pw", "alice": "alice-pw", "mallory": "mallory-pw"}
@@ -662,18 +661,22 @@ protocol lmtp {{
                 stdout=err,
                 stderr=err,
             )
-        deadline = time.monotonic() + _START_TIMEOUT
-        while not (
-            _greets(self.host, self.imap_port, b"* OK")
-            and _greets(self.host, self.lmtp_port, b"220")
-        ):
-            if self._proc.poll() is not None:
+        proc = self._proc
+
+        def greeting() -> bool:
+            if proc.poll() is not None:
                 raise MailPeerError(f"dovecot exited at start:\n{self._logs()}")
-            if time.monotonic() > deadline:
-                raise MailPeerError(
-                    f"dovecot not listening after {_START_TIMEOUT}s:\n{self._logs()}"
-                )
-            time.sleep(0.02)
+            return _greets(self.host, self.imap_port, b"* OK") and _greets(
+                self.host, self.lmtp_port, b"220"
+            )
+
+        # Blocking: start() runs in sync fixtures and worker threads, not on an event loop.
+        eventually_sync(
+            greeting,
+            what=f"dovecot to greet on IMAP {self.imap_port} and LMTP {self.lmtp_port}",
+            interval=0.02,
+            context=self._logs,
+        )
 
     def _stop_dovecot(self) -> None:
         proc, self._proc = self._proc, None
