@@ -9,8 +9,12 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from tests.peers.batch_stories import TWO_FOR_LOOKUP, pending_of, three_at_once
+from tests.peers.server import TOKEN
 from tests.peers.stack import Stack
+from tests.peers.web import csrf_of
 from tests.test_cli import cli
 from tests.waiting import eventually
 
@@ -117,3 +121,30 @@ async def _eventually_sent(st: Stack, n: int) -> list[str]:
         return got if len(got) >= n else None
 
     return await eventually(enough, what=f"{n} mails sent", timeout=30, interval=0.1)
+
+
+async def test_approve_all_on_the_web_page(tmp_path: Path) -> None:
+    async with Stack(tmp_path, script=three_at_once, skill=TWO_FOR_LOOKUP) as st:
+        run_id, pending = await three_waiting(st)
+        first = next(i for i in pending if i["tool"] == "crm.send_email")
+        lookup = next(i for i in pending if i["tool"] == "crm.lookup")
+        async with httpx.AsyncClient(base_url=st.server.url, follow_redirects=True) as web:
+            assert (await web.get("/login", params={"token": TOKEN})).status_code == 200
+            card = (await web.get(f"/items/{first['id']}")).text
+            assert "Approve all (3)" in card
+
+            r = await web.post(f"/runs/{run_id}/approve-all", data={"csrf": csrf_of(card)})
+            assert r.status_code == 200, r.text
+            said = " ".join(r.text.split())
+            assert "Approved 2 of 3 calls" in said
+            assert "crm.lookup</a>: left out: needs 2 approvals: approve it on its own card" in said
+            assert said.count(": approved") == 2
+            assert await _eventually_sent(st, 2) == ["one", "two"]
+
+            # The one left is decided on its own card: there is no batch of one.
+            left = (await web.get(f"/items/{lookup['id']}")).text
+            assert "Approve all" not in left
+
+            # Without the page's CSRF token nothing is approved.
+            refused = await web.post(f"/runs/{run_id}/approve-all", data={})
+            assert refused.status_code in (400, 403)

@@ -12,7 +12,14 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 
-from channels.web import routes_grants, routes_items, routes_login, routes_logs, routes_runs
+from channels.web import (
+    routes_batch,
+    routes_grants,
+    routes_items,
+    routes_login,
+    routes_logs,
+    routes_runs,
+)
 from channels.web._render import STATIC
 from channels.web.deps import Answered, WebSite
 
@@ -25,6 +32,7 @@ PARTS = (
     routes_runs.router,
     routes_logs.router,
     routes_grants.router,
+    routes_batch.router,
 )
 
 #: Every route of the web inbox, to include at ``/``. HTML pages, so not in the API's schema.

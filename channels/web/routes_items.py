@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, Response
 
+from agent.batch import turn_items
 from agent.errors import AlreadyDecided, InvalidArguments, NotFound
 from agent.model import Approve, Box, Decision, Edit, Item, ItemKind, ItemStatus, Reject, Run
 from channels.web._pages import error_page, fragment, go, not_found, page, safe_next
@@ -193,6 +194,8 @@ async def _item_page(
         server=server,
         tool=tool,
         pending=item.box is Box.ACTION and item.status is ItemStatus.PENDING,
+        # The run's other waiting calls of the same model turn: "Approve all (N)".
+        turn=await turn_items(v.deps.inbox, item.run_id) if item.kind is ItemKind.TOOL else [],
         views=views or [],
         form_error=form_error,
         edit_open=form_error is not None or any(f.error for f in views or []),

@@ -1,0 +1,32 @@
+"""Approve all on the web page: every waiting call of one model turn, from any of its cards.
+
+An item page shows "Approve all (N)" when its run's latest model reply left N > 1 calls
+waiting (`agent.batch.turn_items`). The form posts here; each call is approved on its own
+(`agent.batch.approve_all`), and the answer is a page listing what was approved and what was
+left out and why, since those reasons are no fixed note a redirect could carry.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+
+from agent.batch import approve_all
+from agent.errors import NotFound
+from channels.web._pages import not_found, page
+from channels.web.deps import ACTOR, CHANNEL, Posted
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+@router.post("/runs/{run_id}/approve-all")
+async def approve_all_post(run_id: str, post: Posted) -> Response:
+    v = post.visit
+    try:
+        run = await v.deps.store.get_run(run_id)
+    except NotFound:
+        return await not_found(v, "run")
+    batch = await approve_all(v.deps.inbox, run.id, actor=ACTOR, channel=CHANNEL)
+    return await page(v, "batch.html", section="inbox", run=run, batch=batch)
