@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from agent.errors import AlreadyDecided, InvalidArguments, NotAllowed, NotFound
 from agent.events import AssistantMessage
 from agent.inbox import Inbox
-from agent.model import Approve, Box, Item, ItemKind, ItemStatus
+from agent.model import Approve, Box, Event, Item, ItemKind, ItemStatus
+from agent.store import ItemReader
 
-__all__ = ["Batch", "Outcome", "approve_all", "required_approvals", "turn_items"]
+__all__ = ["Batch", "Outcome", "TurnReader", "approve_all", "required_approvals", "turn_items"]
 
 #: Why a call is left out, by cause; the channels show these words.
 NEEDS_MORE = "needs {n} approvals: approve it on its own card"
@@ -65,6 +67,13 @@ class Batch:
         return "\n".join(lines)
 
 
+class TurnReader(ItemReader, Protocol):
+    """What finding a turn's cards reads: the run's items, and its log (which calls one
+    model reply made)."""
+
+    async def events(self, run_id: str) -> list[Event]: ...
+
+
 def _name(item: Item) -> str:
     return item.tool or item.title
 
@@ -80,9 +89,8 @@ def required_approvals(inbox: Inbox, item: Item) -> int:
     return required if isinstance(required, int) else 1
 
 
-async def turn_items(inbox: Inbox, run_id: str) -> list[Item]:
+async def turn_items(store: TurnReader, run_id: str) -> list[Item]:
     """The pending cards of the run's latest model turn, in the order the model asked."""
-    store = inbox.ctx.store
     pending = await store.list_items(box=Box.ACTION, status=ItemStatus.PENDING, run_id=run_id)
     tools = {i.call_id: i for i in pending if i.kind is ItemKind.TOOL and i.call_id}
     if not tools:
@@ -99,7 +107,7 @@ async def approve_all(inbox: Inbox, run_id: str, *, actor: str, channel: str) ->
     `channel`, one decision each; the rest are left out with the reason. A refused call is
     audited by `Inbox.decide`, as a refused single approval is."""
     outcomes: list[Outcome] = []
-    for item in await turn_items(inbox, run_id):
+    for item in await turn_items(inbox.ctx.store, run_id):
         required = required_approvals(inbox, item)
         if required > 1:
             outcomes.append(Outcome(item, False, NEEDS_MORE.format(n=required)))

@@ -13,7 +13,17 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from agent.channel import DeliveryError
 from agent.errors import NotFound
-from agent.model import Box, Delivery, DeliveryStatus, Item, ItemKind, ItemStatus, Run, RunStatus
+from agent.model import (
+    Box,
+    Delivery,
+    DeliveryStatus,
+    Event,
+    Item,
+    ItemKind,
+    ItemStatus,
+    Run,
+    RunStatus,
+)
 from channels.slack import SlackChannel
 from tests.peers.slack_api import SlackApi
 
@@ -41,6 +51,16 @@ class Deliveries:
         if run_id not in self.runs:
             raise NotFound(f"no run {run_id}")
         return self.runs[run_id]
+
+    # No model turn here has more than one call: no card offers "Approve all".
+    async def get_item(self, item_id: str) -> Item:
+        raise NotFound(f"no item {item_id}")
+
+    async def list_items(self, **_: Any) -> list[Item]:
+        return []
+
+    async def events(self, run_id: str) -> list[Event]:
+        return []
 
 
 def item(item_id: str = "it1", run_id: str = "run1", **over: Any) -> Item:

@@ -24,6 +24,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.slack import blocks, grants
+from channels.slack.batch import APPROVE_ALL, on_approve_all
 from channels.slack.home import START, START_VIEW, HomeTabs
 from channels.slack.inbound import SLACK_ERRORS, SlackInbound
 
@@ -64,6 +65,12 @@ class _Listeners:
     ) -> None:
         await ack()
         await self.inbound.on_approve(body=body, client=client, retried=_retried(request))
+
+    async def approve_all(
+        self, ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient, request: AsyncBoltRequest
+    ) -> None:
+        await ack()
+        await on_approve_all(self.inbound, body=body, client=client, retried=_retried(request))
 
     async def edit(self, ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
         await ack()
@@ -179,6 +186,7 @@ def build_app(
     app.action(START)(on.start_clicked)
     app.view(START_VIEW)(on.start_submit)
     app.action(blocks.APPROVE)(on.approve)
+    app.action(APPROVE_ALL)(on.approve_all)
     app.action(blocks.EDIT)(on.edit)
     app.action(blocks.REJECT)(on.reject)
     app.action(blocks.GRANT)(on.grant)

@@ -15,11 +15,13 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from agent.batch import TurnReader
 from agent.channel import DeliveryError
 from agent.errors import NotFound
 from agent.model import Box, Delivery, DeliveryStatus, Item, RunStatus
 from agent.store import DeliveryReader, RunReader
 from channels.slack import blocks
+from channels.slack.batch import with_approve_all
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +40,9 @@ _PERMANENT = frozenset(
 )
 
 
-class RunDeliveries(DeliveryReader, RunReader, Protocol):
+class RunDeliveries(DeliveryReader, RunReader, TurnReader, Protocol):
     """What the channel reads from the store: a run's deliveries on one channel, oldest first,
-    and the run (how it ended, for its Unread note's mark)."""
+    the run (how it ended, for its Unread note's mark), and its turn's waiting cards."""
 
 
 def is_user(address: str) -> bool:
@@ -99,6 +101,7 @@ class SlackChannel:
         try:
             channel = await self._conversation(delivery.address)
             msg = blocks.message(item, base_url=self.base_url, outcome=await self._outcome(item))
+            msg = await with_approve_all(msg, item, self.store)
             args: dict[str, Any] = {
                 "channel": channel,
                 "text": msg.text,
@@ -120,6 +123,7 @@ class SlackChannel:
         if not ref.get("channel") or not ref.get("ts"):
             return  # nothing was posted that could be updated
         msg = blocks.message(item, base_url=self.base_url, outcome=await self._outcome(item))
+        msg = await with_approve_all(msg, item, self.store)
         try:
             await self.client.chat_update(
                 channel=str(ref["channel"]), ts=str(ref["ts"]), text=msg.text, blocks=msg.blocks

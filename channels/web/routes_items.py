@@ -195,7 +195,7 @@ async def _item_page(
         tool=tool,
         pending=item.box is Box.ACTION and item.status is ItemStatus.PENDING,
         # The run's other waiting calls of the same model turn: "Approve all (N)".
-        turn=await turn_items(v.deps.inbox, item.run_id) if item.kind is ItemKind.TOOL else [],
+        turn=await turn_items(store, item.run_id) if item.kind is ItemKind.TOOL else [],
         views=views or [],
         form_error=form_error,
         edit_open=form_error is not None or any(f.error for f in views or []),

@@ -1,0 +1,70 @@
+"""Approve all in Slack: a button on each card of a model turn that left several calls waiting.
+
+Every card of such a turn carries "Approve all (N)" next to its own buttons (N: the turn's
+waiting calls when the card was drawn). A click approves each call the clicker may approve
+alone, one decision each through `agent.batch.approve_all` (so every card is then updated by
+the outbox, as after a single approval), and tells the clicker, in a note only they see,
+what was approved and what was left out and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from agent.batch import TurnReader, approve_all, turn_items
+from agent.errors import NotFound
+from agent.model import Box, Item, ItemKind
+from agent.policy import SLACK
+from channels.slack.blocks import Message, esc
+
+if TYPE_CHECKING:
+    from channels.slack.inbound import SlackInbound
+
+__all__ = ["APPROVE_ALL", "on_approve_all", "with_approve_all"]
+
+APPROVE_ALL = "pizza_approve_all"
+
+
+async def with_approve_all(msg: Message, item: Item, store: TurnReader) -> Message:
+    """`msg` (the card of `item`) with "Approve all (N)" in its button row, when the item
+    waits with other calls of its turn; else `msg` unchanged."""
+    if item.box is not Box.ACTION or item.kind is not ItemKind.TOOL or item.decided:
+        return msg
+    n = len(await turn_items(store, item.run_id))
+    if n < 2:
+        return msg
+    button = {
+        "type": "button",
+        "action_id": APPROVE_ALL,
+        "text": {"type": "plain_text", "text": f"Approve all ({n})"},
+        "value": item.id,
+    }
+    blocks: list[dict[str, Any]] = []
+    for block in msg.blocks:
+        if block.get("type") == "actions" and block.get("block_id") == f"decide:{item.id}":
+            block = {**block, "elements": [*block["elements"], button]}
+        blocks.append(block)
+    return replace(msg, blocks=blocks)
+
+
+async def on_approve_all(
+    inbound: SlackInbound, *, body: dict[str, Any], client: AsyncWebClient, retried: bool
+) -> None:
+    """Approve the clicked card's turn as the clicker, and tell them how it went."""
+    user = str(body["user"]["id"])
+    container = body.get("container") or {}
+    channel = (body.get("channel") or {}).get("id") or container.get("channel_id")
+    thread = (body.get("message") or {}).get("thread_ts") or container.get("thread_ts")
+    try:
+        item = await inbound.store.get_item(str(body["actions"][0].get("value") or ""))
+    except NotFound:
+        await inbound.tell(client, channel=channel, user=user, text="This item no longer exists.")
+        return
+    batch = await approve_all(inbound.inbox, item.run_id, actor=user, channel=SLACK)
+    if retried and not batch.approved:
+        return  # Slack re-sent a click whose first try did the approving and said so
+    text = esc(batch.summary())
+    await inbound.tell(client, channel=channel, user=user, text=text, thread_ts=thread)
