@@ -8,7 +8,6 @@ from `Settings`), with the scripted model server and the test MCP server behind 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator
@@ -26,6 +25,7 @@ from bot.services import Services
 from bot.settings import Settings
 from tests.peers.stack import _merge, default_skill
 from tests.peers.stories import send_then_summarise
+from tests.waiting import eventually
 
 ALICE = "alice@example.test"
 
@@ -65,12 +65,12 @@ async def _built(settings: Settings, *, serving: bool) -> AsyncIterator[Services
 
 
 async def _action(svc: Services, run_id: str) -> Item:
-    async with asyncio.timeout(60):
-        while True:
-            items = await svc.store.list_items(run_id=run_id, box=Box.ACTION)
-            if items:
-                return items[0]
-            await asyncio.sleep(0.05)
+    items = await eventually(
+        lambda: svc.store.list_items(run_id=run_id, box=Box.ACTION),
+        what=f"an action item for run {run_id}",
+        timeout=60,
+    )
+    return items[0]
 
 
 async def test_a_worker_process_addresses_cards_to_the_servers_channels(
