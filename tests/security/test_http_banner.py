@@ -9,10 +9,10 @@ import re
 import select
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from tests.peers.server import TOKEN, ServerProcess
+from tests.waiting import eventually
 
 GUARD = 60.0
 
@@ -45,13 +45,21 @@ async def test_a_terminal_gets_the_login_link(tmp_path: Path) -> None:
     )
     os.close(child)
     seen = b""
+
+    def link_shown() -> bool:
+        nonlocal seen
+        if select.select([main], [], [], 0)[0]:
+            seen += os.read(main, 4096)
+            seen = re.sub(rb"\x1b\[[0-9;]*m", b"", seen)  # rich's colours
+        return f"login?token={TOKEN}".encode() in seen
+
     try:
-        deadline = time.monotonic() + GUARD
-        while f"login?token={TOKEN}".encode() not in seen and time.monotonic() < deadline:
-            ready, _, _ = select.select([main], [], [], 1.0)
-            if ready:
-                seen += os.read(main, 4096)
-                seen = re.sub(rb"\x1b\[[0-9;]*m", b"", seen)  # rich's colours
+        await eventually(
+            link_shown,
+            what="the login link on the terminal",
+            timeout=GUARD,
+            context=lambda: seen.decode(errors="replace"),
+        )
     finally:
         server.proc = proc
         server.stop()
