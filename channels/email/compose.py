@@ -199,6 +199,7 @@ def _instructions(item: Item) -> list[str]:
     return [
         "To decide, reply to this mail with your answer on the first line:",
         "  approve          run it as proposed (yes, ok and lgtm work too)",
+        "  approve all      also every other call the agent asked for with this one",
         "  reject REASON    do not run it; the agent reads your reason",
         '  edit             then one "name: value" line per field to change, e.g.',
         f"                     {sample}",

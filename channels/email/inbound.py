@@ -30,6 +30,7 @@ from email.policy import default as default_policy
 from typing import Any, Protocol
 
 from agent.argforms import coerce_form, field_path, form_fields, validate_arguments
+from agent.batch import approve_all
 from agent.context import utcnow
 from agent.errors import AlreadyDecided, Conflict, InvalidArguments, NotAllowed, NotFound
 from agent.inbox import Inbox
@@ -279,6 +280,8 @@ class MailHandler:
                 msg, sender, item, f"No decision was found in your reply; nothing changed. {HOW_TO}"
             )
             return "no decision found"
+        if command.all and item.kind is ItemKind.TOOL:
+            return await self._approve_all(msg, sender, item)
         decision: Decision
         if command.kind == "approve":
             decision = Approve()
@@ -301,6 +304,13 @@ class MailHandler:
             await self._say(msg, sender, item, _edit_errors(exc.errors))
             return "edit refused: " + ", ".join(sorted(exc.errors))
         return f"decided: {decision.kind}"
+
+    async def _approve_all(self, msg: EmailMessage, sender: str, item: Item) -> str:
+        """`approve all` on an action's thread: each call of its run's waiting turn that the
+        sender may approve alone, one decision each; the answer says what was left out."""
+        batch = await approve_all(self.inbox, item.run_id, actor=sender, channel=EMAIL)
+        await self._say(msg, sender, item, batch.summary())
+        return f"approved {len(batch.approved)} of {len(batch.outcomes)}"
 
     async def _follow_up(self, msg: EmailMessage, sender: str, item: Item, top: str) -> str:
         text = top.strip()

@@ -8,6 +8,7 @@ writer's language. `body_text` turns a message into text (HTML through html_text
 reads the decision from its first line:
 
     approve | yes | ok | lgtm            -> Command("approve")
+    approve all                          -> Command("approve", all=True): the run's turn
     reject <reason, may go on for lines> -> Command("reject", reason=...)
     edit + `name: value` lines or JSON   -> Command("edit", values=..., typed=...)
 
@@ -98,6 +99,7 @@ _FIRST_WORD = re.compile(r"^\s*(?P<word>[A-Za-z]+)\b(?P<rest>.*)$", re.DOTALL)
 _APPROVE_TAIL = re.compile(
     r"^[\s.!,:;\-–—👍✅✔️]*(please|thanks|thank you|thx)?[\s.!👍✅✔️]*$", re.IGNORECASE
 )
+_ALL = re.compile(r"^\s+all\b", re.IGNORECASE)
 _GREETING = re.compile(r"^\s*(hi|hello|hey|dear|hallo|bonjour|hola)\b[^\n]{0,40}$", re.IGNORECASE)
 # A backslash belongs to a name: `address\.city` is a property called "address.city".
 _FIELD_LINE = re.compile(
@@ -114,6 +116,8 @@ class Command:
 
     kind: Literal["approve", "reject", "edit"]
     reason: str = ""
+    #: `approve all`: every call of the item's run that waits with it (one model turn).
+    all: bool = False
     values: dict[str, Any] = field(default_factory=dict)
     typed: bool = False
     problem: str | None = None
@@ -137,7 +141,10 @@ def parse_command(top: str) -> Command | None:
     assert match is not None
     rest = match.group("rest")
     if word in _APPROVE_WORDS:
-        return Command("approve") if _APPROVE_TAIL.match(rest) else None
+        every = _ALL.match(rest)
+        if every is not None:
+            rest = rest[every.end() :]
+        return Command("approve", all=every is not None) if _APPROVE_TAIL.match(rest) else None
     if word in _REJECT_WORDS:
         reason = without_sign_off("\n".join([rest.lstrip(" \t:,-–—."), *lines[1:]]))
         return Command("reject", reason=reason)
