@@ -9,8 +9,9 @@ down only delays delivery.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
+from agent.addresses import DeliveryRef, EmailRef, SlackRef
 from agent.model import Delivery, Item
 
 
@@ -28,9 +29,10 @@ class DeliveryError(Exception):
 class Channel(Protocol):
     name: str
 
-    async def deliver(self, item: Item, delivery: Delivery) -> dict[str, Any] | None:
+    async def deliver(self, item: Item, delivery: Delivery) -> DeliveryRef | None:
         """Send `item` to `delivery.address`; return the channel's own reference to the copy
-        (e.g. Slack's channel and ts), which `update` receives later."""
+        (Slack's conversation and ts, a mail's Message-ID), which `update` receives later as
+        `delivery.ref`."""
         ...
 
     async def update(self, item: Item, delivery: Delivery) -> None:
@@ -49,12 +51,18 @@ class RecordingChannel:
     updated: list[tuple[Item, Delivery]] = field(default_factory=list)
     fail_times: int = 0
 
-    async def deliver(self, item: Item, delivery: Delivery) -> dict[str, Any] | None:
+    async def deliver(self, item: Item, delivery: Delivery) -> DeliveryRef | None:
         if self.fail_times > 0:
             self.fail_times -= 1
             raise DeliveryError("recording channel told to fail")
         self.delivered.append((item, delivery))
-        return {"n": len(self.delivered)}
+        # A reference of the kind the channel it stands in for would give.
+        n = str(len(self.delivered))
+        if self.name == "slack":
+            return SlackRef(channel=delivery.address, ts=n, thread_ts=n)
+        if self.name == "email":
+            return EmailRef(message_id=f"<{n}@recording>", thread=n, address=delivery.address)
+        return None
 
     async def update(self, item: Item, delivery: Delivery) -> None:
         self.updated.append((item, delivery))

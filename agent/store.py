@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from agent.addresses import DeliveryRef
 from agent.model import (
     AuditEntry,
     Box,
@@ -241,7 +242,7 @@ class DeliveryReader(Protocol):
         ...
 
     async def find_delivery(self, channel: str, external_id: str) -> Delivery | None:
-        """The delivery whose channel reference `id` is `external_id` (a Slack ts, a Message-ID)."""
+        """The delivery whose ref's `external_id` is `external_id` (a Slack ts, a Message-ID)."""
         ...
 
 
@@ -253,7 +254,7 @@ class Outbox(DeliveryReader, Protocol):
         ...
 
     async def delivery_sent(
-        self, delivery_id: str, *, ref: dict[str, Any] | None, now: datetime
+        self, delivery_id: str, *, ref: DeliveryRef | None, now: datetime
     ) -> None: ...
 
     async def delivery_updated(self, delivery_id: str, *, now: datetime) -> None: ...

@@ -6,7 +6,7 @@ escalations, so the two never disagree about where an item goes.
 
 from __future__ import annotations
 
-from agent.model import Target
+from agent.addresses import EmailTarget, SlackTarget, Target
 from agent.skills import Deliver, Skill
 
 __all__ = ["deliver_targets", "targets_for"]
@@ -16,9 +16,9 @@ def deliver_targets(deliver: Deliver, channels: frozenset[str]) -> list[Target]:
     """Where a `deliver:`-shaped block sends items, limited to the configured channels."""
     targets: list[Target] = []
     if "slack" in channels and deliver.slack:
-        targets.append(Target("slack", deliver.slack))
+        targets.append(SlackTarget(deliver.slack))
     if "email" in channels:
-        targets.extend(Target("email", a) for a in deliver.email)
+        targets.extend(EmailTarget(a) for a in deliver.email)
     return targets
 
 

@@ -127,7 +127,7 @@ class Timers:
                 item_id=item.id,
                 tool=tool,
                 after=human_duration(rule.escalate_after),
-                targets=[f"{t.channel}:{t.address}" for t in targets],
+                targets=[f"{t.kind}:{t.address}" for t in targets],
                 approvers=escalation.approvers.model_dump(),
             )
             if await self._once(item, "escalate", targets, Note(escalated=remark)):
@@ -142,7 +142,7 @@ class Timers:
                 item_id=item.id,
                 tool=tool,
                 after=human_duration(rule.remind_after),
-                targets=[f"{t.channel}:{t.address}" for t in targets],
+                targets=[f"{t.kind}:{t.address}" for t in targets],
             )
             if await self._once(item, "remind", targets, Note(reminder=remark)):
                 actions.append(TimerAction(item.id, "reminded"))

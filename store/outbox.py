@@ -15,6 +15,7 @@ from typing import Any, cast
 from sqlalchemy import Connection, Table, and_, bindparam, or_, select, update
 from sqlalchemy.orm import Session
 
+from agent.addresses import DeliveryRef, ref_from_json, ref_to_json
 from agent.context import new_id
 from agent.errors import NotFound
 from agent.model import Box, Delivery, DeliveryStatus, ItemStatus, Target
@@ -44,7 +45,7 @@ def delivery_of(row: Any) -> Delivery:
         address=row.address,
         status=DeliveryStatus(row.status),
         attempts=row.attempts,
-        ref=row.ref,
+        ref=ref_from_json(row.ref, channel=row.channel),
         last_error=row.last_error,
         needs_update=row.needs_update,
         next_attempt_at=row.next_attempt_at,
@@ -62,7 +63,7 @@ def insert_deliveries(
                 id=new_id(),
                 item_id=item_id,
                 run_id=run_id,
-                channel=t.channel,
+                channel=t.kind,
                 address=t.address,
                 status=DeliveryStatus.PENDING.value,
                 attempts=0,
@@ -102,7 +103,7 @@ class SqlOutbox:
         return await self._select(q)
 
     async def delivery_sent(
-        self, delivery_id: str, *, ref: dict[str, Any] | None, now: datetime
+        self, delivery_id: str, *, ref: DeliveryRef | None, now: datetime
     ) -> None:
         def tx(s: Session) -> None:
             row = s.get(DeliveryRow, delivery_id)
@@ -110,8 +111,8 @@ class SqlOutbox:
                 raise NotFound(f"no delivery {delivery_id}")
             item = s.get(ItemRow, row.item_id)
             row.status = DeliveryStatus.SENT.value
-            row.ref = ref
-            row.external_id = str(ref.get("id")) if ref and ref.get("id") is not None else None
+            row.ref = ref_to_json(ref) if ref is not None else None
+            row.external_id = ref.external_id if ref is not None else None
             row.attempts += 1
             row.last_error = None
             row.next_attempt_at = None

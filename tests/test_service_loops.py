@@ -11,13 +11,13 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 
+from agent.addresses import DeliveryRef, SlackTarget
 from agent.channel import RecordingChannel
 from agent.context import Context
-from agent.model import Box, Delivery, Item, ItemKind, ItemStatus, Target
+from agent.model import Box, Delivery, Item, ItemKind, ItemStatus
 from agent.outbox import Dispatcher
 from agent.skills import SkillBook
 from agent.tasks import stop_if_cancelled
@@ -34,7 +34,7 @@ class SwallowingChannel(RecordingChannel):
         super().__init__(name="swallowing")
         self.entered = asyncio.Event()
 
-    async def deliver(self, item: Item, delivery: Delivery) -> dict[str, Any] | None:
+    async def deliver(self, item: Item, delivery: Delivery) -> DeliveryRef | None:
         self.entered.set()
         with contextlib.suppress(asyncio.CancelledError):  # lost, as by the library
             await asyncio.sleep(30)
@@ -64,11 +64,11 @@ async def test_a_dispatcher_stops_even_when_a_channel_lost_the_cancel(store: Sql
         created_at=T0,
         secret="x",
     )
-    await store.create_item(note, targets=[Target("swallowing", "#ops")], worker=None, now=T0)
+    await store.create_item(note, targets=[SlackTarget("#ops")], worker=None, now=T0)
     channel = SwallowingChannel()
     dispatcher = Dispatcher(
         Context(store=store, skills=SkillBook(), clock=lambda: T0),
-        {"swallowing": channel},
+        {"slack": channel},
         poll_interval=0.05,
     )
     task = asyncio.create_task(dispatcher.run_forever())

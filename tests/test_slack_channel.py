@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
+from agent.addresses import SlackRef
 from agent.channel import DeliveryError
 from agent.errors import NotFound
 from agent.model import (
@@ -89,7 +90,7 @@ def delivery(
     address: str = "C123",
     minutes: int = 0,
     status: DeliveryStatus = DeliveryStatus.PENDING,
-    ref: dict[str, Any] | None = None,
+    ref: SlackRef | None = None,
 ) -> Delivery:
     return Delivery(
         id=delivery_id,
@@ -126,8 +127,8 @@ async def test_a_runs_items_share_one_thread_under_its_first_message(slack: Slac
     store.rows.append(first)
     ref = await ch.deliver(item(), first)
     assert ref is not None
-    ts = ref["ts"]
-    assert ref == {"channel": "C123", "ts": ts, "thread_ts": ts, "id": ts}
+    ts = ref.ts
+    assert ref == SlackRef(channel="C123", ts=ts, thread_ts=ts)
     [post] = slack.calls_to("chat.postMessage")
     assert post.token == "xoxb-test" and "thread_ts" not in post.args
     assert post.args["unfurl_links"] is False
@@ -136,14 +137,14 @@ async def test_a_runs_items_share_one_thread_under_its_first_message(slack: Slac
     second = delivery("d2", item_id="it2", minutes=1)
     store.rows.append(second)
     ref2 = await ch.deliver(item("it2"), second)
-    assert ref2 is not None and ref2["thread_ts"] == ts and ref2["id"] != ts
+    assert ref2 is not None and ref2.thread_ts == ts and ref2.ts != ts
     assert slack.calls_to("chat.postMessage")[-1].args["thread_ts"] == ts
 
     # Another run starts its own thread.
     other = delivery("d3", item_id="it3", run_id="run2", minutes=2)
     store.rows.append(other)
     ref3 = await ch.deliver(item("it3", run_id="run2"), other)
-    assert ref3 is not None and ref3["thread_ts"] == ref3["ts"]
+    assert ref3 is not None and ref3.thread_ts == ref3.ts
 
 
 async def test_a_later_item_waits_while_the_runs_first_message_is_unsent(slack: SlackApi) -> None:
@@ -157,7 +158,7 @@ async def test_a_later_item_waits_while_the_runs_first_message_is_unsent(slack: 
     # Once the first one gave up for good, the next one starts the thread.
     store.rows[0] = replace(first, status=DeliveryStatus.FAILED)
     ref = await ch.deliver(item("it2"), second)
-    assert ref is not None and ref["thread_ts"] == ref["ts"]
+    assert ref is not None and ref.thread_ts == ref.ts
 
 
 async def test_a_user_address_is_a_direct_message(slack: SlackApi) -> None:
@@ -167,7 +168,7 @@ async def test_a_user_address_is_a_direct_message(slack: SlackApi) -> None:
         d = delivery(f"d{n}", item_id=f"it{n}", run_id=f"run{n}", address="U42")
         store.rows.append(d)
         ref = await ch.deliver(item(f"it{n}", run_id=f"run{n}"), d)
-        assert ref is not None and ref["channel"] == "D42"
+        assert ref is not None and ref.channel == "D42"
     assert [c.args["users"] for c in slack.calls_to("conversations.open")] == ["U42"]
     assert {c.args["channel"] for c in slack.calls_to("chat.postMessage")} == {"D42"}
 
@@ -176,7 +177,7 @@ async def test_update_rerenders_the_sent_copy(slack: SlackApi) -> None:
     store = Deliveries()
     ch = channel_for(slack, store)
     decided = item(status=ItemStatus.APPROVED, decided_by="U1", decided_via="slack", decided_at=AT)
-    ref = {"channel": "C123", "ts": "171.5", "thread_ts": "171.5", "id": "171.5"}
+    ref = SlackRef(channel="C123", ts="171.5", thread_ts="171.5")
     await ch.update(decided, delivery("d1", status=DeliveryStatus.SENT, ref=ref))
     [update] = slack.calls_to("chat.update")
     assert update.args["channel"] == "C123" and update.args["ts"] == "171.5"
@@ -192,7 +193,7 @@ async def test_a_rate_limit_becomes_a_retry_after_slacks_delay(slack: SlackApi) 
         await ch.deliver(item(), delivery("d1"))
     assert caught.value.retry_after == 7.0 and not caught.value.permanent
     slack.fail_next(1, status=429, retry_after=3, methods={"chat.update"})
-    ref = {"channel": "C123", "ts": "171.5"}
+    ref = SlackRef(channel="C123", ts="171.5", thread_ts="171.5")
     with pytest.raises(DeliveryError) as caught:
         await ch.update(item(), delivery("d1", status=DeliveryStatus.SENT, ref=ref))
     assert caught.value.retry_after == 3.0

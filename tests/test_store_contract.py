@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from agent.addresses import EmailRef, EmailTarget, SlackRef, SlackTarget
 from agent.errors import AlreadyDecided, NotFound
 from agent.events import DecisionMade, Note, RunStarted, ToolRequest
 from agent.model import (
@@ -24,7 +25,6 @@ from agent.model import (
     NewEvent,
     Reject,
     RunStatus,
-    Target,
 )
 from agent.store import LeaseLost
 from store.migrate import upgrade
@@ -179,7 +179,7 @@ async def test_an_item_is_written_with_its_deliveries_and_moves_the_run(store: S
     await store.claim_run(worker="w", now=T0, lease_seconds=30)
     await store.create_item(
         _item(),
-        targets=[Target("slack", "C1"), Target("email", "a@x")],
+        targets=[SlackTarget("C1"), EmailTarget("a@x")],
         worker="w",
         now=T0,
         run_status=RunStatus.WAITING,
@@ -225,16 +225,18 @@ async def test_the_outbox_retries_and_marks_copies_for_update(store: SqlStore) -
     await _run(store)
     await store.claim_run(worker="w", now=T0, lease_seconds=30)
     await store.create_item(
-        _item(), targets=[Target("slack", "C1")], worker="w", now=T0, run_status=RunStatus.WAITING
+        _item(), targets=[SlackTarget("C1")], worker="w", now=T0, run_status=RunStatus.WAITING
     )
     (d,) = await store.due_deliveries(now=T0)
     await store.delivery_failed(d.id, error="down", retry_at=T0 + timedelta(seconds=10), now=T0)
     assert await store.due_deliveries(now=T0 + timedelta(seconds=5)) == []
     (d,) = await store.due_deliveries(now=T0 + timedelta(seconds=10))
     assert d.attempts == 1 and d.last_error == "down"
-    await store.delivery_sent(d.id, ref={"id": "123.45", "channel": "C1"}, now=T0)
+    sent = SlackRef(channel="C1", ts="123.45", thread_ts="123.45")
+    await store.delivery_sent(d.id, ref=sent, now=T0)
     assert await store.due_deliveries(now=T0) == []
-    assert (await store.find_delivery("slack", "123.45")) is not None
+    found = await store.find_delivery("slack", "123.45")
+    assert found is not None and found.ref == sent
     await store.record_decision(
         "i1",
         Approve(),
@@ -248,6 +250,42 @@ async def test_the_outbox_retries_and_marks_copies_for_update(store: SqlStore) -
     assert d.needs_update and d.status is DeliveryStatus.SENT
     await store.delivery_updated(d.id, now=T0)
     assert await store.due_deliveries(now=T0) == []
+
+
+async def test_refs_written_before_they_were_typed_still_load(store: SqlStore) -> None:
+    from sqlalchemy import Connection, update
+
+    from store.tables import DeliveryRow
+
+    await _run(store)
+    await store.claim_run(worker="w", now=T0, lease_seconds=30)
+    await store.create_item(
+        _item(),
+        targets=[SlackTarget("C1"), EmailTarget("a@x")],
+        worker="w",
+        now=T0,
+        run_status=RunStatus.WAITING,
+    )
+    # The JSON earlier versions stored: no kind, the external id under "id".
+    old = {
+        "slack": {"channel": "C1", "ts": "171.5", "thread_ts": "170.1", "id": "171.5"},
+        "email": {"id": "<m1@bot>", "thread": "<m0@bot>", "address": "a@x"},
+    }
+
+    def write(c: Connection) -> None:
+        for channel, ref in old.items():
+            c.execute(
+                update(DeliveryRow)
+                .where(DeliveryRow.channel == channel)
+                .values(ref=ref, external_id=ref["id"], status=DeliveryStatus.SENT.value)
+            )
+
+    await store.db.run(write)
+    slack, email = await store.deliveries("i1")
+    assert slack.ref == SlackRef(channel="C1", ts="171.5", thread_ts="170.1")
+    assert email.ref == EmailRef(message_id="<m1@bot>", thread="<m0@bot>", address="a@x")
+    found = await store.find_delivery("email", "<m1@bot>")
+    assert found is not None and found.id == email.id
 
 
 async def test_closing_a_runs_items_and_reading_unread(store: SqlStore) -> None:

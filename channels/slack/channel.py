@@ -15,6 +15,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from agent.addresses import SlackRef
 from agent.batch import TurnReader
 from agent.channel import DeliveryError
 from agent.errors import NotFound
@@ -96,7 +97,7 @@ class SlackChannel:
         self.base_url = base_url.rstrip("/")
         self._dm: dict[str, str] = {}
 
-    async def deliver(self, item: Item, delivery: Delivery) -> dict[str, Any] | None:
+    async def deliver(self, item: Item, delivery: Delivery) -> SlackRef:
         thread_ts = await self._thread_of(delivery)
         try:
             channel = await self._conversation(delivery.address)
@@ -116,17 +117,17 @@ class SlackChannel:
             raise delivery_error(exc, "chat.postMessage") from exc
         ts = str(response["ts"])
         posted_in = str(response.get("channel") or channel)
-        return {"channel": posted_in, "ts": ts, "thread_ts": thread_ts or ts, "id": ts}
+        return SlackRef(channel=posted_in, ts=ts, thread_ts=thread_ts or ts)
 
     async def update(self, item: Item, delivery: Delivery) -> None:
-        ref = delivery.ref or {}
-        if not ref.get("channel") or not ref.get("ts"):
+        ref = delivery.ref
+        if not isinstance(ref, SlackRef) or not ref.channel:
             return  # nothing was posted that could be updated
         msg = blocks.message(item, base_url=self.base_url, outcome=await self._outcome(item))
         msg = await with_approve_all(msg, item, self.store)
         try:
             await self.client.chat_update(
-                channel=str(ref["channel"]), ts=str(ref["ts"]), text=msg.text, blocks=msg.blocks
+                channel=ref.channel, ts=ref.ts, text=msg.text, blocks=msg.blocks
             )
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
             raise delivery_error(exc, "chat.update") from exc
@@ -157,8 +158,8 @@ class SlackChannel:
             and (d.created_at, d.id) < (delivery.created_at, delivery.id)
         ]
         for d in earlier:
-            if d.status is DeliveryStatus.SENT and d.ref and d.ref.get("ts"):
-                return str(d.ref.get("thread_ts") or d.ref["ts"])
+            if d.status is DeliveryStatus.SENT and isinstance(d.ref, SlackRef):
+                return d.ref.thread_ts
         if any(d.status is DeliveryStatus.PENDING for d in earlier):
             raise DeliveryError("waiting for the run's first Slack message", retry_after=1.0)
         return None

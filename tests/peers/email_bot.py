@@ -28,6 +28,7 @@ from typing import Any
 import aiosmtplib
 import psutil
 
+from agent.addresses import EmailTarget
 from agent.context import Context
 from agent.engine import finish_run
 from agent.events import ToolRequest
@@ -40,7 +41,6 @@ from agent.model import (
     NewEvent,
     Risk,
     RunStatus,
-    Target,
 )
 from agent.outbox import Dispatcher
 from agent.policy import Access
@@ -345,7 +345,7 @@ class EmailBot:
         )
         await self.store.create_item(
             item,
-            targets=[Target("email", a) for a in skill.deliver.email],
+            targets=[EmailTarget(a) for a in skill.deliver.email],
             worker=None,
             now=now,
             run_status=RunStatus.WAITING,

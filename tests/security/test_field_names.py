@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
+from agent.addresses import EmailTarget
 from agent.events import ToolRequest
-from agent.model import Box, Item, ItemKind, ItemStatus, NewEvent, RunStatus, Target
+from agent.model import Box, Item, ItemKind, ItemStatus, NewEvent, RunStatus
 from channels.web.forms import PREFIX
 from tests.peers.email_bot import USERS, EmailBot, reply_to, send
 from tests.peers.mailserver import MailServer
@@ -100,7 +101,7 @@ async def _dotted_action(bot: EmailBot) -> Item:
     )
     await bot.store.create_item(
         item,
-        targets=[Target("email", a) for a in skill.deliver.email],
+        targets=[EmailTarget(a) for a in skill.deliver.email],
         worker=None,
         now=now,
         run_status=RunStatus.WAITING,
