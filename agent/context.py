@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from agent.policy.grants import Grants
+from agent.policy.quorum import Approvals
 from agent.skills import SkillBook
 from agent.store import Store
 
@@ -48,3 +49,6 @@ class Context:
     on_run_end: Callable[[str], Awaitable[None]] | None = None
     #: Where grants ("don't ask again for …") are kept; None: this server offers none.
     grants: Grants | None = None
+    #: Where counts of approvals are kept (tools that need more than one person); None:
+    #: such calls cannot be approved here.
+    approvals: Approvals | None = None

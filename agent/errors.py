@@ -6,6 +6,7 @@
     ├── NotFound               no such run, item or skill
     ├── Conflict               the state does not allow it
     │   ├── AlreadyDecided     the first decision won; carries the item with who/when/how
+    │   ├── AlreadyApproved    this person's approval is counted already (two-person approval)
     │   └── KillSwitchOn       the global kill switch refuses new work
     ├── NotAllowed             the actor is not an approver on that channel
     ├── InvalidArguments       edited arguments fail the tool's JSON schema (errors by field)
@@ -54,6 +55,19 @@ class AlreadyDecided(Conflict):
         when = item.decided_at.isoformat() if item.decided_at else "earlier"
         super().__init__(
             f"already {item.status} by {item.decided_by} via {item.decided_via} at {when}"
+        )
+
+
+class AlreadyApproved(Conflict):
+    """A person approved an item that needs more than one, and had approved it already: a
+    person counts once, whichever channel they use."""
+
+    def __init__(self, person: str, count: str) -> None:
+        self.person = person
+        self.count = count
+        super().__init__(
+            f"{person} approved this already and counts once ({count}): "
+            "another person must approve it"
         )
 
 

@@ -5,6 +5,8 @@ closed), validates edited arguments against the tool's JSON schema and the skill
 edit a rule denies is refused with the rule's reason) and an approval's grant against those
 the card offers, and records the decision
 with a conditional update, so the first decision wins and a second is told who was first.
+Where a tool needs more than one person (`approvals.required`), an approval or an edit is
+counted first (`agent.policy.quorum`), and the decision is recorded once the count is reached.
 The run is re-queued in the same transaction, and every channel's copy is marked for update.
 """
 
@@ -31,6 +33,7 @@ from agent.model import (
 )
 from agent.policy import Access, Verdict, audit_refusal
 from agent.policy.grants import same_choice
+from agent.policy.quorum import Count, count, required_for
 from agent.policy.rules import judge
 
 log = logging.getLogger(__name__)
@@ -82,12 +85,20 @@ class Inbox:
                 raise InvalidArguments({"": "only the clock expires an item"})
             case _:
                 assert_never(decision)
+        args_before = item.args
+        if isinstance(decision, Approve | Edit) and self._required(item) > 1:
+            counted = await self._count(item, decision, actor=actor, channel=channel)
+            if not counted.reached:
+                self.ctx.wake_outbox()
+                return await store.get_item(item.id)
+            decision, args_before = counted.decision()
+            final_args = counted.args
         event = NewEvent(
             DecisionMade(
                 item_id=item.id,
                 call_id=item.call_id,
                 decision=decision,
-                args_before=item.args,
+                args_before=args_before,
                 args=final_args,
                 actor=actor,
                 channel=channel,
@@ -105,6 +116,32 @@ class Inbox:
         self.ctx.wake_workers()
         self.ctx.wake_outbox()
         return decided
+
+    def _required(self, item: Item) -> int:
+        return required_for(
+            item, self.ctx.skills.get(item.skill) if item.skill in self.ctx.skills else None
+        )
+
+    async def _count(
+        self, item: Item, decision: Approve | Edit, *, actor: str, channel: str
+    ) -> Count:
+        """Count a person's approval (or edit) of an item that needs more than one
+        (`agent.policy.quorum`)."""
+        required = self._required(item)
+        if self.ctx.approvals is None:
+            why = f"{item.tool} needs {required} people's approval; this server keeps no count"
+            raise InvalidArguments({"": why})
+        return await count(
+            self.ctx.approvals,
+            self.ctx.store,
+            item,
+            skill=self.ctx.skills.get(item.skill) if item.skill in self.ctx.skills else None,
+            required=required,
+            actor=actor,
+            channel=channel,
+            now=self.ctx.clock(),
+            edited=decision.args if isinstance(decision, Edit) else None,
+        )
 
     def _check_grant(self, item: Item, choice: str) -> None:
         """Refuse a grant the card did not offer: the tool's `grants` (none where it needs

@@ -12,10 +12,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, assert_never
 
-# Re-exported: a delivery's target and ref are nouns of the engine like the others.
-from agent.addresses import DeliveryRef as DeliveryRef
-from agent.addresses import Target as Target
-
 if TYPE_CHECKING:
     from agent.events import EventPayload
 
@@ -196,11 +192,25 @@ class Risk:
     #: The grants the card offers next to Approve ("run", "1h", "exact"; see
     #: `agent.policy.grants`); empty: none.
     grants: tuple[str, ...] = ()
+    #: How many different people must approve (None: one decides); `approved`: who has, in
+    #: the current count ("alice via Slack"; see `agent.policy.quorum`).
+    approvals_required: int | None = None
+    approved: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Stored as a JSON list, read back as one.
         object.__setattr__(self, "hints", tuple(self.hints))
         object.__setattr__(self, "grants", tuple(self.grants))
+        object.__setattr__(self, "approved", tuple(self.approved))
+
+    @property
+    def approvals_text(self) -> str | None:
+        """The count, as in "1 of 2 approved: alice via Slack", where more than one must approve."""
+        required = self.approvals_required or 1
+        if required <= 1:
+            return None
+        text = f"{len(self.approved)} of {required} approved"
+        return f"{text}: {', '.join(self.approved)}" if self.approved else text
 
     @property
     def noted(self) -> bool:
@@ -208,13 +218,11 @@ class Risk:
         return self.impact is not None or self.reversible is not None or self.scope is not None
 
     def as_dict(self) -> dict[str, Any]:
-        out = {
-            k: v for k, v in vars(self).items() if v is not None and k not in ("hints", "grants")
-        }
-        if self.hints:
-            out["hints"] = list(self.hints)
-        if self.grants:
-            out["grants"] = list(self.grants)
+        lists = ("hints", "grants", "approved")
+        out = {k: v for k, v in vars(self).items() if v is not None and k not in lists}
+        for name in lists:
+            if getattr(self, name):
+                out[name] = list(getattr(self, name))
         return out
 
 
@@ -303,6 +311,14 @@ def decision_from(
     raise ValueError(f"unknown decision {kind!r}: use approve, edit or reject")
 
 
+@dataclass(frozen=True)
+class Target:
+    """Where a channel should deliver an item: the channel's name and its own address."""
+
+    channel: str
+    address: str
+
+
 class DeliveryStatus(enum.StrEnum):
     PENDING = "pending"
     SENT = "sent"
@@ -318,7 +334,7 @@ class Delivery:
     address: str
     status: DeliveryStatus
     attempts: int
-    ref: DeliveryRef | None
+    ref: dict[str, Any] | None
     last_error: str | None
     needs_update: bool
     next_attempt_at: datetime | None

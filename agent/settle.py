@@ -168,8 +168,9 @@ def plan(
 
 def card_risk(skill: Skill, tool: ToolSpec, ruling: Ruling) -> Risk:
     """What the card says of the call: the skill's risk notes, else the tool's own hints;
-    and the rule that asked."""
+    and the rule that asked; how many people must approve, where more than one."""
     risk = skill.rule(tool.qualified).risk
+    required = skill.approvals_required(tool.qualified)
     hints = tool.hints.words() if tool.hints is not None and not risk.noted else ()
     rule = ruling.by_rule
     if rule is not None and ruling.reason:
@@ -181,6 +182,7 @@ def card_risk(skill: Skill, tool: ToolSpec, ruling: Ruling) -> Risk:
         hints=hints,
         rule=rule,
         grants=offered(skill, tool.qualified),
+        approvals_required=required if required > 1 else None,
     )
 
 

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import (
@@ -216,6 +217,15 @@ class Rule(_Strict):
         return v
 
 
+class Approvals(_Strict):
+    """How many different people must approve a tool's call before it runs (`required`).
+
+    A person is counted once whatever channel they use (see `Skill.people`); one reject
+    ends the item, and an edit restarts the count (see `agent.policy.quorum`)."""
+
+    required: int = Field(default=1, ge=1, le=20)
+
+
 class ToolRule(_Strict):
     policy: Policy = "ask"
     #: Checked in order on the call's arguments; the first that holds decides, else `policy`.
@@ -233,6 +243,8 @@ class ToolRule(_Strict):
     #: again: `run` (the rest of this run), a duration (`1h`: this skill, for that long),
     #: `exact` (these arguments, this skill, until revoked); `[]` offers none.
     grants: list[str] = list(DEFAULT_GRANTS)
+    #: More than one person for this tool: `{required: 2}` (no grant is offered then).
+    approvals: Approvals = Approvals()
 
     @field_validator("timeout", "remind_after", "escalate_after", mode="before")
     @classmethod
@@ -297,14 +309,51 @@ class Budget(_Strict):
         return Budget(**merged, per_day=DailyBudget(**day))
 
 
+_PERSON = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def _people_list(value: Any) -> Any:
+    """`approvers: [alice, bob]` names people (`Skill.people`); the mapping form lists
+    identities per channel, and may name people too (`people: [alice]`)."""
+    return {"people": value} if isinstance(value, list) else value
+
+
+class Person(_Strict):
+    """One human and their identity on each channel, so that a count of approvals counts
+    people, not accounts (alice on Slack and alice by email approve once)."""
+
+    slack: str | None = None  # a Slack user id
+    email: str | None = None
+
+    @field_validator("slack", "email")
+    @classmethod
+    def _identity(cls, v: str | None) -> str | None:
+        return v.strip() or None if v is not None else None
+
+    @field_validator("email")
+    @classmethod
+    def _lower(cls, v: str | None) -> str | None:
+        return v.lower() if v is not None else None
+
+    def on(self, channel: str) -> str | None:
+        """This person's identity on `channel` ("slack", "email"); None: not there."""
+        value = getattr(self, channel, None) if channel in ("slack", "email") else None
+        return value if isinstance(value, str) else None
+
+
 class Approvers(_Strict):
     slack: list[str] = []
     email: list[str] = []
+    #: Names of people (`Skill.people`), with every identity each has.
+    people: list[str] = []
 
     @field_validator("email")
     @classmethod
     def _lower(cls, v: list[str]) -> list[str]:
         return [a.strip().lower() for a in v]
+
+
+PeopleOrApprovers = Annotated[Approvers, BeforeValidator(_people_list)]
 
 
 class Deliver(_Strict):
@@ -319,7 +368,7 @@ class Escalation(Deliver):
     deciding stays a stateless check), so the people it escalates to can act on it.
     """
 
-    approvers: Approvers = Approvers()
+    approvers: PeopleOrApprovers = Approvers()
 
 
 class Folder(_Strict):
@@ -343,6 +392,22 @@ class Schedule(_Strict):
 class Hook(_Strict):
     name: str
     secret_env: str
+
+
+class DigestAt(_Strict):
+    """When the daily digest goes out: `at` ("08:30", 24-hour) in `timezone`."""
+
+    at: Annotated[str, Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")]
+    timezone: str = "UTC"
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, v: str) -> str:
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown timezone {v!r} (use a name like Europe/Amsterdam)") from None
+        return v
 
 
 class Defaults(_Strict):
@@ -371,13 +436,17 @@ class Skill(_Strict):
     mcp_servers: dict[str, StdioServer | HttpServer] = {}
     tools: dict[str, Policy | ToolRule] = {}
     budget: Budget = Budget()
-    approvers: Approvers = Approvers()
+    #: People by name, each with their identities (`alice: {slack: U012, email: a@x}`).
+    people: dict[str, Person] = {}
+    approvers: PeopleOrApprovers = Approvers()
     deliver: Deliver = Deliver()
     folders: list[Folder] = []
     schedules: list[Schedule] = []
     hooks: list[Hook] = []
     max_tool_result_chars: int = 20_000
     defaults: Defaults = Defaults()
+    #: The daily digest of this skill's waiting items (`agent.digest`); None: the server's.
+    digest: DigestAt | None = None
     _origin: Origin | None = PrivateAttr(default=None)
 
     @property
@@ -393,15 +462,61 @@ class Skill(_Strict):
                 raise ValueError(f"server name {name!r}: use letters, digits, - and single _")
         return v
 
+    @field_validator("people")
+    @classmethod
+    def _people(cls, v: dict[str, Person]) -> dict[str, Person]:
+        owners: dict[tuple[str, str], str] = {}
+        for name, person in v.items():
+            if not _PERSON.match(name):
+                raise ValueError(f"person {name!r}: use letters, digits, _, . and -")
+            if person.slack is None and person.email is None:
+                raise ValueError(f"person {name!r} has no identity: give slack, email or both")
+            for channel in ("slack", "email"):
+                identity = person.on(channel)
+                if identity is None:
+                    continue
+                other = owners.setdefault((channel, identity), name)
+                if other != name:
+                    raise ValueError(f"{other} and {name} have the same {channel} {identity!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _named_people(self) -> Skill:
+        lists = [("approvers", self.approvers)]
+        for key, entry in self.tools.items():
+            if isinstance(entry, ToolRule) and entry.escalate_to is not None:
+                lists.append((f"tools.{key}.escalate_to.approvers", entry.escalate_to.approvers))
+        for where, approvers in lists:
+            unknown = [n for n in approvers.people if n not in self.people]
+            if unknown:
+                known = ", ".join(sorted(self.people)) or "none"
+                raise ValueError(
+                    f"{where}: {unknown[0]!r} is not in people (people: {known}); "
+                    "list a person under people: with their slack id and email"
+                )
+        return self
+
     def approvers_for(self, tool: str | None, channel: str) -> list[str]:
         """Who may decide an item of `tool` ("server.tool"; None for a budget item) on a
         channel ("slack": user ids, "email": lowercased addresses): the skill's approvers plus
-        the approvers that tool's items escalate to (see `Escalation`)."""
-        approvers: list[str] = list(getattr(self.approvers, channel, []))
+        the approvers that tool's items escalate to (see `Escalation`); a named person with
+        their identity on that channel."""
+        lists = [self.approvers]
         escalation = self.rule(tool).escalate_to if tool else None
         if escalation is not None:
-            approvers += getattr(escalation.approvers, channel, [])
+            lists.append(escalation.approvers)
+        approvers: list[str] = []
+        for listed in lists:
+            approvers += getattr(listed, channel, []) if channel in ("slack", "email") else []
+            for name in listed.people:
+                identity = self.people[name].on(channel)
+                if identity is not None:
+                    approvers.append(identity)
         return approvers
+
+    def approvals_required(self, tool: str | None) -> int:
+        """How many different people must approve a call of `tool` (1 for a budget item)."""
+        return self.rule(tool).approvals.required if tool else 1
 
     def rule(self, tool: str) -> ToolRule:
         """The rule for "server.tool": exact name first, then the longest matching pattern.

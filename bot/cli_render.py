@@ -318,6 +318,10 @@ def item_card(item: dict[str, Any], run: dict[str, Any] | None) -> None:
         if risk.get("scope"):
             notes.append(f"scope: {risk['scope']}")
         _field("Risk", " · ".join(notes) or "the skill gives no risk notes for this tool")
+        if (risk.get("approvals_required") or 1) > 1:
+            approved = list(risk.get("approved") or [])
+            count = f"{len(approved)} of {risk['approvals_required']} approved"
+            _field("Approvals", f"{count}: {', '.join(approved)}" if approved else count)
         _block("Proposed arguments", _pretty(item.get("args") or {}), code=True)
 
     status = str(item.get("status", ""))

@@ -26,6 +26,7 @@ from agent.inbox import Inbox
 from agent.llm import ModelClient
 from agent.outbox import Dispatcher
 from agent.policy.grants import Grants
+from agent.policy.quorum import Approvals
 from agent.redaction import Redactor
 from agent.runs import Runs
 from agent.skills import Budget, SkillBook
@@ -129,6 +130,7 @@ def build(
     on_run_end: Callable[[str], Awaitable[None]] | None = None,
     timing: Timing = Timing(),
     grants: Grants | None = None,
+    approvals: Approvals | None = None,
 ) -> Core:
     """Wire the engine's parts. `channels` are the ones this process delivers on; `reach`
     the ones items are addressed to (default: the same; a process that only steps runs
@@ -145,6 +147,7 @@ def build(
         base_url=base_url,
         on_run_end=on_run_end,
         grants=grants,
+        approvals=approvals,
     )
     engine, worker = _stepping(ctx, mind, with_worker, workers_bell, redactor, timing)
     dispatcher = Dispatcher(

@@ -35,6 +35,7 @@ from bot import (
     demo,
     grants_api,
     tracing,
+    wire_digest,
     wire_email,
     wire_slack,
     wire_triggers,
@@ -46,6 +47,7 @@ from bot.core import build as build_core
 from bot.services import EmailParts, Services, SlackParts
 from bot.settings import Settings, environment, private_folder
 from bot.skill_reload import SkillFiles
+from store.approvals import SqlApprovals
 from store.grants import SqlGrants
 from store.migrate import upgrade
 from store.sql import SqlStore, connect
@@ -127,6 +129,7 @@ async def _assemble(
         on_run_end=tracing.run_end_hook(store, tracer) if tracer is not None else None,
         timing=_timing(settings),
         grants=SqlGrants(store.db),
+        approvals=SqlApprovals(store.db),
     )
     await _audit_skills(store, files.report, now=utcnow())
     if not store.is_postgres and core.worker is not None:
@@ -287,6 +290,7 @@ async def start(svc: Services) -> None:
         wire_email.start(svc, svc.email)
     if svc.triggers is not None:
         await wire_triggers.start(svc, svc.triggers)
+    wire_digest.start(svc)
     svc.spawn_singleton("outbox", svc.dispatcher.run_forever)
     if svc.worker is not None:
         start_worker(svc, svc.worker)

@@ -141,7 +141,7 @@ def start(svc: Services, slack: SlackParts) -> None:
 def _warn_unused(svc: Services) -> None:
     """Name the skills nobody can decide from Slack, and a default skill that is missing."""
     settings = svc.settings
-    nobody = [s.name for s in svc.ctx.skills.all() if not s.approvers.slack]
+    nobody = [s.name for s in svc.ctx.skills.all() if not s.approvers_for(None, "slack")]
     if nobody:
         log.warning(
             "Slack: nobody can decide items of these skills from Slack (no approvers.slack): %s",

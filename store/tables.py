@@ -139,6 +139,7 @@ class SwitchRow(Base):
 
 
 # The other tables join the same metadata, so the migrations' check sees the whole schema.
+import store.tables_approvals  # noqa: E402
 import store.tables_grants  # noqa: E402
 import store.tables_mail  # noqa: E402
 import store.tables_triggers  # noqa: E402,F401

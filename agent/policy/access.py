@@ -131,7 +131,9 @@ class Access:
     def starters(self, channel: str) -> frozenset[str]:
         """Everyone who may start runs through `channel`, in their compared form."""
         if channel == SLACK:
-            found = (identity_key(SLACK, u) for s in self.skills.all() for u in s.approvers.slack)
+            found = (
+                identity_key(SLACK, u) for s in self.skills.all() for u in s.approvers_for(None, SLACK)
+            )
             return frozenset(k for k in found if k is not None)
         if channel == EMAIL:
             return self._email_senders

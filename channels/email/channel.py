@@ -15,15 +15,16 @@ is for information: no token, no links.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from email.message import EmailMessage
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
-from agent.addresses import EmailRef
 from agent.channel import DeliveryError
 from agent.context import utcnow
 from agent.model import Box, Delivery, Item
@@ -172,11 +173,12 @@ class EmailChannel:
         for d in await self.store.run_deliveries(run_id, self.name):
             if d.id == delivery.id:
                 break
-            if d.address.lower() == delivery.address.lower() and isinstance(d.ref, EmailRef):
-                ids.append(d.ref.message_id)
+            ref_id = (d.ref or {}).get("id")
+            if d.address.lower() == delivery.address.lower() and isinstance(ref_id, str):
+                ids.append(ref_id)
         return ids
 
-    async def deliver(self, item: Item, delivery: Delivery) -> EmailRef:
+    async def deliver(self, item: Item, delivery: Delivery) -> dict[str, Any] | None:
         run = await self.store.get_run(item.run_id)
         earlier = await self._earlier(item.run_id, delivery)
         thread = Thread.of(subject_for(run.skill, run.input), earlier)
@@ -211,22 +213,25 @@ class EmailChannel:
             raise DeliveryError(f"not mailed: {exc}", permanent=True) from exc
         await self.mailer.send(msg)
         root = earlier[0] if earlier else message_id
-        return EmailRef(message_id=message_id, thread=root, address=delivery.address)
+        return {"id": message_id, "thread": root, "address": delivery.address}
 
     async def update(self, item: Item, delivery: Delivery) -> None:
-        """Mail how an action ended into its thread (decided here or on another channel)."""
-        if item.box is not Box.ACTION or not item.decided:
+        """Mail how an action ended into its thread (decided here or on another channel),
+        and each new count of an action that needs more than one person's approval."""
+        counting = item.risk.approvals_text is not None and not item.decided
+        if item.box is not Box.ACTION or not (item.decided or counting):
             return
+        ref_id = (delivery.ref or {}).get("id")
         run = await self.store.get_run(item.run_id)
         earlier = await self._earlier(item.run_id, delivery)
-        if isinstance(delivery.ref, EmailRef):
-            earlier.append(delivery.ref.message_id)
+        if isinstance(ref_id, str):
+            earlier.append(ref_id)
         try:
             msg = notice_mail(
                 item,
                 identity=self.identity,
                 to=delivery.address,
-                message_id=self.identity.notice_message_id(delivery.id, str(item.status)),
+                message_id=self.identity.notice_message_id(delivery.id, _state(item)),
                 thread=Thread.of(subject_for(run.skill, run.input), earlier),
                 now=self.clock(),
             )
@@ -274,3 +279,12 @@ class EmailChannel:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _state(item: Item) -> str:
+    """What a notice's Message-ID names: the outcome, or while approvals are counted, the
+    count and the arguments it is for (so a retried update sends the same mail again)."""
+    if item.decided:
+        return str(item.status)
+    seen = json.dumps([item.risk.approved, item.args], sort_keys=True, default=str)
+    return f"count{len(item.risk.approved)}-{hashlib.sha256(seen.encode()).hexdigest()[:12]}"

@@ -240,6 +240,8 @@ def _item_text(item: Item, run: Run, *, can_decide: bool, links: Links | None) -
         lines += [f"Tool: {item.tool}", f"Risk: {_risk(item)}"]
         if item.risk.rule:
             lines.append(f"Asked by: {item.risk.rule}")
+        if item.risk.approvals_text:
+            lines.append(f"Approvals: {item.risk.approvals_text}")
         lines += ["", "Proposed arguments:"]
     else:
         lines.append("Extension:")
@@ -296,6 +298,8 @@ def _item_html(item: Item, run: Run, *, can_decide: bool, links: Links | None) -
         if item.kind is ItemKind.TOOL:
             blocks.append(f"<p><b>Tool:</b> <code>{e(item.tool or '')}</code><br>")
             asked = f"<br><b>Asked by:</b> {e(item.risk.rule)}" if item.risk.rule else ""
+            count = item.risk.approvals_text
+            asked += f"<br><b>Approvals:</b> {e(count)}" if count else ""
             blocks.append(f"<b>Risk:</b> {e(_risk(item))}{asked}</p>")
             blocks.append("<p><b>Proposed arguments:</b></p>")
         else:
@@ -363,12 +367,16 @@ def item_mail(
 def outcome_text(item: Item) -> str:
     """One sentence on how an action ended: who decided what, through which channel, when."""
     who = f"{item.decided_by} via {item.decided_via} at {_when(item.decided_at)}"
+    count = f" ({item.risk.approvals_text})" if item.risk.approvals_text else ""
     match item.status:
+        case ItemStatus.PENDING if count:
+            args = "\n".join(_args_text(item.args))
+            return f"Waiting for more approvals{count}. It would run with:\n{args}"
         case ItemStatus.APPROVED:
-            return f"Approved by {who}."
+            return f"Approved by {who}{count}."
         case ItemStatus.EDITED:
             args = "\n".join(_args_text(item.final_args))
-            return f"Edited and approved by {who}. It runs with:\n{args}"
+            return f"Edited and approved by {who}{count}. It runs with:\n{args}"
         case ItemStatus.REJECTED:
             reason = f" Reason: {item.reason}" if item.reason else ""
             return f"Rejected by {who}.{reason}"

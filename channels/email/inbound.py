@@ -32,7 +32,14 @@ from typing import Any, Protocol
 from agent.argforms import coerce_form, field_path, form_fields, validate_arguments
 from agent.batch import approve_all
 from agent.context import utcnow
-from agent.errors import AlreadyDecided, Conflict, InvalidArguments, NotAllowed, NotFound
+from agent.errors import (
+    AlreadyApproved,
+    AlreadyDecided,
+    Conflict,
+    InvalidArguments,
+    NotAllowed,
+    NotFound,
+)
 from agent.inbox import Inbox
 from agent.model import Approve, Box, Decision, Edit, Item, ItemKind, ItemStatus, Reject
 from agent.policy import EMAIL, Access, Verdict, audit_refusal
@@ -298,6 +305,9 @@ class MailHandler:
         except AlreadyDecided as exc:
             await self._say(msg, sender, item, f"Nothing changed: {outcome_text(exc.item)}")
             return "already decided"
+        except AlreadyApproved as exc:
+            await self._say(msg, sender, item, f"Not counted: {exc}.")
+            return "approved already"
         except NotAllowed as exc:  # the skill's approvers changed since the check above
             return await self._refuse(msg, sender, str(exc), item=item)
         except InvalidArguments as exc:

@@ -31,7 +31,7 @@ from fastapi.responses import HTMLResponse
 
 from agent.argforms import Field, coerce_form, field_path, form_fields
 from agent.context import utcnow
-from agent.errors import AlreadyDecided, InvalidArguments, NotAllowed, NotFound
+from agent.errors import AlreadyApproved, AlreadyDecided, InvalidArguments, NotAllowed, NotFound
 from agent.inbox import Inbox
 from agent.model import Box, Item, ItemKind, decision_from
 from agent.policy import normalize_address
@@ -274,6 +274,8 @@ class LinkDesk:
             )
         except AlreadyDecided as exc:
             return _message(409, "Already decided", outcome_text(exc.item))
+        except AlreadyApproved as exc:
+            return _message(409, "Approved already", str(exc))
         except NotAllowed:
             return _message(
                 403,

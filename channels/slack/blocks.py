@@ -262,6 +262,8 @@ def _action(item: Item, base_url: str) -> Message:
         blocks.append(_context(risk))
     if item.risk.rule:
         blocks.append(_context(f"📏 Asked by {esc(item.risk.rule)}"))
+    if item.risk.approvals_text:
+        blocks.append(_context(f"👥 {esc(item.risk.approvals_text)}"))
     if item.status is ItemStatus.EDITED:
         label = "Edited arguments"
         shown = item.final_args

@@ -177,6 +177,8 @@ class SlackInbound:
         except AlreadyDecided as exc:
             # Slack re-sent an interaction we already handled: its first try decided.
             note = None if retried else blocks.already_text(exc.item)
+        except Conflict as exc:  # counted already: a person approves once
+            note = None if retried else blocks.esc(str(exc))
         except InvalidArguments as exc:
             note = f"Nothing was decided: {blocks.esc(str(exc))}"
         except NotFound:

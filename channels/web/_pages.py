@@ -24,6 +24,8 @@ NOTES: dict[str, tuple[str, str]] = {
     "extended": ("Budget extended. The run goes on.", "ok"),
     "stopped": ("The run will stop.", "ok"),
     "late": ("Someone decided this before you, so your decision was not used.", "warn"),
+    "counted": ("Your approval is counted: another person must approve as well.", "ok"),
+    "twice": ("You approved this already: another person must approve it.", "warn"),
     "read": ("Marked as read.", "ok"),
     "allread": ("All marked as read.", "ok"),
     "started": ("Run started.", "ok"),

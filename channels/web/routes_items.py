@@ -14,7 +14,7 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, Response
 
 from agent.batch import turn_items
-from agent.errors import AlreadyDecided, InvalidArguments, NotFound
+from agent.errors import AlreadyApproved, AlreadyDecided, InvalidArguments, NotFound
 from agent.model import Approve, Box, Decision, Edit, Item, ItemKind, ItemStatus, Reject, Run
 from channels.web._pages import error_page, fragment, go, not_found, page, safe_next
 from channels.web.deps import ACTOR, CHANNEL, Post, Posted, SignedIn, SignedInLive, Visit
@@ -130,10 +130,14 @@ async def _decide(post: Post, item_id: str, decision: Decision) -> Response:
         return await not_found(v, "item")
     except AlreadyDecided:
         return go(v, f"/items/{item_id}", "late")
+    except AlreadyApproved:
+        return go(v, f"/items/{item_id}", "twice")
     except InvalidArguments as exc:
         item = await v.deps.store.get_item(item_id)
         return await _item_page(v, item, form_error=_joined(exc.errors), status=422)
     budget = item.kind is ItemKind.BUDGET
+    if not item.decided:  # more than one person must approve: counted, not yet decided
+        return go(v, f"/items/{item_id}", "counted")
     if isinstance(decision, Approve):
         return go(v, f"/items/{item_id}", "extended" if budget else "approved")
     return go(v, f"/items/{item_id}", "stopped" if budget else "rejected")
@@ -152,13 +156,13 @@ async def _edit(post: Post, item_id: str) -> Response:
     args, errors, raw = read_form(schema, post.form)
     if not errors:
         try:
-            await v.deps.inbox.decide(item_id, Edit(args), actor=ACTOR, channel=CHANNEL)
+            edited = await v.deps.inbox.decide(item_id, Edit(args), actor=ACTOR, channel=CHANNEL)
         except AlreadyDecided:
             return go(v, f"/items/{item_id}", "late")
         except InvalidArguments as exc:
             errors = exc.errors
         else:
-            return go(v, f"/items/{item_id}", "edited")
+            return go(v, f"/items/{item_id}", "edited" if edited.decided else "counted")
         general = _joined(errors)
     else:
         general = errors.get("") or "Some fields need a fix; see below."

@@ -1,0 +1,181 @@
+"""Two-person approval: a tool whose calls need `approvals.required` different people.
+
+A count counts people, not accounts. `Skill.people` names each person's identity on each
+channel, so alice on Slack and alice by email approve once. Whoever decides through the
+owner's channels (the web page, the API, the CLI: the holder of the API token) is the person
+named `owner`; a skill that lists an `owner` under `people` gives that person Slack and email
+identities too. An identity that no person lists counts as a person of its own.
+
+The rules of one item's count:
+
+- each approval by a different person counts; the same person again is refused
+  (`AlreadyApproved`, audited as `approval_refused`) and not counted;
+- an edit replaces the arguments and starts a new count, the editor's approval its first;
+- the call is approved when the count reaches `required` (an edit on the way makes it an
+  edited call, as the model must see the call that runs); one reject ends the item, through
+  the inbox's ordinary path, as do time-outs, reminders and escalation, which apply to the
+  item as a whole.
+
+`Approvals` is where counts are kept (`store.approvals`: a row per counted approval, written
+with its audit entry, the item's copies marked to show the new count); `count` is what
+`agent.inbox.Inbox.decide` calls for an approval or an edit of such an item.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from agent.errors import AlreadyApproved
+from agent.model import Approve, Decision, Edit, Item
+from agent.policy.access import OWNER_CHANNELS
+from agent.policy.identity import identity_key, same_identity
+from agent.skills import Skill
+from agent.store import AuditTrail
+
+__all__ = [
+    "OWNER",
+    "Approval",
+    "Approvals",
+    "Count",
+    "count",
+    "person_of",
+    "required_for",
+]
+
+#: The person who decides through the web page, the API and the CLI.
+OWNER = "owner"
+
+_CHANNEL_NAMES = {
+    "slack": "Slack",
+    "email": "email",
+    "web": "the web page",
+    "api": "the API",
+    "cli": "the CLI",
+}
+
+
+def person_of(skill: Skill | None, channel: str, identity: str) -> str:
+    """The person `identity` is on `channel`: a name from the skill's `people`, `owner` on
+    the owner's channels, else the identity itself as `channel:identity` (a person's name
+    has no colon, so the two never meet)."""
+    if skill is not None:
+        for name, person in skill.people.items():
+            if channel in OWNER_CHANNELS and name == OWNER:
+                return OWNER
+            if same_identity(channel, person.on(channel), identity):
+                return name
+    if channel in OWNER_CHANNELS:
+        return OWNER
+    return f"{channel}:{identity_key(channel, identity) or identity}"
+
+
+def required_for(item: Item, skill: Skill | None) -> int:
+    """How many people must approve `item`: what its card said when it was asked, or more
+    where the skill now asks more (a reload never lowers a pending item's count)."""
+    asked = item.risk.approvals_required or 1
+    now = skill.approvals_required(item.tool) if skill is not None else 1
+    return max(asked, now)
+
+
+@dataclass(frozen=True)
+class Approval:
+    """One person's counted approval: who (`person`), through which channel, as which
+    identity there, and when."""
+
+    person: str
+    channel: str
+    identity: str
+    at: datetime
+
+    @property
+    def name(self) -> str:
+        """The person as shown: their name, or the identity of an unnamed one."""
+        return self.person.partition(":")[2] or self.person
+
+    def shown(self) -> str:
+        """The approval as a card shows it: alice via Slack."""
+        return f"{self.name} via {_CHANNEL_NAMES.get(self.channel, self.channel)}"
+
+
+@dataclass(frozen=True)
+class Count:
+    """An item's current count: `approvals` since the last edit (oldest first, one per
+    person), `edits` made while counting, the arguments now asked about (`args`) and, after
+    an edit, those first proposed (`proposal`)."""
+
+    required: int
+    approvals: tuple[Approval, ...]
+    args: dict[str, Any] | None
+    edits: int = 0
+    proposal: dict[str, Any] | None = None
+
+    @property
+    def reached(self) -> bool:
+        return len(self.approvals) >= self.required
+
+    def shown(self) -> tuple[str, ...]:
+        return tuple(a.shown() for a in self.approvals)
+
+    def text(self) -> str:
+        """The count as a card shows it: 1 of 2 approved: alice via Slack."""
+        said = f"{len(self.approvals)} of {self.required} approved"
+        return f"{said}: {', '.join(self.shown())}" if self.approvals else said
+
+    def decision(self) -> tuple[Decision, dict[str, Any] | None]:
+        """The decision a reached count makes, and the arguments first proposed: an edited
+        call when an edit came on the way, so the run uses (and the model sees) those."""
+        if self.edits:
+            return Edit(args=dict(self.args or {})), self.proposal
+        return Approve(), self.args
+
+
+class Approvals(Protocol):
+    """Where counts are kept."""
+
+    async def add(
+        self,
+        item_id: str,
+        approval: Approval,
+        *,
+        required: int,
+        args: dict[str, Any] | None = None,
+    ) -> Count:
+        """Count `approval` of a pending item, in one transaction with its audit entry
+        (`approval`), the item's card showing the new count and its sent copies marked for
+        update. With `args` (an edit) the item's arguments are replaced and a new count
+        starts with this approval. Raise AlreadyApproved when the person is counted already
+        (unless the count is reached: a retry after a crash then finishes it), AlreadyDecided
+        when the item is no longer pending."""
+        ...
+
+
+async def count(
+    approvals: Approvals,
+    trail: AuditTrail,
+    item: Item,
+    *,
+    skill: Skill | None,
+    required: int,
+    actor: str,
+    channel: str,
+    now: datetime,
+    edited: dict[str, Any] | None = None,
+) -> Count:
+    """Count `actor`'s approval (with `edited` arguments: their edit) of `item`; a person
+    counted already is refused, and the refusal audited."""
+    approval = Approval(person_of(skill, channel, actor), channel, actor, now)
+    try:
+        return await approvals.add(item.id, approval, required=required, args=edited)
+    except AlreadyApproved as exc:
+        await trail.audit(
+            action="approval_refused",
+            actor=actor,
+            channel=channel,
+            now=now,
+            run_id=item.run_id,
+            item_id=item.id,
+            detail={"person": approval.person, "why": "counted already", "count": exc.count},
+        )
+        raise
