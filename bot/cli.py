@@ -133,6 +133,11 @@ def worker() -> None:
         svc = await build(settings, token="", with_worker=True, serving=False)
         assert svc.worker is not None
         start_worker(svc, svc.worker)
+        # One line a person (or a supervisor) can wait for: from here on runs are claimed.
+        sys.stderr.write(
+            f"worker ready: claiming up to {settings.worker_concurrency} runs at once\n"
+        )
+        sys.stderr.flush()
         svc.spawn(warm(svc), "warm")
         follow_skill_files(svc)  # a worker steps runs with its own copy of the skills
         try:
