@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, assert_never
 
+# Re-exported: a delivery's target and ref are nouns of the engine like the others.
+from agent.addresses import DeliveryRef as DeliveryRef
+from agent.addresses import Target as Target
+
 if TYPE_CHECKING:
     from agent.events import EventPayload
 
@@ -311,14 +315,6 @@ def decision_from(
     raise ValueError(f"unknown decision {kind!r}: use approve, edit or reject")
 
 
-@dataclass(frozen=True)
-class Target:
-    """Where a channel should deliver an item: the channel's name and its own address."""
-
-    channel: str
-    address: str
-
-
 class DeliveryStatus(enum.StrEnum):
     PENDING = "pending"
     SENT = "sent"
@@ -334,7 +330,7 @@ class Delivery:
     address: str
     status: DeliveryStatus
     attempts: int
-    ref: dict[str, Any] | None
+    ref: DeliveryRef | None
     last_error: str | None
     needs_update: bool
     next_attempt_at: datetime | None

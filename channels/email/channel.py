@@ -23,8 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from email.message import EmailMessage
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
+from agent.addresses import EmailRef
 from agent.channel import DeliveryError
 from agent.context import utcnow
 from agent.model import Box, Delivery, Item
@@ -173,12 +174,11 @@ class EmailChannel:
         for d in await self.store.run_deliveries(run_id, self.name):
             if d.id == delivery.id:
                 break
-            ref_id = (d.ref or {}).get("id")
-            if d.address.lower() == delivery.address.lower() and isinstance(ref_id, str):
-                ids.append(ref_id)
+            if d.address.lower() == delivery.address.lower() and isinstance(d.ref, EmailRef):
+                ids.append(d.ref.message_id)
         return ids
 
-    async def deliver(self, item: Item, delivery: Delivery) -> dict[str, Any] | None:
+    async def deliver(self, item: Item, delivery: Delivery) -> EmailRef:
         run = await self.store.get_run(item.run_id)
         earlier = await self._earlier(item.run_id, delivery)
         thread = Thread.of(subject_for(run.skill, run.input), earlier)
@@ -213,7 +213,7 @@ class EmailChannel:
             raise DeliveryError(f"not mailed: {exc}", permanent=True) from exc
         await self.mailer.send(msg)
         root = earlier[0] if earlier else message_id
-        return {"id": message_id, "thread": root, "address": delivery.address}
+        return EmailRef(message_id=message_id, thread=root, address=delivery.address)
 
     async def update(self, item: Item, delivery: Delivery) -> None:
         """Mail how an action ended into its thread (decided here or on another channel),
@@ -221,11 +221,10 @@ class EmailChannel:
         counting = item.risk.approvals_text is not None and not item.decided
         if item.box is not Box.ACTION or not (item.decided or counting):
             return
-        ref_id = (delivery.ref or {}).get("id")
         run = await self.store.get_run(item.run_id)
         earlier = await self._earlier(item.run_id, delivery)
-        if isinstance(ref_id, str):
-            earlier.append(ref_id)
+        if isinstance(delivery.ref, EmailRef):
+            earlier.append(delivery.ref.message_id)
         try:
             msg = notice_mail(
                 item,
