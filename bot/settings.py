@@ -144,6 +144,10 @@ class Settings(BaseSettings):
     webhook_max_bytes: int = 1024 * 1024
     webhook_tolerance: float = 300.0  # seconds a webhook's X-Pizzabot-Timestamp may be off
     timers_interval: float = 30.0  # seconds between checks for approval time-outs and reminders
+    # The daily digest (bot/wire_digest.py) for skills that set no `digest:` of their own
+    digest_at: str | None = Field(default=None, pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
+    digest_timezone: str = "UTC"
+    digest_interval: float = 60.0  # seconds between checks whether a digest is due
 
     # Web inbox (bot/wire_web.py): failed logins per client address before it must wait (429)
     web_login_max_failures: int = 10

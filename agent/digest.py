@@ -1,0 +1,155 @@
+"""The daily digest: once a day, each approver gets one message listing the Action items that
+wait for them, with their age and a link; nobody gets one when nothing waits for them.
+
+A skill says when (`digest: {at: "08:30", timezone: Europe/Amsterdam}`), or the server gives
+one time for every skill that says nothing. `Digests.tick` is called by a loop (one leader
+among the servers) with the injected clock: for each time that has passed today in its
+timezone, it gathers the pending tool and budget items of those skills, finds who may decide
+each one on each channel (`agent.policy.Access`: the skill's and the tool's approvers), and
+hands each person their list through that channel's `DigestSender`.
+
+Each (day, time, channel, person) is claimed by a unique row before it is sent (`Claims`,
+the table that marks mails handled), so a second server, a restart or a later tick the same
+day sends nothing again; a failed send gives its claim back, to be tried at the next tick.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from typing import Protocol
+from zoneinfo import ZoneInfo
+
+from agent.context import Context
+from agent.model import Box, Item, ItemStatus
+from agent.policy import Access
+from agent.policy.identity import identity_key
+from agent.skills import DigestAt
+
+__all__ = ["Claims", "Digest", "DigestSender", "Digests", "age_text", "due_day"]
+
+log = logging.getLogger(__name__)
+
+
+class DigestSender(Protocol):
+    """One channel's way to send a person their digest."""
+
+    async def send_digest(self, address: str, digest: Digest) -> None: ...
+
+
+class Claims(Protocol):
+    """Keys taken once (insert-or-nothing), and given back when the work failed."""
+
+    async def claim(self, key: str, *, kind: str, now: datetime) -> bool: ...
+
+    async def release(self, key: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Digest:
+    """What one person gets: the items waiting for them, oldest first, as of `now`."""
+
+    channel: str
+    address: str
+    day: date
+    now: datetime
+    items: tuple[Item, ...]
+    base_url: str = ""
+
+    def age(self, item: Item) -> str:
+        return age_text(self.now - item.created_at)
+
+    def link(self, item: Item) -> str:
+        return f"{self.base_url}/items/{item.id}" if self.base_url else f"item {item.id}"
+
+    def lines(self) -> list[str]:
+        """The digest in plain words, one line per item (each channel dresses it up)."""
+        n = len(self.items)
+        head = f"{n} decision{'s' if n != 1 else ''} wait{'s' if n == 1 else ''} for you:"
+        return [head] + [f"- {i.title} (waiting {self.age(i)}): {self.link(i)}" for i in self.items]
+
+
+def age_text(age: timedelta) -> str:
+    """ "2d 3h", "5h 10m", "12m": how long an item has waited, to the minute."""
+    minutes = max(int(age.total_seconds() // 60), 0)
+    days, rest = divmod(minutes, 24 * 60)
+    hours, mins = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {mins}m"
+    return f"{mins}m"
+
+
+def due_day(now: datetime, when: DigestAt) -> date | None:
+    """The local day whose digest is due at `now` (its time has passed today), else None."""
+    local = now.astimezone(ZoneInfo(when.timezone))
+    hour, minute = (int(p) for p in when.at.split(":"))
+    return local.date() if local.time() >= time(hour, minute) else None
+
+
+@dataclass
+class Digests:
+    """Sends the day's digests; `senders` by channel name ("slack", "email"); `default` the
+    server's time for skills that set none (None: only skills that set one get digests)."""
+
+    ctx: Context
+    access: Access
+    senders: Mapping[str, DigestSender]
+    claims: Claims
+    default: DigestAt | None = None
+    sent: list[Digest] = field(default_factory=list)
+
+    async def tick(self) -> list[Digest]:
+        """Send every digest that is due and was not sent yet; return those sent now."""
+        now = self.ctx.clock()
+        due: dict[tuple[date, DigestAt], set[str]] = {}
+        for skill in self.ctx.skills.all():
+            when = skill.digest or self.default
+            day = due_day(now, when) if when is not None else None
+            if when is not None and day is not None:
+                due.setdefault((day, when), set()).add(skill.name)
+        if not due:
+            return []
+        pending = await self.ctx.store.list_items(
+            box=Box.ACTION, status=ItemStatus.PENDING, limit=10_000
+        )
+        done: list[Digest] = []
+        for (day, when), skills in due.items():
+            items = sorted(
+                (i for i in pending if i.skill in skills), key=lambda i: (i.created_at, i.id)
+            )
+            for (channel, address), theirs in self._by_person(items).items():
+                digest = Digest(channel, address, day, now, tuple(theirs), self.ctx.base_url)
+                if await self._send(digest, when):
+                    done.append(digest)
+        self.sent.extend(done)
+        return done
+
+    def _by_person(self, items: Iterable[Item]) -> dict[tuple[str, str], list[Item]]:
+        """Each person's items per channel: those the policy lets them decide there."""
+        people: dict[tuple[str, str], list[Item]] = {}
+        for item in items:
+            if item.skill not in self.ctx.skills:
+                continue
+            skill = self.ctx.skills.get(item.skill)
+            for channel in self.senders:
+                for person in dict.fromkeys(skill.approvers_for(item.tool, channel)):
+                    if self.access.may_decide(person, channel, item):
+                        people.setdefault((channel, person), []).append(item)
+        return people
+
+    async def _send(self, digest: Digest, when: DigestAt) -> bool:
+        who = identity_key(digest.channel, digest.address) or digest.address
+        key = f"digest:{digest.day.isoformat()}:{when.at}:{when.timezone}:{digest.channel}:{who}"
+        if not await self.claims.claim(key, kind="digest", now=digest.now):
+            return False  # sent already today (here, or by another server)
+        try:
+            await self.senders[digest.channel].send_digest(digest.address, digest)
+        except Exception as exc:
+            log.warning("digest for %s on %s not sent: %s", who, digest.channel, exc)
+            await self.claims.release(key)
+            return False
+        return True
