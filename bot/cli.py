@@ -387,6 +387,7 @@ def approve(
         body["grant"] = grant
     r = _decide(url, token, item, body)
     _say(f"{r['id']}: {r['status']}")
+    _say_count(r)
     if grant is not None:
         _say(f"granted {grant} for {r['tool']}: `pizzabot grants` lists it, `revoke` ends it")
 
@@ -472,7 +473,21 @@ def edit(
     """Edit an Action item's arguments, then let the tool run with them."""
     new = _new_args(item, set_, args, url, token)
     r = _decide(url, token, item, {"decision": "edit", "args": new})
+    if r["status"] == "pending":  # more than one person must approve: a new count
+        _say(f"{r['id']}: edited to {compact(r['args'])}")
+        _say_count(r)
+        return
     _say(f"{r['id']}: {r['status']} with {compact(r['final_args'])}")
+
+
+def _say_count(r: dict[str, Any]) -> None:
+    """Where more than one person must approve and the count is not reached yet."""
+    risk = r.get("risk") or {}
+    required = risk.get("approvals_required") or 1
+    if r.get("status") == "pending" and required > 1:
+        approved = list(risk.get("approved") or [])
+        _say(f"{len(approved)} of {required} approved: {', '.join(approved)}")
+        _say("another person must approve it")
 
 
 @app.command()

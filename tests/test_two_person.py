@@ -9,6 +9,10 @@ copy (the Slack card, the mails, the web page, the API) shows the count and who.
 
 from __future__ import annotations
 
+import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from email.message import EmailMessage
 from typing import Any
@@ -178,6 +182,13 @@ async def web_page(st: Stack, path: str) -> str:
         return " ".join(page.text.split())
 
 
+def cli(st: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+    """`pizzabot` in a terminal: a client of the server's API, as the owner."""
+    env = {**os.environ, "PIZZABOT_URL": st.server.url, "PIZZABOT_API_TOKEN": TOKEN}
+    run = [sys.executable, "-m", "bot.cli", *args]
+    return subprocess.run(run, env=env, capture_output=True, text=True, timeout=60)
+
+
 def sent(st: Stack) -> list[str]:
     """To whom the test CRM really sent mail."""
     return [c["args"]["to"] for c in st.tool_calls() if c["tool"] == "send_email"]
@@ -274,18 +285,21 @@ async def test_an_edit_restarts_the_count_with_the_editor_as_its_first(
     await click_approve(st, item, post, ALICE_SLACK)
     await card_shows(slack, post, "1 of 2 approved: alice via Slack")
 
-    # The owner edits: new arguments, and a new count whose first approval is the owner's.
+    # The owner edits from the terminal: new arguments, and a new count whose first
+    # approval is the owner's.
     bea = {**EMAIL, "to": "bea@example.com"}
+    edit = await asyncio.to_thread(cli, st, "edit", item["id"], "--set", "to=bea@example.com")
+    assert edit.returncode == 0, edit.stderr
+    assert "1 of 2 approved: owner via the API" in edit.stdout
+    assert "another person must approve it" in edit.stdout
+    edited = await item_now(st, item["id"])
+    assert edited["status"] == "pending" and edited["args"] == bea
+    assert edited["risk"]["approved"] == ["owner via the API"]
+    again = await asyncio.to_thread(cli, st, "approve", item["id"])
+    assert again.returncode != 0 and "owner approved this already" in again.stdout + again.stderr
     async with st.client() as c:
-        r = await c.post(
-            f"/api/items/{item['id']}/decision", json={"decision": "edit", "args": bea}
-        )
-        assert r.status_code == 200, r.text
-        edited = r.json()
-        assert edited["status"] == "pending" and edited["args"] == bea
-        assert edited["risk"]["approved"] == ["owner via the API"]
-        again = await c.post(f"/api/items/{item['id']}/decision", json={"decision": "approve"})
-        assert again.status_code == 409 and "owner approved this already" in again.text
+        twice = await c.post(f"/api/items/{item['id']}/decision", json={"decision": "approve"})
+    assert twice.status_code == 409 and "owner approved this already" in twice.text
     update = await card_shows(slack, post, "1 of 2 approved: owner via the API")
     assert "bea@example.com" in blocks(update)
 
