@@ -18,7 +18,6 @@ from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import (
@@ -411,22 +410,6 @@ class DigestAt(_Strict):
         return v
 
 
-class DigestAt(_Strict):
-    """When the daily digest goes out: `at` ("08:30", 24-hour) in `timezone`."""
-
-    at: Annotated[str, Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")]
-    timezone: str = "UTC"
-
-    @field_validator("timezone")
-    @classmethod
-    def _zone(cls, v: str) -> str:
-        try:
-            ZoneInfo(v)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown timezone {v!r} (use a name like Europe/Amsterdam)") from None
-        return v
-
-
 class Defaults(_Strict):
     """What applies to a tool the skill does not list (in `tools`, nor by a pattern)."""
 
@@ -462,8 +445,6 @@ class Skill(_Strict):
     hooks: list[Hook] = []
     max_tool_result_chars: int = 20_000
     defaults: Defaults = Defaults()
-    #: The daily digest of this skill's waiting items (`agent.digest`); None: the server's.
-    digest: DigestAt | None = None
     #: The daily digest of this skill's waiting items (`agent.digest`); None: the server's.
     digest: DigestAt | None = None
     _origin: Origin | None = PrivateAttr(default=None)

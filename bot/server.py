@@ -36,7 +36,6 @@ from bot import (
     grants_api,
     tracing,
     wire_digest,
-    wire_digest,
     wire_email,
     wire_slack,
     wire_triggers,
@@ -291,7 +290,6 @@ async def start(svc: Services) -> None:
         wire_email.start(svc, svc.email)
     if svc.triggers is not None:
         await wire_triggers.start(svc, svc.triggers)
-    wire_digest.start(svc)
     wire_digest.start(svc)
     svc.spawn_singleton("outbox", svc.dispatcher.run_forever)
     if svc.worker is not None:
