@@ -31,7 +31,12 @@ async def test_approve_runs_the_tool_and_lands_in_unread(tmp_path: Path) -> None
         assert item["tool"] == "crm.send_email" and item["server"] == "crm"
         assert item["args"] == EMAIL
         assert item["schema"]["properties"]["priority"]["enum"] == ["low", "normal", "high"]
-        assert item["risk"] == {"impact": "high", "reversible": False, "scope": "external"}
+        assert item["risk"] == {
+            "impact": "high",
+            "reversible": False,
+            "scope": "external",
+            "grants": ["run", "1h", "exact"],  # the tool's default grants, next to Approve
+        }
         assert (await st.get_run(run["id"]))["status"] == "waiting"
         assert sent_args(st) == []  # nothing runs before a human says so
 
