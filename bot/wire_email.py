@@ -1,4 +1,5 @@
-"""Plugs the email channel (channels/email) into the app: routes at creation, receivers in the lifespan.
+"""Plugs the email channel (channels/email) into the app: the channel items are mailed on,
+what reads mail (links, the mailbox watcher), its routes, and its receiver in the lifespan.
 
 Email is on when `PIZZABOT_EMAIL_FROM` and `PIZZABOT_SMTP_HOST` are set: items are mailed
 (SMTP). The one-time decision links are put in mails and served under `/mail/d/` only when
@@ -21,12 +22,16 @@ import logging
 import os
 import secrets
 import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from fastapi import FastAPI, Request
 
 from agent.policy import Access
-from bot.services import Services
+from bot.core import Core
+from bot.services import EmailParts, Services
 from bot.settings import Settings
 from channels.email import (
     EmailChannel,
@@ -43,10 +48,9 @@ from channels.email import (
 )
 from channels.email.oauth import OAuthConfig, OAuthTokens, provider_defaults
 from store.mail import SqlMailLog
+from store.sql import SqlStore
 
 log = logging.getLogger("pizzabot.email")
-
-_DESK = "email_links"
 
 
 def enabled(settings: Settings) -> bool:
@@ -54,11 +58,8 @@ def enabled(settings: Settings) -> bool:
 
 
 def _desk(request: Request) -> LinkDesk | None:
-    services = getattr(request.app.state, "services", None)
-    if services is None:
-        return None
-    desk = services.extras.get(_DESK)
-    return desk if isinstance(desk, LinkDesk) else None
+    svc: Services | None = getattr(request.app.state, "services", None)
+    return svc.email.desk if svc is not None and svc.email is not None else None
 
 
 def install(app: FastAPI, settings: Settings) -> None:
@@ -225,60 +226,82 @@ def _receiver(s: Settings, handler: MailHandler, tokens: OAuthTokens | None) -> 
     )
 
 
-async def start(svc: Services, app: FastAPI) -> None:
-    from bot.server import add_channel
+@dataclass(frozen=True)
+class EmailOutlet:
+    """The email channel and what the receiving side shares with it."""
 
-    s = svc.settings
+    channel: EmailChannel
+    #: XOAUTH2 tokens, shared by SMTP and IMAP so they refresh once between them.
+    tokens: OAuthTokens | None
+
+
+def outlet(
+    settings: Settings, *, store: SqlStore, access: Access, clock: Callable[[], datetime]
+) -> EmailOutlet | None:
+    """The email channel items are mailed on, when the settings turn email on (else None).
+
+    Raises ValueError for a key or an OAuth client configured wrong: that stops the start."""
+    s = settings
     if not enabled(s) or s.email_from is None or s.smtp_host is None:
-        return
+        return None
     identity = MailIdentity(
         address=s.email_from.strip().lower(),
         name=s.email_from_name,
         plus_address=s.email_plus_address,
     )
     tokens = oauth_tokens(s)
-    key = mail_key(s)
-    smtp = (s.smtp_host, s.smtp_port)
-    # Who may start runs by mail is the policy's to know: it gets the list here.
-    access = Access(skills=svc.ctx.skills, email_senders=s.email_allowed_senders)
     channel = EmailChannel(
         mailer=_mailer(s, tokens),
         identity=identity,
-        store=svc.store,
+        store=store,
         access=access,
-        key=key,
+        key=mail_key(s),
         public_url=s.public_url,
         link_ttl=s.email_link_ttl,
-        clock=svc.ctx.clock,
+        clock=clock,
     )
-    add_channel(svc, channel)
-    mail_log = SqlMailLog(svc.store)
+    return EmailOutlet(channel=channel, tokens=tokens)
+
+
+def build(
+    settings: Settings, *, outlet: EmailOutlet, core: Core, store: SqlStore, access: Access
+) -> EmailParts:
+    """What reads mail: the decision links' desk (with a public URL) and the mailbox
+    watcher (with an IMAP host), both answering through the channel."""
+    s, channel, clock = settings, outlet.channel, core.ctx.clock
+    mail_log = SqlMailLog(store)
+    desk = None
     if s.public_url:
-        svc.extras[_DESK] = LinkDesk(
-            store=svc.store, inbox=svc.inbox, log=mail_log, key=key, clock=svc.ctx.clock
+        desk = LinkDesk(store=store, inbox=core.inbox, log=mail_log, key=channel.key, clock=clock)
+    receiver = None
+    if s.imap_host:
+        handler = MailHandler(
+            store=store,
+            inbox=core.inbox,
+            runs=core.runs,
+            skills=core.ctx.skills,
+            access=access,
+            log=mail_log,
+            answerer=channel,
+            identity=channel.identity,
+            key=channel.key,
+            config=_inbound(s),
+            clock=clock,
         )
-    svc.extras["email_channel"] = channel
+        receiver = _receiver(s, handler, outlet.tokens)
+    return EmailParts(channel=channel, desk=desk, receiver=receiver)
+
+
+def start(svc: Services, email: EmailParts) -> None:
+    s = svc.settings
     login = s.smtp_auth if s.smtp_user or s.smtp_auth == "xoauth2" else "no"
-    log.info("Email: sending as %s via %s:%s (%s login)", identity.address, *smtp, login)
+    smtp = (s.smtp_host, s.smtp_port)
+    address = email.channel.identity.address
+    log.info("Email: sending as %s via %s:%s (%s login)", address, *smtp, login)
     _warn_undecidable(svc)
-    if not s.imap_host:
+    if email.receiver is None:
         log.info("email: sending only (set PIZZABOT_IMAP_HOST to read replies)")
         return
-    handler = MailHandler(
-        store=svc.store,
-        inbox=svc.inbox,
-        runs=svc.runs,
-        skills=svc.ctx.skills,
-        access=access,
-        log=mail_log,
-        answerer=channel,
-        identity=identity,
-        key=key,
-        config=_inbound(s),
-        clock=svc.ctx.clock,
-    )
-    receiver = _receiver(s, handler, tokens)
-    svc.extras["email_receiver"] = receiver
     imap = (s.imap_host, s.imap_port, s.imap_folder, s.imap_tls, s.imap_auth)
     log.info("Email: reading replies from %s:%s/%s (%s, %s login)", *imap)
-    svc.spawn_singleton("email-receiver", receiver.run_forever)
+    svc.spawn_singleton("email-receiver", email.receiver.run_forever)

@@ -132,7 +132,9 @@ class Access:
         """Everyone who may start runs through `channel`, in their compared form."""
         if channel == SLACK:
             found = (
-                identity_key(SLACK, u) for s in self.skills.all() for u in s.approvers_for(None, SLACK)
+                identity_key(SLACK, u)
+                for s in self.skills.all()
+                for u in s.approvers_for(None, SLACK)
             )
             return frozenset(k for k in found if k is not None)
         if channel == EMAIL:

@@ -7,9 +7,10 @@
         assert await bot.next_outcome() == "decided: approve"
 
 No server process, no model, no worker: a SQLite `SqlStore`, the engine's `Inbox` and
-`Runs`, the outbox `Dispatcher` with the `EmailChannel`, and the `ImapReceiver` feeding
-`MailHandler` — the same parts `bot.wire_email` wires, on a fresh bot mailbox per instance
-(a new dovecot user), so tests sharing one `MailServer` do not see each other's mail.
+`Runs`, the outbox `Dispatcher` with the `EmailChannel` (wired by `bot.core.build`, as the
+server wires them), and the `ImapReceiver` feeding `MailHandler` — the parts `bot.wire_email`
+makes, on a fresh bot mailbox per instance (a new dovecot user), so tests sharing one
+`MailServer` do not see each other's mail.
 """
 
 from __future__ import annotations
@@ -29,10 +30,8 @@ import aiosmtplib
 import psutil
 
 from agent.addresses import EmailTarget
-from agent.context import Context
 from agent.engine import finish_run
 from agent.events import ToolRequest
-from agent.inbox import Inbox
 from agent.model import (
     Box,
     Item,
@@ -42,10 +41,9 @@ from agent.model import (
     Risk,
     RunStatus,
 )
-from agent.outbox import Dispatcher
 from agent.policy import Access
-from agent.runs import Runs
 from agent.skills import Approvers, Deliver, Skill, SkillBook
+from bot.core import Timing, build
 from channels.email import (
     EmailChannel,
     ImapConfig,
@@ -62,6 +60,7 @@ from store.mail import SqlMailLog
 from store.migrate import upgrade
 from store.sql import SqlStore, connect
 from tests.peers.mailserver import DEFAULT_USERS, MailServer
+from tests.waiting import eventually
 
 ALICE = "alice@example.test"
 MALLORY = "mallory@example.test"
@@ -97,7 +96,7 @@ async def _fresh_user(mail: MailServer) -> tuple[str, str]:
             return name, mail.users[name]
     name = f"bot{uuid.uuid4().hex[:8]}"
     mail.add_user(name, f"{name}-pw")
-    await asyncio.sleep(1.1)
+    await eventually(lambda: mail.knows(name, f"{name}-pw"), what=f"dovecot to know {name}")
     return name, f"{name}-pw"
 
 
@@ -218,9 +217,6 @@ class EmailBot:
         engine = connect(self.db)
         await upgrade(engine)
         self.store = SqlStore(engine)
-        self.ctx = Context(store=self.store, skills=self.skills, channels=frozenset({"email"}))
-        self.inbox = Inbox(self.ctx)
-        self.runs = Runs(self.ctx)
         self.access = Access(skills=self.skills, email_senders=self.allowed_senders)
         self.mailer = SmtpMailer(
             SmtpConfig(host=self.mail.host, port=self.mail.smtp_port, tls="none")
@@ -234,10 +230,16 @@ class EmailBot:
             public_url=self.public_url,
             answer_retries=(0.2,),
         )
-        self.dispatcher = Dispatcher(
-            self.ctx, {"email": self.channel}, backoff_base=0.05, poll_interval=0.1
+        # No model and no worker: the test makes the items a run would.
+        core = build(
+            store=self.store,
+            skills=self.skills,
+            channels={"email": self.channel},
+            mind=None,
+            timing=Timing(poll_interval=0.1, backoff_base=0.05),
         )
-        self.ctx.wake_outbox = self.dispatcher.wake
+        self.ctx, self.inbox, self.runs = core.ctx, core.inbox, core.runs
+        self.dispatcher = core.dispatcher
         self.log = SqlMailLog(self.store)
         self.links = LinkDesk(store=self.store, inbox=self.inbox, log=self.log, key=self.key)
         self.handler = MailHandler(
