@@ -1,0 +1,75 @@
+"""Tool arguments checked against the tool's schema, with errors keyed by form field name.
+
+The engine checks arguments that arrive as JSON (an API edit, a model's call) and the form
+channels check what people typed with this same function, so a value is accepted or refused
+the same way whichever way it came in. On top of the schema, numbers are bounded
+(:mod:`agent.argforms.numbers`) and undeclared fields are refused
+(:mod:`agent.argforms.unknown`).
+
+Remote ``$ref``s are never fetched (jsonschema would, by default), because a tool's schema is
+not trusted to make this process open URLs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jsonschema
+import referencing
+import referencing.exceptions
+
+from agent.argforms.messages import flatten, locate, messages, unknown_message, where
+from agent.argforms.numbers import out_of_range
+from agent.argforms.schema_walk import Schema, leaves, tree
+from agent.argforms.unknown import undeclared
+
+__all__ = ["add_error", "validate_arguments"]
+
+
+def validate_arguments(schema: Schema, args: Mapping[str, Any]) -> dict[str, str]:
+    """Check ``args`` against ``schema``; human messages keyed by form field name.
+
+    Errors inside a field (an item of a JSON list) name their place: ``"[0]: must be text"``.
+    Errors tied to no field go under ``""``, joined with ``"; "``. A field the schema does not
+    declare is an error under its own dotted name (``copy``, ``address.zip``) that lists the
+    known ones; a number out of range is an error before the schema is even consulted.
+    """
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    fields = {leaf.path: leaf.name for leaf in leaves(tree(schema))}
+    errors: dict[str, str] = {}
+    # First, and alone: jsonschema's messages repr() the value, which fails past 4300 digits.
+    for path, message in out_of_range(args):
+        add_error(errors, *locate(fields, path, message))
+    if errors:
+        return errors
+    try:
+        cls.check_schema(schema)
+        # An empty registry: without one jsonschema fetches remote $refs over the network.
+        validator = cls(schema, registry=referencing.Registry(), format_checker=cls.FORMAT_CHECKER)
+        found = list(validator.iter_errors(dict(args)))
+    except jsonschema.SchemaError as exc:
+        return {"": f"the tool's input schema is invalid: {exc.message}"}
+    except referencing.exceptions.Unresolvable as exc:
+        return {"": f"the tool's input schema refers to something unavailable: {exc}"}
+    unknown = undeclared(schema, args)
+    for path, known in unknown:
+        name, message = locate(fields, path, unknown_message(path, known))
+        if name == "" and path:
+            name, message = where(path), unknown_message(path, known)
+        add_error(errors, name, message)
+    reported = {path for path, _ in unknown}
+    for error in found:
+        for leaf_error in flatten(error):
+            for path, message in messages(leaf_error):
+                if path in reported:
+                    continue
+                add_error(errors, *locate(fields, path, message))
+    return errors
+
+
+def add_error(errors: dict[str, str], name: str, message: str) -> None:
+    """Keep the first error of a field; errors tied to no field (``""``) are all kept."""
+    if name == "" and "" in errors:
+        errors[""] = f"{errors['']}; {message}"
+    errors.setdefault(name, message)
