@@ -1,0 +1,66 @@
+"""Skills: what a user writes in YAML to describe one kind of background work.
+
+A skill names the model, the MCP servers, the policy per tool, who may approve, where the
+inbox goes and the budgets. Loading is strict: a bad file is refused with the file, the line
+and what is wrong, and the other skills still load.
+
+The package's modules, and what each holds:
+
+- `skill`: the `Skill` model of one file, and its look-ups (a tool's rule, its approvers);
+- `servers`, `tools`, `rules`, `people`, `budget`, `triggers`: the parts of a skill file;
+- `durations`: "30s", "15m", "2h", "1d";
+- `errors`: `SkillFileError`, and pydantic's errors as lines and messages for the user;
+- `loader`: `parse_skill` and `load_skills`;
+- `book`: `SkillBook`, the skills a running server knows and their versions.
+
+Import from `agent.skills`: every name below is exported here.
+"""
+
+from agent.skills.book import Refusal, Reload, SkillBook
+from agent.skills.budget import Budget, DailyBudget
+from agent.skills.durations import Duration, parse_duration
+from agent.skills.errors import Problem, SkillFileError
+from agent.skills.loader import LoadReport, load_skills, parse_skill
+from agent.skills.people import Approvers, Deliver, Escalation, PeopleOrApprovers, Person
+from agent.skills.rules import OPERATORS, Check, Condition, Policy, Rule
+from agent.skills.servers import Folder, HttpServer, StdioServer
+from agent.skills.skill import Defaults, Origin, Skill
+from agent.skills.tools import DEFAULT_GRANTS, Approvals, ToolRule
+from agent.skills.triggers import DigestAt, Hook, Schedule
+
+__all__ = [
+    "DEFAULT_GRANTS",
+    "OPERATORS",
+    "Approvals",
+    "Approvers",
+    "Budget",
+    "Check",
+    "Condition",
+    "DailyBudget",
+    "Defaults",
+    "Deliver",
+    "DigestAt",
+    "Duration",
+    "Escalation",
+    "Folder",
+    "Hook",
+    "HttpServer",
+    "LoadReport",
+    "Origin",
+    "PeopleOrApprovers",
+    "Person",
+    "Policy",
+    "Problem",
+    "Refusal",
+    "Reload",
+    "Rule",
+    "Schedule",
+    "Skill",
+    "SkillBook",
+    "SkillFileError",
+    "StdioServer",
+    "ToolRule",
+    "load_skills",
+    "parse_duration",
+    "parse_skill",
+]

@@ -1,0 +1,141 @@
+"""A tool's rules in a skill file: conditions on a call's arguments (`Check`, one per
+argument path) and the policy that applies when they hold (`Rule`)."""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, field_validator
+
+from agent.skills._base import Strict
+
+Policy = Literal["auto", "ask", "deny"]
+
+#: The operators of a rule's condition (`Check`), in the order the docs list them.
+OPERATORS = ("eq", "ne", "lt", "lte", "gt", "gte", "in", "not_in", "matches", "present")
+
+_PATH = re.compile(r"^[^.\s]+(\.[^.\s]+)*$")
+
+
+def _is_number(value: Any) -> bool:
+    """A JSON number: Python's bool is an int, and is not one."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _json_operand(value: Any, where: str) -> Any:
+    """A value an argument can be compared with: what JSON holds (YAML also makes dates)."""
+    if value is None or isinstance(value, str | bool) or _is_number(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{where}: {value} is not a number an argument can have")
+        return value
+    if isinstance(value, list):
+        return [_json_operand(v, where) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_operand(v, where) for k, v in value.items()}
+    raise ValueError(
+        f"{where}: {value} is a {type(value).__name__} in YAML, which no argument can be; "
+        "quote it to compare with a string"
+    )
+
+
+def _bare_eq(value: Any) -> Any:
+    """A bare value means `eq`; a mapping is operators, and only operators."""
+    if not isinstance(value, dict):
+        return {"eq": value}
+    unknown = [str(k) for k in value if k not in OPERATORS]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], OPERATORS, n=1)
+        hint = f": did you mean `{close[0]}`?" if close else ""
+        raise ValueError(
+            f"unknown operator `{unknown[0]}`{hint} (operators: {', '.join(OPERATORS)}; "
+            "a nested argument is named by its dotted path, like customer.country)"
+        )
+    if not value:
+        raise ValueError(f"no operator: use one of {', '.join(OPERATORS)}")
+    return value
+
+
+class Check(Strict):
+    """What one argument must be for a rule to match; every operator given must hold.
+
+    Comparisons are exact about JSON types, so a rule fails closed: `lt`/`lte`/`gt`/`gte`
+    match only a number (not "100" nor true), `matches` only a string, and an argument that
+    is not there matches nothing but `present: false`."""
+
+    eq: Any = None
+    ne: Any = None
+    lt: float | None = None
+    lte: float | None = None
+    gt: float | None = None
+    gte: float | None = None
+    in_: list[Any] | None = Field(default=None, alias="in")
+    not_in: list[Any] | None = None
+    matches: str | None = None
+    present: bool | None = Field(default=None, strict=True)
+
+    @field_validator("lt", "lte", "gt", "gte", mode="before")
+    @classmethod
+    def _number(cls, v: Any, info: Any) -> Any:
+        if not _is_number(v) or (isinstance(v, float) and not math.isfinite(v)):
+            raise ValueError(f"{info.field_name} compares numbers, and {v!r} is not one")
+        return v
+
+    @field_validator("eq", "ne", mode="before")
+    @classmethod
+    def _value(cls, v: Any, info: Any) -> Any:
+        return _json_operand(v, info.field_name)
+
+    @field_validator("in_", "not_in", mode="before")
+    @classmethod
+    def _values(cls, v: Any, info: Any) -> Any:
+        name = "in" if info.field_name == "in_" else info.field_name
+        if not isinstance(v, list):
+            raise ValueError(f"{name} takes a list of values, like [EUR, USD]")
+        return _json_operand(v, name)
+
+    @field_validator("matches", mode="before")
+    @classmethod
+    def _pattern(cls, v: Any) -> Any:
+        if not isinstance(v, str):
+            raise ValueError(f"matches takes a regular expression (a string), not {v!r}")
+        try:
+            re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"matches: {v!r} is not a regular expression: {exc}") from None
+        return v
+
+    def operators(self) -> dict[str, Any]:
+        """The operators this test sets, with their operands (an operand may be None)."""
+        return {
+            ("in" if name == "in_" else name): getattr(self, name)
+            for name in type(self).model_fields
+            if name in self.model_fields_set
+        }
+
+
+Condition = Annotated[Check, BeforeValidator(_bare_eq)]
+
+
+class Rule(Strict):
+    """A condition on a call's argument values and the policy that applies when it holds."""
+
+    when: dict[str, Condition]
+    policy: Policy
+    #: Shown on the card; for `deny`, what the model reads.
+    reason: str | None = None
+
+    @field_validator("when", mode="before")
+    @classmethod
+    def _paths(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            if not v:
+                raise ValueError("`when` needs a condition; the tool's policy applies otherwise")
+            for path in v:
+                if not isinstance(path, str) or not _PATH.match(path):
+                    raise ValueError(
+                        f"{path!r} is not an argument's name or dotted path (customer.country)"
+                    )
+        return v

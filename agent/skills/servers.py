@@ -1,0 +1,44 @@
+"""What a skill reaches: the MCP servers it starts or calls, and the folders it may use."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import field_validator
+
+from agent.skills._base import Strict
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class StdioServer(Strict):
+    """A server Pizza Bot starts as a child process. It runs with a minimal environment:
+    `PATH`, `HOME` and `LANG` from the server's, the variables named in `pass_env`, and what
+    `env` sets; all of the server's environment (its secrets included) only with
+    `inherit_env: true`."""
+
+    command: str
+    args: list[str] = []
+    env: dict[str, str] = {}
+    pass_env: list[str] = []
+    inherit_env: bool = False
+    cwd: str | None = None
+
+    @field_validator("env", "pass_env")
+    @classmethod
+    def _env_names(cls, v: Any) -> Any:
+        for name in v:
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+        return v
+
+
+class HttpServer(Strict):
+    url: str
+    headers: dict[str, str] = {}
+
+
+class Folder(Strict):
+    path: str
+    write: bool = False

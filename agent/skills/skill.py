@@ -1,0 +1,151 @@
+"""The skill: one file's whole model, with the checks that span its parts (named people,
+server names) and the look-ups the engine makes (a tool's rule, its approvers)."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from pydantic import Field, PrivateAttr, field_validator, model_validator
+
+from agent.skills._base import Strict
+from agent.skills.budget import Budget
+from agent.skills.people import _PERSON, Approvers, Deliver, PeopleOrApprovers, Person
+from agent.skills.rules import Policy
+from agent.skills.servers import Folder, HttpServer, StdioServer
+from agent.skills.tools import ToolRule
+from agent.skills.triggers import DigestAt, Hook, Schedule
+
+
+class Defaults(Strict):
+    """What applies to a tool the skill does not list (in `tools`, nor by a pattern)."""
+
+    #: For tools whose MCP annotations say read-only and not destructive; None: ask, as for
+    #: any unlisted tool. Annotations are the tool server's own claims, so this is opt-in.
+    read_only: Policy | None = None
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a skill came from: its file, and the line of each rule's condition (by tool
+    entry, rule number from 1 and argument path), for problems found once its tools are known."""
+
+    path: str
+    lines: Mapping[tuple[str, int, str], int] = field(default_factory=dict)
+
+
+class Skill(Strict):
+    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")]
+    description: str = ""
+    instructions: str
+    model: str
+    model_options: dict[str, Any] = {}
+    mcp_servers: dict[str, StdioServer | HttpServer] = {}
+    tools: dict[str, Policy | ToolRule] = {}
+    budget: Budget = Budget()
+    #: People by name, each with their identities (`alice: {slack: U012, email: a@x}`).
+    people: dict[str, Person] = {}
+    approvers: PeopleOrApprovers = Approvers()
+    deliver: Deliver = Deliver()
+    folders: list[Folder] = []
+    schedules: list[Schedule] = []
+    hooks: list[Hook] = []
+    max_tool_result_chars: int = 20_000
+    defaults: Defaults = Defaults()
+    #: The daily digest of this skill's waiting items (`agent.digest`); None: the server's.
+    digest: DigestAt | None = None
+    _origin: Origin | None = PrivateAttr(default=None)
+
+    @property
+    def origin(self) -> Origin | None:
+        """The file this skill was read from (None: built in code)."""
+        return self._origin
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _server_names(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for name in v:
+            if not re.fullmatch(r"[A-Za-z0-9_-]+", name) or "__" in name:
+                raise ValueError(f"server name {name!r}: use letters, digits, - and single _")
+        return v
+
+    @field_validator("people")
+    @classmethod
+    def _people(cls, v: dict[str, Person]) -> dict[str, Person]:
+        owners: dict[tuple[str, str], str] = {}
+        for name, person in v.items():
+            if not _PERSON.match(name):
+                raise ValueError(f"person {name!r}: use letters, digits, _, . and -")
+            if person.slack is None and person.email is None:
+                raise ValueError(f"person {name!r} has no identity: give slack, email or both")
+            for channel in ("slack", "email"):
+                identity = person.on(channel)
+                if identity is None:
+                    continue
+                other = owners.setdefault((channel, identity), name)
+                if other != name:
+                    raise ValueError(f"{other} and {name} have the same {channel} {identity!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _named_people(self) -> Skill:
+        lists = [("approvers", self.approvers)]
+        for key, entry in self.tools.items():
+            if isinstance(entry, ToolRule) and entry.escalate_to is not None:
+                lists.append((f"tools.{key}.escalate_to.approvers", entry.escalate_to.approvers))
+        for where, approvers in lists:
+            unknown = [n for n in approvers.people if n not in self.people]
+            if unknown:
+                known = ", ".join(sorted(self.people)) or "none"
+                raise ValueError(
+                    f"{where}: {unknown[0]!r} is not in people (people: {known}); "
+                    "list a person under people: with their slack id and email"
+                )
+        return self
+
+    def approvers_for(self, tool: str | None, channel: str) -> list[str]:
+        """Who may decide an item of `tool` ("server.tool"; None for a budget item) on a
+        channel ("slack": user ids, "email": lowercased addresses): the skill's approvers plus
+        the approvers that tool's items escalate to (see `Escalation`); a named person with
+        their identity on that channel."""
+        lists = [self.approvers]
+        escalation = self.rule(tool).escalate_to if tool else None
+        if escalation is not None:
+            lists.append(escalation.approvers)
+        approvers: list[str] = []
+        for listed in lists:
+            approvers += getattr(listed, channel, []) if channel in ("slack", "email") else []
+            for name in listed.people:
+                identity = self.people[name].on(channel)
+                if identity is not None:
+                    approvers.append(identity)
+        return approvers
+
+    def approvals_required(self, tool: str | None) -> int:
+        """How many different people must approve a call of `tool` (1 for a budget item)."""
+        return self.rule(tool).approvals.required if tool else 1
+
+    def rule(self, tool: str) -> ToolRule:
+        """The rule for "server.tool": exact name first, then the longest matching pattern.
+
+        An unlisted tool is `ask`: the safe default is to have a human look.
+        """
+        listed = self.entry(tool)
+        return listed[1] if listed is not None else ToolRule()
+
+    def entry(self, tool: str) -> tuple[str, ToolRule] | None:
+        """The `tools` entry that covers "server.tool" and its key (the name or the pattern);
+        None when the skill does not list it."""
+        rules = {
+            k: (ToolRule(policy=v) if isinstance(v, str) else v) for k, v in self.tools.items()
+        }
+        if tool in rules:
+            return tool, rules[tool]
+        matches = [p for p in rules if any(c in p for c in "*?[") and fnmatch.fnmatchcase(tool, p)]
+        if matches:
+            key = max(matches, key=len)
+            return key, rules[key]
+        return None

@@ -1,0 +1,78 @@
+"""A skill's entry for one tool (or pattern of tools): its policy and rules, its risk, its
+time-outs and escalation, the grants it offers and how many people must approve."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from agent.model import Risk
+from agent.skills._base import Strict
+from agent.skills.durations import Duration, parse_duration
+from agent.skills.people import Escalation
+from agent.skills.rules import Policy, Rule
+
+#: The grants a tool offers when its entry does not say (`grants:`).
+DEFAULT_GRANTS = ("run", "1h", "exact")
+
+
+class Approvals(Strict):
+    """How many different people must approve a tool's call before it runs (`required`).
+
+    A person is counted once whatever channel they use (see `Skill.people`); one reject
+    ends the item, and an edit restarts the count (see `agent.policy.quorum`)."""
+
+    required: int = Field(default=1, ge=1, le=20)
+
+
+class ToolRule(Strict):
+    policy: Policy = "ask"
+    #: Checked in order on the call's arguments; the first that holds decides, else `policy`.
+    rules: list[Rule] = []
+    impact: Literal["low", "medium", "high"] | None = None
+    reversible: bool | None = None
+    scope: str | None = None
+    idempotent: bool = False
+    timeout: Duration | None = None
+    on_timeout: Literal["reject", "halt"] = "reject"
+    remind_after: Duration | None = None
+    escalate_after: Duration | None = None
+    escalate_to: Escalation | None = None
+    #: What an approver may choose next to Approve so that this tool is not asked about
+    #: again: `run` (the rest of this run), a duration (`1h`: this skill, for that long),
+    #: `exact` (these arguments, this skill, until revoked); `[]` offers none.
+    grants: list[str] = list(DEFAULT_GRANTS)
+    #: More than one person for this tool: `{required: 2}` (no grant is offered then).
+    approvals: Approvals = Approvals()
+
+    @field_validator("timeout", "remind_after", "escalate_after", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> Any:
+        return None if v is None else parse_duration(v)
+
+    @field_validator("grants")
+    @classmethod
+    def _grants(cls, v: list[str]) -> list[str]:
+        for choice in v:
+            if choice in ("run", "exact"):
+                continue
+            try:
+                seconds = parse_duration(choice)
+            except ValueError:
+                seconds = 0.0
+            if not seconds > 0:
+                raise ValueError(f"grant {choice!r}: use run, exact or a duration like 1h or 8h")
+        if len(set(v)) != len(v):
+            raise ValueError("a grant is listed twice")
+        return v
+
+    @model_validator(mode="after")
+    def _escalation(self) -> ToolRule:
+        if self.escalate_after is not None and self.escalate_to is None:
+            raise ValueError("escalate_after needs escalate_to (where the item goes, who decides)")
+        return self
+
+    @property
+    def risk(self) -> Risk:
+        return Risk(impact=self.impact, reversible=self.reversible, scope=self.scope)
