@@ -10,7 +10,7 @@ the run store's `Database`.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from sqlalchemy import Connection, Table, insert, select, update
@@ -32,6 +32,93 @@ def _approval(row: Any) -> Approval:
     return Approval(person=row.person, channel=row.channel, identity=row.identity, at=row.at)
 
 
+@dataclass(frozen=True)
+class _Round:
+    """The count an approval joins: its round (edits so far), who has approved in it, the
+    arguments it approves, the first proposal (when edited) and, for an edit, the arguments
+    it replaces."""
+
+    edits: int
+    current: list[Approval]
+    args: Any
+    proposal: Any
+    edited_from: Any = None
+
+    def count(self, required: int, *more: Approval) -> Count:
+        return Count(required, (*self.current, *more), self.args, self.edits, self.proposal)
+
+
+def _locked_pending(c: Connection, item_id: str) -> Any:
+    # Locked, so that an edit and an approval of one item count one after the other.
+    item = c.execute(select(ITEMS).where(ITEMS.c.id == item_id).with_for_update()).first()
+    if item is None:
+        raise NotFound(f"no item {item_id}")
+    if item.status != ItemStatus.PENDING.value:
+        raise AlreadyDecided(item_of(item))
+    return item
+
+
+def _round(c: Connection, item: Any, args: dict[str, Any] | None) -> _Round:
+    """The round an approval joins: the current one, or a new one when it edits."""
+    rows = list(
+        c.execute(select(APPROVALS).where(APPROVALS.c.item_id == item.id).order_by(APPROVALS.c.id))
+    )
+    edits = max((r.round for r in rows), default=0)
+    first_edit = next((r for r in rows if r.round == 1), None)
+    proposal = first_edit.edited_from if first_edit is not None else None
+    if args is not None:
+        proposal = proposal if proposal is not None else item.args
+        return _Round(edits + 1, [], args, proposal, edited_from=item.args)
+    current = [_approval(r) for r in rows if r.round == edits]
+    return _Round(edits, current, item.args, proposal)
+
+
+def _insert(c: Connection, item_id: str, joined: _Round, approval: Approval) -> None:
+    try:
+        c.execute(
+            insert(APPROVALS).values(
+                item_id=item_id,
+                round=joined.edits,
+                person=approval.person,
+                channel=approval.channel,
+                identity=approval.identity,
+                at=approval.at,
+                edited_from=joined.edited_from,
+            )
+        )
+    except IntegrityError:  # the same person's other click won the race
+        raise AlreadyApproved(approval.name, "counted already") from None
+
+
+def _show(
+    c: Connection, item: Any, joined: _Round, approval: Approval, counted: Count, required: int
+) -> None:
+    """The new count on the item's card, its sent copies marked for update, and the audit."""
+    risk = replace(Risk(**(item.risk or {})), approvals_required=required, approved=counted.shown())
+    c.execute(
+        update(ITEMS).where(ITEMS.c.id == item.id).values(risk=risk.as_dict(), args=joined.args)
+    )
+    copies_need_update(c, item.id, approval.at)
+    detail: dict[str, Any] = {
+        "person": approval.person,
+        "count": counted.text(),
+        "required": required,
+        "edits": joined.edits,
+    }
+    if joined.edited_from is not None:
+        detail.update(edit=True, args_before=joined.edited_from, args_after=joined.args)
+    insert_audit(
+        c,
+        action="approval",
+        actor=approval.identity,
+        channel=approval.channel,
+        now=approval.at,
+        run_id=item.run_id,
+        item_id=item.id,
+        detail=detail,
+    )
+
+
 class SqlApprovals:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -45,73 +132,16 @@ class SqlApprovals:
         args: dict[str, Any] | None = None,
     ) -> Count:
         def tx(c: Connection) -> Count:
-            # Locked, so that an edit and an approval of one item count one after the other.
-            item = c.execute(select(ITEMS).where(ITEMS.c.id == item_id).with_for_update()).first()
-            if item is None:
-                raise NotFound(f"no item {item_id}")
-            if item.status != ItemStatus.PENDING.value:
-                raise AlreadyDecided(item_of(item))
-            rows = list(
-                c.execute(
-                    select(APPROVALS).where(APPROVALS.c.item_id == item_id).order_by(APPROVALS.c.id)
-                )
-            )
-            edits = max((r.round for r in rows), default=0)
-            current = [_approval(r) for r in rows if r.round == edits]
-            first_edit = next((r for r in rows if r.round == 1), None)
-            proposal = first_edit.edited_from if first_edit is not None else None
-            now_args = item.args
-            edited_from = None
-            if args is not None:
-                edits, current, edited_from, now_args = edits + 1, [], item.args, args
-                proposal = proposal if proposal is not None else item.args
-            elif any(a.person == approval.person for a in current):
-                counted = Count(required, tuple(current), now_args, edits, proposal)
+            item = _locked_pending(c, item_id)
+            joined = _round(c, item, args)
+            if args is None and any(a.person == approval.person for a in joined.current):
+                counted = joined.count(required)
                 if counted.reached:  # a retry after the count was reached: finish it
                     return counted
                 raise AlreadyApproved(approval.name, counted.text())
-            try:
-                c.execute(
-                    insert(APPROVALS).values(
-                        item_id=item_id,
-                        round=edits,
-                        person=approval.person,
-                        channel=approval.channel,
-                        identity=approval.identity,
-                        at=approval.at,
-                        edited_from=edited_from,
-                    )
-                )
-            except IntegrityError:  # the same person's other click won the race
-                raise AlreadyApproved(approval.name, "counted already") from None
-            counted = Count(required, (*current, approval), now_args, edits, proposal)
-            risk = replace(
-                Risk(**(item.risk or {})), approvals_required=required, approved=counted.shown()
-            )
-            c.execute(
-                update(ITEMS)
-                .where(ITEMS.c.id == item_id)
-                .values(risk=risk.as_dict(), args=now_args)
-            )
-            copies_need_update(c, item_id, approval.at)
-            detail: dict[str, Any] = {
-                "person": approval.person,
-                "count": counted.text(),
-                "required": required,
-                "edits": edits,
-            }
-            if edited_from is not None:
-                detail.update(edit=True, args_before=edited_from, args_after=now_args)
-            insert_audit(
-                c,
-                action="approval",
-                actor=approval.identity,
-                channel=approval.channel,
-                now=approval.at,
-                run_id=item.run_id,
-                item_id=item_id,
-                detail=detail,
-            )
+            _insert(c, item_id, joined, approval)
+            counted = joined.count(required, approval)
+            _show(c, item, joined, approval, counted, required)
             return counted
 
         return await self.db.run(tx)
