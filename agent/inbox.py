@@ -13,6 +13,7 @@ The run is re-queued in the same transaction, and every channel's copy is marked
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any, assert_never
 
 from agent.argforms import validate_arguments
@@ -51,18 +52,43 @@ class Inbox:
     async def decide(self, item_id: str, decision: Decision, *, actor: str, channel: str) -> Item:
         store, now = self.ctx.store, self.ctx.clock()
         item = await store.get_item(item_id)
+        await self._check_decidable(item, decision, actor=actor, channel=channel, now=now)
+        final_args = await self._final_args(item, decision)
+        args_before = item.args
+        if isinstance(decision, Approve | Edit) and self._required(item) > 1:
+            counted = await self._count(item, decision, actor=actor, channel=channel)
+            if not counted.reached:
+                self.ctx.wake_outbox()
+                return await store.get_item(item.id)
+            decision, args_before = counted.decision()
+            final_args = counted.args
+        decided = await self._record(
+            item, decision, args_before, final_args, actor=actor, channel=channel, now=now
+        )
+        self.ctx.wake_workers()
+        self.ctx.wake_outbox()
+        return decided
+
+    async def _check_decidable(
+        self, item: Item, decision: Decision, *, actor: str, channel: str, now: datetime
+    ) -> None:
+        """Refuse a decision on what is not an action, by someone who may not decide it
+        (audited), or on an item already decided."""
         if item.box is not Box.ACTION:
             raise InvalidArguments({"": "this item is not an action: there is nothing to decide"})
         verdict = self.may_decide(item, actor=actor, channel=channel)
         if not verdict:
             detail = {"decision": decision.kind}
             await audit_refusal(
-                store, verdict, now=now, run_id=item.run_id, item_id=item.id, detail=detail
+                self.ctx.store, verdict, now=now, run_id=item.run_id, item_id=item.id, detail=detail
             )
             raise NotAllowed(f"{actor} is not an approver of skill {item.skill!r} on {channel}")
         if item.decided:
             raise AlreadyDecided(item)
-        final_args: dict[str, Any] | None = item.args
+
+    async def _final_args(self, item: Item, decision: Decision) -> dict[str, Any] | None:
+        """The arguments the call runs with after this decision (None: it does not run),
+        once an edit or a grant is found valid."""
         match decision:
             case Edit(args=args):
                 if item.kind is not ItemKind.TOOL:
@@ -75,24 +101,30 @@ class Inbox:
                 if errors:
                     raise InvalidArguments(errors)
                 await self._check_rules(item, args)
-                final_args = args
+                return args
             case Reject():
-                final_args = None
+                return None
             case Approve(grant=grant):
                 if grant is not None:
                     self._check_grant(item, grant)
+                return item.args
             case Expired():
                 raise InvalidArguments({"": "only the clock expires an item"})
             case _:
                 assert_never(decision)
-        args_before = item.args
-        if isinstance(decision, Approve | Edit) and self._required(item) > 1:
-            counted = await self._count(item, decision, actor=actor, channel=channel)
-            if not counted.reached:
-                self.ctx.wake_outbox()
-                return await store.get_item(item.id)
-            decision, args_before = counted.decision()
-            final_args = counted.args
+
+    async def _record(
+        self,
+        item: Item,
+        decision: Decision,
+        args_before: dict[str, Any] | None,
+        final_args: dict[str, Any] | None,
+        *,
+        actor: str,
+        channel: str,
+        now: datetime,
+    ) -> Item:
+        """Record the decision with its event; the first decision wins (`AlreadyDecided`)."""
         event = NewEvent(
             DecisionMade(
                 item_id=item.id,
@@ -104,7 +136,7 @@ class Inbox:
                 channel=channel,
             )
         )
-        decided = await store.record_decision(
+        return await self.ctx.store.record_decision(
             item.id,
             decision,
             actor=actor,
@@ -113,9 +145,6 @@ class Inbox:
             final_args=final_args,
             event=event,
         )
-        self.ctx.wake_workers()
-        self.ctx.wake_outbox()
-        return decided
 
     def _required(self, item: Item) -> int:
         return required_for(
