@@ -5,6 +5,7 @@ revoked."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -90,11 +91,20 @@ async def test_a_grant_for_this_run_lets_the_next_calls_run_until_it_is_revoked(
         (grant,) = await eventually(
             lambda: _listed(st, run_id), what="the run's grant to be listed"
         )
-        assert (await revoke(st, grant["id"]))["revoked_by"] == "owner"
-        # The grant may have let "six" run before the revoke landed; after it, a call asks.
-        item = await st.wait_item(run_id, status="pending")
-        run = await st.get_run(run_id)
-        assert asked(run)[-1] in {"six", "seven"}
+        revoked = await revoke(st, grant["id"])
+        assert revoked["revoked_by"] == "owner"
+        revoked_at = datetime.fromisoformat(revoked["revoked_at"])
+        # The run goes on meanwhile: the grant covers the calls that started before the revoke,
+        # and none after it; a call that comes after the revoke is asked about.
+        run = await st.wait_run(run_id, {"done", "waiting"})
+        for event in run["events"]:
+            if event["kind"] == "tool_started" and event["data"].get("grant") == grant["id"]:
+                assert datetime.fromisoformat(event["at"]) <= revoked_at, event
+        if run["status"] == "waiting":
+            assert asked(run)[-1] in {"six", "seven"}
+            assert (await st.wait_item(run_id, status="pending"))["status"] == "pending"
+        else:
+            assert sent(st.tool_calls())[-3:] == ["five", "six", "seven"]
         assert "grant revoked" in [e["action"] for e in await audit(st)]
         assert await _listed(st, run_id) is None
         assert [g["id"] for g in await grants(st, all="true") if g["revoked_at"]] == [grant["id"]]

@@ -15,7 +15,7 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent.errors import NotFound
-from agent.model import Box, Delivery, DeliveryStatus, Item, ItemKind, ItemStatus, Run
+from agent.model import Box, Delivery, DeliveryStatus, Event, Item, ItemKind, ItemStatus, Run
 from channels.slack import SlackChannel
 from channels.slack.home import Inbox, home_view
 from tests.peers.slack_api import Call, SlackApi
@@ -41,6 +41,15 @@ class NoDeliveries:
 
     async def get_run(self, run_id: str) -> Run:
         raise NotFound(run_id)
+
+    async def get_item(self, item_id: str) -> Item:
+        raise NotFound(item_id)
+
+    async def list_items(self, **_: Any) -> list[Item]:
+        return []
+
+    async def events(self, run_id: str) -> list[Event]:
+        return []
 
 
 @pytest.fixture
