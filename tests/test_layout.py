@@ -186,3 +186,38 @@ def test_only_bot_reads_the_environment() -> None:
                 offenders.append(str(path.relative_to(ROOT)))
     # agent/llm.py sets litellm's offline price-map switch before importing it; it reads nothing.
     assert offenders == []
+
+
+# The core, the channels and the store stay readable in one sitting: a module a person can
+# hold in their head, a function that fits on a screen. Migrations are generated history.
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 60
+
+
+def _too_long(root: Path) -> list[str]:
+    found = []
+    for package in ("agent", "channels", "store"):
+        for path in sorted((root / package).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            source = path.read_text()
+            where = path.relative_to(root)
+            if len(source.splitlines()) > MAX_MODULE_LINES:
+                found.append(f"{where}: {len(source.splitlines())} lines")
+            for node in ast.walk(ast.parse(source, str(path))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    length = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if length > MAX_FUNCTION_LINES:
+                        found.append(f"{where}:{node.lineno} {node.name}: {length} lines")
+    return found
+
+
+def test_modules_and_functions_stay_short() -> None:
+    assert _too_long(ROOT) == []
+
+
+def test_the_length_check_sees_a_long_function(tmp_path: Path) -> None:
+    body = "\n".join(f"    x{k} = {k}" for k in range(MAX_FUNCTION_LINES))
+    (tmp_path / "agent").mkdir()
+    (tmp_path / "agent" / "long.py").write_text(f"def long() -> None:\n{body}\n")
+    assert _too_long(tmp_path) == ["agent/long.py:1 long: 61 lines"]
