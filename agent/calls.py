@@ -129,7 +129,7 @@ class ToolCallSteps:
             if ahead:
                 await self._ask(held, ahead)
             else:
-                await store.set_status(held.run.id, RunStatus.WAITING, worker=held.lease, now=now)
+                await store.set_status(held.run.id, RunStatus.WAITING, lease=held.lease, now=now)
             return "wait"
         await self._ask(held, [(call, spec, ask), *ahead])
         return "wait"
@@ -255,7 +255,7 @@ class ToolCallSteps:
         await self.ctx.store.create_items(
             [self._card(held, call, spec, ask, now) for call, spec, ask in asks],
             targets=targets_for(skill, self.ctx.channels),
-            worker=held.lease,
+            lease=held.lease,
             now=now,
             run_status=RunStatus.WAITING,
         )

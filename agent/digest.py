@@ -8,9 +8,9 @@ timezone, it gathers the pending tool and budget items of those skills, finds wh
 each one on each channel (`agent.policy.Access`: the skill's and the tool's approvers), and
 hands each person their list through that channel's `DigestSender`.
 
-Each (day, time, channel, person) is claimed by a unique row before it is sent (`Claims`,
+Each (day, time, channel, person) is recorded by a unique row before it is sent (`OnceKeys`,
 the table that marks mails handled), so a second server, a restart or a later tick the same
-day sends nothing again; a failed send gives its claim back, to be tried at the next tick.
+day sends nothing again; a failed send gives its key back, to be tried at the next tick.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from agent.policy import Access
 from agent.policy.identity import identity_key
 from agent.skills import DigestAt
 
-__all__ = ["Claims", "Digest", "DigestSender", "Digests", "age_text", "due_day"]
+__all__ = ["Digest", "DigestSender", "Digests", "OnceKeys", "age_text", "due_day"]
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +39,10 @@ class DigestSender(Protocol):
     async def send_digest(self, address: str, digest: Digest) -> None: ...
 
 
-class Claims(Protocol):
+class OnceKeys(Protocol):
     """Keys taken once (insert-or-nothing), and given back when the work failed."""
 
-    async def claim(self, key: str, *, kind: str, now: datetime) -> bool: ...
+    async def record_once(self, key: str, *, kind: str, now: datetime) -> bool: ...
 
     async def release(self, key: str) -> None: ...
 
@@ -98,7 +98,7 @@ class Digests:
     ctx: Context
     access: Access
     senders: Mapping[str, DigestSender]
-    claims: Claims
+    once_keys: OnceKeys
     default: DigestAt | None = None
     sent: list[Digest] = field(default_factory=list)
 
@@ -144,12 +144,12 @@ class Digests:
     async def _send(self, digest: Digest, when: DigestAt) -> bool:
         who = identity_key(digest.channel, digest.address) or digest.address
         key = f"digest:{digest.day.isoformat()}:{when.at}:{when.timezone}:{digest.channel}:{who}"
-        if not await self.claims.claim(key, kind="digest", now=digest.now):
+        if not await self.once_keys.record_once(key, kind="digest", now=digest.now):
             return False  # sent already today (here, or by another server)
         try:
             await self.senders[digest.channel].send_digest(digest.address, digest)
         except Exception as exc:
             log.warning("digest for %s on %s not sent: %s", who, digest.channel, exc)
-            await self.claims.release(key)
+            await self.once_keys.release(key)
             return False
         return True

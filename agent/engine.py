@@ -89,10 +89,10 @@ class Runner(ToolCallSteps):
     # -- the loop ------------------------------------------------------------------------
 
     async def advance(
-        self, run: Run, *, worker: str, events: list[Event] | None = None
+        self, run: Run, *, lease: str, events: list[Event] | None = None
     ) -> RunStatus:
-        """Step `run` until it waits, ends, or the lease is lost. `worker` is the lease token
-        it was claimed with (the store's `worker=`: every write is fenced with it).
+        """Step `run` until it waits, ends, or the lease is lost. `lease` is the token it
+        was claimed with (the store's `lease=`: every write is fenced with it).
         `events` is its log as read with the held; without it the log is read here.
 
         The lease is kept by the worker's heartbeat while this runs; every write checks it,
@@ -101,11 +101,11 @@ class Runner(ToolCallSteps):
         try:
             skill = self.ctx.skills.for_run(run.skill, run.created_at)
         except NotFound as exc:
-            await self._end(run, RunStatus.FAILED, lease=worker, error=str(exc), skill=None)
+            await self._end(run, RunStatus.FAILED, lease=lease, error=str(exc), skill=None)
             return RunStatus.FAILED
         if events is None:
             events = await store.events(run.id)
-        held = HeldRun(run, skill, worker, events)
+        held = HeldRun(run, skill, lease, events)
         try:
             while True:
                 outcome = await self._step(held)
@@ -139,7 +139,7 @@ class Runner(ToolCallSteps):
         if state.finished:
             # A finished run was re-queued without a new message: nothing to do.
             await self.ctx.store.set_status(
-                run.id, RunStatus.DONE, worker=held.lease, now=self.ctx.clock()
+                run.id, RunStatus.DONE, lease=held.lease, now=self.ctx.clock()
             )
             held.status = RunStatus.DONE
             return "end"
@@ -226,7 +226,7 @@ class Runner(ToolCallSteps):
         await self.ctx.store.create_item(
             item,
             targets=targets_for(skill, self.ctx.channels),
-            worker=held.lease,
+            lease=held.lease,
             now=now,
             run_status=RunStatus.WAITING,
             events=[NewEvent(BudgetReached(item_id=item.id, why=why, extend=extend))],
@@ -239,7 +239,7 @@ class Runner(ToolCallSteps):
         decision = state.budget_decision
         now = self.ctx.clock()
         if decision is None:
-            await self.ctx.store.set_status(run.id, RunStatus.WAITING, worker=held.lease, now=now)
+            await self.ctx.store.set_status(run.id, RunStatus.WAITING, lease=held.lease, now=now)
             return "wait"
         match decision.decision:
             case Approve():
@@ -250,7 +250,7 @@ class Runner(ToolCallSteps):
                 )
                 # The extension and its event in one transaction: applied once, crash or not.
                 appended = await self.ctx.store.add_budget(
-                    run.id, extend, worker=held.lease, now=now, event=NewEvent(extended)
+                    run.id, extend, lease=held.lease, now=now, event=NewEvent(extended)
                 )
                 held.events.extend(appended)
                 # The budget check reads what was added from the run.
@@ -283,7 +283,7 @@ class Runner(ToolCallSteps):
             self.ctx,
             held.run,
             status,
-            worker=held.lease,
+            lease=held.lease,
             skill=held.skill,
             result=result,
             error=None if error is None else self.redact(error),
@@ -302,7 +302,7 @@ class Runner(ToolCallSteps):
         error: str,
     ) -> None:
         """End a run that could not be stepped at all (its skill is gone)."""
-        await finish_run(self.ctx, run, status, worker=lease, skill=skill, error=self.redact(error))
+        await finish_run(self.ctx, run, status, lease=lease, skill=skill, error=self.redact(error))
 
 
 async def cancel_in_flight(task: asyncio.Task[Any]) -> None:

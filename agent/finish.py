@@ -35,7 +35,7 @@ async def finish_run(
     run: Run,
     status: RunStatus,
     *,
-    worker: str | None,
+    lease: str | None,
     skill: Skill | None,
     result: str | None = None,
     error: str | None = None,
@@ -65,7 +65,7 @@ async def finish_run(
     await store.finish_run(
         run.id,
         status,
-        worker=worker,
+        lease=lease,
         now=now,
         events=[
             *answer,

@@ -43,7 +43,7 @@ class HeldRun:
     ) -> None:
         """Append to the run's log, fenced with the lease, and keep the copy in step."""
         appended = await ctx.store.append_events(
-            self.run.id, events, worker=self.lease, now=ctx.clock(), usage=usage
+            self.run.id, events, lease=self.lease, now=ctx.clock(), usage=usage
         )
         if appended and self.events and appended[0].seq != self.events[-1].seq + 1:
             # Someone else wrote in between (should not happen while we hold the lease):

@@ -60,7 +60,7 @@ class Runs:
         event = NewEvent(UserMessage(text=text, by=actor, channel=channel))
         if run.status in {RunStatus.QUEUED, RunStatus.RUNNING}:
             # The message joins the conversation at the next model call.
-            await self.ctx.store.append_events(run_id, [event], worker=None, now=self.ctx.clock())
+            await self.ctx.store.append_events(run_id, [event], lease=None, now=self.ctx.clock())
             return await self.ctx.store.get_run(run_id)
         run = await self.ctx.store.requeue(run_id, now=self.ctx.clock(), events=[event])
         self.ctx.wake_workers()
@@ -80,7 +80,7 @@ class Runs:
             self.ctx,
             run,
             RunStatus.CANCELLED,
-            worker=None,
+            lease=None,
             skill=skill,
             error=f"cancelled by {actor} via {channel}",
             actor=actor,
@@ -108,7 +108,7 @@ class Runs:
                     self.ctx,
                     run,
                     RunStatus.KILLED,
-                    worker=None,
+                    lease=None,
                     skill=skill,
                     error=f"killed by {actor} via {channel}",
                     actor=actor,

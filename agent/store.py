@@ -5,7 +5,7 @@ Each part of the server names the roles it uses, and nothing more: the engine th
 `AuditTrail`; the outbox dispatcher the `Outbox`; the clock `ItemTimers`; the email channel
 its `MailLog`. `store.SqlStore` implements `Store` on SQLAlchemy (SQLite or PostgreSQL), and
 the contract tests in `tests/test_store_contract.py` hold every backend to the same behaviour.
-Methods that change a run take the worker's id: a worker that lost its lease cannot write
+Methods that change a run take its lease token: a worker that lost its lease cannot write
 (fencing).
 
     Store = RunStore + InboxItems + Outbox + AuditLog + Switches
@@ -81,15 +81,15 @@ class RunStore(RunReader, Protocol):
         ...
 
     async def claim_runs(
-        self, *, worker: str, now: datetime, lease_seconds: float, limit: int
+        self, *, lease: str, now: datetime, lease_seconds: float, limit: int
     ) -> list[ClaimedRun]:
-        """Take up to `limit` runs, oldest first, for `worker`, in one transaction: queued
+        """Take up to `limit` runs, oldest first, under the token `lease`, in one transaction: queued
         ones, or running ones whose lease expired; none while the kill switch is on. Fewer
         than `limit` means no more were claimable."""
         ...
 
     async def renew_lease(
-        self, run_id: str, *, worker: str, now: datetime, lease_seconds: float
+        self, run_id: str, *, lease: str, now: datetime, lease_seconds: float
     ) -> Run:
         """Extend the lease and return the run; raise LeaseLost when it is no longer ours."""
         ...
@@ -99,14 +99,14 @@ class RunStore(RunReader, Protocol):
         run_id: str,
         status: RunStatus,
         *,
-        worker: str | None,
+        lease: str | None,
         now: datetime,
         result: str | None = None,
         error: str | None = None,
         usage: Usage | None = None,
         killed_by: str | None = None,
     ) -> Run:
-        """Move a run through `agent.model.transition`; with `worker`, only while it holds the lease."""
+        """Move a run through `agent.model.transition`; with `lease`, only while it is held."""
         ...
 
     async def finish_run(
@@ -114,7 +114,7 @@ class RunStore(RunReader, Protocol):
         run_id: str,
         status: RunStatus,
         *,
-        worker: str | None,
+        lease: str | None,
         now: datetime,
         events: Sequence[NewEvent],
         unread: Item,
@@ -138,11 +138,11 @@ class RunStore(RunReader, Protocol):
         run_id: str,
         events: Sequence[NewEvent],
         *,
-        worker: str | None,
+        lease: str | None,
         now: datetime,
         usage: Usage | None = None,
     ) -> list[Event]:
-        """Append to the run's log (only while `worker` holds the lease), and record the run's
+        """Append to the run's log (only while `lease` is held), and record the run's
         usage so far in the same transaction when given."""
         ...
 
@@ -151,12 +151,12 @@ class RunStore(RunReader, Protocol):
         run_id: str,
         extra: dict[str, float],
         *,
-        worker: str | None,
+        lease: str | None,
         now: datetime,
         event: NewEvent,
     ) -> list[Event]:
         """Add `extra` to the run's budget and append `event` (BUDGET_EXTENDED) in one
-        transaction, while `worker` holds the lease; return the appended event."""
+        transaction, while `lease` is held; return the appended event."""
         ...
 
     async def runs_with_status(self, status: RunStatus) -> list[str]: ...
@@ -189,7 +189,7 @@ class InboxItems(ItemReader, Protocol):
         item: Item,
         *,
         targets: Sequence[Target],
-        worker: str | None,
+        lease: str | None,
         now: datetime,
         run_status: RunStatus | None = None,
         events: Sequence[NewEvent] = (),
@@ -203,7 +203,7 @@ class InboxItems(ItemReader, Protocol):
         items: Sequence[tuple[Item, Sequence[NewEvent]]],
         *,
         targets: Sequence[Target],
-        worker: str | None,
+        lease: str | None,
         now: datetime,
         run_status: RunStatus | None = None,
     ) -> list[Item]:
@@ -326,10 +326,11 @@ class ItemTimers(Protocol):
 class MailLog(Protocol):
     """Keys of handled mail (Message-IDs) and used links, shared by every server process.
 
-    `claim` is the once-only gate: of two processes claiming one key, exactly one gets True.
+    `record_once` is the once-only gate: of two processes recording one key, exactly one gets
+    True.
     """
 
-    async def claim(self, key: str, *, kind: str, now: datetime) -> bool:
+    async def record_once(self, key: str, *, kind: str, now: datetime) -> bool:
         """Record `key`; False when it was recorded before."""
         ...
 

@@ -89,7 +89,7 @@ class Worker:
         lease = f"{self.name}#{self._claims}"
         try:
             claimed = await self.ctx.store.claim_runs(
-                worker=lease,
+                lease=lease,
                 now=self.ctx.clock(),
                 lease_seconds=self.engine.lease_seconds,
                 limit=free,
@@ -115,7 +115,7 @@ class Worker:
         assert this is not None
         heartbeat = asyncio.create_task(self._heartbeat(run.id, lease, this))
         try:
-            await self.engine.advance(run, worker=lease, events=claimed.events)
+            await self.engine.advance(run, lease=lease, events=claimed.events)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -138,7 +138,7 @@ class Worker:
             try:
                 await self.ctx.store.renew_lease(
                     run_id,
-                    worker=lease,
+                    lease=lease,
                     now=self.ctx.clock(),
                     lease_seconds=self.engine.lease_seconds,
                 )

@@ -1,7 +1,7 @@
 """Plugs the daily digest (`agent.digest`) into the server: Slack direct messages and mails
 through the channels the settings turn on, the server's default time (`PIZZABOT_DIGEST_AT`,
 `PIZZABOT_DIGEST_TIMEZONE`), and a loop that one leader among the servers runs. Each digest
-is also claimed by a row before it is sent, so a hand-over of the leadership cannot send
+is also recorded by a row before it is sent, so a hand-over of the leadership cannot send
 one twice.
 """
 
@@ -43,7 +43,7 @@ def build(svc: Services) -> Digests | None:
         ctx=svc.ctx,
         access=svc.access,
         senders=senders,
-        claims=SqlMailLog(svc.store),
+        once_keys=SqlMailLog(svc.store),
         default=default,
     )
 

@@ -41,7 +41,7 @@ def _bump(fenced: bool, usage: bool) -> Any:
     run's usage so far when `usage`."""
     stmt = update(RUNS).where(RUNS.c.id == bindparam("run_id"))
     if fenced:
-        stmt = stmt.where(RUNS.c.lease_owner == bindparam("worker"), RUNS.c.status == _RUNNING)
+        stmt = stmt.where(RUNS.c.lease_owner == bindparam("lease"), RUNS.c.status == _RUNNING)
     values: dict[str, Any] = {"last_seq": RUNS.c.last_seq + bindparam("n", type_=Integer())}
     if usage:
         values.update(
@@ -78,15 +78,15 @@ def append_events(
     events: Sequence[NewEvent],
     now: datetime,
     *,
-    worker: str | None = None,
+    lease: str | None = None,
     usage: Usage | None = None,
 ) -> list[Event]:
     """Number and insert `events`. The UPDATE that takes the numbers also checks the lease
-    (`worker`) and records `usage`: one statement, and on PostgreSQL it locks the run's
+    (`lease`) and records `usage`: one statement, and on PostgreSQL it locks the run's
     row, so concurrent appends to one run are numbered one after the other."""
-    if not events and worker is None and usage is None:
+    if not events and lease is None and usage is None:
         return []
-    params: dict[str, Any] = {"run_id": run_id, "n": len(events), "worker": worker}
+    params: dict[str, Any] = {"run_id": run_id, "n": len(events), "lease": lease}
     if usage is not None:
         params.update(
             u_tokens=usage.tokens,
@@ -95,9 +95,9 @@ def append_events(
             u_known=usage.cost_known,
             now=now,
         )
-    last = c.execute(_BUMP[(worker is not None, usage is not None)], params).scalar()
+    last = c.execute(_BUMP[(lease is not None, usage is not None)], params).scalar()
     if last is None:
-        if worker is not None:
+        if lease is not None:
             raise LeaseLost(run_id)
         raise NotFound(f"no run {run_id}")
     first = int(last) - len(events) + 1

@@ -148,7 +148,7 @@ class SqlInbox:
         item: Item,
         *,
         targets: Sequence[Target],
-        worker: str | None,
+        lease: str | None,
         now: datetime,
         run_status: RunStatus | None = None,
         events: Sequence[NewEvent] = (),
@@ -157,8 +157,8 @@ class SqlInbox:
             run = s.get(RunRow, item.run_id)
             if run is None:
                 raise NotFound(f"no run {item.run_id}")
-            if worker is not None and (
-                run.lease_owner != worker or run.status != RunStatus.RUNNING.value
+            if lease is not None and (
+                run.lease_owner != lease or run.status != RunStatus.RUNNING.value
             ):
                 raise LeaseLost(item.run_id)
             insert_item(s, item, targets, now)
@@ -174,7 +174,7 @@ class SqlInbox:
         items: Sequence[tuple[Item, Sequence[NewEvent]]],
         *,
         targets: Sequence[Target],
-        worker: str | None,
+        lease: str | None,
         now: datetime,
         run_status: RunStatus | None = None,
     ) -> list[Item]:
@@ -183,8 +183,8 @@ class SqlInbox:
                 run = s.get(RunRow, item.run_id)
                 if run is None:
                     raise NotFound(f"no run {item.run_id}")
-                if worker is not None and (
-                    run.lease_owner != worker or run.status != RunStatus.RUNNING.value
+                if lease is not None and (
+                    run.lease_owner != lease or run.status != RunStatus.RUNNING.value
                 ):
                     raise LeaseLost(item.run_id)
                 insert_item(s, item, targets, now)

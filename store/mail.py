@@ -19,7 +19,7 @@ class SqlMailLog:
     def __init__(self, store: SqlStore) -> None:
         self.db = store.db
 
-    async def claim(self, key: str, *, kind: str, now: datetime) -> bool:
+    async def record_once(self, key: str, *, kind: str, now: datetime) -> bool:
         # Insert-or-nothing on the primary key works the same on SQLite and PostgreSQL.
         first = (
             self.db.insert(EmailProcessedRow)

@@ -52,7 +52,7 @@ def _claim(postgres: bool) -> Any:
     )
     take = update(RUNS).values(
         status=_RUNNING,
-        lease_owner=bindparam("worker"),
+        lease_owner=bindparam("lease"),
         lease_expires_at=bindparam("expires", type_=UtcDateTime()),
         updated_at=_NOW,
         started_at=func.coalesce(RUNS.c.started_at, _NOW),
@@ -74,7 +74,7 @@ _RENEW = (
     update(RUNS)
     .where(
         RUNS.c.id == bindparam("run_id"),
-        RUNS.c.lease_owner == bindparam("worker"),
+        RUNS.c.lease_owner == bindparam("lease"),
         RUNS.c.status == _RUNNING,
     )
     .values(lease_expires_at=bindparam("expires", type_=UtcDateTime()))
@@ -222,12 +222,12 @@ class SqlRuns:
         return await self.db.run(tx)
 
     async def claim_runs(
-        self, *, worker: str, now: datetime, lease_seconds: float, limit: int
+        self, *, lease: str, now: datetime, lease_seconds: float, limit: int
     ) -> list[ClaimedRun]:
         claim = _CLAIM[self.db.is_postgres]
         params = {
             "now": now,
-            "worker": worker,
+            "lease": lease,
             "expires": now + timedelta(seconds=lease_seconds),
             "n": limit,
         }
@@ -243,19 +243,17 @@ class SqlRuns:
 
         return await self.db.run(tx)
 
-    async def claim_run(self, *, worker: str, now: datetime, lease_seconds: float) -> Run | None:
+    async def claim_run(self, *, lease: str, now: datetime, lease_seconds: float) -> Run | None:
         """`claim_runs` for one run (for tests and tools: workers claim in batches)."""
-        claimed = await self.claim_runs(
-            worker=worker, now=now, lease_seconds=lease_seconds, limit=1
-        )
+        claimed = await self.claim_runs(lease=lease, now=now, lease_seconds=lease_seconds, limit=1)
         return claimed[0].run if claimed else None
 
     async def renew_lease(
-        self, run_id: str, *, worker: str, now: datetime, lease_seconds: float
+        self, run_id: str, *, lease: str, now: datetime, lease_seconds: float
     ) -> Run:
         params = {
             "run_id": run_id,
-            "worker": worker,
+            "lease": lease,
             "expires": now + timedelta(seconds=lease_seconds),
         }
 
@@ -272,7 +270,7 @@ class SqlRuns:
         run_id: str,
         status: RunStatus,
         *,
-        worker: str | None,
+        lease: str | None,
         now: datetime,
         result: str | None = None,
         error: str | None = None,
@@ -284,7 +282,7 @@ class SqlRuns:
                 s,
                 run_id,
                 status,
-                worker=worker,
+                lease=lease,
                 now=now,
                 result=result,
                 error=error,
@@ -300,7 +298,7 @@ class SqlRuns:
         run_id: str,
         status: RunStatus,
         *,
-        worker: str | None,
+        lease: str | None,
         now: datetime,
         result: str | None = None,
         error: str | None = None,
@@ -313,7 +311,7 @@ class SqlRuns:
         row = s.execute(q).scalar_one_or_none()
         if row is None:
             raise NotFound(f"no run {run_id}")
-        if worker is not None and (row.lease_owner != worker or row.status != _RUNNING):
+        if lease is not None and (row.lease_owner != lease or row.status != _RUNNING):
             raise LeaseLost(run_id)
         current = RunStatus(row.status)
         if current is not status:
@@ -363,12 +361,12 @@ class SqlRuns:
         run_id: str,
         extra: dict[str, float],
         *,
-        worker: str | None,
+        lease: str | None,
         now: datetime,
         event: NewEvent,
     ) -> list[Event]:
         def tx(s: Session) -> list[Event]:
-            appended = append_events(s.connection(), run_id, [event], now, worker=worker)
+            appended = append_events(s.connection(), run_id, [event], now, lease=lease)
             row = s.get(RunRow, run_id)
             if row is None:
                 raise NotFound(f"no run {run_id}")
@@ -385,12 +383,12 @@ class SqlRuns:
         run_id: str,
         events: Sequence[NewEvent],
         *,
-        worker: str | None,
+        lease: str | None,
         now: datetime,
         usage: Usage | None = None,
     ) -> list[Event]:
         def tx(c: Connection) -> list[Event]:
-            return append_events(c, run_id, events, now, worker=worker, usage=usage)
+            return append_events(c, run_id, events, now, lease=lease, usage=usage)
 
         return await self.db.run(tx)
 
@@ -405,7 +403,7 @@ class SqlRuns:
         run_id: str,
         status: RunStatus,
         *,
-        worker: str | None,
+        lease: str | None,
         now: datetime,
         events: Sequence[NewEvent],
         unread: Item,
@@ -420,7 +418,7 @@ class SqlRuns:
                 s,
                 run_id,
                 status,
-                worker=worker,
+                lease=lease,
                 now=now,
                 result=result,
                 error=error,

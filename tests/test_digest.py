@@ -67,7 +67,7 @@ async def test_each_approver_gets_their_waiting_items_once_a_day(tmp_path: Path)
         client = AsyncWebClient(token="xoxb-test", base_url=slack.url)
 
         def server() -> Digests:
-            """The digests as one server makes them (they share the database's claims)."""
+            """The digests as one server makes them (they share the database's record of what was sent)."""
             return Digests(
                 ctx=replace(h.ctx, base_url="http://pizza.example"),
                 access=Access(skills=h.ctx.skills),
@@ -75,7 +75,7 @@ async def test_each_approver_gets_their_waiting_items_once_a_day(tmp_path: Path)
                     "slack": SlackDigest(client=client),
                     "email": EmailDigest(mailer=mailbox, identity=MailIdentity("bot@example.test")),
                 },
-                claims=SqlMailLog(h.store),
+                once_keys=SqlMailLog(h.store),
             )
 
         one, two = server(), server()

@@ -106,13 +106,13 @@ async def test_a_recorded_final_answer_ends_the_run_without_asking_the_model_aga
     """The log an older server left when it died between the answer and the run's end."""
     async with Harness(tmp_path, answer) as h:
         run = await h.runs.start("test", "what is the answer?", trigger="test")
-        claimed = await h.store.claim_run(worker="old", now=h.clock(), lease_seconds=30)
+        claimed = await h.store.claim_run(lease="old", now=h.clock(), lease_seconds=30)
         assert claimed is not None
         said = [
             NewEvent(ModelCall(model="openai/scripted", tokens_in=5, tokens_out=5)),
             NewEvent(AssistantMessage(text="It was 42.")),
         ]
-        await h.store.append_events(run.id, said, worker="old", now=h.clock())
+        await h.store.append_events(run.id, said, lease="old", now=h.clock())
         h.clock.advance(seconds=31)
 
         await h.drive()

@@ -74,7 +74,7 @@ async def test_grants_are_kept_looked_up_revoked_and_audited(db_url: str) -> Non
             raise AssertionError("revoking an unknown grant must say so")
 
         # A run grant ends, in the listing, with its run.
-        await store.set_status("r1", RunStatus.CANCELLED, worker=None, now=T0)
+        await store.set_status("r1", RunStatus.CANCELLED, lease=None, now=T0)
         assert [g.id for g in await grants.list_grants(now=T0)] == [hourly.id]
         assert len(await grants.list_grants(now=later, ended=True)) == 3
 

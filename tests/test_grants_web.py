@@ -44,7 +44,7 @@ async def revoke_on_page(c: httpx.AsyncClient, grant_id: str) -> str:
     page = (await c.get("/grants")).text
     assert f'action="/grants/{grant_id}/revoke"' in page, page
     r = await c.post(f"/grants/{grant_id}/revoke", data={"csrf": csrf_of(page)})
-    assert r.status_code == 303 and "note=revoked" in r.headers["location"], r.text
+    assert r.status_code == 303 and "flash=revoked" in r.headers["location"], r.text
     return (await c.get(r.headers["location"])).text
 
 
@@ -71,7 +71,7 @@ async def test_grant_from_the_item_page_and_revoke_it_on_the_grants_tab(tmp_path
         assert r.status_code == 422 and "not offered" in r.text
 
         r = await click_grant(c, item["id"], "1h")
-        assert r.status_code == 303 and "note=approved" in r.headers["location"]
+        assert r.status_code == 303 and "flash=approved" in r.headers["location"]
         await st.wait_run(run["id"], {"done"})
         (hourly,) = await holding(st)
         assert (hourly["granted_by"], hourly["granted_via"]) == ("owner", "web")

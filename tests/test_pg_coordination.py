@@ -124,7 +124,7 @@ async def test_connections_the_server_dropped_cost_no_transaction(
     assert await _drop_connections(pg_url) >= 1
     await pg_store.create_run(run_id="r1", skill="s", input="", trigger="t", now=T0, events=[])
     assert await _drop_connections(pg_url) >= 1
-    appended = await pg_store.append_events("r0", [NewEvent(Note())], worker=None, now=T0)
+    appended = await pg_store.append_events("r0", [NewEvent(Note())], lease=None, now=T0)
     assert [e.seq for e in appended] == [1]
     assert await _drop_connections(pg_url) >= 1
     assert await triggers.list_schedules() == []

@@ -64,7 +64,7 @@ async def test_a_dispatcher_stops_even_when_a_channel_lost_the_cancel(store: Sql
         created_at=T0,
         secret="x",
     )
-    await store.create_item(note, targets=[SlackTarget("#ops")], worker=None, now=T0)
+    await store.create_item(note, targets=[SlackTarget("#ops")], lease=None, now=T0)
     channel = SwallowingChannel()
     dispatcher = Dispatcher(
         Context(store=store, skills=SkillBook(), clock=lambda: T0),

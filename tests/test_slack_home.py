@@ -117,7 +117,7 @@ class Home:
                 else None,
             )
             made.append(
-                await self.store.create_item(item, targets=[], worker=None, now=item.created_at)
+                await self.store.create_item(item, targets=[], lease=None, now=item.created_at)
             )
         return made
 

@@ -141,7 +141,7 @@ async def test_edit_through_slack_with_a_hostile_schema(home: Home) -> None:  # 
     )
     made = item(schema, args, "hostile")
     made = Item(**{**made.__dict__, "run_id": run.id})
-    await home.store.create_item(made, targets=[], worker=None, now=AT)
+    await home.store.create_item(made, targets=[], lease=None, now=AT)
 
     click = block_actions(
         action_id=blocks.EDIT, value=made.id, user="U1", channel="C1", message_ts="1.1"

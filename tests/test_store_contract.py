@@ -91,18 +91,18 @@ async def test_idempotency_key_returns_the_earlier_run(store: SqlStore) -> None:
 
 async def test_a_run_is_claimed_once_and_its_lease_fences_writes(store: SqlStore) -> None:
     await _run(store)
-    run = await store.claim_run(worker="w1", now=T0, lease_seconds=30)
+    run = await store.claim_run(lease="w1", now=T0, lease_seconds=30)
     assert run is not None and run.status is RunStatus.RUNNING and run.lease_owner == "w1"
-    assert await store.claim_run(worker="w2", now=T0, lease_seconds=30) is None
+    assert await store.claim_run(lease="w2", now=T0, lease_seconds=30) is None
     with pytest.raises(LeaseLost):
-        await store.append_events("r1", [NewEvent(Note())], worker="w2", now=T0)
+        await store.append_events("r1", [NewEvent(Note())], lease="w2", now=T0)
     # The lease expires: another worker takes the run over, and the first may no longer write.
     later = T0 + timedelta(seconds=31)
-    taken = await store.claim_run(worker="w2", now=later, lease_seconds=30)
+    taken = await store.claim_run(lease="w2", now=later, lease_seconds=30)
     assert taken is not None and taken.lease_owner == "w2"
     with pytest.raises(LeaseLost):
-        await store.renew_lease("r1", worker="w1", now=later, lease_seconds=30)
-    await store.append_events("r1", [NewEvent(Note())], worker="w2", now=later)
+        await store.renew_lease("r1", lease="w1", now=later, lease_seconds=30)
+    await store.append_events("r1", [NewEvent(Note())], lease="w2", now=later)
     assert [e.seq for e in await store.events("r1")] == [1, 2]
 
 
@@ -110,7 +110,7 @@ async def test_concurrent_claims_never_hand_one_run_to_two_workers(store: SqlSto
     for i in range(6):
         await _run(store, f"r{i}")
     claims = await asyncio.gather(
-        *[store.claim_run(worker=f"w{i}", now=T0, lease_seconds=30) for i in range(12)]
+        *[store.claim_run(lease=f"w{i}", now=T0, lease_seconds=30) for i in range(12)]
     )
     ids = [c.id for c in claims if c is not None]
     assert sorted(ids) == [f"r{i}" for i in range(6)]
@@ -129,7 +129,7 @@ async def test_a_batch_claim_takes_the_oldest_runs_each_once_with_their_logs(
             events=[NewEvent(RunStarted(input=f"job {i}"))],
         )
     batches = await asyncio.gather(
-        *[store.claim_runs(worker=f"w{i}", now=T0, lease_seconds=30, limit=3) for i in range(4)]
+        *[store.claim_runs(lease=f"w{i}", now=T0, lease_seconds=30, limit=3) for i in range(4)]
     )
     claimed = [c.run.id for batch in batches for c in batch]
     assert sorted(claimed) == [f"r{i}" for i in range(7)]
@@ -144,14 +144,14 @@ async def test_a_batch_claim_takes_the_oldest_runs_each_once_with_their_logs(
                 (c.run.id, 1, f"job {c.run.id[1:]}")
             ]
     # An empty queue gives fewer than asked for: none.
-    assert await store.claim_runs(worker="w9", now=T0, lease_seconds=30, limit=3) == []
+    assert await store.claim_runs(lease="w9", now=T0, lease_seconds=30, limit=3) == []
 
 
 async def test_a_decided_run_is_claimed_before_runs_made_after_it(store: SqlStore) -> None:
     # r1 waits on a decision; r2 is queued meanwhile; the decision then queues r1 again.
     await _run(store, "r1")
-    await store.claim_run(worker="w", now=T0, lease_seconds=30)
-    await store.create_item(_item(), targets=[], worker="w", now=T0, run_status=RunStatus.WAITING)
+    await store.claim_run(lease="w", now=T0, lease_seconds=30)
+    await store.create_item(_item(), targets=[], lease="w", now=T0, run_status=RunStatus.WAITING)
     later = T0 + timedelta(minutes=5)
     await store.create_run(run_id="r2", skill="s", input="hi", trigger="test", now=later)
     await store.record_decision(
@@ -164,23 +164,23 @@ async def test_a_decided_run_is_claimed_before_runs_made_after_it(store: SqlStor
         event=NewEvent(DecisionMade(item_id="i1", decision=Approve())),
     )
     # The oldest run first: the person who answered does not wait behind newer work.
-    claimed = await store.claim_runs(worker="w2", now=later, lease_seconds=30, limit=1)
+    claimed = await store.claim_runs(lease="w2", now=later, lease_seconds=30, limit=1)
     assert [c.run.id for c in claimed] == ["r1"]
 
 
 async def test_illegal_transitions_are_refused(store: SqlStore) -> None:
     await _run(store)
     with pytest.raises(IllegalTransition):
-        await store.set_status("r1", RunStatus.WAITING, worker=None, now=T0)
+        await store.set_status("r1", RunStatus.WAITING, lease=None, now=T0)
 
 
 async def test_an_item_is_written_with_its_deliveries_and_moves_the_run(store: SqlStore) -> None:
     await _run(store)
-    await store.claim_run(worker="w", now=T0, lease_seconds=30)
+    await store.claim_run(lease="w", now=T0, lease_seconds=30)
     await store.create_item(
         _item(),
         targets=[SlackTarget("C1"), EmailTarget("a@x")],
-        worker="w",
+        lease="w",
         now=T0,
         run_status=RunStatus.WAITING,
         events=[NewEvent(ToolRequest(call_id="c1", item_id="i1"))],
@@ -194,8 +194,8 @@ async def test_an_item_is_written_with_its_deliveries_and_moves_the_run(store: S
 
 async def test_the_first_decision_wins(store: SqlStore) -> None:
     await _run(store)
-    await store.claim_run(worker="w", now=T0, lease_seconds=30)
-    await store.create_item(_item(), targets=[], worker="w", now=T0, run_status=RunStatus.WAITING)
+    await store.claim_run(lease="w", now=T0, lease_seconds=30)
+    await store.create_item(_item(), targets=[], lease="w", now=T0, run_status=RunStatus.WAITING)
     decisions: list[Decision] = [Approve(), Edit({"to": "b"}), Reject("no"), Approve(), Reject("x")]
     results = await asyncio.gather(
         *[
@@ -223,9 +223,9 @@ async def test_the_first_decision_wins(store: SqlStore) -> None:
 
 async def test_the_outbox_retries_and_marks_copies_for_update(store: SqlStore) -> None:
     await _run(store)
-    await store.claim_run(worker="w", now=T0, lease_seconds=30)
+    await store.claim_run(lease="w", now=T0, lease_seconds=30)
     await store.create_item(
-        _item(), targets=[SlackTarget("C1")], worker="w", now=T0, run_status=RunStatus.WAITING
+        _item(), targets=[SlackTarget("C1")], lease="w", now=T0, run_status=RunStatus.WAITING
     )
     (d,) = await store.due_deliveries(now=T0)
     await store.delivery_failed(d.id, error="down", retry_at=T0 + timedelta(seconds=10), now=T0)
@@ -258,11 +258,11 @@ async def test_refs_written_before_they_were_typed_still_load(store: SqlStore) -
     from store.tables import DeliveryRow
 
     await _run(store)
-    await store.claim_run(worker="w", now=T0, lease_seconds=30)
+    await store.claim_run(lease="w", now=T0, lease_seconds=30)
     await store.create_item(
         _item(),
         targets=[SlackTarget("C1"), EmailTarget("a@x")],
-        worker="w",
+        lease="w",
         now=T0,
         run_status=RunStatus.WAITING,
     )
@@ -290,8 +290,8 @@ async def test_refs_written_before_they_were_typed_still_load(store: SqlStore) -
 
 async def test_closing_a_runs_items_and_reading_unread(store: SqlStore) -> None:
     await _run(store)
-    await store.claim_run(worker="w", now=T0, lease_seconds=30)
-    await store.create_item(_item(), targets=[], worker="w", now=T0, run_status=RunStatus.WAITING)
+    await store.claim_run(lease="w", now=T0, lease_seconds=30)
+    await store.create_item(_item(), targets=[], lease="w", now=T0, run_status=RunStatus.WAITING)
     closed = await store.close_items("r1", status=ItemStatus.CANCELLED, now=T0)
     assert [i.status for i in closed] == [ItemStatus.CANCELLED]
     note = Item(
@@ -305,7 +305,7 @@ async def test_closing_a_runs_items_and_reading_unread(store: SqlStore) -> None:
         body="",
         created_at=T0,
     )
-    await store.create_item(note, targets=[], worker=None, now=T0)
+    await store.create_item(note, targets=[], lease=None, now=T0)
     read = await store.mark_read("u1", now=T0)
     assert read.status is ItemStatus.READ and read.read_at == T0
 
@@ -321,23 +321,23 @@ async def test_the_kill_switch_is_kept(store: SqlStore) -> None:
 async def test_no_run_is_claimed_while_the_kill_switch_is_on(store: SqlStore) -> None:
     await _run(store)
     await store.set_kill(on=True, actor="me", now=T0)
-    assert await store.claim_run(worker="w1", now=T0, lease_seconds=30) is None
+    assert await store.claim_run(lease="w1", now=T0, lease_seconds=30) is None
     await store.set_kill(on=False, actor="me", now=T0)
-    claimed = await store.claim_run(worker="w1", now=T0, lease_seconds=30)
+    claimed = await store.claim_run(lease="w1", now=T0, lease_seconds=30)
     assert claimed is not None and claimed.id == "r1"
 
 
 async def test_concurrent_appends_to_one_run_take_consecutive_numbers(store: SqlStore) -> None:
     await _run(store)
     appended = await asyncio.gather(
-        *[store.append_events("r1", [NewEvent(Note())] * 2, worker=None, now=T0) for i in range(8)]
+        *[store.append_events("r1", [NewEvent(Note())] * 2, lease=None, now=T0) for i in range(8)]
     )
     # Each append's events are numbered together, and no number is taken twice or skipped.
     for batch in appended:
         assert batch[1].seq == batch[0].seq + 1
     assert [e.seq for e in await store.events("r1")] == list(range(1, 18))
     with pytest.raises(NotFound):
-        await store.append_events("nope", [NewEvent(Note())], worker=None, now=T0)
+        await store.append_events("nope", [NewEvent(Note())], lease=None, now=T0)
 
 
 async def test_a_database_from_before_last_seq_numbers_on_after_its_events(db_url: str) -> None:
@@ -368,7 +368,7 @@ async def test_a_database_from_before_last_seq_numbers_on_after_its_events(db_ur
     await upgrade(engine)
     store = SqlStore(engine)
     try:
-        added = await store.append_events("old", [NewEvent(Note())], worker=None, now=T0)
+        added = await store.append_events("old", [NewEvent(Note())], lease=None, now=T0)
         assert [e.seq for e in added] == [4]
         # The upgrade kept what was there (a copy-and-move of `runs` would cascade it away).
         assert [e.seq for e in await store.events("old")] == [1, 2, 3, 4]

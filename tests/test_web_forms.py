@@ -269,7 +269,7 @@ async def test_the_item_page_edits_round_trip(tmp_path: Path) -> None:
 
             ok = await c.post(action, data={**posted, PREFIX + "copies": "7"})
             assert ok.status_code == 303
-            assert ok.headers["location"] == f"/items/{item.id}?note=edited"
+            assert ok.headers["location"] == f"/items/{item.id}?flash=edited"
         decided = await web.store.get_item(item.id)
         assert decided.status is ItemStatus.EDITED
         assert decided.decided_by == "owner" and decided.decided_via == "web"
@@ -298,5 +298,5 @@ async def test_a_decision_names_itself_and_an_unknown_one_decides_nothing(tmp_pa
             assert forged.status_code == 403  # no CSRF token, no decision
             r = await c.post(f"/items/{item.id}", data={"csrf": csrf, "decision": "approve"})
             assert r.status_code == 303
-            assert r.headers["location"] == f"/items/{item.id}?note=approved"
+            assert r.headers["location"] == f"/items/{item.id}?flash=approved"
         assert (await web.store.get_item(item.id)).status is ItemStatus.APPROVED

@@ -67,7 +67,7 @@ async def test_mark_read_one_and_all(web: WebApp) -> None:
     async with web.client(logged_in=True) as c:
         csrf = csrf_of((await c.get("/")).text)
         r = await c.post(f"/items/{one.id}/read", data={"csrf": csrf, "next": "/"})
-        assert r.status_code == 303 and r.headers["location"] == "/?note=read"
+        assert r.status_code == 303 and r.headers["location"] == "/?flash=read"
         assert (await web.store.get_item(one.id)).status is ItemStatus.READ
         assert f"/items/{one.id}" not in (await c.get("/")).text
         r = await c.post("/items/read-all", data={"csrf": csrf})
@@ -108,7 +108,7 @@ async def test_a_budget_item_offers_extend_and_stop_but_no_edit(web: WebApp) -> 
         assert ">Extend</button>" in html and ">Stop</summary>" in html
         assert "/edit" not in html and "Approve</button>" not in html
         r = await c.post(f"/items/{item.id}/approve", data={"csrf": csrf_of(html)})
-        assert r.headers["location"] == f"/items/{item.id}?note=extended"
+        assert r.headers["location"] == f"/items/{item.id}?flash=extended"
         done = (await c.get(r.headers["location"])).text
     assert "Budget extended. The run goes on." in done
     assert "Budget extended by <b>owner</b> via <b>web</b>" in done
@@ -123,7 +123,7 @@ async def test_reject_sends_the_reason_and_the_page_then_shows_who_and_why(
         r = await c.post(
             f"/items/{item.id}/reject", data={"csrf": csrf, "reason": "  Not this week.  "}
         )
-        assert r.headers["location"] == f"/items/{item.id}?note=rejected"
+        assert r.headers["location"] == f"/items/{item.id}?flash=rejected"
         html = (await c.get(f"/items/{item.id}")).text
     decided = await web.store.get_item(item.id)
     assert decided.status is ItemStatus.REJECTED and decided.reason == "Not this week."
@@ -146,10 +146,13 @@ async def test_a_late_decision_is_told_who_was_first(web: WebApp) -> None:
             for path in (f"/items/{item.id}", f"/items/{item.id}/{action}"):
                 r = await c.post(path, data={"csrf": csrf, "decision": action, **data})
                 assert r.status_code == 303, path
-                assert r.headers["location"] == f"/items/{item.id}?note=late"
-        html = (await c.get(f"/items/{item.id}?note=late")).text
+                assert r.headers["location"] == f"/items/{item.id}?flash=late"
+        html = (await c.get(f"/items/{item.id}?flash=late")).text
+        # A link from before the flash messages had their own name shows the page, no message.
+        old_link = await c.get(f"/items/{item.id}?note=late")
         state = (await c.get(f"/items/{item.id}/state")).text
     assert "Someone decided this before you" in html
+    assert old_link.status_code == 200 and "Someone decided this before you" not in old_link.text
     assert "Approved by <b>U123</b> via <b>slack</b>" in html
     assert 'data-version="approved"' in state
     assert (await web.store.get_item(item.id)).decided_by == "U123"
@@ -201,9 +204,9 @@ async def test_cancel_a_run_and_find_it_in_the_audit_log(web: WebApp) -> None:
         assert "Cancel run" in page.text and "Waiting for you" in page.text
         csrf = csrf_of(page.text)
         r = await c.post(f"/runs/{item.run_id}/cancel", data={"csrf": csrf})
-        assert r.headers["location"] == f"/runs/{item.run_id}?note=cancelled"
+        assert r.headers["location"] == f"/runs/{item.run_id}?flash=cancelled"
         again = await c.post(f"/runs/{item.run_id}/cancel", data={"csrf": csrf})
-        assert again.headers["location"] == f"/runs/{item.run_id}?note=ended"
+        assert again.headers["location"] == f"/runs/{item.run_id}?flash=ended"
         audit = (await c.get("/audit")).text
     run = await web.store.get_run(item.run_id)
     assert run.status is RunStatus.CANCELLED and "owner via web" in (run.error or "")
@@ -220,9 +223,9 @@ async def test_a_follow_up_message_continues_a_finished_run(web: WebApp) -> None
         assert "Send a follow-up message" in page.text and "Cancel run" not in page.text
         csrf = csrf_of(page.text)
         empty = await c.post(f"/runs/{run_id}/messages", data={"csrf": csrf, "text": "  "})
-        assert empty.headers["location"].endswith("note=empty")
+        assert empty.headers["location"].endswith("flash=empty")
         r = await c.post(f"/runs/{run_id}/messages", data={"csrf": csrf, "text": "And Bob?"})
-        assert r.headers["location"] == f"/runs/{run_id}?note=sent"
+        assert r.headers["location"] == f"/runs/{run_id}?flash=sent"
     assert (await web.store.get_run(run_id)).status is RunStatus.QUEUED
     last = (await web.store.events(run_id))[-1]
     assert last.kind is EventKind.USER_MESSAGE
@@ -241,7 +244,7 @@ async def test_the_timeline_shows_model_calls_tools_and_decisions(web: WebApp) -
             NewEvent(ToolRequest(call_id="call1", item_id=item.id, tool="crm.send_email",
                                  args={"to": "a@x"})),
         ],
-        worker=None,
+        lease=None,
         now=T0,
     )  # fmt: skip
     async with web.client(logged_in=True) as c:
@@ -258,7 +261,7 @@ async def test_the_timeline_shows_model_calls_tools_and_decisions(web: WebApp) -
                                     duration_ms=1530, args={"to": "b@x", "copies": 3})),
                 NewEvent(Note(reminder=TimerRemark(item_id=item.id, tool="a note"))),
             ],
-            worker=None,
+            lease=None,
             now=T0,
         )  # fmt: skip
         html = (await c.get(f"/runs/{item.run_id}")).text
@@ -335,17 +338,17 @@ async def test_a_runs_cost_says_what_is_known(web: WebApp) -> None:
             return _cost_shown((await c.get(f"/runs/{run_id}/live")).text)
 
         assert await cost(running) == "— no model call yet"
-        await web.store.append_events(running, [_model_call(0.0021)], worker=None, now=T0)
+        await web.store.append_events(running, [_model_call(0.0021)], lease=None, now=T0)
         assert await cost(running) == "$0.0021 so far"
-        await web.store.append_events(running, [_model_call(0.00003)], worker=None, now=T0)
+        await web.store.append_events(running, [_model_call(0.00003)], lease=None, now=T0)
         assert await cost(running) == "$0.0021 so far"
-        await web.store.append_events(unpriced, [_model_call(None)], worker=None, now=T0)
+        await web.store.append_events(unpriced, [_model_call(None)], lease=None, now=T0)
         assert await cost(unpriced) == "not priced the model has no known price"
         await web.store.append_events(
-            mixed, [_model_call(0.5), _model_call(None)], worker=None, now=T0
+            mixed, [_model_call(0.5), _model_call(None)], lease=None, now=T0
         )
         assert await cost(mixed) == "at least $0.5000 some model calls are not priced"
-        await web.store.set_status(running, RunStatus.DONE, worker=None, now=T0)
+        await web.store.set_status(running, RunStatus.DONE, lease=None, now=T0)
         assert await cost(running) == "$0.0021"  # the sum, no longer "so far"
         timeline = (await c.get(f"/runs/{unpriced}")).text
     assert "cost</span> not priced" in timeline  # the model call itself says so too

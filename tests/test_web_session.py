@@ -135,7 +135,7 @@ async def test_the_right_csrf_token_decides_as_the_owner_via_web(web: WebApp) ->
     async with web.client(logged_in=True) as c:
         csrf = csrf_of((await c.get(f"/items/{item.id}")).text)
         r = await c.post(f"/items/{item.id}/approve", data={"csrf": csrf})
-        assert r.status_code == 303 and r.headers["location"] == f"/items/{item.id}?note=approved"
+        assert r.status_code == 303 and r.headers["location"] == f"/items/{item.id}?flash=approved"
     decided = await web.store.get_item(item.id)
     assert decided.status is ItemStatus.APPROVED
     assert (decided.decided_by, decided.decided_via) == ("owner", "web")

@@ -7,7 +7,7 @@ most one call of the engine's public functions:
     reply on an Unread's thread   -> Runs.follow_up
     new mail from an allowed sender -> Runs.start ([skill] tag in the subject, else default)
 
-Every mail is handled once: its Message-ID is claimed in the `MailLog` first (a second
+Every mail is handled once: its Message-ID is recorded in the `MailLog` first (a second
 copy, or the same mail after a restart, is a "duplicate"). `trust` says whether a mail
 really comes from its one sender; the policy (`agent.policy.Access`) says what that sender
 may do: decide the item, follow up the run, start a run. A mail that fails either decides
@@ -131,7 +131,7 @@ class MailHandler:
         """Handle one mail (or, when it is too large, its headers); return what happened."""
         msg = parse_message(raw)
         key = mail_key(msg, fallback_id)
-        if not await self.log.claim(key, kind="mail", now=self.clock()):
+        if not await self.log.record_once(key, kind="mail", now=self.clock()):
             return "duplicate"
         try:
             outcome = await self._handle(msg, size=len(raw) if size is None else size)

@@ -265,7 +265,7 @@ class LinkDesk:
             if errors:
                 return self._form(claim, item, errors, values=_as_values(raw))
         key = link_key(token)
-        if not await self.log.claim(key, kind="link", now=self.clock()):
+        if not await self.log.record_once(key, kind="link", now=self.clock()):
             return _message(410, "Link not usable", "this link was already used")
         decision = decision_from(claim.decision, args=args, reason=form.get("reason", ""))
         try:

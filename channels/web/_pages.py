@@ -1,7 +1,7 @@
-"""The web inbox's answers: a whole page, a polled fragment, a redirect with a note.
+"""The web inbox's answers: a whole page, a polled fragment, a redirect with a flash message.
 
 Every answer carries the same security headers (no framing, no outside scripts, no caching,
-no referrer), and a redirect's note is chosen by a fixed key, so no text from a URL is ever
+no referrer), and a redirect's flash message is chosen by a fixed key, so no text from a URL is ever
 echoed on the page.
 """
 
@@ -16,8 +16,8 @@ from channels.web._render import render
 if TYPE_CHECKING:
     from channels.web.deps import Visit
 
-#: Messages shown after a redirect, by the key in ``?note=``.
-NOTES: dict[str, tuple[str, str]] = {
+#: Messages shown after a redirect, by the key in ``?flash=`` (any other query is ignored).
+FLASHES: dict[str, tuple[str, str]] = {
     "approved": ("Approved. The run goes on.", "ok"),
     "edited": ("Approved with your arguments. The run goes on.", "ok"),
     "rejected": ("Rejected. The agent reads your reason.", "ok"),
@@ -52,15 +52,15 @@ HEADERS = {
 
 
 async def page(v: Visit, template: str, *, status: int = 200, **context: Any) -> HTMLResponse:
-    """A whole page: the template inside the site's frame (navigation, kill banner, note)."""
-    note = NOTES.get(v.request.query_params.get("note", ""))
+    """A whole page: the template inside the site's frame (navigation, kill banner, flash)."""
+    flash = FLASHES.get(v.request.query_params.get("flash", ""))
     kill = await v.deps.store.get_kill() if v.sid else None
     html = render(
         template,
         root=v.root,
         signed_in=v.sid is not None,
         csrf=v.csrf,
-        note={"text": note[0], "tone": note[1]} if note else None,
+        flash={"text": flash[0], "tone": flash[1]} if flash else None,
         kill=kill,
         **{"section": "", **context},
     )
@@ -80,10 +80,10 @@ def fragment(v: Visit, template: str, **context: Any) -> HTMLResponse:
     return HTMLResponse(render(template, root=v.root, csrf=v.csrf, **context), 200, HEADERS)
 
 
-def go(v: Visit, path: str, note: str | None = None) -> RedirectResponse:
-    """POST-redirect-GET: to ``path`` on this site, showing the note with that key."""
+def go(v: Visit, path: str, flash: str | None = None) -> RedirectResponse:
+    """POST-redirect-GET: to ``path`` on this site, showing the flash message with that key."""
     sep = "&" if "?" in path else "?"
-    target = f"{v.root}{path}{sep}note={note}" if note else f"{v.root}{path}"
+    target = f"{v.root}{path}{sep}flash={flash}" if flash else f"{v.root}{path}"
     return RedirectResponse(target, 303, headers=HEADERS)
 
 

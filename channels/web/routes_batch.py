@@ -3,7 +3,7 @@
 An item page shows "Approve all (N)" when its run's latest model reply left N > 1 calls
 waiting (`agent.batch.turn_items`). The form posts here; each call is approved on its own
 (`agent.batch.approve_all`), and the answer is a page listing what was approved and what was
-left out and why, since those reasons are no fixed note a redirect could carry.
+left out and why, since those reasons are no fixed flash message a redirect could carry.
 """
 
 from __future__ import annotations

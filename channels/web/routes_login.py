@@ -48,7 +48,7 @@ async def logout(post: Posted) -> Response:
     # A copy of the cookie (another browser, a proxy log) must stop working too.
     expires = now + timedelta(seconds=MAX_AGE + 60)
     await v.deps.ended.end(v.sid, expires_at=expires, now=now)
-    response = RedirectResponse(f"{v.root}/login?note=loggedout", 303, headers=HEADERS)
+    response = RedirectResponse(f"{v.root}/login?flash=loggedout", 303, headers=HEADERS)
     response.delete_cookie(COOKIE, path=v.root or "/", httponly=True, samesite="strict")
     return response
 

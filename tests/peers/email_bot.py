@@ -327,7 +327,7 @@ class EmailBot:
             RunStatus.QUEUED: [RunStatus.RUNNING],
             RunStatus.WAITING: [RunStatus.QUEUED, RunStatus.RUNNING],
         }.get(status, []):
-            await self.store.set_status(run_id, step, worker=None, now=now)
+            await self.store.set_status(run_id, step, lease=None, now=now)
         item = Item(
             id=self.ctx.ids(),
             run_id=run_id,
@@ -348,7 +348,7 @@ class EmailBot:
         await self.store.create_item(
             item,
             targets=[EmailTarget(a) for a in skill.deliver.email],
-            worker=None,
+            lease=None,
             now=now,
             run_status=RunStatus.WAITING,
             events=[NewEvent(ToolRequest(item_id=item.id, call_id=item.call_id or ""))],
@@ -361,12 +361,12 @@ class EmailBot:
         now = self.ctx.clock()
         run = await self.store.get_run(run_id)
         if run.status is RunStatus.QUEUED:
-            run = await self.store.set_status(run_id, RunStatus.RUNNING, worker=None, now=now)
+            run = await self.store.set_status(run_id, RunStatus.RUNNING, lease=None, now=now)
         await finish_run(
             self.ctx,
             run,
             RunStatus.DONE,
-            worker=None,
+            lease=None,
             skill=self.skills.get(run.skill),
             result=result,
         )

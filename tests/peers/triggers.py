@@ -138,10 +138,10 @@ class Harness:
     async def drive(self, limit: int = 20) -> None:
         """Claim and step runs until none is runnable (a waiting run is only rows)."""
         for _ in range(limit):
-            run = await self.store.claim_run(worker="w1", now=self.clock(), lease_seconds=30)
+            run = await self.store.claim_run(lease="w1", now=self.clock(), lease_seconds=30)
             if run is None:
                 return
-            await self.engine.advance(run, worker="w1")
+            await self.engine.advance(run, lease="w1")
         raise AssertionError("runs kept being runnable")
 
     async def action_item(self, run_id: str) -> Item:

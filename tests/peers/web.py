@@ -100,9 +100,9 @@ class WebApp:
             events=[NewEvent(RunStarted(input=text, trigger="api", by="owner"))],
         )
         if status is not None:
-            await self.store.set_status(run_id, RunStatus.RUNNING, worker=None, now=T0)
+            await self.store.set_status(run_id, RunStatus.RUNNING, lease=None, now=T0)
             if status is not RunStatus.RUNNING:
-                await self.store.set_status(run_id, status, worker=None, now=T0)
+                await self.store.set_status(run_id, status, lease=None, now=T0)
         return run_id
 
     async def action_item(
@@ -117,7 +117,7 @@ class WebApp:
     ) -> Item:
         run_id = await self.run(run_input)
         name = self.skill.name
-        await self.store.set_status(run_id, RunStatus.RUNNING, worker=None, now=T0)
+        await self.store.set_status(run_id, RunStatus.RUNNING, lease=None, now=T0)
         item = Item(
             id=self._id("item"),
             run_id=run_id,
@@ -138,7 +138,7 @@ class WebApp:
             secret="s",
         )
         return await self.store.create_item(
-            item, targets=[], worker=None, now=T0, run_status=RunStatus.WAITING
+            item, targets=[], lease=None, now=T0, run_status=RunStatus.WAITING
         )
 
     async def unread_item(self, body: str = "All done.") -> Item:
@@ -155,7 +155,7 @@ class WebApp:
             created_at=T0,
             secret="s",
         )
-        return await self.store.create_item(item, targets=[], worker=None, now=T0)
+        return await self.store.create_item(item, targets=[], lease=None, now=T0)
 
     @contextlib.asynccontextmanager
     async def client(self, *, logged_in: bool = False) -> AsyncIterator[httpx.AsyncClient]:

@@ -82,7 +82,7 @@ async def _dotted_action(bot: EmailBot) -> Item:
     run = await bot.store.create_run(
         run_id=bot.ctx.ids(), skill=skill.name, input="ship it", trigger="api", now=now
     )
-    await bot.store.set_status(run.id, RunStatus.RUNNING, worker=None, now=now)
+    await bot.store.set_status(run.id, RunStatus.RUNNING, lease=None, now=now)
     item = Item(
         id=bot.ctx.ids(),
         run_id=run.id,
@@ -102,7 +102,7 @@ async def _dotted_action(bot: EmailBot) -> Item:
     await bot.store.create_item(
         item,
         targets=[EmailTarget(a) for a in skill.deliver.email],
-        worker=None,
+        lease=None,
         now=now,
         run_status=RunStatus.WAITING,
         events=[NewEvent(ToolRequest(item_id=item.id, call_id=item.call_id or ""))],
