@@ -294,15 +294,15 @@ class EmailBot:
             self._changed.notify_all()
         return outcome
 
-    async def outcome(self, index: int, timeout: float = 15.0) -> str:
-        """The `index`-th outcome (0-based), once the receiver got that far."""
-        async with self._changed:
-            await asyncio.wait_for(
-                self._changed.wait_for(lambda: len(self.outcomes) > index), timeout
-            )
+    async def outcome(self, index: int, timeout: float = 60.0) -> str:
+        """The `index`-th outcome (0-based), once the receiver got that far (woken by the
+        handler itself; the deadline only bounds a test that would otherwise hang on a busy
+        machine)."""
+        async with self._changed, asyncio.timeout(timeout):
+            await self._changed.wait_for(lambda: len(self.outcomes) > index)
             return self.outcomes[index]
 
-    async def next_outcome(self, timeout: float = 15.0) -> str:
+    async def next_outcome(self, timeout: float = 60.0) -> str:
         return await self.outcome(len(self.outcomes), timeout)
 
     # -- making items ----------------------------------------------------------------------

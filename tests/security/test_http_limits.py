@@ -85,9 +85,25 @@ async def test_a_96_mb_unsigned_slack_post_is_refused_unread(server: ServerProce
 
 
 async def test_a_streamed_slack_body_over_the_limit_is_cut_off(server: ServerProcess) -> None:
+    # A chunked body with no declared length, past the limit and never finished: the server
+    # stops reading as soon as it has seen too much and answers 413. It closes the connection
+    # with our extra bytes unread, so the kernel may reset it before the answer is read: a
+    # reset is the server refusing too, as long as it goes on serving.
+    chunk = b"a=" + b"x" * (64 * 1024 - 2)
+    body = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(18))  # 1.125 MiB
+    try:
+        status, raw = await exchange(
+            server.port,
+            "POST /slack/events HTTP/1.1\nHost: x\n"
+            "Content-Type: application/x-www-form-urlencoded\nTransfer-Encoding: chunked\n",
+            body,
+        )
+    except ConnectionResetError:
+        pass
+    else:
+        assert status == 413, raw[:200]
     async with server.client(token=None) as c:
-        r = await c.post("/slack/events", content=streamed(4 * MiB))
-    assert r.status_code == 413
+        assert (await c.get("/healthz")).json()["ok"] is True
 
 
 async def test_slack_signature_is_checked_before_the_body_reaches_bolt(
