@@ -21,7 +21,7 @@ class SqlSessionEnds:
         self.db = store.db
 
     async def end(self, sid: str, *, expires_at: datetime, now: datetime) -> None:
-        """Refuse this session from now on (until `expires_at`, when its cookie would expire)."""
+        """Refuse the web session from now on (until `expires_at`, when its cookie would expire)."""
         ended = (
             self.db.insert(EndedSessionRow)
             .values(sid=sid, expires_at=expires_at)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.peers.batch_stories import three_at_once
-from tests.peers.slack_api import Call, SlackApi, block_actions, post_interaction
+from tests.peers.slack_api import Call, SlackApi, block_actions, http_mode_env, post_interaction
 from tests.peers.stack import Stack
 from tests.waiting import eventually
 
@@ -42,13 +42,7 @@ async def test_approve_all_in_slack_leaves_out_what_the_clicker_may_not_decide(
     tmp_path: Path,
 ) -> None:
     async with SlackApi() as slack:
-        env = {
-            "PIZZABOT_SLACK_MODE": "http",
-            "PIZZABOT_SLACK_BOT_TOKEN": "xoxb-test",
-            "PIZZABOT_SLACK_SIGNING_SECRET": SECRET,
-            "PIZZABOT_SLACK_API_URL": slack.url,
-            "PIZZABOT_PUBLIC_URL": "http://pizza.example",
-        }
+        env = http_mode_env(slack.url, SECRET, PIZZABOT_PUBLIC_URL="http://pizza.example")
         async with Stack(tmp_path, script=three_at_once, skill=SKILL, env=env) as st:
             run = await st.start_run("test", "mail two customers and look Ada up")
             posts = await slack.wait_for(

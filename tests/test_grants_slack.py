@@ -18,6 +18,7 @@ from tests.peers.slack_api import (
     Call,
     SlackApi,
     block_actions,
+    http_mode_env,
     post_command,
     post_interaction,
     slash_command,
@@ -40,13 +41,7 @@ async def slack() -> AsyncIterator[SlackApi]:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def stack(slack: SlackApi, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
     root: Path = tmp_path_factory.mktemp("slack-grants")
-    env = {
-        "PIZZABOT_SLACK_MODE": "http",
-        "PIZZABOT_SLACK_BOT_TOKEN": "xoxb-test",
-        "PIZZABOT_SLACK_SIGNING_SECRET": SECRET,
-        "PIZZABOT_SLACK_API_URL": slack.url,
-        "PIZZABOT_PUBLIC_URL": "http://pizza.example",
-    }
+    env = http_mode_env(slack.url, SECRET, PIZZABOT_PUBLIC_URL="http://pizza.example")
     skill = {"deliver": {"slack": "C123"}, "approvers": {"slack": [APPROVER]}}
     async with Stack(root, script=calls_from_input, skill=skill, env=env) as st:
         yield st

@@ -26,6 +26,7 @@ from tests.peers.slack_api import (
     event_callback,
     field_blocks,
     home_block_actions,
+    http_mode_env,
     message_ts,
     number_value,
     post_command,
@@ -57,13 +58,7 @@ async def slack() -> AsyncIterator[SlackApi]:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def stack(slack: SlackApi, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
     root: Path = tmp_path_factory.mktemp("slack-http")
-    env = {
-        "PIZZABOT_SLACK_MODE": "http",
-        "PIZZABOT_SLACK_BOT_TOKEN": "xoxb-test",
-        "PIZZABOT_SLACK_SIGNING_SECRET": SECRET,
-        "PIZZABOT_SLACK_API_URL": slack.url,
-        "PIZZABOT_PUBLIC_URL": "http://pizza.example",
-    }
+    env = http_mode_env(slack.url, SECRET, PIZZABOT_PUBLIC_URL="http://pizza.example")
     skill = {"deliver": {"slack": "C123"}, "approvers": {"slack": [APPROVER]}}
     quiet = {"name": "quiet", "deliver": {"slack": "C999"}}  # no approvers: fail closed
     async with Stack(

@@ -26,7 +26,7 @@ from tests.peers.email_bot import reply_to
 from tests.peers.mailserver import MailServer
 from tests.peers.required import require
 from tests.peers.server import TOKEN
-from tests.peers.slack_api import Call, SlackApi, block_actions, post_interaction
+from tests.peers.slack_api import Call, SlackApi, block_actions, http_mode_env, post_interaction
 from tests.peers.stack import Stack
 from tests.peers.stories import EMAIL, send_then_summarise
 from tests.test_email_e2e import env as mail_env
@@ -68,13 +68,7 @@ async def slack() -> AsyncIterator[SlackApi]:
 async def stack(
     slack: SlackApi, mail: MailServer, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Stack]:
-    env = {
-        **mail_env(mail),
-        "PIZZABOT_SLACK_MODE": "http",
-        "PIZZABOT_SLACK_BOT_TOKEN": "xoxb-test",
-        "PIZZABOT_SLACK_SIGNING_SECRET": SECRET,
-        "PIZZABOT_SLACK_API_URL": slack.url,
-    }
+    env = {**mail_env(mail), **http_mode_env(slack.url, SECRET)}
     root = tmp_path_factory.mktemp("two-person")
     async with Stack(root, script=send_then_summarise, skill=SKILL, env=env) as st:
         yield st

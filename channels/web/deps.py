@@ -5,7 +5,7 @@ The routes declare these as FastAPI dependencies instead of repeating a prologue
 - `Visitor`: anyone; the session is read from the cookie (the login pages);
 - `SignedIn`: a page; without a session the visitor is sent to the login form;
 - `SignedInLive`: an HTML fragment polled by ``static/live.js``; a bare 401 without a session;
-- `Posted`: a state-changing form; 401 without a session, 403 without this session's CSRF
+- `Posted`: a state-changing form; 401 without a session, 403 without the signed-in session's CSRF
   token. The session is checked before the body is read, so an anonymous post is refused
   unparsed.
 
@@ -185,7 +185,7 @@ async def signed_in_live(v: Annotated[Visit, Depends(visit)]) -> Visit:
 
 
 async def csrf_ok(v: Annotated[Visit, Depends(visit)]) -> Post:
-    """For a form post: the form, when signed in and carrying this session's CSRF token."""
+    """For a form post: the form, when signed in and carrying the signed-in session's CSRF token."""
     if v.sid is None:
         raise Answered(
             await error_page(

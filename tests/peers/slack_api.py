@@ -470,6 +470,18 @@ def _element_problems(element: dict[str, Any]) -> list[str]:
 # --- what Slack sends an app -------------------------------------------------------------
 
 
+def http_mode_env(api_url: str, secret: str, **more: str) -> dict[str, str]:
+    """A server's settings for Slack in HTTP mode against this recorder (`more`: other
+    settings, e.g. PIZZABOT_PUBLIC_URL)."""
+    return {
+        "PIZZABOT_SLACK_MODE": "http",
+        "PIZZABOT_SLACK_BOT_TOKEN": "xoxb-test",
+        "PIZZABOT_SLACK_SIGNING_SECRET": secret,
+        "PIZZABOT_SLACK_API_URL": api_url,
+        **more,
+    }
+
+
 def signed_headers(
     secret: str, body: str, *, timestamp: int | None = None, content_type: str | None = None
 ) -> dict[str, str]:

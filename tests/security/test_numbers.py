@@ -25,7 +25,13 @@ from channels.web.forms import PREFIX
 from tests.peers.email_bot import USERS, EmailBot, reply_to, send
 from tests.peers.mailserver import MailServer
 from tests.peers.required import require
-from tests.peers.slack_api import SlackApi, filled_values, post_interaction, view_submission
+from tests.peers.slack_api import (
+    SlackApi,
+    filled_values,
+    http_mode_env,
+    post_interaction,
+    view_submission,
+)
 from tests.peers.stack import Stack
 from tests.peers.stories import send_then_summarise
 from tests.peers.web import Form, WebApp, csrf_of
@@ -52,12 +58,7 @@ async def slack() -> AsyncIterator[SlackApi]:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def stack(slack: SlackApi, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
     """One server with Slack in HTTP mode: the API, the CLI and the modal meet the same code."""
-    env = {
-        "PIZZABOT_SLACK_MODE": "http",
-        "PIZZABOT_SLACK_BOT_TOKEN": "xoxb-test",
-        "PIZZABOT_SLACK_SIGNING_SECRET": SECRET,
-        "PIZZABOT_SLACK_API_URL": slack.url,
-    }
+    env = http_mode_env(slack.url, SECRET)
     skill = {"deliver": {"slack": "C123"}, "approvers": {"slack": [APPROVER]}}
     root: Path = tmp_path_factory.mktemp("numbers")
     async with Stack(root, script=send_then_summarise, skill=skill, env=env) as st:
