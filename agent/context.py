@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from agent.bell import Bell
 from agent.policy.grants import Grants
 from agent.policy.quorum import Approvals
 from agent.skills import SkillBook
@@ -52,3 +53,6 @@ class Context:
     #: Where counts of approvals are kept (tools that need more than one person); None:
     #: such calls cannot be approved here.
     approvals: Approvals | None = None
+    #: Rung on every decision, here or (PostgreSQL) in another process: what waiters for a
+    #: person's answer sleep on (a request's long-poll, an elicitation in a running tool).
+    decisions: Bell = field(default_factory=Bell)

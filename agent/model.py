@@ -171,6 +171,7 @@ class ItemStatus(enum.StrEnum):
 class ItemKind(enum.StrEnum):
     TOOL = "tool"  # approve / edit / reject a tool call
     BUDGET = "budget"  # approve = extend the budget, reject = stop the run
+    QUESTION = "question"  # a person answers a form (or in words): ask_human, elicitation
     RUN = "run"  # an Unread note: the run finished, failed, was cancelled or killed
 
 

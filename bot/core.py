@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from agent.bell import Bell
 from agent.channel import Channel
 from agent.context import Context, utcnow
 from agent.engine import Runner
@@ -136,18 +137,25 @@ def build(
     the ones items are addressed to (default: the same; a process that only steps runs
     addresses items to the channels its servers deliver on). `outbox_listeners` are rung
     whenever the outbox is. Without a `mind` nothing steps runs here."""
-    workers_bell, outbox_bell = asyncio.Event(), asyncio.Event()
+    workers_bell, outbox_bell, decisions = asyncio.Event(), asyncio.Event(), Bell()
+
+    def wake_workers() -> None:
+        # Every decision and expiry wakes the workers: whoever waits on an answer looks too.
+        workers_bell.set()
+        decisions.ring()
+
     ctx = Context(
         store=store,
         skills=skills,
         clock=clock,
-        wake_workers=workers_bell.set,
+        wake_workers=wake_workers,
         wake_outbox=ring(outbox_bell, *outbox_listeners),
         channels=frozenset(channels) if reach is None else reach,
         base_url=base_url,
         on_run_end=on_run_end,
         grants=grants,
         approvals=approvals,
+        decisions=decisions,
     )
     engine, worker = _stepping(ctx, mind, with_worker, workers_bell, redactor, timing)
     dispatcher = Dispatcher(

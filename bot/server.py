@@ -294,6 +294,8 @@ async def start(svc: Services) -> None:
     svc.spawn_singleton("outbox", svc.dispatcher.run_forever)
     if svc.worker is not None:
         start_worker(svc, svc.worker)
+    elif svc.store.is_postgres:
+        listen_for_decisions(svc, None)
     svc.spawn(warm(svc), "warm-mcp")
     follow_skill_files(svc)
 
@@ -338,9 +340,22 @@ def follow_skill_files(svc: Services) -> None:
 def start_worker(svc: Services, worker: Worker) -> None:
     svc.spawn(worker.run_forever(), "worker")
     if svc.store.is_postgres:
-        from store.pg import RunListener
+        listen_for_decisions(svc, worker)
 
-        svc.spawn(RunListener(svc.store.engine, worker.wake).run_forever(), "listen")
+
+def listen_for_decisions(svc: Services, worker: Worker | None) -> None:
+    """With PostgreSQL, another process's decision (a re-queued run) is announced on the
+    runs channel: wake the worker and everyone waiting on an answer here."""
+    from store.pg import RunListener
+
+    bell = svc.ctx.decisions
+
+    def woken() -> None:
+        if worker is not None:
+            worker.wake()
+        bell.ring()
+
+    svc.spawn(RunListener(svc.store.engine, woken).run_forever(), "listen")
 
 
 async def shutdown(svc: Services) -> None:
