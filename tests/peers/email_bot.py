@@ -204,6 +204,7 @@ class EmailBot:
             idle=idle,
         )
         self.outcomes: list[str] = []
+        self._read = 0
         self._changed = asyncio.Condition()
         self._tasks: list[asyncio.Task[Any]] = []
         self._receiver_task: asyncio.Task[Any] | None = None
@@ -300,10 +301,13 @@ class EmailBot:
         machine)."""
         async with self._changed, asyncio.timeout(timeout):
             await self._changed.wait_for(lambda: len(self.outcomes) > index)
+            self._read = max(self._read, index + 1)
             return self.outcomes[index]
 
     async def next_outcome(self, timeout: float = 60.0) -> str:
-        return await self.outcome(len(self.outcomes), timeout)
+        """The first outcome the test has not read yet. Counted from what was read, not
+        from what has arrived: the receiver may handle a mail before `send` returns."""
+        return await self.outcome(self._read, timeout)
 
     # -- making items ----------------------------------------------------------------------
 
