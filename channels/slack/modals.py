@@ -24,17 +24,21 @@ from typing import Any
 
 from agent.argforms import Field, coerce_form, field_path, form_fields
 from agent.model import Item
+from channels.slack.formats import FORMAT_INPUTS, format_element, format_value
 from channels.slack.mrkdwn import clip, context, esc, item_url, link, option, plain, section
 
 __all__ = [
     "EDIT_VIEW",
+    "EDIT_WORDS",
     "REASON_BLOCK",
     "REJECT_VIEW",
+    "FormWords",
     "ModalRef",
     "edit_modal",
     "field_block",
     "fields_digest",
     "form_errors",
+    "form_modal",
     "form_values",
     "reason_value",
     "reject_modal",
@@ -184,6 +188,10 @@ def _element(field: Field) -> dict[str, Any]:
         if isinstance(value, str) and value in field.options:
             element["initial_option"] = option(value)
         return element
+    if field.kind == "text" and field.format:
+        special = format_element(field, _ACTION)
+        if special is not None:
+            return special
     element = {"type": "plain_text_input", "action_id": _ACTION}
     if field.kind in {"textarea", "json"} or (isinstance(value, str) and "\n" in value):
         element["multiline"] = True
@@ -207,20 +215,54 @@ def _input(index: int, field: Field) -> dict[str, Any]:
     return block
 
 
+@dataclass(frozen=True)
+class FormWords:
+    """What a form modal says: an edit of a tool call's arguments, or an answer to a question."""
+
+    title: str
+    submit: str
+    #: Where Slack cannot show the form: why, and the link's words.
+    too_many: str
+    nothing: str
+    on_the_web: str
+
+
+EDIT_WORDS = FormWords(
+    title="Edit arguments",
+    submit="Run with these",
+    too_many="This tool has too many arguments for a Slack form.",
+    nothing="Nothing here can be edited in a Slack form.",
+    on_the_web="Edit it on the web page",
+)
+
+
 def edit_modal(item: Item, *, ref: ModalRef, base_url: str) -> dict[str, Any]:
     """The edit form for an action: one input per argument, prefilled with the proposal."""
     fields = form_fields(item.schema or {}, item.args or {})
-    ref = replace(ref, fields=fields_digest(fields))
     url = item_url(base_url, item)
     server, _, tool = (item.tool or "").partition(".")
-    blocks: list[dict[str, Any]] = [
-        context(
-            f"Change the arguments of `{esc(tool or server)}` on `{esc(server)}`, then run it. "
-            f"Required fields are marked. {link(url, 'Open on the web page')}"
-        )
-    ]
-    if len(fields) + 1 > _MODAL_BLOCKS:
-        return _web_only_modal(item, ref, url, "This tool has too many arguments for a Slack form.")
+    intro = context(
+        f"Change the arguments of `{esc(tool or server)}` on `{esc(server)}`, then run it. "
+        f"Required fields are marked. {link(url, 'Open on the web page')}"
+    )
+    return form_modal(item, ref=ref, url=url, fields=fields, intro=[intro], words=EDIT_WORDS)
+
+
+def form_modal(
+    item: Item,
+    *,
+    ref: ModalRef,
+    url: str,
+    fields: Sequence[Field],
+    intro: Sequence[dict[str, Any]],
+    words: FormWords,
+) -> dict[str, Any]:
+    """A modal with one input per field after `intro`, submitted to `EDIT_VIEW`; the item's
+    web page instead where Slack cannot hold the form."""
+    ref = replace(ref, fields=fields_digest(fields))
+    blocks: list[dict[str, Any]] = list(intro)
+    if len(fields) + len(blocks) > _MODAL_BLOCKS:
+        return _web_only_modal(ref, url, words.too_many, words)
     for index, field in enumerate(fields):
         if _too_long(field):
             blocks.append(
@@ -232,25 +274,25 @@ def edit_modal(item: Item, *, ref: ModalRef, base_url: str) -> dict[str, Any]:
         else:
             blocks.append(_input(index, field))
     if not any(b["type"] == "input" for b in blocks):
-        return _web_only_modal(item, ref, url, "Nothing here can be edited in a Slack form.")
+        return _web_only_modal(ref, url, words.nothing, words)
     return {
         "type": "modal",
         "callback_id": EDIT_VIEW,
-        "title": plain("Edit arguments", 24),
-        "submit": plain("Run with these", 24),
+        "title": plain(words.title, 24),
+        "submit": plain(words.submit, 24),
         "close": plain("Cancel", 24),
         "private_metadata": ref.dumps(),
         "blocks": blocks,
     }
 
 
-def _web_only_modal(item: Item, ref: ModalRef, url: str, why: str) -> dict[str, Any]:
+def _web_only_modal(ref: ModalRef, url: str, why: str, words: FormWords) -> dict[str, Any]:
     return {
         "type": "modal",
-        "title": plain("Edit arguments", 24),
+        "title": plain(words.title, 24),
         "close": plain("Close", 24),
         "private_metadata": ref.dumps(),
-        "blocks": [section(f"{esc(why)} {link(url, 'Edit it on the web page')}.")],
+        "blocks": [section(f"{esc(why)} {link(url, words.on_the_web)}.")],
     }
 
 
@@ -302,6 +344,8 @@ def form_values(
             selected = entry.get("selected_option")
             value = selected.get("value") if isinstance(selected, Mapping) else None
             raw[field.name] = None if value in (None, _NONE_OPTION) else str(value)
+        elif kind in FORMAT_INPUTS:
+            raw[field.name] = format_value(entry)
         else:
             value = entry.get("value")
             raw[field.name] = None if value is None else str(value)
