@@ -46,6 +46,7 @@ __all__ = [
     "ModelCall",
     "Note",
     "ProposedCall",
+    "QuestionRemark",
     "RunFinished",
     "RunStarted",
     "TimerRemark",
@@ -278,17 +279,33 @@ class TimerRemark(BaseModel):
     approvers: JsonObject | None = None
 
 
+class QuestionRemark(BaseModel):
+    """A running tool asked a person (an MCP elicitation: `agent.asking`): the question
+    item made for it, or why none was (`refused`: the tool was answered "cancel")."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    call_id: str
+    tool: str = ""
+    message: str = ""
+    item_id: str | None = None
+    url: str | None = None
+    refused: str | None = None
+
+
 class Note(_Payload):
     """A remark on the run's log that changes nothing in it: the clock's reminders and
-    escalations."""
+    escalations, and a running tool's questions."""
 
     kind: Literal[EventKind.NOTE] = EventKind.NOTE
-    _omit_unset = frozenset({"reminder", "escalated"})
+    _omit_unset = frozenset({"reminder", "escalated", "question"})
     reminder: TimerRemark | None = None
     escalated: TimerRemark | None = None
+    question: QuestionRemark | None = None
 
     def stored(self) -> JsonObject:
         out = super().stored()
+        if isinstance(out.get("question"), dict):
+            out["question"] = {k: v for k, v in out["question"].items() if v is not None}
         for name in ("reminder", "escalated"):
             if isinstance(out.get(name), dict) and out[name].get("approvers") is None:
                 out[name].pop("approvers", None)

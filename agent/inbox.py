@@ -8,6 +8,10 @@ with a conditional update, so the first decision wins and a second is told who w
 Where a tool needs more than one person (`approvals.required`), an approval or an edit is
 counted first (`agent.policy.quorum`), and the decision is recorded once the count is reached.
 The run is re-queued in the same transaction, and every channel's copy is marked for update.
+
+A question item (`ItemKind.QUESTION`, see `agent.questions`) is answered with the same
+decisions: an edit accepts the values it carries, an approval accepts the proposed values,
+both checked against the question's form; a reject declines. One person answers a question.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from agent.policy import Access, Verdict, audit_refusal
 from agent.policy.grants import same_choice
 from agent.policy.quorum import Count, count, required_for
 from agent.policy.rules import judge
+from agent.questions import question_url, validate_answer
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +94,8 @@ class Inbox:
     async def _final_args(self, item: Item, decision: Decision) -> dict[str, Any] | None:
         """The arguments the call runs with after this decision (None: it does not run),
         once an edit or a grant is found valid."""
+        if item.kind is ItemKind.QUESTION:
+            return self._answer(item, decision)
         match decision:
             case Edit(args=args):
                 if item.kind is not ItemKind.TOOL:
@@ -112,6 +119,36 @@ class Inbox:
                 raise InvalidArguments({"": "only the clock expires an item"})
             case _:
                 assert_never(decision)
+
+    def _answer(self, item: Item, decision: Decision) -> dict[str, Any] | None:
+        """The values a decision answers a question with (None: declined). Accepting checks
+        the values against the question's form; a link question is accepted as it is."""
+        link = question_url(item) is not None
+        match decision:
+            case Edit(args=values):
+                if link:
+                    raise InvalidArguments({"": "a link is accepted or declined, not edited"})
+                self._check_answer(item, values)
+                return values
+            case Approve(grant=grant):
+                if grant is not None:
+                    raise InvalidArguments({"grant": "no grant is offered for a question"})
+                values = dict(item.args or {})
+                if not link:
+                    self._check_answer(item, values)
+                return values
+            case Reject():
+                return None
+            case Expired():
+                raise InvalidArguments({"": "only the clock expires an item"})
+            case _:
+                assert_never(decision)
+
+    @staticmethod
+    def _check_answer(item: Item, values: dict[str, Any]) -> None:
+        errors = validate_answer(item.schema or {}, values)
+        if errors:
+            raise InvalidArguments(errors)
 
     async def _record(
         self,
@@ -147,6 +184,8 @@ class Inbox:
         )
 
     def _required(self, item: Item) -> int:
+        if item.kind is ItemKind.QUESTION:
+            return 1  # a question is answered by one person
         return required_for(
             item, self.ctx.skills.get(item.skill) if item.skill in self.ctx.skills else None
         )

@@ -8,12 +8,15 @@ API edits (JSON) with the very same rules:
 
 - :func:`form_fields` turns a schema (pydantic/MCP style, with local ``$ref``s) and the
   current arguments into a flat list of :class:`Field`. Nested objects become dotted names
-  (``address.city``); arrays, free-form objects, unions and unknown types become JSON fields.
+  (``address.city``); a choice may title its options (``oneOf`` of ``const`` + ``title``),
+  and a list of choices is a ``multiselect``; other arrays, free-form objects, unions and
+  unknown types become JSON fields.
 - :func:`field_name` and :func:`field_path` are that naming and its inverse; a dot inside one
   property's own name is written ``\\.``.
 - :func:`coerce_form` turns submitted strings back into typed arguments and validates them,
   returning human messages keyed by field name (``""`` for errors tied to no field).
 - :func:`validate_arguments` is that validation alone, for arguments that arrive as JSON.
+- :func:`chosen` reads the options a multiple-choice field has chosen.
 - :func:`loads_json` reads JSON arguments with numbers bounded, for text from a model, a form
   or a mail.
 
@@ -34,7 +37,7 @@ The modules, each leaning only on those before it:
 """
 
 from agent.argforms.coerce import coerce_form
-from agent.argforms.fields import Field, form_fields
+from agent.argforms.fields import Field, chosen, form_fields
 from agent.argforms.names import field_name, field_path
 from agent.argforms.numbers import MAX_INTEGER_DIGITS, MAX_NUMBER_TEXT, bounded_decoder, loads_json
 from agent.argforms.schema_walk import FieldKind
@@ -46,6 +49,7 @@ __all__ = [
     "Field",
     "FieldKind",
     "bounded_decoder",
+    "chosen",
     "coerce_form",
     "field_name",
     "field_path",

@@ -122,6 +122,8 @@ def _parse(leaf: Leaf, text: str) -> Any:
             return parse_number(text)
         case "select":
             return _choose(leaf, text)
+        case "multiselect":
+            return _choose_several(leaf, text)
         case "json":
             return loads_json(text)
     raise ValueError(f"cannot read a {leaf.kind} field")  # pragma: no cover - kinds are closed
@@ -135,11 +137,33 @@ def _choose(leaf: Leaf, text: str) -> Any:
     for value in leaf.enum:
         if option_text(value).casefold() == folded:
             return value
+    for value, title in zip(leaf.enum, leaf.titles, strict=False):
+        if title.casefold() == folded:
+            return value
     if all(isinstance(v, bool) for v in leaf.enum):
         flag = _as_bool(text)
         if flag is not None and flag in leaf.enum:
             return flag
     raise ValueError(one_of(leaf.enum))
+
+
+def _choose_several(leaf: Leaf, text: str) -> list[Any]:
+    """Several choices: a JSON list of option texts, or option texts (or their titles)
+    separated by commas or lines; each at most once, in the order given."""
+    stripped = text.strip()
+    if stripped.startswith("["):
+        picked = loads_json(stripped)
+        if not isinstance(picked, list):
+            raise ValueError("must be a list of choices")
+        words = [v if isinstance(v, str) else json.dumps(v) for v in picked]
+    else:
+        words = [w.strip() for w in stripped.replace("\n", ",").split(",") if w.strip()]
+    out: list[Any] = []
+    for word in words:
+        value = _choose(leaf, word)
+        if value not in out:
+            out.append(value)
+    return out
 
 
 def _as_bool(submitted: str | bool | None) -> bool | None:

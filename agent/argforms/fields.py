@@ -14,7 +14,7 @@ from typing import Any
 
 from agent.argforms.schema_walk import FieldKind, Group, Leaf, Node, Schema, tree
 
-__all__ = ["Field", "form_fields", "option_text"]
+__all__ = ["Field", "chosen", "form_fields", "option_text"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,12 @@ class Field:
     ``nullable`` is true, a channel should also offer an empty choice. ``minimum``/``maximum``
     are inclusive bounds for numbers (exclusive bounds are still enforced on submit);
     ``min_length``/``max_length`` count characters of text.
+
+    Where the schema titles its choices, ``option_labels`` says how each of ``options`` reads
+    (empty: they read as themselves); the submitted value is still the option's text. A
+    ``multiselect`` offers ``options`` too, and its ``value`` is the chosen options' texts as
+    a JSON list (:func:`chosen` reads it back); it is submitted the same way, or as option
+    texts or labels separated by commas.
     """
 
     name: str
@@ -44,6 +50,25 @@ class Field:
     min_length: int | None = None
     max_length: int | None = None
     format: str | None = None
+    option_labels: tuple[str, ...] = ()
+
+    def labelled_options(self) -> list[tuple[str, str]]:
+        """Each option's text (what is submitted) with how it reads."""
+        labels = self.option_labels or self.options
+        return list(zip(self.options, labels, strict=True))
+
+
+def chosen(field: Field) -> tuple[str, ...]:
+    """The options a ``multiselect`` field has chosen (its ``value``, a JSON list)."""
+    if not isinstance(field.value, str):
+        return ()
+    try:
+        picked = json.loads(field.value)
+    except ValueError:
+        return ()
+    if not isinstance(picked, list):
+        return ()
+    return tuple(o for o in field.options if o in {option_text(v) for v in picked})
 
 
 def form_fields(schema: Schema, values: Mapping[str, Any]) -> list[Field]:
@@ -92,6 +117,9 @@ def _field(leaf: Leaf, current: Any, present: bool, labels: tuple[str, ...]) -> 
         value = None
     elif kind == "select":
         value = option_text(current) if current in leaf.enum else _render(current)
+    elif kind == "multiselect":
+        picked = current if isinstance(current, list) else [current]
+        value = json.dumps([option_text(v) for v in picked], ensure_ascii=False)
     elif kind == "json":
         value = json.dumps(current, indent=2, ensure_ascii=False)
     else:
@@ -120,6 +148,7 @@ def _field(leaf: Leaf, current: Any, present: bool, labels: tuple[str, ...]) -> 
         min_length=node.get("minLength") if isinstance(node.get("minLength"), int) else None,
         max_length=max_length if isinstance(max_length, int) else None,
         format=node.get("format") if isinstance(node.get("format"), str) else None,
+        option_labels=leaf.titles,
     )
 
 

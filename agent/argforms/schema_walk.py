@@ -25,6 +25,7 @@ __all__ = [
     "Leaf",
     "Node",
     "Schema",
+    "choices",
     "is_null",
     "leaves",
     "pointer",
@@ -32,7 +33,7 @@ __all__ = [
 ]
 
 FieldKind: TypeAlias = Literal[
-    "text", "textarea", "number", "integer", "checkbox", "select", "json"
+    "text", "textarea", "number", "integer", "checkbox", "select", "multiselect", "json"
 ]
 
 Schema: TypeAlias = Mapping[str, Any]
@@ -55,6 +56,9 @@ class Leaf:
     required_here: bool  # required by the object that holds it
     required: bool  # required all the way up: what a form marks with an asterisk
     enum: tuple[Any, ...]
+    #: How each of `enum` reads where the schema titles its choices (`oneOf` of `const` +
+    #: `title`, or `enumNames`); empty: the values read as themselves.
+    titles: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -139,6 +143,9 @@ def _property(root: Schema, raw: Any, seen: _Seen) -> tuple[Schema, bool, bool, 
         branches = node.get(key)
         if isinstance(branches, list):
             real = [b for b in branches if not is_null(_resolve(root, b, seen)[0])]
+            if real and all(isinstance(b, Mapping) and "const" in b for b in real):
+                # A titled choice (`const` + `title` per option), not a union of types.
+                return ({**node, key: real}, len(real) < len(branches), True, seen)
             if len(real) == 1 and len(real) < len(branches):
                 outer = {k: v for k, v in node.items() if k != key}
                 inner, _, ok, seen = _property(root, real[0], seen)
@@ -168,9 +175,51 @@ def _expandable(node: Schema) -> bool:
     )
 
 
-def _kind(node: Schema, usable: bool) -> tuple[FieldKind, tuple[Any, ...]]:
+def choices(node: Schema) -> tuple[tuple[Any, ...], tuple[str, ...]] | None:
+    """The options of a choice and how each reads: `oneOf`/`anyOf` of `const` (+ `title`),
+    or `enum` (+ `enumNames`, titles empty without them); None when ``node`` is no choice."""
+    for key in ("oneOf", "anyOf"):
+        branches = node.get(key)
+        if (
+            isinstance(branches, list)
+            and branches
+            and all(isinstance(b, Mapping) and "const" in b for b in branches)
+        ):
+            values = tuple(b["const"] for b in branches)
+            titles = tuple(_title(b.get("title"), b["const"]) for b in branches)
+            return values, titles
+    enum = node.get("enum")
+    if isinstance(enum, list) and enum:
+        names = node.get("enumNames")
+        if isinstance(names, list) and len(names) == len(enum):
+            return tuple(enum), tuple(_title(n, v) for n, v in zip(names, enum, strict=True))
+        return tuple(enum), ()
+    return None
+
+
+def _title(title: Any, value: Any) -> str:
+    if isinstance(title, str) and title:
+        return title
+    return value if isinstance(value, str) else repr(value)
+
+
+def _kind(node: Schema, usable: bool) -> tuple[FieldKind, tuple[Any, ...], tuple[str, ...]]:
+    """The input for a property: its kind, its options and their titles."""
     if not usable:
-        return ("json", ())
+        return ("json", (), ())
+    found = choices(node)
+    if found is not None:
+        return ("select", *found)
+    items = node.get("items")
+    if node.get("type") == "array" and isinstance(items, Mapping):
+        several = choices(items)
+        if several is not None:
+            return ("multiselect", *several)
+    kind, enum = _plain_kind(node)
+    return (kind, enum, ())
+
+
+def _plain_kind(node: Schema) -> tuple[FieldKind, tuple[Any, ...]]:
     if isinstance(node.get("enum"), list) and node["enum"]:
         return ("select", tuple(node["enum"]))
     if "const" in node:
@@ -217,11 +266,21 @@ def _children(
             kids = _children(root, node, child_path, inner_seen, parent_required=sub_required)
             out.append(Group(child_path, nullable, here, label, node.get("default"), kids))
             continue
-        kind, enum = _kind(node, ok)
+        kind, enum, titles = _kind(node, ok)
         if kind == "checkbox" and nullable:
             kind, enum = "select", (True, False)  # a checkbox cannot say "no value"
         out.append(
-            Leaf(child_path, kind, node, label, nullable, here, parent_required and here, enum)
+            Leaf(
+                child_path,
+                kind,
+                node,
+                label,
+                nullable,
+                here,
+                parent_required and here,
+                enum,
+                titles,
+            )
         )
     return tuple(out)
 
