@@ -15,6 +15,7 @@ import typer
 from rich.table import Column
 from rich.text import Text
 
+from bot.cli_ask import register as register_ask
 from bot.cli_client import Api, ApiError, CliError, connect
 from bot.cli_render import (
     arg_lines,
@@ -896,6 +897,9 @@ def bench(
         raise CliError(f"bench parts failed: {', '.join(result['errors'])}")
     if result["figures"]["claimed_twice"]:
         raise CliError("runs were executed twice")
+
+
+register_ask(app)
 
 
 def main() -> None:
