@@ -127,6 +127,8 @@ class LiteLLMClient:
     async def complete(
         self, skill: Skill, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> ModelReply:
+        if skill.model is None:
+            raise UserError(f"skill {skill.name!r} is inbox-only: it has no model to call")
         if self._prepared:
             litellm = import_litellm()
         else:

@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from agent.context import Context
-from agent.errors import Conflict, KillSwitchOn
+from agent.errors import Conflict, InvalidArguments, KillSwitchOn
 from agent.events import RunStarted, UserMessage
 from agent.finish import finish_run
 from agent.model import NewEvent, Run, RunStatus
+from agent.skills import inbox_only
 
 
 class Runs:
@@ -32,7 +33,9 @@ class Runs:
         actor: str = "owner",
         idempotency_key: str | None = None,
     ) -> Run:
-        self.ctx.skills.get(skill)  # NotFound for an unknown skill, before anything is written
+        # NotFound for an unknown skill, before anything is written
+        if self.ctx.skills.get(skill).inbox_only:
+            raise InvalidArguments({"skill": inbox_only(skill)})
         if await self.ctx.store.get_kill() is not None:
             raise KillSwitchOn()
         now = self.ctx.clock()

@@ -150,7 +150,7 @@ class Status(BaseModel):
 class SkillOut(BaseModel):
     name: str
     description: str
-    model: str
+    model: str | None  # None: an inbox-only skill (it answers requests)
     servers: list[str]
 
 

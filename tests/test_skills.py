@@ -55,7 +55,8 @@ def test_a_bad_skill_says_where_and_what(tail: str, line: int, says: str) -> Non
 
 
 def test_missing_basics_and_a_bad_name_are_refused() -> None:
-    with pytest.raises(SkillError, match="model: Field required"):
+    # Without a model a skill is inbox-only, and instructions then say a model was forgotten.
+    with pytest.raises(SkillError, match="instructions: a skill without a model is inbox-only"):
         parse_skill("name: x\ninstructions: hi\n", "x.yaml")
     with pytest.raises(SkillError, match="name: String should match"):
         parse_skill("name: Bad Name\ninstructions: hi\nmodel: m\n", "x.yaml")

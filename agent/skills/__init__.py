@@ -24,7 +24,7 @@ from agent.skills.loader import LoadReport, load_skills, parse_skill
 from agent.skills.people import Approvers, Deliver, Escalation, PeopleOrApprovers, Person
 from agent.skills.rules import OPERATORS, Check, Condition, Policy, Rule
 from agent.skills.servers import Folder, HttpServer, StdioServer
-from agent.skills.skill import Defaults, Origin, Skill
+from agent.skills.skill import Defaults, Origin, Skill, inbox_only
 from agent.skills.tools import DEFAULT_GRANTS, Approvals, ToolRule
 from agent.skills.triggers import DigestAt, Hook, Schedule
 
@@ -60,6 +60,7 @@ __all__ = [
     "SkillFileError",
     "StdioServer",
     "ToolRule",
+    "inbox_only",
     "load_skills",
     "parse_duration",
     "parse_skill",

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from agent.skills._base import Strict
 from agent.skills.budget import Budget
@@ -37,11 +38,28 @@ class Origin:
     lines: Mapping[tuple[str, int, str], int] = field(default_factory=dict)
 
 
+#: What an inbox-only skill cannot have: each of these starts or serves runs of a model.
+_RUN_ONLY = ("instructions", "mcp_servers", "folders", "schedules", "hooks", "model_options")
+
+
+def inbox_only(name: str) -> str:
+    """Why a run of an inbox-only skill cannot be started (by hand, schedule or webhook)."""
+    return (
+        f"{name} is inbox-only: it answers requests (POST /api/requests) and runs nothing "
+        "itself; give it a model to start runs of it"
+    )
+
+
 class Skill(Strict):
+    """One skill file. Without `model` it is *inbox-only*: it runs nothing itself and answers
+    requests from agents Pizza Bot does not run (`agent.requests`), with its approvers,
+    people, deliveries and tool rules."""
+
     name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")]
     description: str = ""
-    instructions: str
-    model: str
+    instructions: str = ""
+    #: A litellm model string; None: an inbox-only skill.
+    model: str | None = None
     model_options: dict[str, Any] = {}
     mcp_servers: dict[str, StdioServer | HttpServer] = {}
     tools: dict[str, Policy | ToolRule] = {}
@@ -57,7 +75,15 @@ class Skill(Strict):
     defaults: Defaults = Defaults()
     #: The daily digest of this skill's waiting items (`agent.digest`); None: the server's.
     digest: DigestAt | None = None
+    #: The environment variable holding the secret a request's `callback_url` POST is signed
+    #: with (inbox-only skills; see docs/api.md); None: this skill's requests take no callback.
+    callback_secret_env: Annotated[str | None, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] = None
     _origin: Origin | None = PrivateAttr(default=None)
+
+    @property
+    def inbox_only(self) -> bool:
+        """No model: the skill answers requests (`POST /api/requests`) and runs nothing."""
+        return self.model is None
 
     @property
     def origin(self) -> Origin | None:
@@ -89,6 +115,26 @@ class Skill(Strict):
                 if other != name:
                     raise ValueError(f"{other} and {name} have the same {channel} {identity!r}")
         return v
+
+    @model_validator(mode="after")
+    def _model_or_inbox(self) -> Skill:
+        if self.model is not None:
+            if not self.instructions.strip():
+                raise PydanticCustomError(
+                    "instructions",
+                    "instructions: a skill with a model needs instructions "
+                    "(leave out model for an inbox-only skill that answers requests)",
+                )
+            return self
+        given = [k for k in _RUN_ONLY if k in self.model_fields_set and getattr(self, k)]
+        if given:
+            raise PydanticCustomError(
+                "inbox_only",
+                "{key}: a skill without a model is inbox-only (it answers requests and runs "
+                "nothing), so it has no {key}; give it a model to run one",
+                {"key": given[0]},
+            )
+        return self
 
     @model_validator(mode="after")
     def _named_people(self) -> Skill:
