@@ -1,0 +1,15 @@
+"""Pizza Bot's own MCP server: tools that ask a person, for any MCP client.
+
+`request_approval` asks for a decision on a tool call the client's agent wants to make;
+`ask_human` asks a question. Both file a request in the inbox (an Action item on every
+channel, like any other) and return the decision when someone makes it.
+
+- `bot.mcp_server.tools`: the tools, over a `Desk` (`bot.mcp_server.desk`).
+- `bot.mcp_server.http`: `/mcp` on the server (streamable HTTP), asking in-process.
+- `bot.mcp_server.stdio`: `pizzabot mcp`, asking a running server over HTTP.
+"""
+
+from bot.mcp_server.desk import Answer, Ask, Desk, DeskError
+from bot.mcp_server.tools import Asking, build_server
+
+__all__ = ["Answer", "Ask", "Asking", "Desk", "DeskError", "build_server"]
