@@ -23,7 +23,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
-from channels.slack import blocks, grants
+from channels.slack import blocks, grants, questions
 from channels.slack.batch import APPROVE_ALL, on_approve_all
 from channels.slack.home import START, START_VIEW, HomeTabs
 from channels.slack.inbound import SLACK_ERRORS, SlackInbound
@@ -90,6 +90,29 @@ class _Listeners:
             make=lambda i, r: blocks.reject_modal(i, ref=r),
             decision="reject",
         )
+
+    async def answer(self, ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
+        await ack()
+        base = self.inbound.base_url
+        await self.inbound.open_modal(
+            body=body,
+            client=client,
+            make=lambda i, r: questions.answer_modal(i, ref=r, base_url=base),
+            decision="edit",
+        )
+
+    async def decline(self, ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
+        await ack()
+        await self.inbound.open_modal(
+            body=body,
+            client=client,
+            make=lambda i, r: questions.decline_modal(i, ref=r),
+            decision="reject",
+        )
+
+    async def open_link(self, ack: AsyncAck) -> None:
+        # Slack opened the page itself; it still tells the app, which must acknowledge.
+        await ack()
 
     async def edit_submit(
         self,
@@ -189,6 +212,9 @@ def build_app(
     app.action(APPROVE_ALL)(on.approve_all)
     app.action(blocks.EDIT)(on.edit)
     app.action(blocks.REJECT)(on.reject)
+    app.action(questions.ANSWER)(on.answer)
+    app.action(questions.DECLINE)(on.decline)
+    app.action(questions.OPEN_LINK)(on.open_link)
     app.action(blocks.GRANT)(on.grant)
     app.action(blocks.REVOKE_GRANT)(on.revoke_grant)
     app.view(blocks.EDIT_VIEW)(on.edit_submit)

@@ -28,6 +28,7 @@ from channels.slack.mrkdwn import (
     when,
     who,
 )
+from channels.slack.questions import question_blocks, question_buttons
 
 __all__ = [
     "APPROVE",
@@ -132,6 +133,10 @@ def message(item: Item, *, base_url: str, outcome: RunStatus | None = None) -> M
 
 
 def _action(item: Item, base_url: str) -> Message:
+    if item.kind is ItemKind.QUESTION:
+        return Message(
+            text=esc(clip(item.title, 300)), blocks=question_blocks(item, base_url=base_url)
+        )
     url = item_url(base_url, item)
     budget = item.kind is ItemKind.BUDGET
     heading = "budget reached" if budget else "approval needed"
@@ -167,7 +172,10 @@ def _action(item: Item, base_url: str) -> Message:
 
 
 def buttons(item: Item) -> dict[str, Any]:
-    """Approve, Edit (tool calls only) and Reject: one row, the same on a card and in Home."""
+    """Approve, Edit (tool calls only) and Reject: one row, the same on a card and in Home
+    (a question's own buttons for a question)."""
+    if item.kind is ItemKind.QUESTION:
+        return question_buttons(item)
     budget = item.kind is ItemKind.BUDGET
     approve: dict[str, Any] = {
         "type": "button",

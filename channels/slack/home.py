@@ -79,7 +79,9 @@ class Inbox:
 
 def _action_blocks(item: Item, base_url: str) -> list[dict[str, Any]]:
     url = blocks.item_url(base_url, item)
-    what = "budget reached" if item.kind is ItemKind.BUDGET else "approval needed"
+    what = {ItemKind.BUDGET: "budget reached", ItemKind.QUESTION: "question"}.get(
+        item.kind, "approval needed"
+    )
     lines = [f"*{esc(_cut(item.title, 200))}*"]
     if item.body:
         lines.append(esc(_cut(item.body, 300)))

@@ -269,7 +269,7 @@ class SlackInbound:
         fields = form_fields(schema, item.args or {})
         if ref.fields != blocks.fields_digest(fields):
             # Built from another field list (an older modal): its block ids mean other fields.
-            text = "This form is out of date: close it and press Edit again."
+            text = "This form is out of date: close it and open it again."
             await ack(response_action="errors", errors={_first_input(view): text})
             return
         state = (view.get("state") or {}).get("values") or {}

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from agent.argforms import Field, coerce_form, field_path, form_fields
+from agent.argforms import Field, chosen, coerce_form, field_path, form_fields
 from agent.model import Item
 from channels.slack.formats import FORMAT_INPUTS, format_element, format_value
 from channels.slack.mrkdwn import clip, context, esc, item_url, link, option, plain, section
@@ -40,6 +40,7 @@ __all__ = [
     "form_errors",
     "form_modal",
     "form_values",
+    "reason_modal",
     "reason_value",
     "reject_modal",
     "submitted_args",
@@ -145,6 +146,8 @@ def _hint(field: Field) -> str | None:
         parts.append(f"At most {field.max_length} characters")
     if field.kind == "json":
         parts.append("JSON")
+    if field.kind == "multiselect" and not _selectable(field):
+        parts.append("Choices separated by commas: " + ", ".join(field.options))
     if (
         _numeric(field)
         and isinstance(field.value, str)
@@ -158,6 +161,29 @@ def _selectable(field: Field) -> bool:
     return len(field.options) + 1 <= _SELECT_OPTIONS and all(
         0 < len(o) <= _OPTION_VALUE_MAX for o in field.options
     )
+
+
+def _choice_element(field: Field) -> dict[str, Any]:
+    """A select (one choice, with "no value" where none is allowed) or a multi-select,
+    each option reading as the schema titles it and submitting its own text."""
+    labels = dict(field.labelled_options())
+    options = [option(o, labels.get(o)) for o in field.options]
+    if field.kind == "multiselect":
+        element: dict[str, Any] = {
+            "type": "multi_static_select",
+            "action_id": _ACTION,
+            "options": options,
+        }
+        picked = [option(o, labels.get(o)) for o in chosen(field)]
+        if picked:
+            element["initial_options"] = picked
+        return element
+    if not field.required or field.nullable:
+        options.append(option(_NONE_OPTION, "(no value)"))
+    element = {"type": "static_select", "action_id": _ACTION, "options": options}
+    if isinstance(field.value, str) and field.value in field.options:
+        element["initial_option"] = option(field.value, labels.get(field.value))
+    return element
 
 
 def _element(field: Field) -> dict[str, Any]:
@@ -180,14 +206,8 @@ def _element(field: Field) -> dict[str, Any]:
         if shown is not None:
             element["initial_value"] = shown
         return element
-    if field.kind == "select" and _selectable(field):
-        options = [option(o) for o in field.options]
-        if not field.required or field.nullable:
-            options.append(option(_NONE_OPTION, "(no value)"))
-        element = {"type": "static_select", "action_id": _ACTION, "options": options}
-        if isinstance(value, str) and value in field.options:
-            element["initial_option"] = option(value)
-        return element
+    if field.kind in {"select", "multiselect"} and _selectable(field):
+        return _choice_element(field)
     if field.kind == "text" and field.format:
         special = format_element(field, _ACTION)
         if special is not None:
@@ -298,11 +318,17 @@ def _web_only_modal(ref: ModalRef, url: str, why: str, words: FormWords) -> dict
 
 def reject_modal(item: Item, *, ref: ModalRef) -> dict[str, Any]:
     """Ask for an optional reason: the agent reads it and can change course."""
+    return reason_modal(item, ref=ref, verb="Reject", label="Why? The agent reads this")
+
+
+def reason_modal(item: Item, *, ref: ModalRef, verb: str, label: str) -> dict[str, Any]:
+    """A modal that `verb`s the item (submitted to `REJECT_VIEW`) with an optional reason
+    asked for by `label`."""
     return {
         "type": "modal",
         "callback_id": REJECT_VIEW,
-        "title": plain("Reject", 24),
-        "submit": plain("Reject", 24),
+        "title": plain(verb, 24),
+        "submit": plain(verb, 24),
         "close": plain("Cancel", 24),
         "private_metadata": ref.dumps(),
         "blocks": [
@@ -311,7 +337,7 @@ def reject_modal(item: Item, *, ref: ModalRef) -> dict[str, Any]:
                 "type": "input",
                 "block_id": REASON_BLOCK,
                 "optional": True,
-                "label": plain("Why? The agent reads this", 2000),
+                "label": plain(label, 2000),
                 "element": {"type": "plain_text_input", "action_id": _ACTION, "multiline": True},
             },
         ],
@@ -344,6 +370,12 @@ def form_values(
             selected = entry.get("selected_option")
             value = selected.get("value") if isinstance(selected, Mapping) else None
             raw[field.name] = None if value in (None, _NONE_OPTION) else str(value)
+        elif kind == "multi_static_select":
+            picked = entry.get("selected_options") or []
+            texts = [o.get("value") for o in picked if isinstance(o, Mapping)]
+            raw[field.name] = (
+                json.dumps([str(t) for t in texts if t is not None]) if texts else None
+            )
         elif kind in FORMAT_INPUTS:
             raw[field.name] = format_value(entry)
         else:
