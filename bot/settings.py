@@ -148,6 +148,8 @@ class Settings(BaseSettings):
     digest_at: str | None = Field(default=None, pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
     digest_timezone: str = "UTC"
     digest_interval: float = 60.0  # seconds between checks whether a digest is due
+    # The MCP server (/mcp and `pizzabot mcp`): the inbox-only skill its requests go to
+    mcp_skill: str = "inbox"
 
     # Web inbox (bot/wire_web.py): failed logins per client address before it must wait (429)
     web_login_max_failures: int = 10
