@@ -3,8 +3,9 @@
 A package the code imports but does not declare works only while some other dependency
 happens to pull it in; an upgrade elsewhere can take it away. So every third-party import in
 the shipped packages names a distribution pinned in `[project].dependencies`, except the
-benchmark's (`bot/bench*`), which may also use the `bench` extra: a plain install of the
-server does not carry what only `pizzabot bench` needs.
+benchmark's (`bot/bench*`), which may also use the `bench` extra, and each framework adapter
+of the client (`bot/client/<extra>.py`), which may also use its own extra: a plain install of
+the server does not carry what only `pizzabot bench` or one adapter needs.
 """
 
 from __future__ import annotations
@@ -49,15 +50,26 @@ def _is_bench(path: Path) -> bool:
     return rel.parts[0] == "bot" and rel.parts[1].startswith("bench")
 
 
+def _extra(path: Path) -> str | None:
+    """The extra a module may use besides the runtime dependencies."""
+    rel = path.relative_to(ROOT)
+    if _is_bench(path):
+        return "bench"
+    if rel.parts[:2] == ("bot", "client") and not rel.name.startswith("_"):
+        return rel.stem.replace("_", "-")  # bot/client/pydantic_ai.py: the pydantic-ai extra
+    return None
+
+
 def test_every_imported_package_is_declared() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     runtime = {_name(r) for r in project["dependencies"]}
-    bench = runtime | {_name(r) for r in project["optional-dependencies"]["bench"]}
+    extras = project["optional-dependencies"]
     installed = packages_distributions()
     undeclared: list[str] = []
     for package in SHIPPED:
         for path in sorted((ROOT / package).rglob("*.py")):
-            declared = bench if _is_bench(path) else runtime
+            extra = _extra(path)
+            declared = runtime | {_name(r) for r in extras.get(extra, [])} if extra else runtime
             for module in sorted(_third_party(path)):
                 dists = {_name(d) for d in installed.get(module, [module])}
                 if not dists & declared:
