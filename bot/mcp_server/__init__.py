@@ -7,9 +7,7 @@ channel, like any other) and return the decision when someone makes it.
 - `bot.mcp_server.tools`: the tools, over a `Desk` (`bot.mcp_server.desk`).
 - `bot.mcp_server.http`: `/mcp` on the server (streamable HTTP), asking in-process.
 - `bot.mcp_server.stdio`: `pizzabot mcp`, asking a running server over HTTP.
+
+Importing this package loads nothing of the MCP SDK: the server mounts `/mcp` at start and
+loads the SDK with the first call.
 """
-
-from bot.mcp_server.desk import Answer, Ask, Desk, DeskError
-from bot.mcp_server.tools import Asking, build_server
-
-__all__ = ["Answer", "Ask", "Asking", "Desk", "DeskError", "build_server"]

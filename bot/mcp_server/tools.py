@@ -31,7 +31,7 @@ __all__ = ["Approval", "Asking", "HumanAnswer", "RiskNotes", "build_server"]
 MAX_TITLE = 200
 MAX_TEXT = 4000
 MAX_JSON_BYTES = 64 * 1024
-MAX_TIMEOUT = 30 * 24 * 3600.0
+MAX_TIMEOUT = 7 * 24 * 3600.0
 #: A derived key finds a decided request again only this long after its decision: a client
 #: that dropped and asks again gets the decision it missed, while the same call asked for
 #: tomorrow is asked anew (pass `idempotency_key` to choose yourself).
@@ -233,7 +233,7 @@ def build_server(asking: Asking, *, name: str = "pizzabot") -> MCPServer:
         schema: dict[str, Any] | None = None,
         risk: RiskNotes | None = None,
         description: Annotated[str | None, Field(max_length=MAX_TEXT)] = None,
-        timeout: Annotated[float | None, Field(gt=0, le=MAX_TIMEOUT)] = None,
+        timeout: Annotated[float | None, Field(ge=1, le=MAX_TIMEOUT)] = None,
         idempotency_key: Annotated[str | None, Field(min_length=1, max_length=MAX_TITLE)] = None,
         skill: Annotated[str | None, Field(min_length=1, max_length=MAX_TITLE)] = None,
     ) -> Annotated[CallToolResult, Approval]:
@@ -268,7 +268,7 @@ def build_server(asking: Asking, *, name: str = "pizzabot") -> MCPServer:
         ctx: Context,
         schema: dict[str, Any] | None = None,
         title: Annotated[str | None, Field(min_length=1, max_length=MAX_TITLE)] = None,
-        timeout: Annotated[float | None, Field(gt=0, le=MAX_TIMEOUT)] = None,
+        timeout: Annotated[float | None, Field(ge=1, le=MAX_TIMEOUT)] = None,
         idempotency_key: Annotated[str | None, Field(min_length=1, max_length=MAX_TITLE)] = None,
         skill: Annotated[str | None, Field(min_length=1, max_length=MAX_TITLE)] = None,
     ) -> Annotated[CallToolResult, HumanAnswer]:
