@@ -9,6 +9,9 @@ outlives the held, so a crash at any point resumes from the last recorded event:
 - an `auto` call that started but left no result is repeated only when the skill marks the
   tool `idempotent`; otherwise the model is told the outcome is unknown.
 
+A run of an inbox-only skill is a request from an agent Pizza Bot does not run: it has no
+model, and its one item's decision ends it (`agent.requests.answer_request`).
+
 Text that comes from outside (a run's failure, a tool's error) passes the engine's
 `Redactor` before it is stored: the event log is also the trace, the API's answer and every
 channel's message, so a secret echoed there would be shown everywhere.
@@ -54,6 +57,7 @@ from agent.model import (
     Usage,
 )
 from agent.redaction import Redactor
+from agent.requests import answer_request
 from agent.skills import Budget, Skill
 from agent.store import LeaseLost
 from agent.targets import targets_for
@@ -107,6 +111,9 @@ class Runner(ToolCallSteps):
             events = await store.events(run.id)
         held = HeldRun(run, skill, lease, events)
         try:
+            if skill.inbox_only:
+                # A request's run: its item's decision ends it; there is no model to call.
+                return await answer_request(self.ctx, held)
             while True:
                 outcome = await self._step(held)
                 if outcome == "wait":

@@ -8,7 +8,7 @@ the contract tests in `tests/test_store_contract.py` hold every backend to the s
 Methods that change a run take its lease token: a worker that lost its lease cannot write
 (fencing).
 
-    Store = RunStore + InboxItems + Outbox + AuditLog + Switches
+    Store = RunStore + InboxItems + Outbox + AuditLog + Switches + RequestStore
     RunStore ⊃ RunReader · InboxItems ⊃ ItemReader · Outbox ⊃ DeliveryReader · AuditLog ⊃ AuditTrail
     ItemTimers, MailLog: kept beside the store (`store.triggers`, `store.mail`)
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from agent.addresses import DeliveryRef
 from agent.model import (
@@ -296,7 +296,70 @@ class Switches(Protocol):
     async def set_kill(self, *, on: bool, actor: str, now: datetime) -> None: ...
 
 
-class Store(RunStore, InboxItems, Outbox, AuditLog, Switches, Protocol):
+@dataclass(frozen=True)
+class StoredRequest:
+    """A request from an agent Pizza Bot does not run (`agent.requests`): the run and item it
+    is, who asked, and what makes a repeat recognisable (the key, the body's hash)."""
+
+    id: str
+    run_id: str
+    item_id: str
+    skill: str
+    kind: Literal["approval", "question"]
+    requester: str
+    idempotency_key: str | None
+    body_hash: str
+    callback_url: str | None
+    #: Seconds after which nobody answered in time (the item expires); None: the skill's.
+    timeout: float | None
+    created_at: datetime
+
+
+class RequestStore(Protocol):
+    """Requests: each one a run of an inbox-only skill with one Action item."""
+
+    async def create_request(
+        self,
+        request: StoredRequest,
+        *,
+        input: str,
+        item: Item,
+        events: Sequence[NewEvent],
+        targets: Sequence[Target],
+        run_status: RunStatus,
+        result: str | None = None,
+    ) -> tuple[StoredRequest, bool]:
+        """In one transaction: the run (WAITING, or DONE when decided at once, with
+        `result`), its `events`, the item (decided already or not) with its deliveries and a
+        callback delivery, and the request. A key the requester used before returns that
+        request instead (False: not created)."""
+        ...
+
+    async def get_request(self, request_id: str) -> StoredRequest:
+        """The request, or `NotFound`."""
+        ...
+
+    async def request_of_item(self, item_id: str) -> StoredRequest | None: ...
+
+    async def request_timeouts(self, item_ids: Sequence[str]) -> dict[str, float]:
+        """The time-outs the requests of these items set (item id → seconds)."""
+        ...
+
+    async def finish_request(
+        self,
+        run_id: str,
+        *,
+        lease: str | None,
+        now: datetime,
+        events: Sequence[NewEvent],
+        result: str,
+    ) -> Run:
+        """End a request's run, DONE with `result` and `events` (no Unread note: the
+        requester has its answer), only while `lease` is held."""
+        ...
+
+
+class Store(RunStore, InboxItems, Outbox, AuditLog, Switches, RequestStore, Protocol):
     """Everything the engine needs from persistence."""
 
     async def aclose(self) -> None: ...

@@ -9,6 +9,9 @@ A loop looks at the pending action items whose tool rule (in the skill) has `tim
 - `remind_after`: the item is sent again to the same places, once.
 - `escalate_after`: the item is sent to `escalate_to`, once; those approvers may decide it.
 
+A request from an agent (`agent.requests`) may set its own `timeout`, which wins over its
+tool's; an expired request is never a halt (its run has nothing to stop).
+
 Ages come from the injected clock, so tests need not wait. Each act happens once however many
 servers run this loop: expiry is the inbox's conditional update (the first decision wins), and
 a reminder or an escalation is claimed by a unique row in the `ItemTimers` store.
@@ -64,6 +67,14 @@ def expiry_message(tool: str, timeout: float, *, halt: bool) -> str:
     )
 
 
+def _timed(item: Item, skill: Skill) -> bool:
+    """Items the clock looks after: the engine's tool calls, and every item of a request
+    (a request's question too: its skill is inbox-only)."""
+    if skill.inbox_only:
+        return item.kind in (ItemKind.TOOL, ItemKind.QUESTION)
+    return item.kind is ItemKind.TOOL and bool(item.tool)
+
+
 class Timers:
     def __init__(
         self, ctx: Context, inbox: Inbox, store: ItemTimers, *, interval: float = 30.0
@@ -89,14 +100,20 @@ class Timers:
             for i in await self.ctx.store.list_items(
                 box=Box.ACTION, status=ItemStatus.PENDING, limit=10_000
             )
-            if i.kind is ItemKind.TOOL and i.tool and i.skill in self.ctx.skills
+            if i.skill in self.ctx.skills and _timed(i, self.ctx.skills.get(i.skill))
         ]
         done = await self.store.timers_done([i.id for i in items])
+        # A request may set its own time-out, over its tool's.
+        timeouts = await self.ctx.store.request_timeouts([i.id for i in items])
         actions: list[TimerAction] = []
         for item in items:
             skill = self.ctx.skills.get(item.skill)
-            assert item.tool is not None
-            actions.extend(await self._item(item, skill, skill.rule(item.tool), done))
+            rule = skill.rule(item.tool or "ask_human")  # a question names no tool
+            if item.id in timeouts:
+                rule = rule.model_copy(
+                    update={"timeout": timeouts[item.id], "on_timeout": "reject"}
+                )
+            actions.extend(await self._item(item, skill, rule, done))
         if any(a.kind in {"reminded", "escalated"} for a in actions):
             self.ctx.wake_outbox()
         return actions
@@ -107,8 +124,10 @@ class Timers:
         age = (self.ctx.clock() - item.created_at).total_seconds()
         tool = item.tool or ""
         if rule.timeout is not None and age >= rule.timeout:
-            halt = rule.on_timeout == "halt"
+            halt = rule.on_timeout == "halt" and not skill.inbox_only
             reason = expiry_message(tool, rule.timeout, halt=halt)
+            if skill.inbox_only:  # a request: the requester reads it, not a model
+                reason = f"no one answered within {human_duration(rule.timeout)}"
             with contextlib.suppress(AlreadyDecided):  # someone decided a moment earlier
                 await self.inbox.expire(item.id, reason=reason, halt=halt)
                 log.info("item %s expired after %s", item.id, human_duration(rule.timeout))

@@ -75,7 +75,8 @@ def ready_line(svc: Services) -> str:
         files = [Path(r.error.path).name for r in refused]
         parts.append(f"refused {_names(files)} (`pizzabot skills` says why)")
     channels = ["web"]
-    for name in sorted(svc.dispatcher.channels):
+    # Requests' callbacks are always there: not a channel anyone chose.
+    for name in sorted(set(svc.dispatcher.channels) - {"callback"}):
         mode = f" ({svc.settings.slack_mode} mode)" if name == "slack" else ""
         channels.append(name + mode)
     parts.append(f"channels {', '.join(channels)}")

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
+from agent.channel import Channel
 from agent.context import utcnow
 from agent.llm import LiteLLMClient
 from agent.policy import Access
@@ -34,6 +35,7 @@ from bot import (
     batch_api,
     demo,
     grants_api,
+    requests_api,
     tracing,
     wire_digest,
     wire_email,
@@ -115,10 +117,13 @@ async def _assemble(
         wire_email.outlet(settings, store=store, access=access, clock=utcnow) if serving else None
     )
     home_bell = asyncio.Event()  # Slack's Home tabs are republished whenever the outbox wakes
+    outlets: list[Channel] = [c for c in (slack, mail.channel if mail else None) if c is not None]
+    if serving:
+        outlets.append(_callbacks(settings, store, files.book))
     core = build_core(
         store=store,
         skills=files.book,
-        channels={c.name: c for c in (slack, mail.channel if mail else None) if c is not None},
+        channels={c.name: c for c in outlets},
         reach=None if serving else reach(settings),
         mind=_mind(settings, env=env, redactor=redactor, tools=tools),
         with_worker=settings.worker if with_worker is None else with_worker,
@@ -179,6 +184,17 @@ def _email(
     if outlet is None:
         return None
     return wire_email.build(settings, outlet=outlet, core=core, store=store, access=access)
+
+
+def _callbacks(settings: Settings, store: SqlStore, skills: SkillBook) -> Channel:
+    """Requests' callbacks, signed with the secret their skill's `callback_secret_env` names."""
+    from channels.callback import CallbackChannel
+
+    def secret_for(skill: str) -> str | None:
+        env = skills.get(skill).callback_secret_env if skill in skills else None
+        return environment().get(env) if env else None
+
+    return CallbackChannel(store=store, secret_for=secret_for, base_url=settings.base_url)
 
 
 def reach(settings: Settings) -> frozenset[str]:
@@ -262,6 +278,7 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
     app.include_router(router())
     app.include_router(grants_api.router())
     app.include_router(batch_api.router())
+    app.include_router(requests_api.router())
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> JSONResponse:

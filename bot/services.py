@@ -18,6 +18,7 @@ from agent.engine import Runner
 from agent.inbox import Inbox
 from agent.outbox import Dispatcher
 from agent.policy import Access
+from agent.requests import Requests
 from agent.runs import Runs
 from agent.tools import ToolHub
 from agent.worker import Worker
@@ -96,6 +97,11 @@ class Services:
     @property
     def runs(self) -> Runs:
         return self.core.runs
+
+    @property
+    def requests(self) -> Requests:
+        """Requests from agents Pizza Bot does not run (stateless: the context is all)."""
+        return Requests(self.core.ctx)
 
     @property
     def inbox(self) -> Inbox:

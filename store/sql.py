@@ -1,8 +1,8 @@
 """`SqlStore`: the engine's `Store` on SQLAlchemy 2, for SQLite and PostgreSQL.
 
 One object made of the role stores, each in its own module: the run store (`store.runs`),
-the inbox (`store.inbox`), the outbox (`store.outbox`), the audit trail (`store.audit`) and
-the switches (`store.switches`). All of them run their transactions through one
+the inbox (`store.inbox`), the outbox (`store.outbox`), the audit trail (`store.audit`),
+the switches (`store.switches`) and the requests (`store.requests`). All of them run their transactions through one
 `store.database.Database`, which the stores kept beside it (`store.triggers`, `store.mail`,
 `store.web_sessions`, `store.grants`) share as well.
 """
@@ -15,13 +15,14 @@ from store.audit import SqlAudit
 from store.database import Database, connect
 from store.inbox import SqlInbox
 from store.outbox import SqlOutbox
+from store.requests import SqlRequests
 from store.runs import SqlRuns
 from store.switches import SqlSwitches
 
 __all__ = ["SqlStore", "connect"]
 
 
-class SqlStore(SqlRuns, SqlInbox, SqlOutbox, SqlAudit, SqlSwitches):
+class SqlStore(SqlRuns, SqlInbox, SqlOutbox, SqlAudit, SqlSwitches, SqlRequests):
     def __init__(self, engine: AsyncEngine) -> None:
         super().__init__(Database(engine))
 

@@ -142,4 +142,5 @@ class SwitchRow(Base):
 import store.tables_approvals  # noqa: E402
 import store.tables_grants  # noqa: E402
 import store.tables_mail  # noqa: E402
+import store.tables_requests  # noqa: E402
 import store.tables_triggers  # noqa: E402,F401

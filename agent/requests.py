@@ -1,0 +1,495 @@
+"""Requests: approvals and questions asked by agents Pizza Bot does not run.
+
+An agent elsewhere (a script, a LangGraph graph, an MCP client) names an *inbox-only* skill
+(a skill file without `model`) and asks: may this tool call run with these arguments, or
+what is the answer to this question. The request becomes a run of that skill (trigger
+"request", input its title), parked WAITING on one Action item — kind TOOL for an approval,
+QUESTION for a question — with the events the engine writes for a call it asks about. So the
+timeline, the audit trail, every channel's card, reminders, escalation, time-outs, approvers
+and two-person approval all work as for the engine's own calls.
+
+The skill's rules (`agent.policy.rules.judge`) and its grants apply first: `auto` or a grant
+approves at once and `deny` rejects with the rule's reason, with no card; `ask` makes the
+item. A decision re-queues the run, and the engine ends it (`answer_request`) with no model
+call: DONE, its result the decision. Waiting for the decision sleeps on `ctx.decisions`, the
+bell every decision rings, so a long-poll costs no database reads while nothing happens.
+
+A requester's `Idempotency-Key` makes a request safe to send again: the same key with the
+same body is the same request; with another body it is a `Conflict`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
+from typing import Any, Literal
+
+import jsonschema
+
+from agent.argforms import validate_arguments
+from agent.context import Context
+from agent.errors import Conflict, InvalidArguments, KillSwitchOn, NotFound, UserError
+from agent.events import DecisionMade, RunFinished, RunStarted, ToolRequest
+from agent.held import HeldRun
+from agent.model import (
+    Approve,
+    Box,
+    Decision,
+    Item,
+    ItemKind,
+    ItemStatus,
+    NewEvent,
+    Reject,
+    Risk,
+    RunStatus,
+)
+from agent.policy.grants import Grant, covering, make_grant, offered, scope_of
+from agent.policy.rules import judge
+from agent.questions import FREE_TEXT_SCHEMA, check_schema
+from agent.skills import Skill, inbox_only
+from agent.store import StoredRequest
+from agent.targets import targets_for
+
+__all__ = [
+    "MAX_JSON_BYTES",
+    "MAX_TIMEOUT",
+    "NewRequest",
+    "RequestState",
+    "Requests",
+    "answer_request",
+    "state_of",
+]
+
+#: The largest `args` or `schema` a request may carry, as JSON.
+MAX_JSON_BYTES = 64_000
+#: The longest a request may wait for a person (seconds): a week.
+MAX_TIMEOUT = 7 * 86400.0
+#: The tool name a question's run records (a question calls no tool).
+ASK_HUMAN = "ask_human"
+
+_APPROVAL_STATUS = {
+    ItemStatus.PENDING: "pending",
+    ItemStatus.APPROVED: "approved",
+    ItemStatus.EDITED: "edited",
+    ItemStatus.REJECTED: "rejected",
+    ItemStatus.EXPIRED: "expired",
+    ItemStatus.CANCELLED: "expired",
+}
+_QUESTION_STATUS = {
+    ItemStatus.PENDING: "pending",
+    ItemStatus.APPROVED: "answered",
+    ItemStatus.EDITED: "answered",
+    ItemStatus.REJECTED: "declined",
+    ItemStatus.EXPIRED: "expired",
+    ItemStatus.CANCELLED: "expired",
+}
+
+
+@dataclass(frozen=True)
+class NewRequest:
+    """What an agent asks. `tool` None: a question (`question` is the text asked)."""
+
+    skill: str
+    title: str
+    tool: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    schema: dict[str, Any] | None = None
+    risk: Risk | None = None
+    description: str | None = None
+    #: Seconds; the item expires after it (else the skill's `timeout` for the tool).
+    timeout: float | None = None
+    callback_url: str | None = None
+    question: str | None = None
+
+    @property
+    def kind(self) -> Literal["approval", "question"]:
+        return "approval" if self.tool is not None else "question"
+
+    def body_hash(self) -> str:
+        """SHA-256 of the request's canonical JSON: what tells a repeat from another request."""
+        canonical = json.dumps(
+            asdict(self), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+        )
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class RequestState:
+    """Where a request stands: `status` pending, then approved|edited|rejected|expired (an
+    approval) or answered|declined|expired (a question); `args` the arguments to run with
+    (approved or edited) or the answer (answered)."""
+
+    id: str
+    item_id: str
+    run_id: str
+    skill: str
+    kind: Literal["approval", "question"]
+    status: str
+    args: dict[str, Any] | None
+    reason: str | None
+    decided_by: str | None
+    via: str | None
+    decided_at: datetime | None
+    url: str
+
+    @property
+    def pending(self) -> bool:
+        return self.status == "pending"
+
+    def as_json(self) -> dict[str, Any]:
+        """The shape the API answers with and a callback posts."""
+        return {
+            "id": self.id,
+            "item_id": self.item_id,
+            "kind": self.kind,
+            "status": self.status,
+            "args": self.args,
+            "reason": self.reason,
+            "decided_by": self.decided_by,
+            "via": self.via,
+            "decided_at": self.decided_at.isoformat() if self.decided_at else None,
+            "url": self.url,
+        }
+
+
+def state_of(request: StoredRequest, item: Item, *, base_url: str = "") -> RequestState:
+    """A request's state, read from its item."""
+    table = _QUESTION_STATUS if request.kind == "question" else _APPROVAL_STATUS
+    status = table.get(item.status, "pending")
+    accepted = item.status in (ItemStatus.APPROVED, ItemStatus.EDITED)
+    return RequestState(
+        id=request.id,
+        item_id=item.id,
+        run_id=request.run_id,
+        skill=request.skill,
+        kind=request.kind,
+        status=status,
+        args=dict(item.final_args or {}) if accepted else None,
+        reason=item.reason,
+        decided_by=item.decided_by if item.decided else None,
+        via=item.decided_via if item.decided else None,
+        decided_at=item.decided_at if item.decided else None,
+        url=f"{base_url.rstrip('/')}/items/{item.id}",
+    )
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, default=str))
+
+
+def check_request(new: NewRequest) -> None:
+    """Refuse what cannot be asked, naming the field (`InvalidArguments`)."""
+    errors: dict[str, str] = {}
+    if not new.title.strip():
+        errors["title"] = "say in a few words what is asked"
+    if new.tool is not None and new.question is not None:
+        errors["question"] = "ask a question or request a tool call, not both"
+    if new.tool is None and not (new.question or "").strip():
+        errors["tool"] = "name the tool to approve (or ask a question)"
+    if new.tool is not None and not new.tool.strip():
+        errors["tool"] = "name the tool to approve"
+    if _json_size(new.args) > MAX_JSON_BYTES:
+        errors["args"] = f"larger than {MAX_JSON_BYTES} bytes as JSON"
+    if new.timeout is not None and not 1 <= new.timeout <= MAX_TIMEOUT:
+        errors["timeout"] = f"between 1 and {MAX_TIMEOUT:.0f} seconds"
+    if new.schema is not None:
+        why = _schema_problem(new)
+        if why is not None:
+            errors["schema"] = why
+    if not errors and new.schema is not None:
+        for name, message in validate_arguments(new.schema, new.args).items():
+            errors[f"args.{name}" if name else "args"] = message
+    if errors:
+        raise InvalidArguments(errors)
+
+
+def _schema_problem(new: NewRequest) -> str | None:
+    schema = new.schema
+    if _json_size(schema) > MAX_JSON_BYTES:
+        return f"larger than {MAX_JSON_BYTES} bytes as JSON"
+    if new.kind == "question":
+        return check_schema(schema)
+    assert schema is not None
+    if schema.get("type") != "object":
+        return 'the arguments are an object: the schema needs "type": "object"'
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return f"not a valid JSON schema: {exc.message}"
+    return None
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """How a request is decided as it is made (None: a person is asked)."""
+
+    decision: Decision | None = None
+    by: str | None = None
+    via: str | None = None
+    rule: str | None = None
+    risk: Risk = field(default_factory=Risk)
+    grant: Grant | None = None
+
+
+class Requests:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    async def create(
+        self, new: NewRequest, *, requester: str, idempotency_key: str | None = None
+    ) -> tuple[RequestState, bool]:
+        """Make the request (its run, item and deliveries in one transaction); return its
+        state and whether it was made now (False: the key was seen with the same body)."""
+        skill = self._skill(new.skill)
+        check_request(new)
+        if await self.ctx.store.get_kill() is not None:
+            raise KillSwitchOn()
+        now, body_hash = self.ctx.clock(), new.body_hash()
+        stored = StoredRequest(
+            id=self.ctx.ids(),
+            run_id=self.ctx.ids(),
+            item_id=self.ctx.ids(),
+            skill=skill.name,
+            kind=new.kind,
+            requester=requester,
+            idempotency_key=idempotency_key,
+            body_hash=body_hash,
+            callback_url=new.callback_url,
+            timeout=new.timeout,
+            created_at=now,
+        )
+        verdict = await self._verdict(skill, new, stored.run_id, now)
+        item = self._item(skill, new, stored, verdict, now)
+        stored, created = await self.ctx.store.create_request(
+            stored,
+            input=new.title,
+            item=item,
+            events=self._events(new, stored, item, verdict, requester),
+            targets=targets_for(skill, self.ctx.channels) if verdict.decision is None else [],
+            run_status=RunStatus.WAITING if verdict.decision is None else RunStatus.DONE,
+            result=outcome_text(item) if verdict.decision is not None else None,
+        )
+        if not created and stored.body_hash != body_hash:
+            raise Conflict(
+                "this Idempotency-Key was used with another request body; "
+                "use a new key for a new request"
+            )
+        if created and verdict.grant is not None and self.ctx.grants is not None:
+            await self.ctx.grants.used(
+                verdict.grant, run_id=stored.run_id, call_id="request", now=now
+            )
+        self.ctx.wake_outbox()
+        return await self._state(stored), created
+
+    async def get(self, request_id: str) -> RequestState:
+        return await self._state(await self.ctx.store.get_request(request_id))
+
+    async def wait(self, request_id: str, seconds: float) -> RequestState:
+        """The request's state once it is decided, or after `seconds` (pending then). Woken
+        by the decision bell, not by reading the database on a timer."""
+        stored = await self.ctx.store.get_request(request_id)
+
+        async def look() -> RequestState | None:
+            state = await self._state(stored)
+            return None if state.pending else state
+
+        found = await self.ctx.decisions.until(look, seconds)
+        return found if found is not None else await self._state(stored)
+
+    async def _state(self, stored: StoredRequest) -> RequestState:
+        item = await self.ctx.store.get_item(stored.item_id)
+        return state_of(stored, item, base_url=self.ctx.base_url)
+
+    def _skill(self, name: str) -> Skill:
+        try:
+            skill = self.ctx.skills.get(name)
+        except NotFound as exc:
+            raise InvalidArguments({"skill": str(exc)}) from None
+        if not skill.inbox_only:
+            raise InvalidArguments(
+                {
+                    "skill": f"{name} has a model and runs its own tools; a request names an "
+                    "inbox-only skill (a skill file without model)"
+                }
+            )
+        return skill
+
+    async def _verdict(self, skill: Skill, new: NewRequest, run_id: str, now: datetime) -> _Verdict:
+        """The skill's rules, then its grants, on an approval; a question is always asked."""
+        if new.tool is None:
+            return _Verdict()
+        ruling = judge(skill, new.tool, new.args)
+        risk = _risk(skill, new, ruling.by_rule, ruling.reason)
+        match ruling.policy:
+            case "deny":
+                reason = ruling.reason or f"not allowed by {ruling.why}"
+                return _Verdict(Reject(reason=reason), ruling.why, "policy", ruling.by_rule, risk)
+            case "auto":
+                return _Verdict(Approve(), ruling.why, "policy", ruling.by_rule, risk)
+            case "ask":
+                pass
+        grants = self.ctx.grants
+        if grants is not None and risk.grants:
+            found = await grants.for_call(skill=skill.name, tool=new.tool, run_id=run_id, now=now)
+            grant = covering(
+                found, skill=skill, tool=new.tool, run_id=run_id, args=new.args, now=now
+            )
+            if grant is not None:
+                by = f"grant {grant.id} ({grant.describe()}, by {grant.granted_by})"
+                return _Verdict(Approve(), by, "grant", risk=risk, grant=grant)
+        return _Verdict(rule=ruling.by_rule, risk=risk)
+
+    def _item(
+        self, skill: Skill, new: NewRequest, stored: StoredRequest, verdict: _Verdict, now: datetime
+    ) -> Item:
+        question = new.tool is None
+        body = (new.question if question else new.description) or ""
+        item = Item(
+            id=stored.item_id,
+            run_id=stored.run_id,
+            skill=skill.name,
+            box=Box.ACTION,
+            kind=ItemKind.QUESTION if question else ItemKind.TOOL,
+            status=ItemStatus.PENDING,
+            title=new.title,
+            body=body,
+            created_at=now,
+            call_id="request",
+            tool=new.tool,
+            args=dict(new.args),
+            schema=(new.schema or FREE_TEXT_SCHEMA) if question else new.schema,
+            risk=verdict.risk,
+            secret=self.ctx.secrets(),
+        )
+        final: dict[str, Any] | None
+        why: str | None
+        match verdict.decision:
+            case None:
+                return item
+            case Reject(reason=reason):
+                status, final, why = ItemStatus.REJECTED, None, reason
+            case _:
+                status, final, why = ItemStatus.APPROVED, dict(new.args), None
+        return replace(
+            item,
+            status=status,
+            decided_by=verdict.by,
+            decided_via=verdict.via,
+            decided_at=now,
+            final_args=final,
+            reason=why,
+        )
+
+    def _events(
+        self,
+        new: NewRequest,
+        stored: StoredRequest,
+        item: Item,
+        verdict: _Verdict,
+        requester: str,
+    ) -> list[NewEvent]:
+        tool = new.tool or ASK_HUMAN
+        events = [
+            NewEvent(RunStarted(input=new.title, trigger="request", by=requester)),
+            NewEvent(
+                ToolRequest(
+                    call_id="request",
+                    item_id=item.id,
+                    tool=tool,
+                    args=dict(new.args),
+                    rule=verdict.rule,
+                )
+            ),
+        ]
+        if verdict.decision is None:
+            return events
+        decided = DecisionMade(
+            item_id=item.id,
+            call_id="request",
+            decision=verdict.decision,
+            args_before=dict(new.args),
+            args=item.final_args,
+            actor=verdict.by or "policy",
+            channel=verdict.via or "policy",
+        )
+        finished = RunFinished(status=RunStatus.DONE, result=outcome_text(item))
+        return [*events, NewEvent(decided), NewEvent(finished)]
+
+
+def _risk(skill: Skill, new: NewRequest, rule: str | None, reason: str | None) -> Risk:
+    """What the card says: the request's risk notes, else the skill's for the tool; the rule
+    that asked; the grants offered (none that lasts only a run: a request is a run of one
+    call); how many people must approve."""
+    assert new.tool is not None
+    notes = new.risk if new.risk is not None and new.risk.noted else skill.rule(new.tool).risk
+    required = skill.approvals_required(new.tool)
+    return Risk(
+        impact=notes.impact,
+        reversible=notes.reversible,
+        scope=notes.scope,
+        rule=f"{rule}: {reason}" if rule is not None and reason else rule,
+        grants=tuple(c for c in offered(skill, new.tool) if scope_of(c) != "run"),
+        approvals_required=required if required > 1 else None,
+    )
+
+
+def outcome_text(item: Item) -> str:
+    """A request's run's result, in words: the decision, who made it, and what it carries."""
+    who = f" by {item.decided_by}" if item.decided_by else ""
+    via = f" via {item.decided_via}" if item.decided_via else ""
+    text = f"{item.status}{who}{via}"
+    if item.status is ItemStatus.EDITED:
+        text += f": {json.dumps(item.final_args, ensure_ascii=False)[:2000]}"
+    elif item.reason:
+        text += f": {item.reason}"
+    return text
+
+
+async def answer_request(ctx: Context, held: HeldRun) -> RunStatus:
+    """The engine's step for a run of an inbox-only skill: wait while its item is pending;
+    once decided, keep the grant an approval asked for and end the run with the decision
+    (no model is called, no Unread note is made: the requester has its answer)."""
+    store, run, now = ctx.store, held.run, ctx.clock()
+    asked = [e.payload for e in held.events if isinstance(e.payload, ToolRequest)]
+    if not asked:
+        raise UserError(inbox_only(run.skill))
+    item = await store.get_item(asked[-1].item_id)
+    if item.status is ItemStatus.PENDING:
+        await store.set_status(run.id, RunStatus.WAITING, lease=held.lease, now=now)
+        return RunStatus.WAITING
+    await _keep_grant(ctx, held, item)
+    text = outcome_text(item)
+    finished = NewEvent(RunFinished(status=RunStatus.DONE, result=text))
+    await store.finish_request(run.id, lease=held.lease, now=now, events=[finished], result=text)
+    return RunStatus.DONE
+
+
+async def _keep_grant(ctx: Context, held: HeldRun, item: Item) -> None:
+    """An approval that asked for a grant ("1h", "exact") makes it, once per item."""
+    decided = [
+        e.payload
+        for e in held.events
+        if isinstance(e.payload, DecisionMade) and e.payload.item_id == item.id
+    ]
+    if not decided or ctx.grants is None or item.tool is None:
+        return
+    decision = decided[-1]
+    choice = decision.decision.grant if isinstance(decision.decision, Approve) else None
+    if choice is None:
+        return
+    grant = make_grant(
+        choice,
+        id=ctx.ids(),
+        skill=held.skill.name,
+        tool=item.tool,
+        args=item.final_args or {},
+        run_id=held.run.id,
+        item_id=item.id,
+        granted_by=decision.actor,
+        granted_via=decision.channel,
+        now=item.decided_at or ctx.clock(),
+    )
+    await ctx.grants.add(grant)

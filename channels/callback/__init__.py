@@ -1,0 +1,11 @@
+"""The callback channel: a request's decision, posted to the URL the requester gave.
+
+A request with a `callback_url` gets one delivery on this channel. Delivering it sends
+nothing (the request is still pending, or the dispatcher's update follows at once); when the
+item is decided (or expires), the outbox updates the copy, and that update is a signed POST of
+the request's state, retried with the outbox's backoff until the receiver answers 2xx.
+"""
+
+from channels.callback.channel import CallbackChannel, sign
+
+__all__ = ["CallbackChannel", "sign"]

@@ -1,0 +1,108 @@
+"""`CallbackChannel`: post a request's decision to its callback URL, signed.
+
+The body is the request's state as `GET /api/requests/{id}` answers it. The signature is the
+webhooks' scheme: `X-Pizzabot-Timestamp` (Unix seconds) and `X-Pizzabot-Signature:
+sha256=<hex HMAC-SHA256>` over ``timestamp LF idempotency-key LF body``, where the
+`Idempotency-Key` header is the request's id (a receiver drops a repeat by it: a retry after
+a lost answer posts the same body again). The secret is the skill's (`callback_secret_env`),
+handed over by `bot/` as a function; without one the delivery fails for good.
+
+An answer of 2xx is done; 408, 429 and 5xx, a timeout or a refused connection are retried
+by the outbox (honouring Retry-After); any other status is final. Redirects are not followed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+from collections.abc import Callable
+
+import httpx
+
+from agent.addresses import DeliveryRef
+from agent.channel import DeliveryError
+from agent.model import Delivery, Item, ItemStatus
+from agent.requests import state_of
+from agent.store import RequestStore
+
+__all__ = ["CallbackChannel", "sign"]
+
+TIMESTAMP_HEADER = "X-Pizzabot-Timestamp"
+SIGNATURE_HEADER = "X-Pizzabot-Signature"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+_RETRIED = {408, 429}
+
+
+def sign(secret: str, timestamp: str, body: bytes, *, key: str) -> str:
+    """The signature header value: "sha256=<hex>" over ``timestamp LF key LF body``."""
+    signed = timestamp.encode() + b"\n" + key.encode("latin-1") + b"\n" + body
+    return "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after", "")
+    return float(value) if value.isdigit() else None
+
+
+class CallbackChannel:
+    name = "callback"
+
+    def __init__(
+        self,
+        *,
+        store: RequestStore,
+        secret_for: Callable[[str], str | None],
+        base_url: str = "",
+        http: httpx.AsyncClient | None = None,
+        timeout: float = 10.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.secret_for = secret_for
+        self.base_url = base_url
+        self._http = http or httpx.AsyncClient(timeout=timeout, follow_redirects=False)
+        self._clock = clock
+
+    async def deliver(self, item: Item, delivery: Delivery) -> DeliveryRef | None:
+        # Nothing to say yet: the decision comes as the update (the outbox marks the copy
+        # for one at once when the item was decided before this).
+        return None
+
+    async def update(self, item: Item, delivery: Delivery) -> None:
+        if item.status is ItemStatus.PENDING:
+            return
+        request = await self.store.request_of_item(item.id)
+        if request is None:
+            raise DeliveryError(f"item {item.id} is not a request's", permanent=True)
+        secret = self.secret_for(request.skill)
+        if not secret:
+            raise DeliveryError(
+                f"skill {request.skill!r} has no callback secret (callback_secret_env)",
+                permanent=True,
+            )
+        state = state_of(request, item, base_url=self.base_url)
+        body = json.dumps(state.as_json(), ensure_ascii=False).encode("utf-8")
+        stamp = str(int(self._clock()))
+        headers = {
+            "Content-Type": "application/json",
+            TIMESTAMP_HEADER: stamp,
+            SIGNATURE_HEADER: sign(secret, stamp, body, key=request.id),
+            IDEMPOTENCY_HEADER: request.id,
+        }
+        try:
+            response = await self._http.post(delivery.address, content=body, headers=headers)
+        except httpx.HTTPError as exc:
+            raise DeliveryError(f"callback failed: {type(exc).__name__}: {exc}") from None
+        if response.is_success:
+            return
+        status = response.status_code
+        raise DeliveryError(
+            f"callback answered {status}",
+            retry_after=_retry_after(response),
+            permanent=not (status in _RETRIED or status >= 500),
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
