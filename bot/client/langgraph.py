@@ -26,12 +26,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.types import Interrupt
 
 from bot.client._async import AsyncInbox
 from bot.client._wire import Decision
 
-__all__ = ["decide_interrupts", "hitl_decision"]
+__all__ = ["decide_interrupts", "hitl_decision", "tool_schemas"]
 
 _ALL = ("approve", "edit", "reject", "respond")
 
@@ -66,6 +68,14 @@ def hitl_decision(decision: Decision, name: str, allowed: Iterable[str] = _ALL) 
         who = f" by {decision.decided_by}" if decision.decided_by else ""
         return _reject(f"Rejected{who}: {decision.reason or 'no reason given'}", allowed, name)
     return _reject("No one approved the call in time; it was not run.", allowed, name)
+
+
+def tool_schemas(tools: Iterable[BaseTool]) -> dict[str, dict[str, Any]]:
+    """Each tool's argument schema by name, as the model sees it: pass it as `schemas` so a
+    batched interrupt's cards get edit forms (a per-call interrupt carries its own)."""
+    return {
+        t.name: dict(convert_to_openai_tool(t)["function"].get("parameters") or {}) for t in tools
+    }
 
 
 def _edit_schema(response_schema: Any) -> dict[str, Any] | None:
