@@ -11,7 +11,6 @@ import hmac
 import json
 import socket
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -198,7 +197,9 @@ async def test_edit_and_reject_say_the_final_arguments_and_the_reason(
     server: ServerProcess,
 ) -> None:
     edited = await ask(server, deploy("prod"))
-    await decide(server, edited["item_id"], decision="edit", args={"env": "prod", "version": "1.2.4"})
+    await decide(
+        server, edited["item_id"], decision="edit", args={"env": "prod", "version": "1.2.4"}
+    )
     state = await get(server, edited["id"])
     assert (state["status"], state["args"]) == ("edited", {"env": "prod", "version": "1.2.4"})
 
