@@ -5,6 +5,10 @@ Its own module because it is most of a step and apart from the loop around it: `
 `agent.engine` decides *when* a call is settled (pending calls first, then the model), this
 decides *how* — run it, tell the model why not, or put it on a card and park the run.
 
+A call in flight may ask a person (an MCP elicitation, `agent.asking`): the run stays held
+while it waits. A call whose start a crash interrupted has its unanswered questions closed
+(cancelled) before the crash rules decide what happens to it.
+
 A tool's error text passes the `Redactor` before it is stored: the event log is also the
 trace, the API's answer and every channel's message.
 """
@@ -17,11 +21,13 @@ from datetime import datetime
 from typing import Any, assert_never
 
 from agent import settle
+from agent.asking import Asker
 from agent.context import Context
 from agent.conversation import CallState
+from agent.errors import AlreadyDecided
 from agent.events import DecisionMade, ToolInterrupted, ToolRequest, ToolResult, ToolStarted
 from agent.held import HeldRun, Outcome
-from agent.model import Box, Item, ItemKind, ItemStatus, NewEvent, RunStatus
+from agent.model import Box, Expired, Item, ItemKind, ItemStatus, NewEvent, RunStatus
 from agent.policy.grants import Grant, make_grant
 from agent.redaction import Redactor
 from agent.settle import (
@@ -85,6 +91,8 @@ class ToolCallSteps:
         `later`: the turn's calls after it, asked together with it when it asks."""
         server, name = split_wire_name(call.wire_name)
         qualified = f"{server}.{name}"
+        if call.started:
+            await self._close_questions(held, call)
         step = await self._plan(held, call, spec)
         match step:
             case TellModel():
@@ -148,6 +156,40 @@ class ToolCallSteps:
             if isinstance(step, AskPerson) and not step.again:
                 asks.append((call, spec, step))
         return asks
+
+    async def _close_questions(self, held: HeldRun, call: CallState) -> None:
+        """Cancel what an interrupted start of the call asked and no one answered: the
+        call that waited for it is gone."""
+        store, now = self.ctx.store, self.ctx.clock()
+        pending = await store.list_items(run_id=held.run.id, status=ItemStatus.PENDING)
+        for item in pending:
+            if item.kind is not ItemKind.QUESTION or item.call_id != call.id:
+                continue
+            gone = Expired(reason="the tool call that asked was interrupted")
+            event = NewEvent(
+                DecisionMade(
+                    item_id=item.id,
+                    call_id=call.id,
+                    decision=gone,
+                    actor="engine",
+                    channel="engine",
+                )
+            )
+            try:
+                await store.record_decision(
+                    item.id,
+                    gone,
+                    actor="engine",
+                    channel="engine",
+                    now=now,
+                    final_args=None,
+                    event=event,
+                    status=ItemStatus.CANCELLED,
+                )
+            except AlreadyDecided:
+                continue
+            held.events = await store.events(held.run.id)
+        self.ctx.wake_outbox()
 
     async def _interrupted(self, held: HeldRun, call: CallState, qualified: str) -> None:
         why = INTERRUPTED_ASK
@@ -224,7 +266,8 @@ class ToolCallSteps:
                 grant, run_id=held.run.id, call_id=call.id, now=self.ctx.clock()
             )
         skill = held.skill
-        outcome = await self.tools.call(skill, server, name, args)
+        asker = Asker(self.ctx, held, call_id=call.id, tool=qualified)
+        outcome = await self.tools.call(skill, server, name, args, ask=asker.ask)
         text = _truncate(outcome.text, skill.max_tool_result_chars)
         result = self._tool_result(
             call, text, is_error=outcome.is_error, duration_ms=outcome.duration_ms

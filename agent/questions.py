@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -37,6 +37,7 @@ __all__ = [
     "FREE_TEXT_SCHEMA",
     "MAX_SCHEMA_BYTES",
     "Answer",
+    "Question",
     "answer_of",
     "check_schema",
     "is_question",
@@ -79,6 +80,17 @@ class Answer:
 
     action: Literal["accept", "decline", "cancel"]
     content: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Question:
+    """What a running tool asks a person: a form (`schema`, with `proposed` values) or a
+    link to open (`url`); `message` says why."""
+
+    message: str
+    schema: dict[str, Any] | None = None
+    url: str | None = None
+    proposed: dict[str, Any] = field(default_factory=dict)
 
 
 def is_question(item: Item) -> bool:
@@ -252,9 +264,9 @@ def values_from_lines(
     named = False
     for line in text.splitlines():
         key, sep, value = line.partition(":")
-        field = by_key.get(key.strip().casefold()) if sep else None
-        if field is not None:
-            raw[field.name] = value.strip()
+        found = by_key.get(key.strip().casefold()) if sep else None
+        if found is not None:
+            raw[found.name] = value.strip()
             named = True
     text_fields = [f for f in fields if f.kind in ("text", "textarea")]
     if not named and len(fields) == 1 and text_fields and text.strip():

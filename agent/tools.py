@@ -9,32 +9,51 @@ A stdio server is a child process, and a child inherits its parent's environment
 would hand every MCP server the Slack token, the mail passwords and the model key. So a
 child's environment is built from nothing (`child_environment`), and what the MCP SDK adds on
 its own is taken away again at launch.
+
+A server may ask the person behind a run for input in the middle of a call (MCP
+elicitation: a form, or a link to open). Every client declares that it can be asked, and
+routes a server's question to the call in flight that asked it (`ToolHub.call`'s `ask`): on
+the 2026 protocol's `input_required` results the SDK asks from inside the call itself, so
+the call is known; a server-to-client request (older protocol versions) names no call, so
+it goes to the connection's one call in flight, and is answered "cancel" when several runs
+have calls in flight on that server at once (which of them asked cannot be known).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import itertools
 import json
 import logging
 import os
 import shutil
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import RunError
 from agent.policy.rules import ToolHints, check_paths
+from agent.questions import Answer, Question
 from agent.skills import HttpServer, Skill, SkillFileError, StdioServer
 
 if TYPE_CHECKING:  # the SDK takes seconds to import: load it on the first connection
+    import mcp_types
     from mcp.client import Client
+    from mcp.client.session import ClientRequestContext
     from mcp.client.stdio import StdioServerParameters
 
 log = logging.getLogger(__name__)
 
 SEP = "__"
+
+#: How a call in flight asks a person (`agent.asking.Asker.ask`).
+AskFn = Callable[[Question], Awaitable[Answer]]
+
+# The call that is asking, inside the call's own task (the `input_required` path).
+_ASKING: contextvars.ContextVar[AskFn | None] = contextvars.ContextVar("asking", default=None)
 
 
 @dataclass(frozen=True)
@@ -144,12 +163,48 @@ class _Connection:
         self.lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+        #: The calls in flight, each with how it asks (None: it cannot).
+        self.in_flight: dict[int, AskFn | None] = {}
+        self._tokens = itertools.count()
+
+    def enter(self, ask: AskFn | None) -> int:
+        token = next(self._tokens)
+        self.in_flight[token] = ask
+        return token
+
+    def leave(self, token: int) -> None:
+        self.in_flight.pop(token, None)
+
+    async def _elicit(
+        self, context: ClientRequestContext, params: mcp_types.ElicitRequestParams
+    ) -> mcp_types.ElicitResult:
+        """A server asks for input: ask the person through the call in flight."""
+        import mcp_types
+
+        ask = _ASKING.get()
+        if ask is None and len(self.in_flight) == 1:
+            ask = next(iter(self.in_flight.values()))
+        if ask is None:
+            log.warning(
+                "MCP server %s asked for input with %d calls in flight: answered cancel",
+                self.name,
+                len(self.in_flight),
+            )
+            return mcp_types.ElicitResult(action="cancel")
+        if isinstance(params, mcp_types.ElicitRequestURLParams):
+            question = Question(message=params.message, url=params.url)
+        else:
+            question = Question(message=params.message, schema=dict(params.requested_schema))
+        answer = await ask(question)
+        content = answer.content if answer.action == "accept" and question.url is None else None
+        return mcp_types.ElicitResult(action=answer.action, content=content)
 
     async def _hold(self, ready: asyncio.Future[Client]) -> None:
         from mcp.client import Client
 
+        _ASKING.set(None)  # this task's context is copied from whoever opened it
         try:
-            async with Client(self.target) as client:
+            async with Client(self.target, elicitation_callback=self._elicit) as client:
                 if not ready.done():
                     ready.set_result(client)
                 await self._stop.wait()
@@ -212,6 +267,23 @@ class _Connection:
             await self._discard()
 
 
+def _paused(scope: asyncio.Timeout, ask: AskFn) -> AskFn:
+    """`ask`, with the call's time-out stopped while a person answers."""
+
+    async def asking(question: Question) -> Answer:
+        loop = asyncio.get_running_loop()
+        when = scope.when()
+        left = None if when is None else max(0.0, when - loop.time())
+        scope.reschedule(None)
+        try:
+            return await ask(question)
+        finally:
+            if left is not None:
+                scope.reschedule(loop.time() + left)
+
+    return asking
+
+
 class ToolHub:
     """Keeps MCP clients warm and routes tool calls to them."""
 
@@ -263,16 +335,31 @@ class ToolHub:
     async def warm(self, skill: Skill) -> None:
         await self.list_tools(skill)
 
-    async def call(self, skill: Skill, server: str, tool: str, args: dict[str, Any]) -> ToolOutcome:
+    async def call(
+        self,
+        skill: Skill,
+        server: str,
+        tool: str,
+        args: dict[str, Any],
+        *,
+        ask: AskFn | None = None,
+    ) -> ToolOutcome:
+        """Call a tool. `ask`: how the call asks a person when the server asks for input
+        (without it, the server is answered "cancel"); the time spent waiting for the
+        answer does not count against the call's time-out."""
         cfg = self.servers(skill).get(server)
         if cfg is None:
             return ToolOutcome(f"no MCP server named {server!r} in skill {skill.name!r}", True, 0.0)
         conn = self._conn(server, cfg)
         client = await conn.open(self._connect_timeout)
         started = time.perf_counter()
+        token = conn.enter(None)
         try:
             # A timeout scope, not `wait_for`: no extra task (and loop turn) on every call.
-            async with asyncio.timeout(self._call_timeout):
+            async with asyncio.timeout(self._call_timeout) as scope:
+                paused = _paused(scope, ask) if ask is not None else None
+                conn.in_flight[token] = paused
+                _ASKING.set(paused)
                 result = await client.call_tool(tool, args)
         except TimeoutError:
             return ToolOutcome(
@@ -286,6 +373,9 @@ class ToolHub:
             return ToolOutcome(
                 f"tool call failed: {exc!r}", True, (time.perf_counter() - started) * 1000
             )
+        finally:
+            conn.leave(token)
+            _ASKING.set(None)
         duration = (time.perf_counter() - started) * 1000
         parts: list[str] = []
         for block in result.content:

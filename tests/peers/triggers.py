@@ -68,7 +68,9 @@ class FakeTools:
     async def list_tools(self, skill: Skill) -> list[ToolSpec]:
         return [ToolSpec("crm", "send_email", "Send an email.", EMAIL_SCHEMA)]
 
-    async def call(self, skill: Skill, server: str, tool: str, args: dict[str, Any]) -> ToolOutcome:
+    async def call(
+        self, skill: Skill, server: str, tool: str, args: dict[str, Any], *, ask: Any = None
+    ) -> ToolOutcome:
         self.calls.append((f"{server}.{tool}", args))
         return ToolOutcome(f"sent to {args.get('to')}", False, 1.0)
 

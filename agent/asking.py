@@ -1,0 +1,156 @@
+"""A running tool call asks a person, and waits for the answer.
+
+An MCP server may ask for input in the middle of a tool call (elicitation). The call is in
+flight, so the run cannot be parked as rows the way an approval parks it: the run stays
+RUNNING, held by its worker (the worker's heartbeat keeps the lease), and the call waits. The
+question becomes an Action item of kind QUESTION (`agent.questions`) with its deliveries, in
+one transaction with a note on the run's log; the wait sleeps on the decision bell
+(`ctx.decisions`), so an answer from any channel, in this process or (PostgreSQL) another,
+wakes it at once.
+
+The wait ends when the item is decided, or after the tool's `timeout` in the skill (else
+`DEFAULT_TIMEOUT`): then the item expires like an unanswered approval and the tool is told
+"cancel". If the run ends meanwhile (cancelled, killed, its lease lost), the step is cancelled
+and the run's end closes the item. A question this server cannot draw (`check_schema`) or a
+link that is not http(s) is answered "cancel" at once, with the reason on the run's log.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from urllib.parse import urlsplit
+
+from agent.context import Context
+from agent.errors import AlreadyDecided
+from agent.events import Note, QuestionRemark
+from agent.held import HeldRun
+from agent.inbox import Inbox
+from agent.model import Box, Item, ItemKind, ItemStatus, NewEvent, Risk
+from agent.questions import Answer, Question, answer_of, check_schema
+from agent.targets import targets_for
+from agent.timers import human_duration
+
+__all__ = ["DEFAULT_TIMEOUT", "MAX_MESSAGE", "MAX_URL", "Asker"]
+
+log = logging.getLogger(__name__)
+
+#: How long a running tool waits for an answer when its skill sets no `timeout` for it: the
+#: worker holds the run (and a tool call stays open) meanwhile, so not for ever.
+DEFAULT_TIMEOUT = 3600.0
+MAX_MESSAGE = 4000
+MAX_URL = 2000
+
+
+class Asker:
+    """The questions of one tool call of a held run. `ask` is what `agent.tools.ToolHub.call`
+    hands to a server that elicits."""
+
+    def __init__(
+        self, ctx: Context, held: HeldRun, *, call_id: str, tool: str, timeout: float | None = None
+    ) -> None:
+        self.ctx = ctx
+        self.held = held
+        self.call_id = call_id
+        self.tool = tool
+        rule = held.skill.rule(tool)
+        self.timeout = timeout or rule.timeout or DEFAULT_TIMEOUT
+
+    async def ask(self, question: Question) -> Answer:
+        """Ask, wait, and say the answer as MCP does (accept with values, decline, cancel)."""
+        why = refusal(question)
+        if why is not None:
+            await self._note(question, refused=why)
+            return Answer("cancel")
+        item = await self._create(question)
+        decided = await self.ctx.decisions.until(lambda: self._decided(item.id), self.timeout)
+        if decided is None:
+            decided = await self._expire(item.id)
+        return answer_of(decided) or Answer("cancel")
+
+    async def _decided(self, item_id: str) -> Item | None:
+        item = await self.ctx.store.get_item(item_id)
+        return item if item.status is not ItemStatus.PENDING else None
+
+    async def _expire(self, item_id: str) -> Item:
+        reason = f"no one answered within {human_duration(self.timeout)}"
+        try:
+            return await Inbox(self.ctx).expire(item_id, reason=reason)
+        except AlreadyDecided as exc:  # answered just as the time ran out: the answer wins
+            return exc.item
+
+    async def _note(self, question: Question, *, refused: str) -> None:
+        log.info(
+            "run %s: %s asked a question that was refused: %s", self.held.run.id, self.tool, refused
+        )
+        remark = QuestionRemark(
+            call_id=self.call_id,
+            tool=self.tool,
+            message=question.message[:MAX_MESSAGE],
+            url=question.url[:MAX_URL] if question.url else None,
+            refused=refused,
+        )
+        await self.held.append(self.ctx, [NewEvent(Note(question=remark))])
+
+    async def _create(self, question: Question) -> Item:
+        now = self.ctx.clock()
+        item = self._item(question, now)
+        remark = QuestionRemark(
+            call_id=self.call_id,
+            tool=self.tool,
+            message=item.body,
+            item_id=item.id,
+            url=question.url,
+        )
+        created = await self.ctx.store.create_items(
+            [(item, [NewEvent(Note(question=remark))])],
+            targets=targets_for(self.held.skill, self.ctx.channels),
+            lease=self.held.lease,
+            now=now,
+        )
+        self.ctx.wake_outbox()
+        return created[0]
+
+    def _item(self, question: Question, now: datetime) -> Item:
+        run, skill = self.held.run, self.held.skill
+        message = question.message.strip()[:MAX_MESSAGE] or f"{self.tool} asks for input"
+        first = message.splitlines()[0][:80]
+        link = question.url is not None
+        return Item(
+            id=self.ctx.ids(),
+            run_id=run.id,
+            skill=skill.name,
+            box=Box.ACTION,
+            kind=ItemKind.QUESTION,
+            status=ItemStatus.PENDING,
+            title=f"{self.tool} asks: {first}",
+            body=message,
+            created_at=now,
+            call_id=self.call_id,
+            tool=self.tool,
+            args={"url": question.url} if link else dict(question.proposed),
+            schema=None if link else question.schema,
+            risk=Risk(),
+            secret=self.ctx.secrets(),
+        )
+
+
+def refusal(question: Question) -> str | None:
+    """Why a question cannot be put to a person (None: it can)."""
+    if question.url is not None:
+        return _link_refusal(question.url)
+    return check_schema(question.schema)
+
+
+def _link_refusal(url: str) -> str | None:
+    if len(url) > MAX_URL:
+        return f"the link is longer than {MAX_URL} characters"
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        return "the link has spaces or control characters"
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "the link cannot be read"
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        return "only an http(s) link with a host can be opened"
+    return None
