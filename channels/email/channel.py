@@ -28,7 +28,8 @@ from typing import Literal, Protocol
 from agent.addresses import EmailRef
 from agent.channel import DeliveryError
 from agent.context import utcnow
-from agent.model import Box, Delivery, Item
+from agent.errors import NotFound
+from agent.model import Box, Delivery, Item, ItemKind, Run
 from agent.policy import EMAIL, Access
 from channels.email.compose import (
     MailIdentity,
@@ -178,10 +179,31 @@ class EmailChannel:
                 ids.append(d.ref.message_id)
         return ids
 
+    async def _subject(self, run: Run, item: Item, delivery: Delivery) -> str:
+        """The subject of the run's thread to this address: from the run's input, or from
+        the question's title where a question started the thread (its mail named it so)."""
+        first = next(
+            (
+                d
+                for d in await self.store.run_deliveries(run.id, self.name)
+                if d.address.lower() == delivery.address.lower()
+            ),
+            None,
+        )
+        head = item
+        if first is not None and first.item_id != item.id:
+            try:
+                head = await self.store.get_item(first.item_id)
+            except NotFound:
+                return subject_for(run.skill, run.input)
+        if head.kind is ItemKind.QUESTION:
+            return subject_for(run.skill, head.title)
+        return subject_for(run.skill, run.input)
+
     async def deliver(self, item: Item, delivery: Delivery) -> EmailRef:
         run = await self.store.get_run(item.run_id)
         earlier = await self._earlier(item.run_id, delivery)
-        thread = Thread.of(subject_for(run.skill, run.input), earlier)
+        thread = Thread.of(await self._subject(run, item, delivery), earlier)
         can = bool(self.access.may_decide(delivery.address, EMAIL, item))
         token = self.key.reply_token(item.id, delivery.address) if can else None
         message_id = self.identity.item_message_id(delivery.id, token)
@@ -231,7 +253,7 @@ class EmailChannel:
                 identity=self.identity,
                 to=delivery.address,
                 message_id=self.identity.notice_message_id(delivery.id, _state(item)),
-                thread=Thread.of(subject_for(run.skill, run.input), earlier),
+                thread=Thread.of(await self._subject(run, item, delivery), earlier),
                 now=self.clock(),
             )
         except HeaderError as exc:

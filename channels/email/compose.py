@@ -29,6 +29,7 @@ from agent.argforms import Field, form_fields
 from agent.model import MAY_HAVE_HAPPENED, Box, Item, ItemKind, ItemStatus, Run
 from channels.email import headers
 from channels.email.headers import Folded
+from channels.email.questions import question_html, question_outcome, question_text
 from channels.email.trust import message_ids
 
 SUBJECT_TAG = "[pizzabot]"
@@ -224,6 +225,8 @@ def _link_lines(links: Links) -> list[str]:
 
 
 def _item_text(item: Item, run: Run, *, can_decide: bool, links: Links | None) -> list[str]:
+    if item.kind is ItemKind.QUESTION:
+        return question_text(item, can_decide=can_decide, page=links.page if links else None)
     if item.box is Box.UNREAD:
         lines = [item.title, "", item.body.strip() or "(no result text)", ""]
         if can_decide:
@@ -274,19 +277,30 @@ def _p(text: str) -> str:
     return f"<p>{html.escape(text).replace(chr(10), '<br>')}</p>"
 
 
+def _unread_html(item: Item, *, can_decide: bool) -> list[str]:
+    e = html.escape
+    blocks = [
+        f"<h2>{e(item.title)}</h2>",
+        f"<pre style='white-space:pre-wrap'>{e(item.body.strip())}</pre>",
+    ]
+    if can_decide:
+        blocks.append(
+            _p(
+                "Reply to this mail to send the run a follow-up message: it goes on "
+                "with its whole history."
+            )
+        )
+    return blocks
+
+
 def _item_html(item: Item, run: Run, *, can_decide: bool, links: Links | None) -> str:
     e = html.escape
     blocks: list[str] = []
-    if item.box is Box.UNREAD:
-        blocks.append(f"<h2>{e(item.title)}</h2>")
-        blocks.append(f"<pre style='white-space:pre-wrap'>{e(item.body.strip())}</pre>")
-        if can_decide:
-            blocks.append(
-                _p(
-                    "Reply to this mail to send the run a follow-up message: it goes on "
-                    "with its whole history."
-                )
-            )
+    if item.kind is ItemKind.QUESTION:
+        page = links.page if links else None
+        blocks = question_html(item, can_decide=can_decide, page=page)
+    elif item.box is Box.UNREAD:
+        blocks = _unread_html(item, can_decide=can_decide)
     else:
         heading = (
             f"{item.skill} wants to run {item.tool}" if item.kind is ItemKind.TOOL else item.title
@@ -366,6 +380,8 @@ def item_mail(
 
 def outcome_text(item: Item) -> str:
     """One sentence on how an action ended: who decided what, through which channel, when."""
+    if item.kind is ItemKind.QUESTION:
+        return question_outcome(item)
     who = f"{item.decided_by} via {item.decided_via} at {_when(item.decided_at)}"
     count = f" ({item.risk.approvals_text})" if item.risk.approvals_text else ""
     match item.status:

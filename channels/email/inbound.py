@@ -48,6 +48,7 @@ from agent.skills import SkillBook
 from channels.email.compose import SUBJECT_TAG, MailIdentity, outcome_text
 from channels.email.keys import MailKey
 from channels.email.ports import MailLog, MailStore
+from channels.email.questions import answer_errors, no_answer, read_answer
 from channels.email.replies import Command, UnreadableMail, body_text, read_reply, top_of_reply
 from channels.email.trust import (
     auth_failure,
@@ -282,6 +283,8 @@ class MailHandler:
             return await self._refuse(msg, sender, str(exc), item=item)
         if item.box is Box.UNREAD:
             return await self._follow_up(msg, sender, item, top)
+        if item.kind is ItemKind.QUESTION:
+            return await self._answer(msg, sender, item, top)
         if command is None:
             await self._say(
                 msg, sender, item, f"No decision was found in your reply; nothing changed. {HOW_TO}"
@@ -300,6 +303,21 @@ class MailHandler:
                 await self._say(msg, sender, item, _edit_errors(errors))
                 return "edit refused: " + ", ".join(sorted(errors))
             decision = Edit(args)
+        return await self._decide(msg, sender, item, decision)
+
+    async def _answer(self, msg: EmailMessage, sender: str, item: Item, top: str) -> str:
+        """A reply on a question's thread: its answer, or what is wrong with it."""
+        reading = read_answer(item, top)
+        if reading.errors:
+            await self._say(msg, sender, item, answer_errors(item, reading.errors))
+            return "answer refused: " + ", ".join(sorted(reading.errors))
+        if reading.decision is None:
+            await self._say(msg, sender, item, no_answer(item))
+            return "no answer found"
+        return await self._decide(msg, sender, item, reading.decision)
+
+    async def _decide(self, msg: EmailMessage, sender: str, item: Item, decision: Decision) -> str:
+        """Decide as `sender`, answering what the inbox refuses."""
         try:
             await self.inbox.decide(item.id, decision, actor=sender, channel="email")
         except AlreadyDecided as exc:
@@ -311,8 +329,10 @@ class MailHandler:
         except NotAllowed as exc:  # the skill's approvers changed since the check above
             return await self._refuse(msg, sender, str(exc), item=item)
         except InvalidArguments as exc:
-            await self._say(msg, sender, item, _edit_errors(exc.errors))
-            return "edit refused: " + ", ".join(sorted(exc.errors))
+            question = item.kind is ItemKind.QUESTION
+            text = answer_errors(item, exc.errors) if question else _edit_errors(exc.errors)
+            await self._say(msg, sender, item, text)
+            return ("answer" if question else "edit") + " refused: " + ", ".join(sorted(exc.errors))
         return f"decided: {decision.kind}"
 
     async def _approve_all(self, msg: EmailMessage, sender: str, item: Item) -> str:
