@@ -118,13 +118,15 @@ async def _assemble(
     )
     home_bell = asyncio.Event()  # Slack's Home tabs are republished whenever the outbox wakes
     outlets: list[Channel] = [c for c in (slack, mail.channel if mail else None) if c is not None]
+    # Items are addressed to the channels people are on; requests' callbacks are their own.
+    addressed = frozenset(c.name for c in outlets) if serving else reach(settings)
     if serving:
         outlets.append(_callbacks(settings, store, files.book))
     core = build_core(
         store=store,
         skills=files.book,
         channels={c.name: c for c in outlets},
-        reach=None if serving else reach(settings),
+        reach=addressed,
         mind=_mind(settings, env=env, redactor=redactor, tools=tools),
         with_worker=settings.worker if with_worker is None else with_worker,
         outbox_listeners=(home_bell,) if slack is not None else (),
