@@ -872,8 +872,17 @@ def bench(
         list[str] | None,
         typer.Option(help="Run only these parts: workers, steps, decisions, memory, start"),
     ] = None,
+    compare: Annotated[
+        str | None,
+        typer.Option(help="Beside another engine on the same work: langgraph (its own venv)"),
+    ] = None,
 ) -> None:
     """Measure the engine: step overhead, decision latency, memory, workers, start-up."""
+    if compare is not None:
+        from bot.bench.compare.cli import compare_command
+
+        compare_command(compare, quick=quick, output=output, keep=keep, only=only)
+        return
     from bot.bench import runner as bench_
 
     unknown = set(only or []) - set(bench_.SECTIONS_ALL)

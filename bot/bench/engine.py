@@ -209,10 +209,11 @@ class RunEnds:
 
 @contextlib.asynccontextmanager
 async def engine_here(
-    url: str, work: Path, skills: Path, *, ends: RunEnds | None = None
+    url: str, work: Path, skills: Path, *, ends: RunEnds | None = None, concurrency: int = 8
 ) -> AsyncIterator[Services]:
     """The server's engine, store and worker, built as `pizzabot serve` builds them, without
-    HTTP: the bench times the engine, not FastAPI. `ends` is told of every run that ends."""
+    HTTP: the bench times the engine, not FastAPI. `ends` is told of every run that ends;
+    `concurrency` is how many runs the worker carries at once."""
     from bot.server import build, shutdown, start_worker
     from bot.settings import Settings
 
@@ -220,7 +221,7 @@ async def engine_here(
         database_url=url,
         data_dir=work,
         skills_dir=skills,
-        worker_concurrency=8,
+        worker_concurrency=concurrency,
         poll_interval=2.0,
         lease_seconds=30.0,
     )

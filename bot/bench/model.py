@@ -40,9 +40,24 @@ if TYPE_CHECKING:
 TOOL = "bench__echo"
 
 
+def task_of(messages: list[Message]) -> list[str]:
+    """The run's input, "bench TAG N" or "bench TAG N DELAY_MS", split."""
+    task = next((m.get("content") for m in messages if m.get("role") == "user"), "")
+    return str(task).split()
+
+
+def delay_of(messages: list[Message]) -> float:
+    """Seconds the model takes to answer this run (the input's DELAY_MS; none by default)."""
+    words = task_of(messages)
+    return int(words[3]) / 1000 if len(words) > 3 else 0.0
+
+
 class BenchScript:
-    """The model's side of the workload. A run's input is "bench TAG N": the model asks for
-    `N` echo calls, one at a time, then answers "done TAG"."""
+    """The model's side of the workload. A run's input is "bench TAG N" (or "bench TAG N
+    DELAY_MS", a model that takes that long to answer): the model asks for `N` echo calls,
+    one at a time, then answers "done TAG". It calls the echo tool by the name the client
+    offered it (`bench__echo` from Pizza Bot, `echo` from LangGraph's MCP adapter), so both
+    clients meet the same script."""
 
     def __init__(self) -> None:
         #: (tag, tool results seen) → times the model was asked; only while `counting`.
@@ -50,14 +65,22 @@ class BenchScript:
         self.counting = False
 
     def __call__(self, messages: list[Message], tools: list[dict[str, Any]]) -> Reply:
-        task = next((m.get("content") for m in messages if m.get("role") == "user"), "")
-        _, tag, wanted = str(task).split()
+        _, tag, wanted, *_ = task_of(messages)
         done = count_role(messages, "tool")
         if self.counting:
             self.asked[(tag, done)] += 1
         if done < int(wanted):
-            return Reply(tool_calls=[ToolCall(name=TOOL, arguments={"tag": tag, "i": done})])
+            name = _offered(tools) or TOOL
+            return Reply(tool_calls=[ToolCall(name=name, arguments={"tag": tag, "i": done})])
         return Reply(text=f"done {tag}")
+
+
+def _offered(tools: list[dict[str, Any]]) -> str | None:
+    for tool in tools:
+        name = tool.get("function", {}).get("name")
+        if isinstance(name, str) and name.endswith("echo"):
+            return name
+    return None
 
 
 class BenchModelServer(ScriptedModelServer):
@@ -74,6 +97,9 @@ class BenchModelServer(ScriptedModelServer):
         self.client_ports: list[int] = []
 
     async def _run_script(self, messages: list[Message], tools: list[dict[str, Any]]) -> Reply:
+        delay = delay_of(messages)
+        if delay:
+            await asyncio.sleep(delay)  # a slow model: the connection stays open meanwhile
         return self.bench_script(messages, tools)
 
     async def _openai_chat(self, request: Request) -> Response:
