@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from urllib.parse import urlsplit
 
 from agent.context import Context
 from agent.errors import AlreadyDecided
@@ -27,11 +26,11 @@ from agent.events import Note, QuestionRemark
 from agent.held import HeldRun
 from agent.inbox import Inbox
 from agent.model import Box, Item, ItemKind, ItemStatus, NewEvent, Risk
-from agent.questions import Answer, Question, answer_of, check_schema
+from agent.questions import MAX_URL, Answer, Question, answer_of, check_schema, link_refusal
 from agent.targets import targets_for
 from agent.timers import human_duration
 
-__all__ = ["DEFAULT_TIMEOUT", "MAX_MESSAGE", "MAX_URL", "Asker"]
+__all__ = ["DEFAULT_TIMEOUT", "MAX_MESSAGE", "Asker", "refusal"]
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +38,6 @@ log = logging.getLogger(__name__)
 #: worker holds the run (and a tool call stays open) meanwhile, so not for ever.
 DEFAULT_TIMEOUT = 3600.0
 MAX_MESSAGE = 4000
-MAX_URL = 2000
 
 
 class Asker:
@@ -138,19 +136,5 @@ class Asker:
 def refusal(question: Question) -> str | None:
     """Why a question cannot be put to a person (None: it can)."""
     if question.url is not None:
-        return _link_refusal(question.url)
+        return link_refusal(question.url)
     return check_schema(question.schema)
-
-
-def _link_refusal(url: str) -> str | None:
-    if len(url) > MAX_URL:
-        return f"the link is longer than {MAX_URL} characters"
-    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
-        return "the link has spaces or control characters"
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "the link cannot be read"
-    if parts.scheme not in ("https", "http") or not parts.hostname:
-        return "only an http(s) link with a host can be opened"
-    return None

@@ -42,6 +42,7 @@ __all__ = [
     "check_schema",
     "is_question",
     "link_domain",
+    "link_refusal",
     "question_url",
     "validate_answer",
     "values_from_lines",
@@ -112,6 +113,26 @@ def link_domain(url: str) -> str:
     except ValueError:
         host = ""
     return host.encode("ascii", "replace").decode() if host else url[:80]
+
+
+MAX_URL = 2000
+
+
+def link_refusal(url: str) -> str | None:
+    """Why a link cannot be offered to open (None: it can): only http(s) with a host, no
+    spaces or control characters, at most `MAX_URL` characters."""
+    if len(url) > MAX_URL:
+        return f"the link is longer than {MAX_URL} characters"
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        return "the link has spaces or control characters"
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return "the link cannot be read"
+    if parts.scheme not in ("https", "http") or not host:
+        return "only an http(s) link with a host can be opened"
+    return None
 
 
 def answer_of(item: Item) -> Answer | None:

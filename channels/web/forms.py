@@ -11,12 +11,13 @@ shows.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from agent.argforms import Field, coerce_form, form_fields
+from agent.argforms import Field, chosen, coerce_form, form_fields
 
 __all__ = ["PREFIX", "FieldView", "field_views", "read_form", "submitted"]
 
@@ -40,10 +41,19 @@ class FieldView:
     #: For a select whose current value is not one of the options (the model proposed
     #: something the schema does not allow): shown as an extra, marked choice.
     stray_option: str | None = None
+    #: For a multiple choice: the options ticked.
+    picked: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:
         return self.field.kind
+
+    @property
+    def input_type(self) -> str:
+        """The HTML input of a one-line text field: by its format where a browser helps
+        (a date picker, a phone's email keyboard); a date-time stays text, since a browser's
+        picker drops the time zone the answer needs."""
+        return {"email": "email", "uri": "url", "date": "date"}.get(self.field.format or "", "text")
 
 
 def field_views(
@@ -64,6 +74,7 @@ def field_views(
         stray = None
         if field.kind == "select" and isinstance(value, str) and value:
             stray = None if value in field.options else value
+        picked = chosen(replace(field, value=value)) if field.kind == "multiselect" else ()
         views.append(
             FieldView(
                 field=field,
@@ -73,6 +84,7 @@ def field_views(
                 error=(errors or {}).get(field.name),
                 hints=_hints(field),
                 stray_option=stray,
+                picked=picked,
             )
         )
     return views
@@ -95,12 +107,24 @@ def submitted(schema: Mapping[str, Any], form: Mapping[str, Any]) -> Raw:
         value = form.get(PREFIX + field.name)
         if field.kind == "checkbox":
             raw[field.name] = "true" if value not in (None, "", "false") else None
+        elif field.kind == "multiselect":
+            # One input per option: the ticked ones come back under the same name.
+            ticked = [v for v in _all(form, PREFIX + field.name) if isinstance(v, str)]
+            raw[field.name] = json.dumps(ticked) if ticked else None
         elif isinstance(value, str):
             # Browsers send a textarea's line breaks as CRLF; the model's text had LF.
             raw[field.name] = value.replace("\r\n", "\n")
         else:
             raw[field.name] = None
     return raw
+
+
+def _all(form: Mapping[str, Any], name: str) -> list[Any]:
+    getlist = getattr(form, "getlist", None)
+    if callable(getlist):
+        return list(getlist(name))
+    value = form.get(name)
+    return value if isinstance(value, list) else ([] if value is None else [value])
 
 
 def read_form(

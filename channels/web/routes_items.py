@@ -4,6 +4,9 @@ An item page's three forms (approve, edit, reject) post to the page's own addres
 ``decision`` field, so a refused edit comes back as a 422 at ``/items/{id}`` carrying what
 was typed and the errors: the address a reload, a bookmark or a copied link shows correctly.
 The ``/approve``, ``/edit`` and ``/reject`` addresses stay for pages loaded before.
+
+A question item (a running tool asks a person, `agent.questions`) posts the same decisions:
+Send is an edit with the form's values, Decline a reject, and a link's Done an approval.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from fastapi.responses import HTMLResponse, Response
 from agent.batch import turn_items
 from agent.errors import AlreadyApproved, AlreadyDecided, InvalidArguments, NotFound
 from agent.model import Approve, Box, Decision, Edit, Item, ItemKind, ItemStatus, Reject, Run
+from agent.questions import answer_of, link_domain, link_refusal, question_url
 from channels.web._pages import error_page, fragment, go, not_found, page, safe_next
 from channels.web.deps import ACTOR, CHANNEL, Post, Posted, SignedIn, SignedInLive, Visit
 from channels.web.forms import FieldView, field_views, read_form
@@ -136,6 +140,8 @@ async def _decide(post: Post, item_id: str, decision: Decision) -> Response:
         item = await v.deps.store.get_item(item_id)
         return await _item_page(v, item, form_error=_joined(exc.errors), status=422)
     budget = item.kind is ItemKind.BUDGET
+    if item.kind is ItemKind.QUESTION:
+        return go(v, f"/items/{item_id}", "answered" if item.final_args is not None else "declined")
     if not item.decided:  # more than one person must approve: counted, not yet decided
         return go(v, f"/items/{item_id}", "counted")
     if isinstance(decision, Approve):
@@ -162,6 +168,8 @@ async def _edit(post: Post, item_id: str) -> Response:
         except InvalidArguments as exc:
             errors = exc.errors
         else:
+            if item.kind is ItemKind.QUESTION:
+                return go(v, f"/items/{item_id}", "answered")
             return go(v, f"/items/{item_id}", "edited" if edited.decided else "counted")
         general = _joined(errors)
     else:
@@ -183,9 +191,13 @@ async def _item_page(
         run: Run | None = await store.get_run(item.run_id)
     except NotFound:
         run = None
-    editable = item.kind is ItemKind.TOOL and not item.decided and item.box is Box.ACTION
+    form = item.kind is ItemKind.TOOL or (
+        item.kind is ItemKind.QUESTION and item.schema is not None
+    )
+    editable = form and not item.decided and item.box is Box.ACTION
     if views is None and editable:
         views = field_views(item.schema or {}, item.args)
+    link = question_url(item)
     server, _, tool = (item.tool or "").partition(".")
     return await page(
         v,
@@ -205,6 +217,11 @@ async def _item_page(
         edit_open=form_error is not None or any(f.error for f in views or []),
         reason="",
         deliveries=await store.deliveries(item.id),
+        link=link,
+        # A link that is not plain http(s) is shown, never offered to open.
+        openable=link is not None and link_refusal(link) is None,
+        domain=link_domain(link) if link else None,
+        answer=answer_of(item) if item.kind is ItemKind.QUESTION else None,
     )
 
 

@@ -3,7 +3,8 @@
 The event log is the trace; this turns each event into a title, a few short facts (tokens,
 latency, who decided via which channel) and blocks of longer text (arguments as indented
 JSON, a tool's result, the model's message). Unknown kinds still show, with their raw data,
-so a newer engine never makes events vanish from the page.
+so a newer engine never makes events vanish from the page. A running tool's question (a
+note) and its answer (the decision on the question item) read as a question and an answer.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from agent.events import (
     ErrorNoted,
     ModelCall,
     Note,
+    QuestionRemark,
     RunFinished,
     RunStarted,
     ToolInterrupted,
@@ -88,9 +90,21 @@ def entries(events: Sequence[Event]) -> list[Entry]:
         for e in events
         if isinstance(e.payload, ToolResult) and e.payload.args is not None
     }
+    # The items a running tool asked through: their decisions are answers, not approvals.
+    questions = frozenset(
+        e.payload.question.item_id
+        for e in events
+        if isinstance(e.payload, Note) and e.payload.question is not None
+        if e.payload.question.item_id is not None
+    )
     starts: Counter[str] = Counter()
     out: list[Entry] = []
     for e in events:
+        if isinstance(e.payload, DecisionMade) and e.payload.item_id in questions:
+            out.append(
+                _answer(e.payload, {"seq": e.seq, "at": e.at, "offset": _offset(e.at, start)})
+            )
+            continue
         entry = _entry(e, _offset(e.at, start))
         if isinstance(e.payload, ToolStarted):
             starts[e.payload.call_id] += 1
@@ -171,10 +185,53 @@ def _entry(e: Event, offset: str) -> Entry:
             return Entry(tone="budget", title="Budget extended", facts=facts, blocks=blocks, **base)
         case ErrorNoted():
             return Entry(tone="error", title="Error", blocks=_rest(p.stored()), failed=True, **base)
+        case Note(question=QuestionRemark() as asked):
+            return _question(asked, base)
         case Note():
             return Entry(tone="note", title="Note", blocks=_rest(p.stored()), **base)
         case _:
             assert_never(p)
+
+
+def _question(q: QuestionRemark, base: dict[str, Any]) -> Entry:
+    if q.refused is not None:
+        return Entry(
+            tone="error",
+            title=f"{q.tool} asked a question that cannot be shown: answered cancel",
+            blocks=_blocks(("Question", q.message), ("Link", q.url), ("Why", q.refused)),
+            **base,
+        )
+    return Entry(
+        tone="request",
+        title=f"{q.tool} asked a person" + (" to open a link" if q.url else ""),
+        blocks=_blocks(("Question", q.message), ("Link", q.url)),
+        item_id=q.item_id,
+        **base,
+    )
+
+
+def _answer(p: DecisionMade, base: dict[str, Any]) -> Entry:
+    """The decision on a question item, as the answer the tool got."""
+    blocks: list[Block] = []
+    match p.decision:
+        case Approve() | Edit():
+            title = f"Answered by {p.actor or 'someone'}: accept"
+            values = p.args if p.args and set(p.args) != {"url"} else None
+            blocks = _blocks(("Answer", values))
+        case Reject():
+            title = f"Declined by {p.actor or 'someone'}"
+        case Expired(reason=reason):
+            title = "Cancelled: " + (reason or "no answer")
+        case _:
+            assert_never(p.decision)
+    return Entry(
+        tone="decision",
+        title=title,
+        facts=_facts(("via", p.channel)),
+        blocks=blocks,
+        item_id=p.item_id,
+        **base,
+    )
 
 
 def _request(p: ToolRequest, base: dict[str, Any]) -> Entry:
