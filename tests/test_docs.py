@@ -75,7 +75,9 @@ def _skill_examples() -> list[tuple[str, str]]:
     found = []
     for page in PAGES:
         for body in _blocks(page, "yaml"):
-            if re.search(r"^name:", body, re.M) and re.search(r"^instructions:", body, re.M):
+            # A skill with a model has instructions; an inbox-only one has none, but people.
+            whole = re.search(r"^(instructions|approvers|people):", body, re.M)
+            if re.search(r"^name:", body, re.M) and whole:
                 found.append((page.name, body))
     return found
 
