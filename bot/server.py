@@ -46,6 +46,7 @@ from bot import (
 from bot.api import install_error_handlers, router
 from bot.core import Core, Mind, Timing
 from bot.core import build as build_core
+from bot.mcp_server import http as mcp_http
 from bot.services import EmailParts, Services, SlackParts
 from bot.settings import Settings, environment, private_folder
 from bot.skill_reload import SkillFiles
@@ -296,6 +297,7 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
     wire_slack.install(app, settings)
     wire_email.install(app, settings)
     wire_triggers.install(app, settings)
+    mcp_http.install(app, settings)
     guard(app, settings, token=token)
     return app
 
@@ -338,6 +340,7 @@ def guard(app: FastAPI, settings: Settings, *, token: str) -> None:
     )
     app.add_middleware(BodyLimit, limits=limits)
     app.add_middleware(TokenGate, token=token)
+    app.add_middleware(TokenGate, token=token, prefix=mcp_http.MCP_PATH + "/")
 
 
 def follow_skill_files(svc: Services) -> None:

@@ -149,7 +149,7 @@ class Settings(BaseSettings):
     digest_timezone: str = "UTC"
     digest_interval: float = 60.0  # seconds between checks whether a digest is due
     # The MCP server (/mcp and `pizzabot mcp`): the inbox-only skill its requests go to
-    mcp_skill: str = "inbox"
+    mcp_skill: str = "approvals"
 
     # Web inbox (bot/wire_web.py): failed logins per client address before it must wait (429)
     web_login_max_failures: int = 10

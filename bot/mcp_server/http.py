@@ -1,0 +1,106 @@
+"""`/mcp` on the server: the MCP tools over streamable HTTP, asking the server's own
+requests in-process.
+
+The endpoint is stateless (each POST carries its own call), so any server process sharing
+the database can answer any call, and a call waiting on a person holds only its own
+response stream, on which its progress notifications travel. The API token guards it like
+`/api` (`bot.http_guard.TokenGate`, before the body is read); the MCP SDK's Host and Origin
+checks guard a server that listens on loopback against DNS rebinding.
+
+The SDK's session manager needs a task group that lives as long as the app: it is started
+with the first call, as a background task of the running services, and ends with them. The
+MCP SDK itself loads then too, not when the server starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from bot.services import Services
+    from bot.settings import Settings
+
+__all__ = ["MCP_PATH", "McpEndpoint", "install", "transport_security"]
+
+MCP_PATH = "/mcp"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def transport_security(settings: Settings) -> TransportSecuritySettings:
+    """Host and Origin checks for a server on loopback: loopback names, and the public URL's
+    host (a reverse proxy passes it on). A server listening on other addresses is reached by
+    names it cannot know; there the bearer token alone guards `/mcp` (a page that rebinds a
+    name still cannot present the token)."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    if settings.host not in LOOPBACK:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    hosts = ["127.0.0.1", "localhost", "[::1]", "127.0.0.1:*", "localhost:*", "[::1]:*"]
+    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+    if settings.public_url:
+        public = urlsplit(settings.public_url)
+        if public.netloc:
+            hosts.append(public.netloc)
+            origins.append(f"{public.scheme}://{public.netloc}")
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+
+
+class McpEndpoint:
+    """The ASGI app at `/mcp`. It finds the running services on the app's state, so it can
+    be installed before they are built."""
+
+    def __init__(self, *, settings: Settings) -> None:
+        self._settings = settings
+        self._manager: StreamableHTTPSessionManager | None = None
+        self._ready = asyncio.Event()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._manager is None:
+            self._start(scope["app"].state.services)
+        await self._ready.wait()
+        assert self._manager is not None
+        await self._manager.handle_request(scope, receive, send)
+
+    def _start(self, svc: Services) -> None:
+        """Build the MCP server over the services' requests and run its session manager.
+        No await before `_manager` is set: concurrent first calls start it once."""
+        from bot.mcp_server.local import LocalDesk
+        from bot.mcp_server.tools import Asking, build_server
+
+        settings = self._settings
+        server = build_server(Asking(desk=LocalDesk(svc.requests), skill=settings.mcp_skill))
+        server.streamable_http_app(
+            stateless_http=True,
+            transport_security=transport_security(settings),
+            max_request_body_size=settings.max_body_bytes,
+        )
+        manager = self._manager = server.session_manager
+        ready = self._ready
+
+        async def run() -> Any:
+            try:
+                async with manager.run():
+                    ready.set()
+                    await asyncio.Event().wait()  # until the services shut down
+            finally:
+                ready.set()  # a manager that failed to start answers 500, not never
+
+        svc.spawn(run(), "mcp-http")
+
+
+def install(app: FastAPI, settings: Settings) -> None:
+    """Serve the MCP tools at `/mcp` (the token guard comes from `bot.server.guard`)."""
+    app.router.routes.append(
+        Route(MCP_PATH, McpEndpoint(settings=settings), include_in_schema=False)
+    )
