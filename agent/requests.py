@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
-import jsonschema
-
-from agent.argforms import validate_arguments
 from agent.context import Context
 from agent.errors import Conflict, InvalidArguments, KillSwitchOn, NotFound, UserError
 from agent.events import DecisionMade, RunFinished, RunStarted, ToolRequest
@@ -47,7 +45,8 @@ from agent.model import (
 )
 from agent.policy.grants import Grant, covering, make_grant, offered, scope_of
 from agent.policy.rules import judge
-from agent.questions import FREE_TEXT_SCHEMA, check_schema
+from agent.questions import FREE_TEXT_SCHEMA
+from agent.request_checks import MAX_JSON_BYTES, MAX_TIMEOUT, check_request
 from agent.skills import Skill, inbox_only
 from agent.store import StoredRequest
 from agent.targets import targets_for
@@ -62,10 +61,8 @@ __all__ = [
     "state_of",
 ]
 
-#: The largest `args` or `schema` a request may carry, as JSON.
-MAX_JSON_BYTES = 64_000
-#: The longest a request may wait for a person (seconds): a week.
-MAX_TIMEOUT = 7 * 86400.0
+log = logging.getLogger(__name__)
+
 #: The tool name a question's run records (a question calls no tool).
 ASK_HUMAN = "ask_human"
 
@@ -173,53 +170,6 @@ def state_of(request: StoredRequest, item: Item, *, base_url: str = "") -> Reque
         decided_at=item.decided_at if item.decided else None,
         url=f"{base_url.rstrip('/')}/items/{item.id}",
     )
-
-
-def _json_size(value: Any) -> int:
-    return len(json.dumps(value, default=str))
-
-
-def check_request(new: NewRequest) -> None:
-    """Refuse what cannot be asked, naming the field (`InvalidArguments`)."""
-    errors: dict[str, str] = {}
-    if not new.title.strip():
-        errors["title"] = "say in a few words what is asked"
-    if new.tool is not None and new.question is not None:
-        errors["question"] = "ask a question or request a tool call, not both"
-    if new.tool is None and not (new.question or "").strip():
-        errors["tool"] = "name the tool to approve (or ask a question)"
-    if new.tool is not None and not new.tool.strip():
-        errors["tool"] = "name the tool to approve"
-    if _json_size(new.args) > MAX_JSON_BYTES:
-        errors["args"] = f"larger than {MAX_JSON_BYTES} bytes as JSON"
-    if new.timeout is not None and not 1 <= new.timeout <= MAX_TIMEOUT:
-        errors["timeout"] = f"between 1 and {MAX_TIMEOUT:.0f} seconds"
-    if new.schema is not None:
-        why = _schema_problem(new)
-        if why is not None:
-            errors["schema"] = why
-    if not errors and new.schema is not None:
-        for name, message in validate_arguments(new.schema, new.args).items():
-            errors[f"args.{name}" if name else "args"] = message
-    if errors:
-        raise InvalidArguments(errors)
-
-
-def _schema_problem(new: NewRequest) -> str | None:
-    schema = new.schema
-    if _json_size(schema) > MAX_JSON_BYTES:
-        return f"larger than {MAX_JSON_BYTES} bytes as JSON"
-    if new.kind == "question":
-        return check_schema(schema)
-    assert schema is not None
-    if schema.get("type") != "object":
-        return 'the arguments are an object: the schema needs "type": "object"'
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        return f"not a valid JSON schema: {exc.message}"
-    return None
 
 
 @dataclass(frozen=True)
@@ -464,6 +414,11 @@ async def answer_request(ctx: Context, held: HeldRun) -> RunStatus:
     text = outcome_text(item)
     finished = NewEvent(RunFinished(status=RunStatus.DONE, result=text))
     await store.finish_request(run.id, lease=held.lease, now=now, events=[finished], result=text)
+    if ctx.on_run_end is not None:
+        try:
+            await ctx.on_run_end(run.id)
+        except Exception:
+            log.warning("run %s: the end-of-run hook failed", run.id, exc_info=True)
     return RunStatus.DONE
 
 

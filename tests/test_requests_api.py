@@ -353,6 +353,18 @@ async def test_the_callback_is_signed_and_retried_after_a_failure(server: Server
     assert len(receiver.posts) == 2  # delivered once it was answered 200
 
 
+async def test_a_request_a_rule_decides_calls_back_at_once(server: ServerProcess) -> None:
+    async with Receiver(fail_first=0) as receiver:
+        created = await ask(server, deploy("staging", callback_url=receiver.url))
+        assert created["status"] == "approved"
+        await eventually(
+            lambda: receiver.posts or None, what="the callback to be posted", context=server.log
+        )
+    ((headers, body),) = receiver.posts
+    assert headers["idempotency-key"] == created["id"]
+    assert json.loads(body)["decided_by"] == "rule 1 of deploy.prod"
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
