@@ -1,0 +1,175 @@
+"""An "ask" MCP server for tests: tools that ask the person behind the run for input in the
+middle of a call (MCP elicitation), over stdio or HTTP, with the official SDK.
+
+    python tests/peers/mcp_elicit.py stdio        # serve over stdin/stdout
+    python tests/peers/mcp_elicit.py http PORT    # streamable HTTP at http://127.0.0.1:PORT/mcp
+
+- `profile` asks for a form with every kind of field a form question may have (`FORM`):
+  text, email, link, date, date-time, whole number, number, yes/no, a choice, a titled choice
+  and several choices (plain and titled);
+- `connect` asks the person to open a link (URL mode);
+- `nested` asks for a form no channel can draw (a nested object): the client must refuse it.
+
+Each tool writes what it got back (`action`, `content`, with the Python type of every
+value) to the JSON-lines file named by `MCP_TOOLS_LOG` (`tests.peers.mcp_tools.read_log`
+reads it) and returns it as JSON text, so a test checks exactly what reached the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import (
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitRequestURLParams,
+    ElicitResult,
+    InputRequiredResult,
+)
+from mcp_types.version import is_version_at_least
+
+SCRIPT = Path(__file__).resolve()
+LOG_ENV = "MCP_TOOLS_LOG"
+LINK = "https://auth.example.test/connect?account=42"
+
+#: The form `profile` asks for: one field of every kind.
+FORM: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "title": "Your name", "minLength": 1},
+        "email": {"type": "string", "format": "email", "title": "Email"},
+        "homepage": {"type": "string", "format": "uri", "title": "Homepage"},
+        "birthday": {"type": "string", "format": "date", "title": "Birthday"},
+        "meeting": {"type": "string", "format": "date-time", "title": "Meeting"},
+        "seats": {"type": "integer", "title": "Seats", "minimum": 1, "maximum": 9},
+        "budget": {"type": "number", "title": "Budget"},
+        "vip": {"type": "boolean", "title": "VIP", "default": False},
+        "size": {"type": "string", "enum": ["small", "medium", "large"], "title": "Size"},
+        "color": {
+            "type": "string",
+            "title": "Color",
+            "oneOf": [
+                {"const": "r", "title": "Red"},
+                {"const": "g", "title": "Green"},
+                {"const": "b", "title": "Blue"},
+            ],
+        },
+        "tags": {
+            "type": "array",
+            "title": "Tags",
+            "items": {"type": "string", "enum": ["new", "vip", "late"]},
+        },
+        "pets": {
+            "type": "array",
+            "title": "Pets",
+            "items": {
+                "anyOf": [{"const": "cat", "title": "Cat"}, {"const": "dog", "title": "Dog"}]
+            },
+        },
+    },
+    "required": ["name", "email", "seats", "size", "color"],
+}
+
+NESTED: dict[str, Any] = {
+    "type": "object",
+    "properties": {"address": {"type": "object", "properties": {"city": {"type": "string"}}}},
+}
+
+
+def _typed(content: dict[str, Any] | None) -> dict[str, str] | None:
+    if content is None:
+        return None
+    return {k: type(v).__name__ for k, v in content.items()}
+
+
+def _record(tool: str, action: str, content: dict[str, Any] | None) -> str:
+    line = {"tool": tool, "action": action, "content": content, "types": _typed(content)}
+    path = os.environ.get(LOG_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
+    return json.dumps(line)
+
+
+async def _ask(
+    ctx: Context, key: str, request: ElicitRequest
+) -> ElicitResult | InputRequiredResult:
+    """Ask as the negotiated protocol does: from 2026-07-28 the call answers "input
+    required" and the client calls again with the answer; before, a request to the client
+    in the middle of the call."""
+    version = ctx.protocol_version
+    if version is not None and is_version_at_least(version, "2026-07-28"):
+        answered = (ctx.input_responses or {}).get(key)
+        if isinstance(answered, ElicitResult):
+            return answered
+        return InputRequiredResult(input_requests={key: request}, request_state=key)
+    params = request.params
+    if isinstance(params, ElicitRequestURLParams):
+        return await ctx.session.elicit_url(
+            params.message, params.url, params.elicitation_id, ctx.request_id
+        )
+    return await ctx.session.elicit_form(params.message, params.requested_schema, ctx.request_id)
+
+
+def _form(message: str, schema: dict[str, Any]) -> ElicitRequest:
+    return ElicitRequest(params=ElicitRequestFormParams(message=message, requested_schema=schema))
+
+
+async def profile(ctx: Context) -> str | InputRequiredResult:
+    """Ask the person for the customer's profile, then say what came back."""
+    got = await _ask(ctx, "profile", _form("Fill in the customer's profile, please.", FORM))
+    if isinstance(got, InputRequiredResult):
+        return got
+    return _record("profile", got.action, got.content)
+
+
+async def connect(ctx: Context) -> str | InputRequiredResult:
+    """Ask the person to connect their account on the provider's page."""
+    link = ElicitRequestURLParams(
+        message="Connect your account so I can read the invoices.",
+        url=LINK,
+        elicitation_id="connect-42",
+    )
+    got = await _ask(ctx, "connect", ElicitRequest(params=link))
+    if isinstance(got, InputRequiredResult):
+        return got
+    return _record("connect", got.action, None)
+
+
+async def nested(ctx: Context) -> str | InputRequiredResult:
+    """Ask for a form with a nested object (which a client refuses)."""
+    got = await _ask(ctx, "nested", _form("Where do you live?", NESTED))
+    if isinstance(got, InputRequiredResult):
+        return got
+    return _record("nested", got.action, got.content)
+
+
+def build_server() -> MCPServer:
+    server = MCPServer("ask", log_level="WARNING")
+    for tool in (profile, connect, nested):
+        server.add_tool(tool)
+    return server
+
+
+def server_entry(log: Path) -> dict[str, Any]:
+    """This server as a skill's `mcp_servers` entry (stdio)."""
+    return {"command": "python", "args": [str(SCRIPT), "stdio"], "env": {LOG_ENV: str(log)}}
+
+
+def main(argv: list[str]) -> None:
+    match argv:
+        case ["stdio"]:
+            build_server().run()
+        case ["http", port]:
+            build_server().run("streamable-http", host="127.0.0.1", port=int(port))
+        case _:
+            sys.exit("usage: mcp_elicit.py stdio | http PORT")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
