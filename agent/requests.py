@@ -195,9 +195,15 @@ class Requests:
         state and whether it was made now (False: the key was seen with the same body)."""
         skill = self._skill(new.skill)
         check_request(new)
+        body_hash = new.body_hash()
+        if idempotency_key is not None:
+            # A repeat gets its request even while the kill switch is on: nothing new starts.
+            earlier = await self.ctx.store.request_by_key(requester, idempotency_key)
+            if earlier is not None:
+                return await self._repeat(earlier, body_hash), False
         if await self.ctx.store.get_kill() is not None:
             raise KillSwitchOn()
-        now, body_hash = self.ctx.clock(), new.body_hash()
+        now = self.ctx.clock()
         stored = StoredRequest(
             id=self.ctx.ids(),
             run_id=self.ctx.ids(),
@@ -222,17 +228,23 @@ class Requests:
             run_status=RunStatus.WAITING if verdict.decision is None else RunStatus.DONE,
             result=outcome_text(item) if verdict.decision is not None else None,
         )
-        if not created and stored.body_hash != body_hash:
-            raise Conflict(
-                "this Idempotency-Key was used with another request body; "
-                "use a new key for a new request"
-            )
+        if not created:  # the same key, a moment earlier, in another call
+            return await self._repeat(stored, body_hash), False
         if created and verdict.grant is not None and self.ctx.grants is not None:
             await self.ctx.grants.used(
                 verdict.grant, run_id=stored.run_id, call_id="request", now=now
             )
         self.ctx.wake_outbox()
         return await self._state(stored), created
+
+    async def _repeat(self, earlier: StoredRequest, body_hash: str) -> RequestState:
+        """The state of the request a key was used for, when this is the same request."""
+        if earlier.body_hash != body_hash:
+            raise Conflict(
+                "this Idempotency-Key was used with another request body; "
+                "use a new key for a new request"
+            )
+        return await self._state(earlier)
 
     async def get(self, request_id: str) -> RequestState:
         return await self._state(await self.ctx.store.get_request(request_id))

@@ -341,6 +341,10 @@ class RequestStore(Protocol):
 
     async def request_of_item(self, item_id: str) -> StoredRequest | None: ...
 
+    async def request_by_key(self, requester: str, key: str) -> StoredRequest | None:
+        """The request `requester` made with this idempotency key, if any."""
+        ...
+
     async def request_timeouts(self, item_ids: Sequence[str]) -> dict[str, float]:
         """The time-outs the requests of these items set (item id → seconds)."""
         ...

@@ -225,6 +225,12 @@ class SqlRequests:
 
         return await self.db.run(tx)
 
+    async def request_by_key(self, requester: str, key: str) -> StoredRequest | None:
+        def tx(c: Connection) -> StoredRequest | None:
+            return _find(c, requester, key)
+
+        return await self.db.run(tx)
+
     async def request_timeouts(self, item_ids: Sequence[str]) -> dict[str, float]:
         if not item_ids:
             return {}

@@ -415,11 +415,15 @@ async def test_no_token_no_request(server: ServerProcess) -> None:
         assert (await c.get("/api/requests/x", params={"wait": 61})).status_code == 422
 
 
-async def test_the_kill_switch_refuses_new_requests(server: ServerProcess) -> None:
+async def test_the_kill_switch_refuses_new_requests_not_repeats(server: ServerProcess) -> None:
+    made = await ask(server, deploy("prod"), key="before-the-kill")
     async with server.client() as c:
         assert (await c.post("/api/kill")).status_code == 200
         try:
             r = await c.post("/api/requests", json=deploy("prod"))
             assert r.status_code == 409 and "kill switch" in r.text, r.text
+            # An agent asking again for what it asked before gets it: nothing new starts.
+            again = await ask(server, deploy("prod"), key="before-the-kill", status=200)
+            assert again["id"] == made["id"]
         finally:
             assert (await c.delete("/api/kill")).status_code == 200

@@ -110,6 +110,9 @@ async def test_a_requesters_key_finds_its_first_request(store: SqlStore) -> None
     # Another requester's key is its own.
     other, created = await _create(store, _request(3, key="k", requester="mcp"))
     assert created and other.id == "q3"
+    assert await store.request_by_key("owner", "k") == first
+    assert await store.request_by_key("mcp", "k") == other
+    assert await store.request_by_key("owner", "other") is None
 
 
 async def test_concurrent_requests_with_one_key_make_one(store: SqlStore) -> None:
