@@ -242,6 +242,7 @@ async def test_the_claude_code_hook_allows_an_edit_with_the_new_input(
     shell = await hook(server, "rm -rf build")
     item = await pending_item(server, "Claude Code: rm -rf build")
     assert item["tool"] == "Bash" and item["args"]["command"] == "rm -rf build"
+    assert item["schema"]["required"] == ["command"]  # the cards offer an edit form
     edited = {"command": "rm -rf build/tmp", "description": "clean up"}
     await decide(server, item["id"], decision="edit", args=edited)
     code, answer, err = await shell.done()

@@ -7,10 +7,14 @@ set -uo pipefail
 input=$(cat)
 tool=$(jq -r '.tool_name' <<<"$input")
 args=$(jq -c '.tool_input // {}' <<<"$input")
-title="Claude Code: $(jq -r '.tool_input.command // .tool_input.file_path // .tool_name' <<<"$input" | head -c 150)"
+title="Claude Code: $(jq -r '(.tool_input.command // .tool_input.file_path // .tool_name) | .[0:150]' <<<"$input")"
+
+# A shell command gets an edit form on the cards (other tools: approve or reject).
+schema=()
+[ "$tool" = Bash ] && schema=(--schema "$(dirname "$0")/bash-schema.json")
 
 decision=$(pizzabot ask "${PIZZABOT_HOOK_SKILL:-agents}" --tool "$tool" --args "$args" \
-  --title "$title" --wait --timeout "${PIZZABOT_HOOK_TIMEOUT:-3000}")
+  --title "$title" "${schema[@]}" --wait --timeout "${PIZZABOT_HOOK_TIMEOUT:-3000}")
 case $? in
   0) jq -c '{hookSpecificOutput: ({hookEventName: "PreToolUse", permissionDecision: "allow",
         permissionDecisionReason: "Approved by \(.decided_by // "a person") via \(.via // "Pizza Bot")"}
