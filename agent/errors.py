@@ -10,6 +10,7 @@
     │   └── KillSwitchOn       the global kill switch refuses new work
     ├── NotAllowed             the actor is not an approver on that channel
     ├── InvalidArguments       edited arguments fail the tool's JSON schema (errors by field)
+    │   └── InboxOnly          a run of an inbox-only skill (also a NotFound: no such runnable skill)
     └── RunError               the run failed (provider gave up, tool server would not start)
         └── ModelError         the model provider failed after retries
 
@@ -93,3 +94,13 @@ class RunError(PizzaBotError):
 
 class ModelError(RunError):
     pass
+
+
+class InboxOnly(InvalidArguments, NotFound):
+    """A run of an inbox-only skill was asked for: it answers requests, and runs nothing.
+    The API answers 422 naming `skill`; a channel that starts runs says it as for a skill it
+    does not know."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__({"skill": message})
+        Exception.__init__(self, message)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from agent.context import Context
-from agent.errors import Conflict, InvalidArguments, KillSwitchOn
+from agent.errors import Conflict, InboxOnly, KillSwitchOn
 from agent.events import RunStarted, UserMessage
 from agent.finish import finish_run
 from agent.model import NewEvent, Run, RunStatus
@@ -35,7 +35,7 @@ class Runs:
     ) -> Run:
         # NotFound for an unknown skill, before anything is written
         if self.ctx.skills.get(skill).inbox_only:
-            raise InvalidArguments({"skill": inbox_only(skill)})
+            raise InboxOnly(inbox_only(skill))
         if await self.ctx.store.get_kill() is not None:
             raise KillSwitchOn()
         now = self.ctx.clock()
