@@ -1,6 +1,6 @@
 """A LangGraph agent whose `send_email` waits for a person's decision in Pizza Bot.
 
-    pip install 'pizzabot[langgraph]' langchain-openai
+    pip install -e '.[langgraph]' langchain-openai    # or use make serve's .venv
     python manifests/examples/agents/langgraph_agent.py
 
 The agent is LangChain's `create_agent` with `HumanInTheLoopMiddleware`; its interrupt goes

@@ -1,6 +1,6 @@
 """An OpenAI Agents SDK agent whose `send_email` waits for a person's decision in Pizza Bot.
 
-    pip install 'pizzabot[openai-agents]'
+    pip install -e '.[openai-agents]'    # or use make serve's .venv
     python manifests/examples/agents/openai_agents_agent.py
 
 The tool has `needs_approval`, so the run stops with interruptions; Pizza Bot's decisions

@@ -1,6 +1,6 @@
 """A pydantic-ai agent whose `send_email` waits for a person's decision in Pizza Bot.
 
-    pip install 'pizzabot[pydantic-ai]'
+    pip install -e '.[pydantic-ai]'    # or use make serve's .venv
     python manifests/examples/agents/pydantic_ai_agent.py
 
 The tool needs approval, so the run ends with `DeferredToolRequests`; Pizza Bot's decisions
