@@ -52,7 +52,8 @@ def check_request(new: NewRequest) -> None:
         why = _schema_problem(new)
         if why is not None:
             errors["schema"] = why
-    if not errors and new.schema is not None:
+    if not errors and new.schema is not None and new.kind == "approval":
+        # A question's proposed values may leave required fields to the person.
         for name, message in validate_arguments(new.schema, new.args).items():
             errors[f"args.{name}" if name else "args"] = message
     if errors:

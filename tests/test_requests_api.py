@@ -326,6 +326,13 @@ async def test_a_question_is_answered_declined_or_expires(server: ServerProcess)
     assert (await get(server, declined["id"]))["status"] == "declined"
     short = await ask(server, {**body, "timeout": 1})
     assert (await get(server, short["id"], wait=30))["status"] == "expired"
+    # A form: its required fields are the person's to fill in, not the asker's.
+    form = {"type": "object", "properties": {"region": {"type": "string", "enum": ["eu", "us"]}}}
+    form["required"] = ["region"]
+    formed = await ask(server, {**body, "schema": form})
+    assert (await _item(server, formed["item_id"]))["schema"] == form
+    await decide(server, formed["item_id"], decision="edit", args={"region": "us"})
+    assert (await get(server, formed["id"]))["args"] == {"region": "us"}
 
 
 async def test_the_callback_is_signed_and_retried_after_a_failure(server: ServerProcess) -> None:
@@ -384,6 +391,15 @@ async def test_a_request_a_rule_decides_calls_back_at_once(server: ServerProcess
         ),
         ({**deploy("prod"), "args": {"blob": "x" * 70_000}}, "args"),
         ({"skill": "deploys", "title": "nothing asked"}, "tool"),
+        (
+            {
+                "skill": "deploys",
+                "title": "a nested form",
+                "question": "Where?",
+                "schema": {"type": "object", "properties": {"a": {"type": "object"}}},
+            },
+            "schema",
+        ),
     ],
 )
 async def test_a_bad_request_is_refused_naming_the_field(
