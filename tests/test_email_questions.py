@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,9 @@ from typing import Any
 import pytest
 
 from agent.addresses import EmailTarget
-from agent.model import Box, Item, ItemKind, ItemStatus, RunStatus
+from agent.model import Approve, Box, Decision, Edit, Item, ItemKind, ItemStatus, Reject, RunStatus
 from agent.questions import FREE_TEXT_SCHEMA
+from channels.email.questions import Reading, read_answer
 from tests.peers.email_bot import ALICE, MALLORY, USERS, EmailBot, reply_to, send
 from tests.peers.mailserver import MailServer
 from tests.peers.required import require
@@ -230,3 +232,54 @@ async def test_a_link_question_names_its_domain_and_done_accepts_it(
         done = await item_when(bot, item.id, ItemStatus.APPROVED)
         assert done.decided_by == ALICE
         await notice(bot, item, f"Done by {ALICE} via email")
+
+
+# --- reading a reply, without the mail peer ----------------------------------------------
+
+
+def question(schema: dict[str, Any] | None, args: dict[str, Any] | None = None) -> Item:
+    return Item(
+        id="q1",
+        run_id="r1",
+        skill="test",
+        box=Box.ACTION,
+        kind=ItemKind.QUESTION,
+        status=ItemStatus.PENDING,
+        title="Book the table",
+        body="How should I book it?",
+        created_at=datetime(2026, 12, 1, tzinfo=UTC),
+        args=args or {},
+        schema=schema,
+    )
+
+
+@pytest.mark.parametrize(
+    ("schema", "args", "top", "expected"),
+    [
+        # "ok" accepts proposed values, and only where there are some.
+        (SCHEMA, {"name": "Ann", "seats": 2}, "ok, thanks!", Approve()),
+        (SCHEMA, {}, "ok", None),
+        # "yes" may be a field's answer: it accepts nothing.
+        (SCHEMA, {"name": "Ann", "seats": 2}, "yes", None),
+        (SCHEMA, {}, "Hello Bot,\n\nDecline: not tonight\n\nCheers,\nAl", Reject("not tonight")),
+        (SCHEMA, {}, "Seats: 2\nNAME: Al", Edit({"name": "Al", "seats": 2, "vegetarian": False})),
+        # In words, an answer may begin with the word; "decline" alone declines.
+        (FREE_TEXT_SCHEMA, {}, "Decline the offer", Edit({"answer": "Decline the offer"})),
+        (FREE_TEXT_SCHEMA, {}, "decline\n\nsorry", Reject("sorry")),
+        (None, {"url": "https://a.example/"}, "yes", Approve()),
+        (None, {"url": "https://a.example/"}, "name: Ann", None),
+    ],
+)
+def test_what_a_reply_answers(
+    schema: dict[str, Any] | None, args: dict[str, Any], top: str, expected: Decision | None
+) -> None:
+    reading = read_answer(question(schema, args), top)
+    assert reading == Reading(expected)
+
+
+def test_an_unknown_field_is_named_with_the_fields_there_are() -> None:
+    reading = read_answer(question(SCHEMA), "name: Al\nseat: 2")
+    assert reading.decision is None
+    assert reading.errors == {
+        "seat": "no such field; the fields are name, seats, vegetarian, plan, toppings"
+    }

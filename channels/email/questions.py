@@ -38,10 +38,15 @@ __all__ = [
 ]
 
 _DONE_WORDS = frozenset({"done", "accept", "accepted", "approve", "approved", "yes", "ok", "okay"})
+#: Accepting a form's proposed values as they are: not "yes", which may be a field's answer.
+_ACCEPT_WORDS = frozenset({"ok", "okay", "accept", "accepted"})
 _DECLINE = re.compile(
     r"^\s*(?:decline|declined)\b(?P<sep>\s*[:.,!\-–—]?)(?P<rest>.*)$", re.IGNORECASE | re.DOTALL
 )
-_WORD_ONLY = re.compile(r"^\s*(?P<word>[A-Za-z]+)[\s.!👍✅]*$")
+_WORD_ONLY = re.compile(
+    r"^\s*(?P<word>[A-Za-z]+)[\s.!,👍✅]*(please|thanks|thank you|thx)?[\s.!👍✅]*$",
+    re.IGNORECASE,
+)
 _GREETING = re.compile(r"^\s*(hi|hello|hey|dear|hallo|bonjour|hola)\b[^\n]{0,40}$", re.IGNORECASE)
 _KEY = re.compile(r"^\s*(?:[-*•]\s*)?(?P<key>[A-Za-z_][\w .\-]{0,60}?)\s*:")
 
@@ -275,7 +280,7 @@ def read_answer(item: Item, top: str) -> Reading:
         return Reading(declined)
     if question_url(item) is not None:
         return Reading(Approve() if _only_word(lines) in _DONE_WORDS else None)
-    if not free and _only_word(lines) in _DONE_WORDS:
+    if not free and item.args and _only_word(lines) in _ACCEPT_WORDS:
         return Reading(Approve())  # the proposed values, as they are
     text = without_sign_off("\n".join(lines)).strip()
     if not text:
