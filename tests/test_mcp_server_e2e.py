@@ -21,7 +21,16 @@ from mcp_types import CallToolResult, TextContent
 
 from tests.peers.server import TOKEN, ServerProcess
 
-SKILL = "name: inbox\ndescription: requests from agents Pizza Bot does not run\n"
+SKILL = """\
+name: inbox
+description: requests from agents Pizza Bot does not run
+tools:
+  shell.run:
+    policy: ask
+    rules:
+      - {when: {command: {matches: 'ls( [-\\w./ ]*)?'}}, policy: auto}
+      - {when: {command: {matches: '(?s).*rm -rf /.*'}}, policy: deny, reason: never the root}
+"""
 
 
 @contextlib.asynccontextmanager
@@ -252,3 +261,27 @@ async def test_ask_human_answered_through_the_api_returns_the_answer(tmp_path: P
     assert out["action"] == "accept", _text(result)
     assert out["content"] == {"answer": "Tuesday"}
     assert "Tuesday" in _text(result)
+
+
+async def test_the_skills_rules_decide_at_once_without_a_card(tmp_path: Path) -> None:
+    async with _server(tmp_path) as server, _http(server) as session:
+        listing = await asyncio.wait_for(
+            session.call_tool(
+                "request_approval",
+                {"title": "List", "tool": "shell.run", "args": {"command": "ls -la"}},
+            ),
+            60,
+        )
+        root = await asyncio.wait_for(
+            session.call_tool(
+                "request_approval",
+                {"title": "Wipe /", "tool": "shell.run", "args": {"command": "rm -rf /"}},
+            ),
+            60,
+        )
+        asked = await _action_items(server, "List") + await _action_items(server, "Wipe /")
+
+    allowed, denied = listing.structured_content or {}, root.structured_content or {}
+    assert allowed["status"] == "approved" and allowed["args"] == {"command": "ls -la"}
+    assert denied["status"] == "rejected" and "never the root" in (denied["reason"] or "")
+    assert [i for i in asked if i["status"] == "pending"] == []
