@@ -870,7 +870,10 @@ def bench(
     keep: Annotated[bool, typer.Option("--keep", help="Keep the work folder (logs)")] = False,
     only: Annotated[
         list[str] | None,
-        typer.Option(help="Run only these parts: workers, steps, decisions, memory, start"),
+        typer.Option(
+            help="Run only these parts: workers, steps, decisions, memory, start, channels "
+            "(with --compare: steps, decisions, memory, start, inflight)"
+        ),
     ] = None,
     compare: Annotated[
         str | None,

@@ -31,6 +31,12 @@ FIGURES = (
     "cpu_ms_per_run_2_workers",
     "claimed_twice",
     "healthz_s",
+    "slack_to_tool_p50_ms",
+    "slack_to_tool_p99_ms",
+    "web_to_tool_p50_ms",
+    "web_to_tool_p99_ms",
+    "long_poll_wake_p50_ms",
+    "long_poll_wake_p99_ms",
 )
 
 

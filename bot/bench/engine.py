@@ -47,6 +47,7 @@ class Sizes:
     memory_runs: int  # runs made to wait for the memory figure
     throughput_runs: int  # runs per worker-count phase
     starts: int  # `pizzabot serve` starts timed
+    channel_samples: int = 20  # decisions timed per channel
 
 
 def child_env(extra: dict[str, str]) -> dict[str, str]:

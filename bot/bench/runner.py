@@ -14,7 +14,10 @@ written as JSON:
 - resident memory of an engine process before and after many runs are made to wait;
 - runs finished per second by one and by two `pizzabot worker` processes on PostgreSQL, and
   how many runs were executed twice (must be 0);
-- `pizzabot serve` start → `/healthz` answering.
+- `pizzabot serve` start → `/healthz` answering;
+- decisions through the channels of a real `pizzabot serve` (`bot.bench.channels`): a Slack
+  click's POST, the web page's form POST → the tool body; a decision POST → a request's
+  long-poll answered.
 
 `--quick` uses small counts so CI can run it and the bench cannot rot; its figures are a smoke
 test, not a measurement. `python -m bot.bench` is the same command as `pizzabot bench`; the server does not need
@@ -41,6 +44,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from bot.bench.channels import bench_channels
 from bot.bench.engine import (
     Sizes,
     bench_decisions,
@@ -60,9 +64,23 @@ err = Console(stderr=True)
 
 
 FULL = Sizes(
-    steps=200, waiting=1000, samples=200, memory_runs=10_000, throughput_runs=1000, starts=3
+    steps=200,
+    waiting=1000,
+    samples=200,
+    memory_runs=10_000,
+    throughput_runs=1000,
+    starts=3,
+    channel_samples=100,
 )
-QUICK = Sizes(steps=20, waiting=50, samples=20, memory_runs=100, throughput_runs=30, starts=1)
+QUICK = Sizes(
+    steps=20,
+    waiting=50,
+    samples=20,
+    memory_runs=100,
+    throughput_runs=30,
+    starts=1,
+    channel_samples=5,
+)
 
 
 @dataclass(frozen=True)
@@ -90,6 +108,9 @@ TARGETS: dict[str, Target] = {
     "workers_speedup": Target(">=", 1.7, "≥ 1.7×"),
     "claimed_twice": Target("==", 0, "0"),
     "healthz_s": Target("<=", 1.5, "≤ 1.5 s"),
+    "slack_to_tool_p50_ms": Target("<=", 50.0, "≤ 50 ms"),
+    "web_to_tool_p50_ms": Target("<=", 20.0, "≤ 20 ms"),
+    "long_poll_wake_p50_ms": Target("<=", 50.0, "≤ 50 ms"),
 }
 
 #: LangGraph with interrupt() and the SQLite checkpointer on the same scripted server, as first
@@ -131,13 +152,19 @@ ROWS: list[tuple[str, str, str]] = [
     ("healthz_s", "pizzabot serve start → /healthz", "s"),
     ("ready_s", "pizzabot serve start → /readyz", "s"),
     ("first_run_s", "pizzabot serve start → first run done", "s"),
+    ("slack_to_tool_p50_ms", "Slack click POST → tool body, p50", "ms"),
+    ("slack_to_tool_p99_ms", "  Slack click POST → tool body, p99", "ms"),
+    ("web_to_tool_p50_ms", "web form POST → tool body, p50", "ms"),
+    ("web_to_tool_p99_ms", "  web form POST → tool body, p99", "ms"),
+    ("long_poll_wake_p50_ms", "decision POST → request long-poll answered, p50", "ms"),
+    ("long_poll_wake_p99_ms", "  decision POST → long-poll answered, p99", "ms"),
 ]
 
 
 # -- the whole bench ---------------------------------------------------------------------
 
 
-SECTIONS_ALL = ("workers", "steps", "decisions", "memory", "start")
+SECTIONS_ALL = ("workers", "steps", "decisions", "memory", "start", "channels")
 
 
 @dataclass
@@ -233,6 +260,11 @@ async def measure(opts: Options) -> dict[str, Any]:
                     run.details["start"] = await bench_start(
                         model, work, sizes, first_run=not opts.quick
                     )
+            if run.wants("channels"):
+                with run.section("channels", "decisions through Slack, the web page, a long-poll"):
+                    run.details["channels"] = await bench_channels(
+                        model, work, sizes.channel_samples
+                    )
     finally:
         if opts.keep:
             err.print(f"bench: work folder kept: {work}")
@@ -311,6 +343,12 @@ def figures_from(details: dict[str, Any]) -> dict[str, float | None]:
         "healthz_s": pick("start", "median_s"),
         "ready_s": pick("start", "ready_median_s"),
         "first_run_s": pick("start", "first_run_s"),
+        "slack_to_tool_p50_ms": pick("channels", "slack_p50_ms"),
+        "slack_to_tool_p99_ms": pick("channels", "slack_p99_ms"),
+        "web_to_tool_p50_ms": pick("channels", "web_p50_ms"),
+        "web_to_tool_p99_ms": pick("channels", "web_p99_ms"),
+        "long_poll_wake_p50_ms": pick("channels", "long_poll_p50_ms"),
+        "long_poll_wake_p99_ms": pick("channels", "long_poll_p99_ms"),
     }
 
 
