@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -297,3 +298,37 @@ async def test_a_link_declined_through_the_api(stack: Stack) -> None:
     assert got["action"] == "decline"
     done = await stack.wait_run(run_id, {"done"})
     assert json.dumps("decline") in (done.get("result") or "")
+
+
+async def test_a_crash_while_a_question_waits_cancels_it_and_follows_the_crash_rules(
+    tmp_path: Path,
+) -> None:
+    ask = mcp_elicit.server_entry(tmp_path / "tools.jsonl")
+    async with Stack(
+        tmp_path, script=call_the_named_tool, skill={**SKILL, "mcp_servers": {"ask": ask}}
+    ) as st:
+        run_id, item = await asked(st, "profile")
+        st.server.kill()
+        await st.server.start()
+        done = await st.wait_run(run_id, {"done"})
+        # An auto tool that is not idempotent is not called again: the model hears so.
+        assert "outcome is unknown" in done["result"]
+        assert answers(st, "profile") == []
+        async with st.client() as c:
+            items = (await c.get("/api/inbox", params={"box": "action", "all": "true"})).json()
+        closed = next(i for i in items["items"] if i["id"] == item["id"])
+        assert closed["status"] == "cancelled"
+        assert (await st.decide(item["id"], "edit", args=ANSWER)).status_code == 409
+
+
+async def test_a_server_over_http_asks_and_is_declined(tmp_path: Path) -> None:
+    log = tmp_path / "tools.jsonl"
+    async with mcp_elicit.serve_http(log=log) as url:
+        skill = {**SKILL, "mcp_servers": {"ask": {"url": url}}}
+        async with Stack(tmp_path, script=call_the_named_tool, skill=skill) as st:
+            run_id, item = await asked(st, "connect")
+            assert item["args"] == {"url": mcp_elicit.LINK}
+            assert (await st.decide(item["id"], "reject")).status_code == 200
+            got = await tool_got(st, "connect", 1)
+            assert got["action"] == "decline"
+            await st.wait_run(run_id, {"done"})

@@ -4,6 +4,9 @@ middle of a call (MCP elicitation), over stdio or HTTP, with the official SDK.
     python tests/peers/mcp_elicit.py stdio        # serve over stdin/stdout
     python tests/peers/mcp_elicit.py http PORT    # streamable HTTP at http://127.0.0.1:PORT/mcp
 
+From a test, `server_entry(log)` is the stdio server as a skill's `mcp_servers` entry, and
+`serve_http(log=...)` starts the HTTP variant on a free port and yields its URL.
+
 - `profile` asks for a form with every kind of field a form question may have (`FORM`):
   text, email, link, date, date-time, whole number, number, yes/no, a choice, a titled choice
   and several choices (plain and titled);
@@ -17,9 +20,13 @@ reads it) and returns it as JSON text, so a test checks exactly what reached the
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import sys
+import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +166,39 @@ def build_server() -> MCPServer:
 def server_entry(log: Path) -> dict[str, Any]:
     """This server as a skill's `mcp_servers` entry (stdio)."""
     return {"command": "python", "args": [str(SCRIPT), "stdio"], "env": {LOG_ENV: str(log)}}
+
+
+@contextlib.asynccontextmanager
+async def serve_http(*, log: Path, startup: float = 20.0) -> AsyncIterator[str]:
+    """Run the HTTP variant in a subprocess on a free port; yield `http://127.0.0.1:N/mcp`."""
+    # Imported here: this file also runs on its own as the MCP server, where `tests` is not
+    # on the import path.
+    from tests.peers.mcp_tools import _wait_listening, free_port
+
+    port = free_port()
+    env = {**os.environ, LOG_ENV: str(log)}
+    with tempfile.TemporaryFile() as stderr:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(SCRIPT),
+            "http",
+            str(port),
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=stderr,
+        )
+        try:
+            await _wait_listening(proc, port, stderr, startup)
+            yield f"http://127.0.0.1:{port}/mcp"
+        finally:
+            if proc.returncode is None:
+                proc.terminate()
+                try:
+                    await asyncio.wait_for(proc.wait(), 5)
+                except TimeoutError:
+                    proc.kill()
+                    await proc.wait()
 
 
 def main(argv: list[str]) -> None:
