@@ -134,6 +134,7 @@ def _ask(
     token: str | None,
 ) -> Decision:
     from bot.client import Inbox, InboxError
+    from bot.client._wire import MAX_TITLE
 
     arguments = _object(args, "--args")
     form = _schema(schema)
@@ -155,7 +156,7 @@ def _ask(
             else:
                 decision = inbox.request(
                     skill,
-                    title=title or tool,
+                    title=title or tool[:MAX_TITLE],
                     tool=tool,
                     args=arguments,
                     schema=form,

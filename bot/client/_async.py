@@ -175,7 +175,7 @@ class AsyncInbox:
         server after that many seconds, and `ask` returns the expired request."""
         created = await self.request(
             skill,
-            title=title or tool,
+            title=title or tool[: _wire.MAX_TITLE],
             tool=tool,
             args=args,
             schema=schema,

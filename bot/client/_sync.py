@@ -177,7 +177,7 @@ class Inbox:
         server after that many seconds, and `ask` returns the expired request."""
         created = self.request(
             skill,
-            title=title or tool,
+            title=title or tool[: _wire.MAX_TITLE],
             tool=tool,
             args=args,
             schema=schema,

@@ -21,6 +21,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 __all__ = [
+    "MAX_TITLE",
     "MAX_WAIT",
     "Call",
     "Decision",
@@ -38,6 +39,8 @@ __all__ = [
     "unreachable",
 ]
 
+#: The longest title the server takes (a tool's name is the default title).
+MAX_TITLE = 200
 #: The longest single wait the server holds a GET for (`?wait=` is 0..60).
 MAX_WAIT = 60.0
 #: Answers the server could give after the request took effect, or before: asking again with
