@@ -195,6 +195,32 @@ async def test_until_decided_polls_with_server_sized_waits_until_a_decision(peer
     assert [s.path for s in p.seen] == ["/api/requests/req_1?wait=60"] * 4
 
 
+async def test_waiting_outlasts_a_server_that_is_away_for_a_while(peer: Any) -> None:
+    # More dropped polls in a row than one request's tries: a restart that takes a while.
+    p = await peer(*[None] * 6, (502, "bad gateway"), (200, DECIDED))
+    sleep = NoSleep()
+    async with AsyncInbox(p.url, TOKEN, sleep=sleep) as inbox:
+        decision = await inbox.until_decided("req_1")
+    assert decision.edited and len(p.seen) == 8
+    # Bad input is not waited out.
+    async with AsyncInbox(p.url, TOKEN, sleep=sleep) as inbox:
+        with pytest.raises(InboxError, match="not a request id"):
+            await inbox.until_decided("a/b")
+
+
+async def test_waiting_gives_up_on_an_unreachable_server_at_its_deadline(peer: Any) -> None:
+    p = await peer(*[None] * 8)
+    now = [0.0]
+
+    async def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    async with AsyncInbox(p.url, TOKEN, sleep=sleep, clock=lambda: now[0]) as inbox:
+        with pytest.raises(InboxError, match="cannot reach the inbox") as gone:
+            await inbox.until_decided("req_1", timeout=5)
+    assert gone.value.status is None and now[0] >= 5
+
+
 async def test_until_decided_gives_back_the_pending_request_when_its_time_is_up(
     peer: Any,
 ) -> None:

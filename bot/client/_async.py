@@ -149,11 +149,24 @@ class AsyncInbox:
         return _wire.decision_from(await self._send(call))
 
     async def until_decided(self, request_id: str, *, timeout: float | None = None) -> Decision:
-        """Wait until the request is decided; after `timeout` seconds, the pending request."""
+        """Wait until the request is decided; after `timeout` seconds, the pending request.
+
+        A server that is away for a while (a restart, a deploy) is asked again until then:
+        the request lives on the server, so waiting can go on where it left off."""
         deadline = None if timeout is None else self._clock() + timeout
+        away = 0
         while True:
             left = _wire.MAX_WAIT if deadline is None else deadline - self._clock()
-            decision = await self.get(request_id, wait=max(0.0, min(left, _wire.MAX_WAIT)))
+            try:
+                decision = await self.get(request_id, wait=max(0.0, min(left, _wire.MAX_WAIT)))
+            except InboxError as exc:
+                over = deadline is not None and self._clock() >= deadline
+                if over or not _wire.worth_waiting(exc):
+                    raise
+                await self._sleep(self._retry.pause(away))
+                away += 1
+                continue
+            away = 0
             if not decision.pending or (deadline is not None and self._clock() >= deadline):
                 return decision
 

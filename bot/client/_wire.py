@@ -37,6 +37,7 @@ __all__ = [
     "refused",
     "transient",
     "unreachable",
+    "worth_waiting",
 ]
 
 #: The longest title the server takes (a tool's name is the default title).
@@ -198,9 +199,19 @@ def transient(response: httpx.Response | None, error: httpx.HTTPError | None) ->
     return response is not None and response.status_code in _TRANSIENT_STATUS
 
 
+class _Unreachable(InboxError):
+    """The server was not reached (an InboxError with no status, like bad input has)."""
+
+
+def worth_waiting(error: InboxError) -> bool:
+    """Whether a failed poll of a request that exists should be tried again: the server was
+    away or said "not now" (it keeps the request meanwhile)."""
+    return isinstance(error, _Unreachable) or error.status in _TRANSIENT_STATUS
+
+
 def unreachable(url: str, error: httpx.HTTPError) -> InboxError:
     reason = str(error) or type(error).__name__
-    return InboxError(f"cannot reach the inbox at {url}: {reason}", detail=reason)
+    return _Unreachable(f"cannot reach the inbox at {url}: {reason}", detail=reason)
 
 
 def refused(response: httpx.Response) -> InboxError:
