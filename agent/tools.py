@@ -185,8 +185,10 @@ class _Connection:
         if ask is None and len(self.in_flight) == 1:
             ask = next(iter(self.in_flight.values()))
         if ask is None:
+            # No call that can ask, or several calls whose asker cannot be told apart.
             log.warning(
-                "MCP server %s asked for input with %d calls in flight: answered cancel",
+                "MCP server %s asked for input, but no single call in flight can ask "
+                "(%d in flight): answered cancel",
                 self.name,
                 len(self.in_flight),
             )
