@@ -397,3 +397,42 @@ async def test_the_home_tab_offers_a_question_its_own_buttons(desk: Desk) -> Non
     assert "*sales*: question" in text
     rows = [b for b in view["blocks"] if b["type"] == "actions"]
     assert [e["action_id"] for e in rows[0]["elements"]] == [ANSWER, DECLINE]
+
+
+async def test_a_proposed_time_slack_cannot_pick_is_typed_and_checked_on_its_field(
+    desk: Desk,
+) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"at": {"type": "string", "format": "date-time", "title": "At"}},
+        "required": ["at"],
+    }
+    item = await desk.question(schema=schema, args={"at": "tomorrow at seven"})
+    post = await desk.card(item)
+    view = await desk.opened(await desk.click(item, post, ANSWER))
+    [field] = [b for b in view["blocks"] if b["type"] == "input"]
+    # A date-and-time picker could not show the proposal: it stays a text box, prefilled.
+    assert field["element"]["type"] == "plain_text_input"
+    assert field["element"]["initial_value"] == "tomorrow at seven"
+
+    r = await desk.submit(view, {field["block_id"]: text_value("tomorrow at seven")})
+    answer = r.json()
+    assert answer["response_action"] == "errors"
+    assert "date and time" in answer["errors"][field["block_id"]]
+    assert (await desk.store.get_item(item.id)).status is ItemStatus.PENDING
+
+    await desk.submit(view, {field["block_id"]: text_value("2026-12-07T20:00:00+01:00")})
+    answered = await desk.item_when(item.id, ItemStatus.EDITED)
+    assert answered.final_args == {"at": "2026-12-07T20:00:00+01:00"}
+
+    # Without a proposal, Slack's picker: it sends seconds since the epoch, answered as
+    # RFC 3339 in UTC.
+    item = await desk.question(schema=schema)
+    post = await desk.card(item)
+    view = await desk.opened(await desk.click(item, post, ANSWER))
+    [field] = [b for b in view["blocks"] if b["type"] == "input"]
+    assert field["element"]["type"] == "datetimepicker"
+    picked = {"value": {"type": "datetimepicker", "selected_date_time": 1796670000}}
+    await desk.submit(view, {field["block_id"]: picked})
+    answered = await desk.item_when(item.id, ItemStatus.EDITED)
+    assert answered.final_args == {"at": "2026-12-07T19:00:00Z"}

@@ -25,8 +25,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent.argforms import form_fields
 from agent.errors import AlreadyDecided, Conflict, InvalidArguments, NotAllowed, NotFound
 from agent.inbox import Inbox
-from agent.model import Approve, Decision, Edit, Item, Reject
+from agent.model import Approve, Decision, Edit, Item, ItemKind, Reject
 from agent.policy import SLACK, Access, Verdict, audit_refusal
+from agent.questions import validate_answer
 from agent.runs import Runs
 from agent.skills import SkillBook
 from agent.store import AuditTrail, DeliveryReader, ItemReader, RunReader
@@ -274,6 +275,8 @@ class SlackInbound:
             return
         state = (view.get("state") or {}).get("values") or {}
         args, errors = blocks.submitted_args(schema, fields, state)
+        if not errors and item.kind is ItemKind.QUESTION:
+            errors = validate_answer(schema, args)  # an answer's formats too, on their fields
         if errors:
             await ack(response_action="errors", errors=blocks.form_errors(errors, fields))
             return
