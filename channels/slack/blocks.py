@@ -1,8 +1,10 @@
 """Block Kit for inbox items: one import for the card, the modals and the text helpers.
 
 The work is split by what it builds — `cards` (an item's message and buttons), `modals` (the
-edit and reject modals, and their submitted state back to form values) and `mrkdwn` (escaping
-and the small pieces all of them use); this module gathers them, so a listener or a test says
+edit and reject modals, and their submitted state back to form values), `questions` (a
+question's card and its answer and decline modals, which `cards` draws for a question item),
+`formats` (Slack's inputs for emails, links and dates) and `mrkdwn` (escaping and the small
+pieces all of them use); this module gathers them, so a listener or a test says
 `blocks.message`, `blocks.edit_modal`, `blocks.esc` without knowing which.
 """
 

@@ -173,6 +173,9 @@ def question_blocks(item: Item, *, base_url: str) -> list[dict[str, Any]]:
         labels = [f.label for f in form_fields(item.schema or {}, {})]
         if labels:
             blocks.append(context("📝 Asks for: " + ", ".join(f"*{esc(x)}*" for x in labels)))
+        if item.args:
+            proposed = answer_text(item, item.args, more_url=url)
+            blocks.append(section(f"*Proposed answer*\n{proposed}"))
     if item.decided:
         answered = item.status in {ItemStatus.APPROVED, ItemStatus.EDITED}
         values = item.final_args if item.final_args is not None else item.args
