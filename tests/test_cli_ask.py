@@ -214,6 +214,31 @@ async def test_errors_are_one_line_and_exit_2(server: ServerProcess) -> None:
     assert code == 2 and "cannot read --schema" in err
 
 
+async def test_the_shell_example_asks_with_pizzabot_ask_then_with_curl(
+    server: ServerProcess,
+) -> None:
+    for tool in ("jq", "curl"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"the shell example needs {tool} (apt-get install {tool})")
+    shell = await run(server, "bash", str(EXAMPLES / "ask.sh"))
+    first = await pending_item(server, "Mail Ann the quote")
+    await decide(
+        server, first["id"], decision="edit", args={**first["args"], "to": "ann@example.org"}
+    )
+
+    async def second() -> dict[str, Any] | None:
+        item = await pending_item(server, "Mail Ann the quote")
+        return item if item["id"] != first["id"] else None
+
+    curl_item = await eventually(second, what="the request made with curl")
+    await decide(server, curl_item["id"], decision="reject", reason="sent by hand")
+    out, err = await asyncio.wait_for(shell.proc.communicate(), 60)
+    assert shell.proc.returncode == 0, err.decode()
+    text = out.decode()
+    assert 'go ahead with: {"to":"ann@example.org"' in text
+    assert '"status": "rejected"' in text and '"reason": "sent by hand"' in text
+
+
 def hook_input(command: str) -> bytes:
     """What Claude Code writes on a PreToolUse hook's stdin."""
     return json.dumps(
