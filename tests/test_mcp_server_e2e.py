@@ -166,7 +166,9 @@ async def test_http_approval_rejected_through_the_api_returns_the_reason(tmp_pat
     assert "not during the release" in _text(result) and "Do not run" in _text(result)
 
 
-async def test_mcp_over_http_needs_the_token_and_a_local_host(tmp_path: Path) -> None:
+async def test_mcp_over_http_needs_the_token_a_local_host_and_a_bounded_body(
+    tmp_path: Path,
+) -> None:
     hello = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -191,11 +193,18 @@ async def test_mcp_over_http_needs_the_token_and_a_local_host(tmp_path: Path) ->
         fine = await c.post(
             "/mcp", json=hello, headers={**accept, "Authorization": f"Bearer {TOKEN}"}
         )
+        big = b"{" + b" " * (2 * 1024 * 1024) + b"}"
+        big_unsigned = await c.post("/mcp", content=big, headers=accept)
+        big_signed = await c.post(
+            "/mcp", content=big, headers={**accept, "Authorization": f"Bearer {TOKEN}"}
+        )
 
     assert missing.status_code == 401 and missing.json() == {"detail": "missing or wrong API token"}
     assert wrong.status_code == 401
     assert rebound.status_code == 421  # the SDK's DNS-rebinding check
     assert fine.status_code == 200 and "protocolVersion" in fine.text
+    assert big_unsigned.status_code == 401  # the token comes before the body
+    assert big_signed.status_code == 413  # and the body limit before the MCP SDK
 
 
 async def test_http_client_that_drops_and_asks_again_with_its_key_gets_the_same_item(
