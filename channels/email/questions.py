@@ -162,9 +162,15 @@ def _link_lines(url: str) -> list[str]:
     ]
 
 
+def _said_in_title(item: Item) -> bool:
+    return not item.body.strip() or item.body.strip() in item.title
+
+
 def question_text(item: Item, *, can_decide: bool, page: str | None) -> list[str]:
     """A question mail's text (before its footer)."""
-    lines = [item.title, "", *(item.body.strip() or item.title).split("\n"), ""]
+    lines = [item.title, ""]
+    if not _said_in_title(item):
+        lines += [*item.body.strip().split("\n"), ""]
     url = question_url(item)
     if url is not None:
         lines += [*_link_lines(url), ""]
@@ -187,8 +193,11 @@ def question_html(item: Item, *, can_decide: bool, page: str | None) -> list[str
     e = html.escape
     blocks = [
         f"<h2>{e(item.title)}</h2>",
-        f"<blockquote style='white-space:pre-wrap'>{e(item.body.strip() or item.title)}</blockquote>",
     ]
+    if not _said_in_title(item):
+        blocks.append(
+            f"<blockquote style='white-space:pre-wrap'>{e(item.body.strip())}</blockquote>"
+        )
     url = question_url(item)
     if url is not None:
         # The link is shown as text, never as an anchor: the person reads where it goes

@@ -157,6 +157,13 @@ def _url_blocks(url: str) -> list[dict[str, Any]]:
     ]
 
 
+def _question(item: Item, title_cut: int) -> str:
+    """The title in bold, then the question's text (unless the title already says it all)."""
+    body = item.body.strip()
+    said = f"*{esc(clip(item.title, title_cut))}*"
+    return said if not body or body in item.title else f"{said}\n{esc(clip(body, _BODY_CUT))}"
+
+
 def question_blocks(item: Item, *, base_url: str) -> list[dict[str, Any]]:
     """The card of a question: the question, what it asks for, and its buttons or, once
     decided, who answered what."""
@@ -164,7 +171,7 @@ def question_blocks(item: Item, *, base_url: str) -> list[dict[str, Any]]:
     heading = "question" if not item.decided else _HEADING.get(item.status, str(item.status))
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": plain(f"{item.skill}: {heading}")},
-        section(f"*{esc(item.title)}*\n{esc(clip(item.body, _BODY_CUT))}"),
+        section(_question(item, 3000)),
     ]
     target = question_url(item)
     if target is not None:
@@ -266,7 +273,7 @@ def answer_modal(item: Item, *, ref: ModalRef, base_url: str) -> dict[str, Any]:
     fields = _free_text(form_fields(item.schema or {}, item.args or {}))
     url = item_url(base_url, item)
     intro = [
-        section(f"*{esc(clip(item.title, 200))}*\n{esc(clip(item.body, _BODY_CUT))}"),
+        section(_question(item, 200)),
         context(f"Required fields are marked. {link(url, 'Open on the web page')}"),
     ]
     return form_modal(item, ref=ref, url=url, fields=fields, intro=intro, words=_ANSWER_WORDS)
