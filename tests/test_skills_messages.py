@@ -26,7 +26,8 @@ def refusal(tmp_path: Path, text: str) -> SkillFileError:
 def test_a_misspelt_key_is_named_with_the_key_it_meant(tmp_path: Path) -> None:
     error = refusal(tmp_path, GOOD.replace("model:", "modle:"))
     assert str(error) == (
-        f"{tmp_path / 'triage.yaml'}:3: unknown key `modle`: did you mean `model`?"
+        f"{tmp_path / 'triage.yaml'}:3: unknown key `modle`: did you mean `model`? "
+        "(`model` is required)"
     )
     assert "Field required" not in str(error)  # the misspelling explains the missing key
 
@@ -78,7 +79,7 @@ def test_every_problem_is_shown_with_its_line(tmp_path: Path) -> None:
     )
     error = refusal(tmp_path, text)
     assert [(p.line, p.message) for p in error.problems] == [
-        (3, "unknown key `modle`: did you mean `model`?"),
+        (3, "unknown key `modle`: did you mean `model`? (`model` is required)"),
         (5, "tools.crm.send: Input should be 'auto', 'ask' or 'deny'"),
         (7, "budget.tokens: Input should be greater than or equal to 1"),
         (8, "budget: unknown key `stepz`: did you mean `steps`?"),
@@ -102,7 +103,7 @@ def test_running_a_refused_skill_says_it_was_refused_where_and_why(tmp_path: Pat
         book.get("triage")
     assert str(caught.value) == (
         f"skill 'triage' was refused: {tmp_path / 'triage.yaml'}:3: unknown key `modle`: "
-        "did you mean `model`?"
+        "did you mean `model`? (`model` is required)"
     )
     with pytest.raises(NotFound, match="no skill named 'nosuch'; known: other"):
         book.get("nosuch")

@@ -74,13 +74,17 @@ def _line_of(node: yaml.Node | None, loc: Iterable[int | str]) -> int | None:
     return line
 
 
-def _explain(errors: list[Any]) -> list[tuple[list[int | str], str]]:
+def _explain(
+    errors: list[Any], required_: frozenset[str] = frozenset()
+) -> list[tuple[list[int | str], str]]:
     """Pydantic's errors as what the user should change, each at its location.
 
     A value that fits no member of a union yields errors for every member: only the member
     the user most likely meant is reported (see `_specificity`). An unknown key is named with
     the known key it is closest to; a required key reported missing beside its misspelling is
-    folded into that one message.
+    folded into that one message. Top-level keys this file needs though the
+    model does not require them alone (`required_`: a skill with a model needs instructions, and one
+    with instructions a model).
     """
     sites: dict[tuple[int | str, ...], dict[tuple[int | str, ...], list[Any]]] = {}
     for e in errors:
@@ -106,7 +110,7 @@ def _explain(errors: list[Any]) -> list[tuple[list[int | str], str]]:
             close = difflib.get_close_matches(key, known, n=1)
             message = f"unknown key `{key}`"
             if close:
-                required = (*parent, close[0]) in missing
+                required = (*parent, close[0]) in missing or (not parent and close[0] in required_)
                 missing.discard((*parent, close[0]))
                 message += f": did you mean `{close[0]}`?" + (
                     f" (`{close[0]}` is required)" if required else ""

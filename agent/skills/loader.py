@@ -50,8 +50,11 @@ def parse_skill(text: str, path: str) -> Skill:
     try:
         skill = Skill.model_validate(data)
     except ValidationError as exc:
+        # A model and instructions come together: a misspelling of one is named as required.
+        together = {"model", "instructions"}
+        needed = frozenset(together - set(data)) if together & set(data) else frozenset()
         problems = [
-            Problem(_line_of(node, loc), message) for loc, message in _explain(exc.errors())
+            Problem(_line_of(node, loc), message) for loc, message in _explain(exc.errors(), needed)
         ]
         problems = sorted(dict.fromkeys(problems), key=lambda p: p.line or 0)
         raise SkillFileError(path, problems, name=name) from exc
