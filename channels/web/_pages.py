@@ -37,8 +37,8 @@ FLASHES: dict[str, tuple[str, str]] = {
     "empty": ("Write a message first.", "warn"),
     "loggedout": ("Logged out.", "ok"),
     "revoked": ("Grant revoked: the next call it covered asks again.", "ok"),
-    "answered": ("Answer sent. The tool goes on with it.", "ok"),
-    "declined": ("Declined. The tool is told you said no.", "ok"),
+    "answered": ("Answer sent.", "ok"),
+    "declined": ("Declined: the asker is told you said no.", "ok"),
 }
 
 HEADERS = {
