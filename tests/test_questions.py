@@ -272,7 +272,10 @@ async def test_the_question_card_works_without_javascript(tmp_path: Path) -> Non
             assert "Fill in the profile, please." in html and ">Send<" in html
             assert ">Decline<" in html and "Approve" not in html
             form = Form(html)
-            assert form.controls["arg.color"]["options"][0] == {"value": "r", "text": "Red"}
+            assert form.controls["arg.color"]["options"][:2] == [
+                {"value": "", "text": "(choose one)"},
+                {"value": "r", "text": "Red"},
+            ]
             assert form.controls["arg.email"]["type"] == "email"
             assert form.controls["arg.homepage"]["type"] == "url"
             assert form.controls["arg.birthday"]["type"] == "date"

@@ -238,10 +238,11 @@ async def test_a_form_answered_on_the_web_page_reaches_the_tool_typed(
         await expect(page.locator(".question .quote")).to_have_text(
             "Fill in the customer's profile, please."
         )
-        # Titled choices read as their titles; the date-time says the shape it wants.
+        # Titled choices read as their titles; nothing is chosen for the person.
         assert await page.get_by_label(re.compile(r"^Color")).locator(
             "option"
         ).all_inner_texts() == [
+            "(choose one)",
             "Red",
             "Green",
             "Blue",
