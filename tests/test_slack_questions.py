@@ -14,6 +14,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -31,7 +32,7 @@ from agent.policy import Access
 from agent.questions import FREE_TEXT_SCHEMA
 from agent.skills import Skill, SkillBook
 from bot.core import Core, Timing, build
-from channels.slack import SlackChannel, SlackInbound, build_app
+from channels.slack import SlackChannel, SlackInbound, blocks, build_app
 from channels.slack.blocks import APPROVE, field_block
 from channels.slack.home import Inbox as HomeInbox
 from channels.slack.home import home_view
@@ -44,6 +45,7 @@ from tests.peers.slack_api import (
     block_actions,
     checkbox_value,
     number_value,
+    payload_problems,
     select_value,
     signed_headers,
     text_value,
@@ -437,3 +439,36 @@ async def test_a_proposed_time_slack_cannot_pick_is_typed_and_checked_on_its_fie
     await desk.submit(view, {field["block_id"]: picked})
     answered = await desk.item_when(item.id, ItemStatus.EDITED)
     assert answered.final_args == {"at": "2026-12-07T19:00:00Z"}
+
+
+def link_card(url: str) -> list[dict[str, Any]]:
+    item = Item(
+        id="q9",
+        run_id="r9",
+        skill="sales",
+        box=Box.ACTION,
+        kind=ItemKind.QUESTION,
+        status=ItemStatus.PENDING,
+        title="Sign in",
+        body="",
+        created_at=datetime(2026, 12, 1, tzinfo=UTC),
+        args={"url": url},
+        schema=None,
+    )
+    shown = blocks.message(item, base_url=BASE).blocks
+    assert payload_problems("chat.postMessage", {"text": "Sign in", "blocks": shown}) == []
+    return shown
+
+
+def test_an_international_domain_shows_in_ascii_and_other_schemes_get_no_button() -> None:
+    shown = link_card("https://bаnk.example/über")  # a Cyrillic "а" in the name
+    text = json.dumps(shown, ensure_ascii=False)
+    assert "Opens *xn--" in text and "bаnk" not in text
+    [row] = [b for b in shown if b["type"] == "actions"]
+    [opener] = [e for e in row["elements"] if e["action_id"] == OPEN_LINK]
+    assert opener["url"].startswith("https://xn--") and opener["url"].isascii()
+
+    shown = link_card("javascript:alert(1)")
+    assert "not a web address" in json.dumps(shown)
+    [row] = [b for b in shown if b["type"] == "actions"]
+    assert OPEN_LINK not in [e["action_id"] for e in row["elements"]]

@@ -50,6 +50,7 @@ _BODY_CUT = 1500
 _VALUE_CUT = 280
 _ANSWER_BUDGET = 2600
 _BUTTON_URL_MAX = 3000
+_LINK_MAX = 2400  # a link in a section (3,000 characters, with the domain line around it)
 
 _ANSWER_WORDS = FormWords(
     title="Answer",
@@ -73,12 +74,19 @@ def _domain(url: str) -> str | None:
     try:
         return host.encode("idna").decode("ascii")
     except UnicodeError:
-        return host
+        return None  # no name a browser would look up as it is written: not offered
 
 
 def _encoded(url: str) -> str:
-    """`url` with what would end or break a link (`|`, `<`, `>`, spaces, quotes, controls,
-    non-ASCII) percent-encoded; what is already encoded stays as it is."""
+    """`url` with an international host in its ASCII form and what would end or break a
+    link (`|`, `<`, `>`, spaces, quotes, controls, other non-ASCII) percent-encoded; what is
+    already encoded stays as it is."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if not host.isascii():
+        user, at, rest = parts.netloc.rpartition("@")
+        ascii_host = host.encode("idna").decode("ascii")
+        url = parts._replace(netloc=user + at + rest.lower().replace(host, ascii_host)).geturl()
     return quote(url, safe="!#$%&'()*+,-./:;=?@[]_~")
 
 
@@ -147,8 +155,14 @@ def _url_blocks(url: str) -> list[dict[str, Any]]:
                 f"not offered here: `{esc(clip(url, 200))}`"
             )
         ]
+    shown = _safe_url(url)
+    where = (
+        f"<{shown}|{esc(clip(_encoded(url), 500))}>"
+        if len(shown) <= _LINK_MAX
+        else "The link is too long to show here: open the item on the web page to see it."
+    )
     return [
-        section(f"🔗 Opens *{esc(domain)}*\n<{_safe_url(url)}|{esc(clip(_encoded(url), 500))}>"),
+        section(f"🔗 Opens *{esc(domain)}*\n{where}"),
         context(
             f"*Open link* takes you to *{esc(domain)}* in your browser at once (Slack does "
             "not ask first): open it only if you expected this. Then press *Done* when you "
