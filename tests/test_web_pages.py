@@ -374,3 +374,15 @@ async def test_tables_name_their_columns_in_every_cell_for_phones(web: WebApp) -
     [row] = [r for r in audit.split("<tr>") if "<b>decision</b>" in r]
     assert "decision=edit, args_after={&#34;a&#34;: 1}" in row
     assert "<summary>args_before</summary>" in row and "x" * 200 in row
+
+
+async def test_the_start_form_leaves_out_inbox_only_skills(tmp_path: Path) -> None:
+    from agent.skills import Skill
+
+    answering = Skill(name="approvals")
+    async with WebApp(tmp_path, skill=answering) as app, app.client(logged_in=True) as c:
+        page = await c.get("/runs/new")
+        assert "No skill here starts runs" in page.text and 'name="skill"' not in page.text
+        csrf = csrf_of(page.text)
+        refused = await c.post("/runs", data={"csrf": csrf, "skill": "approvals", "input": "x"})
+        assert refused.status_code == 422

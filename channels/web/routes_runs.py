@@ -105,7 +105,8 @@ async def _new_run_page(
         "new_run.html",
         status=status,
         section="new",
-        skills=v.deps.skills.all(),
+        # An inbox-only skill answers requests; it has no runs to start.
+        skills=[s for s in v.deps.skills.all() if not s.inbox_only],
         error=error,
         chosen=chosen or v.request.query_params.get("skill", ""),
         text=text,
