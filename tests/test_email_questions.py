@@ -18,7 +18,7 @@ import pytest
 from agent.addresses import EmailTarget
 from agent.model import Approve, Box, Decision, Edit, Item, ItemKind, ItemStatus, Reject, RunStatus
 from agent.questions import FREE_TEXT_SCHEMA
-from channels.email.questions import Reading, read_answer
+from channels.email.questions import Reading, question_text, read_answer
 from tests.peers.email_bot import ALICE, MALLORY, USERS, EmailBot, reply_to, send
 from tests.peers.mailserver import MailServer
 from tests.peers.required import require
@@ -283,3 +283,10 @@ def test_an_unknown_field_is_named_with_the_fields_there_are() -> None:
     assert reading.errors == {
         "seat": "no such field; the fields are name, seats, vegetarian, plan, toppings"
     }
+
+
+def test_a_links_international_domain_is_named_in_ascii() -> None:
+    text = "\n".join(
+        question_text(question(None, {"url": "https://bаnk.example/x"}), can_decide=True, page=None)
+    )
+    assert "The link leads to: xn--" in text and "bаnk.example/x" in text
