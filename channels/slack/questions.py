@@ -39,8 +39,9 @@ __all__ = [
     "question_decided",
 ]
 
-#: action_id of a question card's buttons. Done accepts (an approval), Decline opens the
-#: reject modal's twin; Open link is a URL button, which Slack also reports to the app.
+#: action_id of a question card's buttons. Done accepts: it is the card's Approve (spelled
+#: out here because `cards` imports this module; a test checks they agree). Decline opens
+#: the reject modal's twin; Open link is a URL button, which Slack also reports to the app.
 ANSWER = "pizza_answer"
 DECLINE = "pizza_decline"
 DONE = "pizza_approve"
