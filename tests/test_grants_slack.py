@@ -111,14 +111,15 @@ async def revoke_click(st: Stack, slack: SlackApi, grant_id: str) -> None:
         channel="C123",
         message_ts="1700000000.000100",
     )
-    before = len(slack.calls_to("chat.postEphemeral"))
+
+    def revoked(call: Any) -> bool:
+        return "Revoked" in call.args.get("text", "")
+
+    # Counted, not just found: an earlier revoke's note must not stand for this one's.
+    before = len([c for c in slack.calls_to("chat.postEphemeral") if revoked(c)])
     assert (await post_interaction(events_url(st), click, secret=SECRET)).status_code == 200
-    [note] = (
-        await slack.wait_for(
-            "chat.postEphemeral", lambda c: "Revoked" in c.args.get("text", ""), count=1
-        )
-    )[-1:]
-    assert len(slack.calls_to("chat.postEphemeral")) > before and "asks again" in note.args["text"]
+    notes = await slack.wait_for("chat.postEphemeral", revoked, count=before + 1)
+    assert "asks again" in notes[-1].args["text"]
 
 
 async def grant_list(st: Stack, **params: str) -> list[dict[str, Any]]:
