@@ -107,12 +107,18 @@ def question_url(item: Item) -> str | None:
 
 
 def link_domain(url: str) -> str:
-    """The host a link leads to, as a card shows it in bold before the person opens it."""
+    """The host a link leads to, as a card shows it in bold before the person opens it: an
+    international name in its ASCII form (`xn--…`), so a look-alike letter shows."""
     try:
         host = urlsplit(url).hostname or ""
     except ValueError:
         host = ""
-    return host.encode("ascii", "replace").decode() if host else url[:80]
+    if not host:
+        return url[:80]
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return host.encode("ascii", "replace").decode()
 
 
 MAX_URL = 2000

@@ -314,3 +314,11 @@ async def test_the_question_card_works_without_javascript(tmp_path: Path) -> Non
             )
             assert "flash=declined" in declined.headers["location"]
             assert (await web.store.get_item(link.id)).status is ItemStatus.REJECTED
+
+
+def test_a_links_domain_shows_an_international_name_in_ascii() -> None:
+    from agent.questions import link_domain
+
+    # A Cyrillic "а" in a look-alike of example.com: shown as the xn-- name it really is.
+    assert link_domain("https://ex\u0430mple.com/pay") == "xn--exmple-4nf.com"
+    assert link_domain("https://example.com/pay") == "example.com"

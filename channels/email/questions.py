@@ -21,7 +21,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from agent.argforms import Field, form_fields
 from agent.model import Approve, Decision, Edit, Item, ItemStatus, Reject
@@ -155,21 +154,9 @@ def _how_to(item: Item) -> list[str]:
     return lines + _field_lines(fields)
 
 
-def _domain(url: str) -> str:
-    """The host the link leads to, an international name in its ASCII form (`xn--…`), so
-    a look-alike letter shows."""
-    try:
-        host = urlsplit(url).hostname
-        if host:
-            return host.encode("idna").decode("ascii")
-    except (ValueError, UnicodeError):
-        pass
-    return link_domain(url)
-
-
 def _link_lines(url: str) -> list[str]:
     return [
-        f"The link leads to: {_domain(url)}",
+        f"The link leads to: {link_domain(url)}",
         f"  {url}",
         "Open it only if you expected this request: it is the asker's link, not Pizza Bot's.",
     ]
@@ -216,7 +203,7 @@ def question_html(item: Item, *, can_decide: bool, page: str | None) -> list[str
         # The link is shown as text, never as an anchor: the person reads where it goes
         # (the domain, in bold) before they copy or click it in their own time.
         blocks.append(
-            f"<p>The link leads to: <b>{e(_domain(url))}</b><br><code>{e(url)}</code><br>"
+            f"<p>The link leads to: <b>{e(link_domain(url))}</b><br><code>{e(url)}</code><br>"
             "Open it only if you expected this request: it is the asker's link, not Pizza "
             "Bot's.</p>"
         )
