@@ -7,10 +7,9 @@ a decision wakes it at once without reading the database in a loop.
 
 from __future__ import annotations
 
-from agent.requests import NewRequest, Requests, RequestState
-
 from agent.errors import PizzaBotError
 from agent.model import Risk
+from agent.requests import NewRequest, Requests, RequestState
 from bot.mcp_server.desk import Answer, Ask, DeskError
 
 __all__ = ["REQUESTER", "LocalDesk"]
