@@ -8,6 +8,8 @@ The server never imports it. It needs psutil, which only the `bench` extra insta
 - `procs`: the parts that time other processes (workers on PostgreSQL, `pizzabot serve`);
 - `model`: the scripted model provider, in a process of its own (`python -m bot.bench.model`);
 - `tools`: the one no-op MCP tool (`python -m bot.bench.tools`).
+- `channels`: decisions through a real `pizzabot serve`'s Slack, web and requests API;
+- `compare`: `pizzabot bench --compare langgraph`, the same work on LangGraph beside it.
 
 Kept light: the model and tool servers start as `python -m bot.bench.<module>` and import this
 first.

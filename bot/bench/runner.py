@@ -3,7 +3,7 @@
 A fixed workload runs against the scripted model server (`agent.testing.model_server`, in a
 process of its own as a real provider is: `bot.bench.model`; reached through litellm, one new
 TCP connection per request, as in the comparison with LangGraph) and a tool that does
-nothing (`bot.bench.tools`). The figures, printed next to the targets and the comparison, and
+nothing (`bot.bench.tools`). The figures, printed next to the targets, and
 written as JSON:
 
 - per model(+tool) step: wall time, and the engine's own share of it (wall time minus the
@@ -111,18 +111,6 @@ TARGETS: dict[str, Target] = {
     "slack_to_tool_p50_ms": Target("<=", 50.0, "≤ 50 ms"),
     "web_to_tool_p50_ms": Target("<=", 20.0, "≤ 20 ms"),
     "long_poll_wake_p50_ms": Target("<=", 50.0, "≤ 50 ms"),
-}
-
-#: LangGraph with interrupt() and the SQLite checkpointer on the same scripted server, as first
-#: measured (measured on another machine; the README has it measured beside ours).
-COMPARISON: dict[str, str] = {
-    "step_ms_sqlite": "~15 ms",
-    "overhead_ms_sqlite": "~10–12 ms",
-    "model_ms_sqlite": "~3–5 ms",
-    "decision_to_tool_p50_ms": "4.1 ms",
-    "decision_to_tool_p99_ms": "8.8 ms",
-    "rss_waiting_delta_mib": "+9.8 MiB per 10,000",
-    "first_run_s": "~2.6 s",
 }
 
 # (key, label, unit) in the order the table shows them.
@@ -369,7 +357,6 @@ def report(opts: Options, sizes: Sizes, details: dict[str, Any], seconds: float)
         "figures": figures,
         "targets": {k: {"op": t.op, "value": t.value} for k, t in TARGETS.items()},
         "met": {k: t.met(figures.get(k)) for k, t in TARGETS.items()},
-        "comparison": COMPARISON,
         "errors": details.pop("errors", {}),
         "details": details,
     }
@@ -394,16 +381,13 @@ def table(result: dict[str, Any]) -> Table:
     t.add_column("figure")
     t.add_column("value", justify="right")
     t.add_column("target")
-    t.add_column("LangGraph")
     t.add_column("")
     for key, label, unit in ROWS:
         value = result["figures"].get(key)
         target = TARGETS.get(key)
         met = result["met"].get(key)
         mark = "" if met is None else ("[green]✓[/]" if met else "[red]✗[/]")
-        t.add_row(
-            label, _fmt(value, unit), target.text if target else "", COMPARISON.get(key, ""), mark
-        )
+        t.add_row(label, _fmt(value, unit), target.text if target else "", mark)
     return t
 
 
