@@ -330,11 +330,14 @@ async def bench_channels(model: ModelProcess, work: Path, samples: int) -> dict[
     secret, token = "bench-signing-" + uuid.uuid4().hex, "bench-token-" + uuid.uuid4().hex
     log = ToolsLog(tools_log)
     auth = {"Authorization": f"Bearer {token}"}
+    # Idle connections are dropped well before the server's keep-alive time-out closes them,
+    # so a request is never sent on a connection the server is closing at that moment.
+    limits = httpx.Limits(keepalive_expiry=1.0)
     async with (
         SlackRecorder() as slack,
         _server(work, skills, slack, secret, token) as base,
-        httpx.AsyncClient(base_url=base, headers=auth, timeout=60) as api,
-        httpx.AsyncClient(base_url=base, timeout=60) as web,
+        httpx.AsyncClient(base_url=base, headers=auth, timeout=60, limits=limits) as api,
+        httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as web,
     ):
         r = await web.get("/login", params={"token": token})
         if r.status_code >= 400:
