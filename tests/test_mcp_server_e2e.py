@@ -19,6 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult, TextContent
 
+from tests.peers.raw_http import exchange
 from tests.peers.server import TOKEN, ServerProcess
 
 SKILL = """\
@@ -193,18 +194,18 @@ async def test_mcp_over_http_needs_the_token_a_local_host_and_a_bounded_body(
         fine = await c.post(
             "/mcp", json=hello, headers={**accept, "Authorization": f"Bearer {TOKEN}"}
         )
-        big = b"{" + b" " * (2 * 1024 * 1024) + b"}"
-        big_unsigned = await c.post("/mcp", content=big, headers=accept)
-        big_signed = await c.post(
-            "/mcp", content=big, headers={**accept, "Authorization": f"Bearer {TOKEN}"}
-        )
+        # A 2 MiB body declared, only its start sent: the answer comes before the body.
+        big = "POST /mcp HTTP/1.1\nHost: 127.0.0.1\nContent-Type: application/json\n"
+        big += f"Accept: {accept['Accept']}\nContent-Length: {2 * 1024 * 1024}\n"
+        big_unsigned, _ = await exchange(server.port, big, b"{")
+        big_signed, _ = await exchange(server.port, f"{big}Authorization: Bearer {TOKEN}\n", b"{")
 
     assert missing.status_code == 401 and missing.json() == {"detail": "missing or wrong API token"}
     assert wrong.status_code == 401
     assert rebound.status_code == 421  # the SDK's DNS-rebinding check
     assert fine.status_code == 200 and "protocolVersion" in fine.text
-    assert big_unsigned.status_code == 401  # the token comes before the body
-    assert big_signed.status_code == 413  # and the body limit before the MCP SDK
+    assert big_unsigned == 401  # the token comes before the body
+    assert big_signed == 413  # and the body limit before the MCP SDK
 
 
 async def test_http_client_that_drops_and_asks_again_with_its_key_gets_the_same_item(

@@ -5,7 +5,6 @@ parses it. List routes bound their numbers. Against a real `pizzabot serve` proc
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,13 +12,12 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from tests.peers.raw_http import exchange
 from tests.peers.server import TOKEN, ServerProcess
 from tests.peers.slack_api import SlackApi, signed_headers
 
 SECRET = "slack-signing-secret-for-tests"
 MiB = 1024 * 1024
-#: Bounds a read that must end, so a test of the old behaviour fails instead of hanging.
-GUARD = 30.0
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -42,20 +40,6 @@ async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Serv
             yield proc
         finally:
             proc.stop()
-
-
-async def exchange(port: int, head: str, body: bytes = b"") -> tuple[int, bytes]:
-    """Send a request's head (and the start of a body), then read the whole answer until the
-    server closes the connection: (status, raw answer)."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(head.replace("\n", "\r\n").encode() + b"\r\n" + body)
-        await writer.drain()
-        async with asyncio.timeout(GUARD):
-            raw = await reader.read(-1)
-    finally:
-        writer.close()
-    return int(raw.split(b" ", 2)[1]), raw
 
 
 async def chunked_past_limit(port: int, head: str) -> int | None:
