@@ -408,11 +408,16 @@ def run(opts: Options) -> dict[str, Any]:
     """Measure, print the table, write the JSON; return what was written."""
     require_psutil()
     result = asyncio.run(measure(opts))
+    show_and_save(result, table(result), opts.output, width=120)
+    return result
+
+
+def show_and_save(result: dict[str, Any], shown: Table, output: Path, *, width: int) -> None:
+    """Print a bench's table and write its JSON to `output`."""
     out = Console()
     if not out.is_terminal:
-        out = Console(width=120)  # a log or a pipe: no wrapping of the table's labels
-    out.print(table(result))
-    opts.output.parent.mkdir(parents=True, exist_ok=True)
-    opts.output.write_text(json.dumps(result, indent=2, default=str) + "\n")
-    err.print(f"bench: wrote {opts.output} ({result['seconds']:.0f}s)")
-    return result
+        out = Console(width=width)  # a log or a pipe: no wrapping of the table's labels
+    out.print(shown)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    err.print(f"bench: wrote {output} ({result['seconds']:.0f}s)")

@@ -364,15 +364,9 @@ def table(result: dict[str, Any]) -> Table:
 
 def run(opts: Options) -> dict[str, Any]:
     """Measure, print the table, write the JSON; return what was written."""
-    from bot.bench.runner import require_psutil
+    from bot.bench.runner import require_psutil, show_and_save
 
     require_psutil()
     result = asyncio.run(measure(opts))
-    out = Console()
-    if not out.is_terminal:
-        out = Console(width=160)  # a log or a pipe: no wrapping of the table's labels
-    out.print(table(result))
-    opts.output.parent.mkdir(parents=True, exist_ok=True)
-    opts.output.write_text(json.dumps(result, indent=2, default=str) + "\n")
-    err.print(f"bench: wrote {opts.output} ({result['seconds']:.0f}s)")
+    show_and_save(result, table(result), opts.output, width=160)
     return result
