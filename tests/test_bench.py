@@ -37,10 +37,13 @@ FIGURES = (
     "web_to_tool_p99_ms",
     "long_poll_wake_p50_ms",
     "long_poll_wake_p99_ms",
+    "email_to_tool_p50_ms",
+    "email_to_tool_p99_ms",
 )
 
 
 @pytest.mark.postgres
+@pytest.mark.mail  # the email figure: a reply through the real mail peer
 @pytest.mark.timeout(450)  # the bench starts servers and workers: minutes on a busy 2-core machine
 def test_quick_bench_measures_every_figure_and_runs_nothing_twice(tmp_path: Path) -> None:
     output = tmp_path / "bench.json"
@@ -60,6 +63,7 @@ def test_quick_bench_measures_every_figure_and_runs_nothing_twice(tmp_path: Path
     assert result["mode"] == "quick"
     missing = [name for name in FIGURES if result["figures"].get(name) is None]
     assert missing == []
+    assert "email reply accepted by SMTP → tool body, p50" in done.stdout
     assert result["figures"]["claimed_twice"] == 0
     assert result["details"]["workers"]["executed_twice"]["runs"] == 0
     # Two phases of the same number of runs, one with each worker count.

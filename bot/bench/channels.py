@@ -8,10 +8,12 @@ approved tool's body running, end to end through a real `pizzabot serve`.
   token) → the tool body.
 - A request's long-poll: `GET /api/requests/{id}?wait=` is waiting when the decision is POSTed
   to the API; decision POST sent → the long-poll answered.
+- Email: the approver's reply to the item's mail (`bot.bench.channels_email`), accepted by the
+  SMTP server (its answer to DATA) → the tool body. The bot's IMAP receiver IDLEs on a real
+  dovecot (`bot.bench.mailpeer`); without dovecot this figure is skipped, the others still run.
 
 The tool body's clock comes from the echo tool's log (`BENCH_TOOLS_LOG`), one line per call
-with its tag. Email (a reply accepted by SMTP → the tool body, over IMAP IDLE) needs an IMAP
-server beside the bench and is not measured here.
+with its tag.
 """
 
 from __future__ import annotations
@@ -27,16 +29,21 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import httpx
 import yaml
+from rich.console import Console
 
 from bot.bench.engine import child_env, free_port, percentile
 from bot.bench.model import ModelProcess
 from bot.bench.procs import Child, _wait_answer
 from bot.bench.tools import LOG_ENV
+
+if TYPE_CHECKING:
+    from bot.bench.channels_email import Approver
+    from bot.bench.mailpeer import MailServer
 
 APPROVER = "UBENCH01"
 APPROVE_ACTION = "pizza_approve"  # the card's Approve button (channels.slack.cards.APPROVE)
@@ -186,7 +193,9 @@ class ToolsLog:
         return self.seen[tag]
 
 
-def _write_skills(folder: Path, model: ModelProcess, tools_log: Path) -> None:
+def _write_skills(
+    folder: Path, model: ModelProcess, tools_log: Path, approver_mail: str | None
+) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     skill = {
         "name": "bench-channels",
@@ -211,12 +220,20 @@ def _write_skills(folder: Path, model: ModelProcess, tools_log: Path) -> None:
         "tools": {"bench.deploy": "ask"},
     }
     (folder / "bench-channels.yaml").write_text(yaml.safe_dump(skill, sort_keys=False))
+    if approver_mail is not None:
+        by_mail = skill | {
+            "name": "bench-email",
+            "description": "pizzabot bench: echo calls decided by a reply to the item's mail",
+            "approvers": {"email": [approver_mail]},
+            "deliver": {"email": [approver_mail]},
+        }
+        (folder / "bench-email.yaml").write_text(yaml.safe_dump(by_mail, sort_keys=False))
     (folder / "bench-requests.yaml").write_text(yaml.safe_dump(requests, sort_keys=False))
 
 
 @contextlib.asynccontextmanager
 async def _server(
-    work: Path, skills: Path, slack: SlackRecorder, secret: str, token: str
+    work: Path, skills: Path, slack: SlackRecorder, secret: str, token: str, mail: dict[str, str]
 ) -> AsyncIterator[str]:
     port = free_port()
     child = Child(
@@ -233,6 +250,7 @@ async def _server(
                 "PIZZABOT_SLACK_BOT_TOKEN": "xoxb-bench",
                 "PIZZABOT_SLACK_SIGNING_SECRET": secret,
                 "PIZZABOT_SLACK_API_URL": slack.url,
+                **mail,
             }
         ),
         log=work / "serve-channels.log",
@@ -258,8 +276,8 @@ async def _pending_item(api: httpx.AsyncClient, run_id: str, timeout: float = 60
         await asyncio.sleep(0.02)
 
 
-async def _ask(api: httpx.AsyncClient, tag: str) -> str:
-    r = await api.post("/api/runs", json={"skill": "bench-channels", "input": f"bench {tag} 1"})
+async def _ask(api: httpx.AsyncClient, tag: str, skill: str = "bench-channels") -> str:
+    r = await api.post("/api/runs", json={"skill": skill, "input": f"bench {tag} 1"})
     r.raise_for_status()
     return await _pending_item(api, r.json()["id"])
 
@@ -296,6 +314,17 @@ async def _web_one(web: httpx.AsyncClient, api: httpx.AsyncClient, log: ToolsLog
     return (await log.body_at(tag) - began) * 1000
 
 
+async def _email_one(
+    api: httpx.AsyncClient, approver: Approver, log: ToolsLog, k: int
+) -> tuple[float, float]:
+    """(reply accepted by SMTP → tool body, the reply's submission), in ms."""
+    tag = f"em{k}"
+    item_id = await _ask(api, tag, skill="bench-email")
+    card = await approver.card(item_id)
+    accepted, submit_ms = await approver.answer(card, "approve")
+    return (await log.body_at(tag) - accepted) * 1000, submit_ms
+
+
 async def _long_poll_one(api: httpx.AsyncClient, k: int) -> tuple[float, float, float]:
     r = await api.post(
         "/api/requests",
@@ -323,31 +352,82 @@ async def _long_poll_one(api: httpx.AsyncClient, k: int) -> tuple[float, float, 
     return (woke - began) * 1000, (decided - began) * 1000, (woke - decided) * 1000
 
 
+def _mail_missing() -> str | None:
+    """Why the email figure cannot be measured here, or None."""
+    try:
+        from bot.bench import channels_email
+    except ImportError as exc:
+        return f"{exc.name} is missing: pip install 'pizzabot[bench]'"
+    return channels_email.missing()
+
+
+@contextlib.asynccontextmanager
+async def _mail_peer() -> AsyncIterator[MailServer | None]:
+    """The mail server for the email figure, or None (said on stderr) where it cannot run."""
+    reason = _mail_missing()
+    if reason is not None:
+        Console(stderr=True).print(
+            f"[yellow]bench: email figure skipped:[/] {reason}", soft_wrap=True
+        )
+        yield None
+        return
+    from bot.bench import channels_email
+
+    async with channels_email.peer() as mail:
+        yield mail
+
+
+async def _email_ms(
+    api: httpx.AsyncClient, mail: MailServer, log: ToolsLog, samples: int
+) -> dict[str, Any]:
+    from bot.bench.channels_email import Approver
+
+    async with Approver(mail) as approver:
+        # Not timed: the first decision by mail starts the run's MCP server.
+        await _email_one(api, approver, log, -1)
+        timed = [await _email_one(api, approver, log, k) for k in range(samples)]
+    return {
+        "email_p50_ms": percentile([t for t, _ in timed], 50),
+        "email_p99_ms": percentile([t for t, _ in timed], 99),
+        # The approver's side before that: connect, EHLO, MAIL, RCPT, DATA.
+        "email_submit_p50_ms": percentile([s for _, s in timed], 50),
+    }
+
+
 async def bench_channels(model: ModelProcess, work: Path, samples: int) -> dict[str, Any]:
-    """Slack click, web form and long-poll, `samples` decisions each, one at a time."""
+    """Slack click, web form, long-poll and email reply, `samples` decisions each, one at a
+    time. Without dovecot the email figure is left out (`email_skipped` says why)."""
     skills, tools_log = work / "skills-channels", work / "channels-tools.jsonl"
-    _write_skills(skills, model, tools_log)
     secret, token = "bench-signing-" + uuid.uuid4().hex, "bench-token-" + uuid.uuid4().hex
     log = ToolsLog(tools_log)
     auth = {"Authorization": f"Bearer {token}"}
     # Idle connections are dropped well before the server's keep-alive time-out closes them,
     # so a request is never sent on a connection the server is closing at that moment.
     limits = httpx.Limits(keepalive_expiry=1.0)
-    async with (
-        SlackRecorder() as slack,
-        _server(work, skills, slack, secret, token) as base,
-        httpx.AsyncClient(base_url=base, headers=auth, timeout=60, limits=limits) as api,
-        httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as web,
-    ):
-        r = await web.get("/login", params={"token": token})
-        if r.status_code >= 400:
-            raise RuntimeError(f"web login answered {r.status_code}")
-        # Not timed: the first run imports litellm and starts the MCP server.
-        await _slack_one(api, base, slack, secret, log, -1)
-        slack_ms = [await _slack_one(api, base, slack, secret, log, k) for k in range(samples)]
-        web_ms = [await _web_one(web, api, log, k) for k in range(samples)]
-        polls = [await _long_poll_one(api, k) for k in range(samples)]
-        await model.forget()
+    async with _mail_peer() as mail, SlackRecorder() as slack:
+        mail_env: dict[str, str] = {}
+        if mail is not None:
+            from bot.bench.channels_email import APPROVER, server_env
+
+            mail_env = server_env(mail)
+        _write_skills(skills, model, tools_log, mail.address(APPROVER) if mail else None)
+        async with (
+            _server(work, skills, slack, secret, token, mail_env) as base,
+            httpx.AsyncClient(base_url=base, headers=auth, timeout=60, limits=limits) as api,
+            httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as web,
+        ):
+            r = await web.get("/login", params={"token": token})
+            if r.status_code >= 400:
+                raise RuntimeError(f"web login answered {r.status_code}")
+            # Not timed: the first run imports litellm and starts the MCP server.
+            await _slack_one(api, base, slack, secret, log, -1)
+            slack_ms = [await _slack_one(api, base, slack, secret, log, k) for k in range(samples)]
+            web_ms = [await _web_one(web, api, log, k) for k in range(samples)]
+            polls = [await _long_poll_one(api, k) for k in range(samples)]
+            by_mail: dict[str, Any] = {"email_skipped": _mail_missing()}
+            if mail is not None:
+                by_mail = await _email_ms(api, mail, log, samples)
+            await model.forget()
     woke = [w for w, _, _ in polls]
     return {
         "samples": samples,
@@ -360,4 +440,5 @@ async def bench_channels(model: ModelProcess, work: Path, samples: int) -> dict[
         "decision_post_p50_ms": percentile([d for _, d, _ in polls], 50),
         # The long-poll's answer after the decision POST's own (both on loopback).
         "long_poll_after_decision_p50_ms": percentile([a for _, _, a in polls], 50),
+        **by_mail,
     }
