@@ -1,0 +1,46 @@
+"""`store.database`: how the connections behind every store transaction are set up."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+
+import pytest
+from sqlalchemy import Connection, text
+
+from store.database import Database, connect
+
+
+def _one(sql: str) -> Callable[[Connection], object]:
+    def fn(c: Connection) -> object:
+        return c.execute(text(sql)).scalar()
+
+    return fn
+
+
+async def test_sqlite_connections_keep_a_small_page_cache(sqlite_url: str) -> None:
+    db = Database(connect(sqlite_url))
+    try:
+        assert await db.run(_one("PRAGMA cache_size")) == -1024  # KiB, not SQLite's 2 MiB
+        assert await db.run(_one("PRAGMA journal_mode")) == "wal"
+        assert await db.run(_one("PRAGMA synchronous")) == 1  # NORMAL
+    finally:
+        await db.aclose()
+
+
+@pytest.mark.postgres
+async def test_postgres_takes_the_connection_returned_last(pg_url: str) -> None:
+    db = Database(connect(pg_url))
+    try:
+        pids = []
+        async with AsyncExitStack() as held:
+            for _ in range(3):
+                conn = await held.enter_async_context(db.engine.connect())
+                pids.append((await conn.execute(text("SELECT pg_backend_pid()"))).scalar())
+        # The stack returned them last to first, so the first one went back last: it is the
+        # warm one, and sequential transactions keep to it.
+        assert len(set(pids)) == 3
+        for _ in range(3):
+            assert await db.run(_one("SELECT pg_backend_pid()")) == pids[0]
+    finally:
+        await db.aclose()
