@@ -1,9 +1,9 @@
-"""The offline demo model `pizzabot/demo`: a litellm custom provider, clearly labelled.
+"""The offline demo model `pizzabot/demo`: a model route of its own, clearly labelled.
 
 It lets a newcomer see Action → decision → Unread without a key: it asks for the demo
 server's `send_email` once, then writes a summary of what happened (quoting a rejection's
 reason). It is a demo; no other code path treats it specially — it reaches the engine
-through litellm like any provider.
+through the model router like any route, and needs no model library at all.
 """
 
 from __future__ import annotations
@@ -13,30 +13,10 @@ import time
 import uuid
 from typing import Any
 
-PROVIDER = "pizzabot"
+from agent.llm import ModelReply, ToolCall
+from agent.skills import Skill
 
-
-def _reply(model_response: Any, *, text: str | None, tool_call: dict[str, Any] | None) -> Any:
-    from litellm.types.utils import ChatCompletionMessageToolCall, Function, Message, Usage
-
-    message = Message(content=text, role="assistant")
-    if tool_call is not None:
-        message.tool_calls = [
-            ChatCompletionMessageToolCall(
-                id=f"call_{uuid.uuid4().hex[:8]}",
-                type="function",
-                function=Function(
-                    name=tool_call["name"], arguments=json.dumps(tool_call["arguments"])
-                ),
-            )
-        ]
-    model_response.choices[0].message = message
-    model_response.choices[0].finish_reason = "tool_calls" if tool_call else "stop"
-    words = len((text or "").split()) + 20
-    model_response.usage = Usage(prompt_tokens=60, completion_tokens=words, total_tokens=60 + words)
-    model_response.created = int(time.time())
-    model_response.model = "pizzabot/demo"
-    return model_response
+MODEL = "pizzabot/demo"
 
 
 def _respond(
@@ -73,26 +53,40 @@ def _respond(
     ), None
 
 
-def register(litellm: Any) -> None:
-    """Add the demo provider to litellm (called right after litellm's lazy import)."""
-    from litellm import CustomLLM  # type: ignore[attr-defined]
+class DemoModel:
+    """The route of `pizzabot/demo`: it answers in-process, with made-up token counts and
+    no price (tokens count; the run says its cost is unknown)."""
 
-    class DemoLLM(CustomLLM):  # type: ignore[misc]
-        async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
-            messages = kwargs.get("messages") or (args[1] if len(args) > 1 else [])
-            tools = (kwargs.get("optional_params") or {}).get("tools") or []
-            text, call = _respond(messages, tools)
-            return _reply(kwargs["model_response"], text=text, tool_call=call)
+    def accepts(self, skill: Skill) -> bool:
+        return skill.model == MODEL
 
-        def completion(self, *args: Any, **kwargs: Any) -> Any:
-            messages = kwargs.get("messages") or []
-            tools = (kwargs.get("optional_params") or {}).get("tools") or []
-            text, call = _respond(messages, tools)
-            return _reply(kwargs["model_response"], text=text, tool_call=call)
+    async def prepare(self) -> None:
+        """Nothing to load."""
 
-    existing = [p for p in (litellm.custom_provider_map or []) if p.get("provider") != PROVIDER]
-    litellm.custom_provider_map = [*existing, {"provider": PROVIDER, "custom_handler": DemoLLM()}]
-    # litellm reads the map when it is set through its setter helpers; refresh it explicitly.
-    from litellm.utils import custom_llm_setup
+    async def aclose(self) -> None:
+        """Nothing to close."""
 
-    custom_llm_setup()  # type: ignore[no-untyped-call]
+    async def complete(
+        self, skill: Skill, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> ModelReply:
+        started = time.perf_counter()
+        text, call = _respond(messages, tools)
+        calls = []
+        if call is not None:
+            calls.append(
+                ToolCall(
+                    id=f"call_{uuid.uuid4().hex[:8]}",
+                    name=call["name"],
+                    arguments=call["arguments"],
+                )
+            )
+        return ModelReply(
+            text=text,
+            tool_calls=calls,
+            tokens_in=60,
+            tokens_out=len((text or "").split()) + 20,
+            cost_usd=None,
+            latency_ms=(time.perf_counter() - started) * 1000,
+            model=MODEL,
+            raw_finish="tool_calls" if call else "stop",
+        )

@@ -25,7 +25,8 @@ from fastapi.responses import JSONResponse
 
 from agent.channel import Channel
 from agent.context import utcnow
-from agent.llm import LiteLLMClient
+from agent.llm import LiteLLMClient, ModelRouter, freeze_after_import
+from agent.llm_openai import OpenAIClient
 from agent.policy import Access
 from agent.redaction import Redactor
 from agent.skills import HttpServer, LoadReport, Reload, Skill, SkillBook, StdioServer, load_skills
@@ -123,12 +124,13 @@ async def _assemble(
     addressed = frozenset(c.name for c in outlets) if serving else reach(settings)
     if serving:
         outlets.append(_callbacks(settings, store, files.book))
+    mind = _mind(settings, env=env, redactor=redactor, tools=tools)
     core = build_core(
         store=store,
         skills=files.book,
         channels={c.name: c for c in outlets},
         reach=addressed,
-        mind=_mind(settings, env=env, redactor=redactor, tools=tools),
+        mind=mind,
         with_worker=settings.worker if with_worker is None else with_worker,
         outbox_listeners=(home_bell,) if slack is not None else (),
         clock=utcnow,
@@ -157,6 +159,8 @@ async def _assemble(
     )
     if tracer is not None:
         svc.closers.append(_flusher(tracer))
+    if isinstance(mind.model, ModelRouter):
+        svc.closers.append(mind.model.aclose)
     return svc
 
 
@@ -237,12 +241,13 @@ def _timing(settings: Settings) -> Timing:
 
 
 def _mind(settings: Settings, *, env: dict[str, str], redactor: Redactor, tools: ToolHub) -> Mind:
-    model = LiteLLMClient(
-        env=env,
-        attempts=settings.model_attempts,
-        timeout=settings.model_timeout,
-        on_import=demo.register,
-        redactor=redactor,
+    """The model routes: the demo, OpenAI's SDK for `openai/` models it can serve, and
+    litellm for every other model (each imported only when a skill needs it)."""
+    attempts, timeout = settings.model_attempts, settings.model_timeout
+    model = ModelRouter(
+        demo.DemoModel(),
+        OpenAIClient(env=env, redactor=redactor, attempts=attempts, timeout=timeout),
+        fallback=LiteLLMClient(env=env, redactor=redactor, attempts=attempts, timeout=timeout),
     )
     return Mind(model=model, tools=tools, default_budget=settings.default_budget())
 
@@ -399,14 +404,21 @@ async def shutdown(svc: Services) -> None:
 
 
 async def warm(svc: Services) -> None:
-    """Load litellm and start every skill's MCP servers in the background, so the first run
-    does not wait for them (and `/healthz` never does)."""
-    from agent.llm import import_litellm
+    """Load the model libraries the skills need and start every skill's MCP servers, both
+    in the background, so the first run does not wait for them (and `/healthz` never does)."""
+    await asyncio.sleep(0.2)  # let the server take its first requests before the imports
+    skills = list(svc.ctx.skills.all())
+    model = svc.engine.model if svc.engine is not None else None
+    models = model.prepare(skills) if isinstance(model, ModelRouter) else asyncio.sleep(0)
 
-    await asyncio.sleep(0.2)  # let the server take its first requests before the heavy import
-    await asyncio.to_thread(import_litellm)
-    for skill in svc.ctx.skills.all():
-        await warm_skill(svc, skill)
+    async def servers() -> None:
+        for skill in skills:
+            await warm_skill(svc, skill)
+
+    # Side by side: a server's start (a process, a handshake) mostly waits, an import works.
+    await asyncio.gather(models, servers())
+    # What stays loaded now lives as long as the process: out of the collector's sight.
+    freeze_after_import("warm-up")
 
 
 async def warm_skill(svc: Services, skill: Skill) -> None:

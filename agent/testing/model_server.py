@@ -83,7 +83,7 @@ class _Answer:
     """A reply with everything both wire formats need, computed once."""
 
     text: str
-    calls: list[tuple[str, str, dict[str, Any]]]  # (id, name, arguments)
+    calls: list[tuple[str, str, dict[str, Any] | str]]  # (id, name, arguments)
     prompt_tokens: int
     completion_tokens: int
 
@@ -241,7 +241,7 @@ class ScriptedModelServer:
                 {
                     "id": call_id,
                     "type": "function",
-                    "function": {"name": name, "arguments": json.dumps(args)},
+                    "function": {"name": name, "arguments": _text(args)},
                 }
                 for call_id, name, args in outcome.calls
             ]
@@ -319,6 +319,10 @@ def _from_ollama(message: Message) -> Message:
     return converted
 
 
+def _text(arguments: dict[str, Any] | str) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
 def _halves(text: str) -> list[str]:
     """Split text in two, so clients have to put streamed pieces back together."""
     if len(text) < 2:
@@ -353,7 +357,7 @@ def _openai_chunks(answer: _Answer, model: str, completion_id: str) -> Iterator[
     for index, (call_id, name, args) in enumerate(answer.calls):
         head = {"index": index, "id": call_id, "type": "function"}
         yield chunk({"tool_calls": [{**head, "function": {"name": name, "arguments": ""}}]})
-        for piece in _halves(json.dumps(args)):
+        for piece in _halves(_text(args)):
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
     yield chunk({}, answer.finish_reason)
     # As OpenAI does with stream_options.include_usage: a last chunk with no choices.

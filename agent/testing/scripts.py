@@ -17,10 +17,11 @@ Message = dict[str, Any]
 
 @dataclass
 class ToolCall:
-    """One tool call the model makes; `id` is filled in deterministically when left None."""
+    """One tool call the model makes; `id` is filled in deterministically when left None.
+    `arguments` as text is sent as it is (a model that writes broken JSON)."""
 
     name: str
-    arguments: dict[str, Any]
+    arguments: dict[str, Any] | str
     id: str | None = None
 
 
