@@ -131,6 +131,7 @@ class ToolCallSteps:
         later calls that have no card yet (a crash came between) are asked now."""
         assert spec is not None
         store, now = self.ctx.store, self.ctx.clock()
+        await held.flush(self.ctx)
         item = await store.get_item(item_id)
         ahead = await self._asks_ahead(held, later)
         if item.status is ItemStatus.PENDING:
@@ -161,6 +162,7 @@ class ToolCallSteps:
         """Cancel what an interrupted start of the call asked and no one answered: the
         call that waited for it is gone."""
         store, now = self.ctx.store, self.ctx.clock()
+        await held.flush(self.ctx)
         pending = await store.list_items(run_id=held.run.id, status=ItemStatus.PENDING)
         for item in pending:
             if item.kind is not ItemKind.QUESTION or item.call_id != call.id:
@@ -217,6 +219,7 @@ class ToolCallSteps:
         grants, decided = self.ctx.grants, call.decision
         if grants is None or decided is None:
             return
+        await held.flush(self.ctx)
         # The grant counts from the decision, not from when a worker got to it.
         at = next(
             (
@@ -295,6 +298,7 @@ class ToolCallSteps:
         """Put the calls on cards and park the run, in one transaction: a turn's cards
         appear together."""
         skill, now = held.skill, self.ctx.clock()
+        await held.flush(self.ctx)
         await self.ctx.store.create_items(
             [self._card(held, call, spec, ask, now) for call, spec, ask in asks],
             targets=targets_for(skill, self.ctx.channels),

@@ -145,6 +145,7 @@ class Runner(ToolCallSteps):
             return "continue"
         if state.finished:
             # A finished run was re-queued without a new message: nothing to do.
+            await held.flush(self.ctx)
             await self.ctx.store.set_status(
                 run.id, RunStatus.DONE, lease=held.lease, now=self.ctx.clock()
             )
@@ -206,7 +207,8 @@ class Runner(ToolCallSteps):
                 held, RunStatus.DONE, result=reply.text or "", usage=usage, answer=said
             )
             return "end"
-        await held.append(self.ctx, said, usage=usage)
+        # Committed with the first call's start (or before whatever else the step writes).
+        held.defer(said, usage=usage)
         return "continue"
 
     # -- budgets -------------------------------------------------------------------------
@@ -214,6 +216,7 @@ class Runner(ToolCallSteps):
     async def _ask_budget(self, held: HeldRun, reached: BudgetCheck) -> Outcome:
         run, skill = held.run, held.skill
         now = self.ctx.clock()
+        await held.flush(self.ctx)
         why = reached.reached or "budget reached"
         extend = reached.extend
         what = ", ".join(f"{k.replace('_', ' ')} +{v:g}" for k, v in extend.items())
@@ -244,6 +247,7 @@ class Runner(ToolCallSteps):
     async def _settle_budget(self, held: HeldRun, state: RunState) -> Outcome:
         run = held.run
         decision = state.budget_decision
+        await held.flush(self.ctx)
         now = self.ctx.clock()
         if decision is None:
             await self.ctx.store.set_status(run.id, RunStatus.WAITING, lease=held.lease, now=now)
@@ -286,6 +290,9 @@ class Runner(ToolCallSteps):
         usage: Usage | None = None,
         answer: Sequence[NewEvent] = (),
     ) -> None:
+        usage = usage or held.state().usage
+        # A deferred reply is recorded with the end, before it.
+        deferred, _ = held.take_deferred()
         await finish_run(
             self.ctx,
             held.run,
@@ -294,8 +301,8 @@ class Runner(ToolCallSteps):
             skill=held.skill,
             result=result,
             error=None if error is None else self.redact(error),
-            usage=usage or held.state().usage,
-            answer=answer,
+            usage=usage,
+            answer=[*deferred, *answer],
         )
         held.status = status
 

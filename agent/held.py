@@ -6,13 +6,13 @@ both use it without importing each other.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from agent import conversation
 from agent.context import Context
 from agent.conversation import RunState
-from agent.model import Event, NewEvent, Run, RunStatus, Usage
+from agent.model import EVENT_SCHEMA_VERSION, Event, NewEvent, Run, RunStatus, Usage
 from agent.skills import Skill
 
 __all__ = ["HeldRun", "Outcome"]
@@ -27,23 +27,71 @@ class HeldRun:
     write is fenced with, and its event log read once at the held and extended by every
     append, so a step never re-reads the log. Anything another writer appends also takes the
     run away from this holder (cancel, kill: the status changes), so the next fenced append
-    fails and the copy is never used stale."""
+    fails and the copy is never used stale.
+
+    A model's reply that asked for tools may be *deferred* (`defer`): it is in `events`
+    already (the state is derived from it) but committed only with the next write, which is
+    the first call's TOOL_STARTED when that call runs unasked — one transaction less per
+    step. Nothing is done on the reply's account before that write, so a crash in between
+    only loses a reply, and the model is asked again, as after a crash during its call.
+    Every other write of the step commits it first (`flush`, or `deferred` handed to the
+    run's end): no reply is lost once anything after it is committed."""
 
     run: Run
     skill: Skill
     lease: str
     events: list[Event]
     status: RunStatus = RunStatus.RUNNING  # what the step that ended the loop left
+    _deferred: list[NewEvent] = field(default_factory=list)
+    _deferred_usage: Usage | None = None
 
     def state(self) -> RunState:
         return conversation.derive(self.events)
 
+    def defer(self, events: list[NewEvent], *, usage: Usage | None = None) -> None:
+        """Keep `events` for the next write; they are in `events` with the numbers the next
+        append will give them (no one else appends while the lease is held)."""
+        last = self.events[-1].seq if self.events else 0
+        at = self.events[-1].at if self.events else self.run.created_at
+        self.events.extend(
+            Event(
+                run_id=self.run.id,
+                seq=last + 1 + i,
+                payload=ev.payload,
+                at=at,
+                version=EVENT_SCHEMA_VERSION,
+            )
+            for i, ev in enumerate(events)
+        )
+        self._deferred.extend(events)
+        if usage is not None:
+            self._deferred_usage = usage
+
+    def take_deferred(self) -> tuple[list[NewEvent], Usage | None]:
+        """The deferred events (and usage), for a write that commits them itself."""
+        deferred, usage = self._deferred, self._deferred_usage
+        if deferred:
+            del self.events[len(self.events) - len(deferred) :]
+        self._deferred, self._deferred_usage = [], None
+        return deferred, usage
+
+    async def flush(self, ctx: Context) -> None:
+        """Commit the deferred events, if any, before a write that cannot carry them."""
+        if self._deferred:
+            await self.append(ctx, [])
+
     async def append(
         self, ctx: Context, events: list[NewEvent], *, usage: Usage | None = None
     ) -> None:
-        """Append to the run's log, fenced with the lease, and keep the copy in step."""
+        """Append to the run's log (with what is deferred), fenced with the lease, and keep
+        the copy in step."""
+        deferred, deferred_usage = self.take_deferred()
         appended = await ctx.store.append_events(
-            self.run.id, events, lease=self.lease, now=ctx.clock(), usage=usage
+            self.run.id,
+            [*deferred, *events],
+            lease=self.lease,
+            now=ctx.clock(),
+            usage=usage if usage is not None else deferred_usage,
         )
         if appended and self.events and appended[0].seq != self.events[-1].seq + 1:
             # Someone else wrote in between (should not happen while we hold the lease):
