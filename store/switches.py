@@ -31,7 +31,7 @@ class SqlSwitches:
         self.db = db
 
     async def get_kill(self) -> dict[str, Any] | None:
-        return await self.db.run(kill_switch)
+        return await self.db.read(kill_switch)
 
     async def set_kill(self, *, on: bool, actor: str, now: datetime) -> None:
         def tx(s: Session) -> None:

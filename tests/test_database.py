@@ -44,3 +44,22 @@ async def test_postgres_takes_the_connection_returned_last(pg_url: str) -> None:
             assert await db.run(_one("SELECT pg_backend_pid()")) == pids[0]
     finally:
         await db.aclose()
+
+
+@pytest.mark.postgres
+async def test_a_postgres_read_takes_no_transaction_of_its_own(pg_url: str) -> None:
+    def two_clocks(c: Connection) -> tuple[object, object]:
+        # now() is the start of the statement's transaction.
+        return c.execute(text("SELECT now()")).scalar(), c.execute(text("SELECT now()")).scalar()
+
+    db = Database(connect(pg_url))
+    try:
+        await db.run(lambda c: c.execute(text("CREATE TABLE t (x int)")))
+        await db.run(lambda c: c.execute(text("INSERT INTO t VALUES (1)")))
+        assert await db.read(_one("SELECT count(*) FROM t")) == 1
+        first, second = await db.read(two_clocks)
+        assert first != second  # each statement was a transaction of its own
+        first, second = await db.run(two_clocks)
+        assert first == second
+    finally:
+        await db.aclose()
