@@ -19,7 +19,8 @@ from typing import Any
 
 from agent.channel import RecordingChannel
 from agent.context import utcnow
-from agent.llm import LiteLLMClient
+from agent.llm import LiteLLMClient, ModelRouter
+from agent.llm_openai import OpenAIClient
 from agent.model import Run
 from agent.skills import Budget, Skill, SkillBook
 from agent.testing.model_server import ScriptedModelServer
@@ -68,13 +69,16 @@ class InProcess:
         self.skill = Skill.model_validate(spec)
         self.tools = ToolHub(env={})
         self._stack.push_async_callback(self.tools.aclose)
+        retry: dict[str, Any] = {"attempts": 2, "backoff_min": 0.01, "backoff_max": 0.02}
+        model = ModelRouter(OpenAIClient(env={}, **retry), fallback=LiteLLMClient(env={}, **retry))
+        self._stack.push_async_callback(model.aclose)
         self.recorded = {name: RecordingChannel(name=name) for name in self.channel_names}
         core = build(
             store=self.store,
             skills=SkillBook({self.skill.name: self.skill}),
             channels=self.recorded,
             mind=Mind(
-                model=LiteLLMClient(env={}, attempts=2, backoff_min=0.01, backoff_max=0.02),
+                model=model,
                 tools=self.tools,
                 default_budget=self.default_budget,
             ),

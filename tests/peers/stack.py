@@ -1,5 +1,6 @@
 """A whole Pizza Bot stack for end-to-end tests: a real `pizzabot serve` process, a scripted
-model server it reaches through litellm, and the test MCP server ("crm") over stdio or HTTP.
+model server it reaches through the OpenAI SDK (`openai/` skills) or litellm, and the test
+MCP server ("crm") over stdio or HTTP.
 
     async with Stack(tmp_path, script=turns(Reply(tool_calls=[...]), Reply(text="done"))) as st:
         run = await st.start_run("test", "mail the customer")

@@ -1,5 +1,6 @@
 """An in-process engine for the trigger tests: SqlStore on SQLite, a clock the test moves, the
-scripted model server reached through litellm, a small fake tool hub, and recording channels.
+scripted model server reached through the model routes (the OpenAI SDK for `openai/`), a
+small fake tool hub, and recording channels.
 
     async with Harness(tmp_path, script, skill={...}) as h:
         run = await h.runs.start("test", "mail Ann", trigger="test")
@@ -23,7 +24,8 @@ from agent.channel import RecordingChannel
 from agent.context import Context
 from agent.engine import Engine
 from agent.inbox import Inbox
-from agent.llm import LiteLLMClient
+from agent.llm import LiteLLMClient, ModelRouter
+from agent.llm_openai import OpenAIClient
 from agent.model import Box, Item
 from agent.outbox import Dispatcher
 from agent.runs import Runs
@@ -123,7 +125,9 @@ class Harness:
             ids=self._ids,
             channels=frozenset({"slack", "email"}),
         )
-        model = LiteLLMClient(env={}, attempts=1)
+        model = ModelRouter(
+            OpenAIClient(env={}, attempts=1), fallback=LiteLLMClient(env={}, attempts=1)
+        )
         self.engine = Engine(self.ctx, model=model, tools=self.tools)  # type: ignore[arg-type]
         self.runs = Runs(self.ctx)
         self.inbox = Inbox(self.ctx)
