@@ -210,26 +210,35 @@ def _serve(work: Path, skills: Path, name: str, token: str) -> tuple[Child, str]
 
 
 async def _warmed(child: Child) -> None:
-    """Until the server's warm-up is done: litellm imported, then the skills' MCP servers
-    started (the tool server appears as its child process)."""
+    """Until the server's warm-up is done: the skills' MCP servers started (the tool server
+    appears as its child process) and the skills' model library imported (beside the MCP
+    servers' start: done once the resident memory stops growing)."""
     import psutil
 
     proc = psutil.Process(child.pid)
-    while True:
+    started = False
+    while not started:
         child.check()
         if time.perf_counter() - child.started > 60:
             raise TimeoutError(f"serve never started its MCP server:\n{child.tail()}")
         with contextlib.suppress(psutil.Error):
-            for p in proc.children(recursive=True):
-                if "bot.bench.tools" in " ".join(p.cmdline()):
-                    return
+            started = any(
+                "bot.bench.tools" in " ".join(p.cmdline()) for p in proc.children(recursive=True)
+            )
         await asyncio.sleep(0.05)
+    last = proc.memory_info().rss
+    while True:
+        await asyncio.sleep(0.5)
+        now = proc.memory_info().rss
+        if now - last < MIB:
+            return
+        last = now
 
 
 async def start(work: Path, skills: Path) -> dict[str, Any]:
     """`pizzabot serve` start → a first run (posted when `/readyz` answers) done; in another
-    start, the server's resident memory once it is warm and before any run; and litellm's
-    import alone in a fresh process."""
+    start, the server's resident memory once it is warm and before any run; and the model
+    library's import alone in a fresh process."""
     import psutil
 
     token = "bench-token-" + uuid.uuid4().hex
@@ -258,8 +267,9 @@ async def start(work: Path, skills: Path) -> dict[str, Any]:
 
 
 async def model_import_s() -> float:
-    """`import litellm` alone, in a fresh process (the first run waits for it)."""
-    code = "import time; t = time.perf_counter(); import litellm; print(time.perf_counter() - t)"
+    """The bench skills' model library alone, in a fresh process (the first run waits for
+    it): `openai/` models with options the OpenAI SDK knows go through the SDK, not litellm."""
+    code = "import time; t = time.perf_counter(); import openai; print(time.perf_counter() - t)"
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
