@@ -30,7 +30,7 @@ from agent.llm import (
     secret_options,
     tool_calls,
 )
-from agent.llm_prices import known_price, openai_prices, own_price
+from agent.llm_prices import Price, known_price, own_price
 from agent.redaction import Redactor
 from agent.skills import Skill
 
@@ -131,16 +131,23 @@ class OpenAIClient:
         self._retries = Retries(attempts, backoff_min, backoff_max, sleep)
         self._timeout = timeout
         self._clients: dict[tuple[str | None, str, str | None], AsyncOpenAI] = {}
+        self._prices: dict[tuple[str, str | None], Price | None] = {}
 
     def accepts(self, skill: Skill) -> bool:
         return direct(skill)
 
     async def prepare(self) -> None:
-        def load() -> None:
-            import_openai()
-            openai_prices()
+        await asyncio.to_thread(import_openai)
 
-        await asyncio.to_thread(load)
+    async def _price(self, model: str, options: Mapping[str, Any]) -> Price | None:
+        """The skill's own price, else the listed one (read once per model, off the loop)."""
+        own = own_price(options)
+        if own is not None:
+            return own
+        key = (model, options.get("service_tier"))
+        if key not in self._prices:
+            self._prices[key] = await asyncio.to_thread(known_price, model, service_tier=key[1])
+        return self._prices[key]
 
     def _client(self, base_url: str | None, key: str, org: str | None) -> AsyncOpenAI:
         client = self._clients.get((base_url, key, org))
@@ -199,9 +206,7 @@ class OpenAIClient:
         tokens_in = usage.prompt_tokens if usage is not None else 0
         tokens_out = usage.completion_tokens if usage is not None else 0
         details = usage.prompt_tokens_details if usage is not None else None
-        price = own_price(options) or known_price(
-            skill.model, service_tier=options.get("service_tier")
-        )
+        price = await self._price(skill.model, options)
         return ModelReply(
             text=choice.message.content or None,
             tool_calls=tool_calls(choice.message.tool_calls),

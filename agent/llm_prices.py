@@ -2,15 +2,15 @@
 
 Budgets in USD need a price for every call. litellm ships a price map for every provider;
 the direct OpenAI route reads that file as data (found with `importlib.util.find_spec`,
-which locates the package without running it), once, and keeps only the OpenAI chat prices.
-A model the map does not know has no price (None): tokens still count.
+which locates the package without running it), once per model, parsing only that model's
+entry. A model the map does not know has no price (None): tokens still count.
 """
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,33 +42,45 @@ def price_file() -> Path | None:
     return path if path.is_file() else None
 
 
-@functools.cache
-def openai_prices() -> Mapping[str, Mapping[str, float]]:
-    """The OpenAI models' price fields, by model name (read once; a few milliseconds)."""
+#: The price fields read: per token, cached prompt tokens, and per service tier.
+_FIELDS = ("input_cost_per_token", "output_cost_per_token", "cache_read_input_token_cost")
+_WANTED = frozenset({*_FIELDS, *(f"{f}_{t}" for f in _FIELDS for t in ("priority", "flex"))})
+
+
+def listed(name: str) -> dict[str, float] | None:
+    """The OpenAI model `name`'s price fields in the map, or None. Only that entry is parsed
+    (~15 ms to scan the ~3 MB file): parsing the whole map would leave ~5 MiB behind."""
     path = price_file()
     if path is None:
-        return {}
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    fields = ("input_cost_per_token", "output_cost_per_token", "cache_read_input_token_cost")
-    wanted = {*fields, *(f"{f}_{tier}" for f in fields for tier in ("priority", "flex"))}
-    return {
-        name: {k: float(v) for k, v in entry.items() if k in wanted and isinstance(v, int | float)}
-        for name, entry in data.items()
-        if isinstance(entry, dict) and entry.get("litellm_provider") == "openai"
-    }
+        return None
+    text = path.read_text(encoding="utf-8")
+    decoder = json.JSONDecoder()
+    for match in re.finditer(rf'"{re.escape(name)}"\s*:\s*\{{', text):
+        try:
+            entry, _ = decoder.raw_decode(text, match.end() - 1)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("litellm_provider") == "openai":
+            return {
+                k: float(v)
+                for k, v in entry.items()
+                if k in _WANTED and isinstance(v, int | float) and not isinstance(v, bool)
+            }
+    return None
 
 
 def known_price(model: str, *, service_tier: str | None = None) -> Price | None:
     """The listed price of an OpenAI model ("gpt-4o"; "openai/gpt-4o" works too) at a
-    service tier ("priority", "flex") where the map has one; None when it is not listed."""
-    prices = openai_prices()
-    fields = prices.get(model) or prices.get(model.removeprefix("openai/"))
+    service tier ("priority", "flex") where the map has one; None when it is not listed.
+    Reads the file: callers keep the answer."""
+    name = model.removeprefix("openai/")
+    fields = listed(name) or listed(f"openai/{name}")
     if fields is None or "input_cost_per_token" not in fields:
         return None
 
-    def tiered(name: str) -> float | None:
-        value = fields.get(f"{name}_{service_tier}") if service_tier else None
-        return value if value is not None else fields.get(name)
+    def tiered(field: str) -> float | None:
+        value = fields.get(f"{field}_{service_tier}") if service_tier else None
+        return value if value is not None else fields.get(field)
 
     return Price(
         input=tiered("input_cost_per_token") or 0.0,

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
 
@@ -33,22 +34,21 @@ from agent.policy import Access
 from bot.core import Core
 from bot.services import EmailParts, Services
 from bot.settings import Settings
-from channels.email import (
-    EmailChannel,
-    ImapConfig,
-    ImapReceiver,
-    InboundConfig,
-    LinkDesk,
-    MailHandler,
-    MailIdentity,
-    MailKey,
-    SmtpConfig,
-    SmtpMailer,
-    links_router,
-)
-from channels.email.oauth import OAuthConfig, OAuthTokens, provider_defaults
-from store.mail import SqlMailLog
 from store.sql import SqlStore
+
+if TYPE_CHECKING:
+    # Imported when email is on (see `outlet`, `install`): a server without it never loads
+    # the mail stack (IMAP, OAuth, MIME parsing).
+    from channels.email import (
+        EmailChannel,
+        ImapReceiver,
+        InboundConfig,
+        LinkDesk,
+        MailHandler,
+        MailKey,
+        SmtpMailer,
+    )
+    from channels.email.oauth import OAuthTokens
 
 log = logging.getLogger("pizzabot.email")
 
@@ -65,6 +65,8 @@ def _desk(request: Request) -> LinkDesk | None:
 def install(app: FastAPI, settings: Settings) -> None:
     # Without a public URL no mail carries a link, so no route takes one either.
     if enabled(settings) and settings.public_url:
+        from channels.email import links_router
+
         app.include_router(links_router(_desk))
 
 
@@ -88,6 +90,8 @@ def _key_file(path: Path) -> str:
 
 
 def mail_key(settings: Settings) -> MailKey:
+    from channels.email import MailKey
+
     """The key that signs decision links and reply tokens; it never leaves the server."""
     if settings.email_key is not None:
         text = settings.email_key.get_secret_value()
@@ -136,6 +140,8 @@ def oauth_tokens(settings: Settings) -> OAuthTokens | None:
     s = settings
     if "xoauth2" not in (s.imap_auth, s.smtp_auth):
         return None
+    from channels.email.oauth import OAuthConfig, OAuthTokens, provider_defaults
+
     if s.oauth_provider is None:
         raise ValueError("XOAUTH2 needs PIZZABOT_OAUTH_PROVIDER (google, microsoft or custom)")
     default_url, default_scope = provider_defaults(s.oauth_provider, tenant=s.oauth_tenant)
@@ -173,6 +179,8 @@ def _secret(value: object) -> str | None:
 
 
 def _mailer(s: Settings, tokens: OAuthTokens | None) -> SmtpMailer:
+    from channels.email import SmtpConfig, SmtpMailer
+
     smtp_oauth = s.smtp_auth == "xoauth2"
     assert s.smtp_host is not None  # `start` checked it
     return SmtpMailer(
@@ -199,6 +207,8 @@ def _warn_undecidable(svc: Services) -> None:
 
 
 def _inbound(s: Settings) -> InboundConfig:
+    from channels.email import InboundConfig
+
     return InboundConfig(
         default_skill=s.email_default_skill,
         authserv_id=s.email_authserv_id,
@@ -207,6 +217,8 @@ def _inbound(s: Settings) -> InboundConfig:
 
 
 def _receiver(s: Settings, handler: MailHandler, tokens: OAuthTokens | None) -> ImapReceiver:
+    from channels.email import ImapConfig, ImapReceiver
+
     assert s.imap_host is not None and s.email_from is not None  # `start` checked both
     return ImapReceiver(
         ImapConfig(
@@ -244,6 +256,8 @@ def outlet(
     s = settings
     if not enabled(s) or s.email_from is None or s.smtp_host is None:
         return None
+    from channels.email import EmailChannel, MailIdentity
+
     identity = MailIdentity(
         address=s.email_from.strip().lower(),
         name=s.email_from_name,
@@ -268,6 +282,9 @@ def build(
 ) -> EmailParts:
     """What reads mail: the decision links' desk (with a public URL) and the mailbox
     watcher (with an IMAP host), both answering through the channel."""
+    from channels.email import LinkDesk, MailHandler
+    from store.mail import SqlMailLog
+
     s, channel, clock = settings, outlet.channel, core.ctx.clock
     mail_log = SqlMailLog(store)
     desk = None
