@@ -6,8 +6,9 @@ settings, and serve them as one FastAPI app.
 its collaborators when it is made, and each capability's module (`bot.wire_*`) makes its
 parts and starts its loops when asked; none of them imports this module back.
 
-Nothing slow happens at import or before `/healthz` answers: litellm and the MCP SDK load on
-first use, and MCP servers are warmed in the background.
+Nothing slow happens at import or before `/healthz` answers: the model libraries (the OpenAI
+SDK, litellm only when a skill needs it) and the MCP SDK load on first use, and the warm-up
+loads them and starts the MCP servers in the background.
 """
 
 from __future__ import annotations
