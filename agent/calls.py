@@ -140,6 +140,15 @@ class ToolCallSteps:
             else:
                 await store.set_status(held.run.id, RunStatus.WAITING, lease=held.lease, now=now)
             return "wait"
+        if item.decided_at is not None and item.status is not ItemStatus.CANCELLED:
+            # Decided while this step ran (a turn's cards approved one after the other): the
+            # decision is in the log, not yet in the copy held. The log is the truth.
+            events = await store.events(held.run.id)
+            if any(
+                isinstance(e.payload, DecisionMade) and e.payload.item_id == item.id for e in events
+            ):
+                held.events = events  # the loop plans again from it
+                return "continue"
         await self._ask(held, [(call, spec, ask), *ahead])
         return "wait"
 

@@ -137,10 +137,12 @@ class Runner(ToolCallSteps):
         pending = state.pending()
         if pending:
             specs = {s.wire_name: s for s in await self.tools.list_tools(skill)}
+            log = held.events
             for i, call in enumerate(pending):
                 later = [(c, specs.get(c.wire_name)) for c in pending[i + 1 :]]
                 outcome = await self._settle_call(held, call, specs.get(call.wire_name), later)
-                if outcome != "continue":
+                if outcome != "continue" or held.events is not log:
+                    # The log was read anew (a decision came meanwhile): plan from it.
                     return outcome
             return "continue"
         if state.finished:

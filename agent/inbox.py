@@ -7,7 +7,9 @@ the card offers, and records the decision
 with a conditional update, so the first decision wins and a second is told who was first.
 Where a tool needs more than one person (`approvals.required`), an approval or an edit is
 counted first (`agent.policy.quorum`), and the decision is recorded once the count is reached.
-The run is re-queued in the same transaction, and every channel's copy is marked for update.
+The run is re-queued in the same transaction, and every channel's copy is marked for update;
+where a worker runs in this process and has room (`Handover`), the same transaction claims
+the run for it instead, and its step starts at once.
 
 A question item (`ItemKind.QUESTION`, see `agent.questions`) is answered with the same
 decisions: an edit accepts the values it carries, an approval accepts the proposed values,
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any, assert_never
+from typing import Any, Protocol, assert_never
 
 from agent.argforms import validate_arguments
 from agent.context import Context
@@ -41,13 +43,23 @@ from agent.policy.grants import same_choice
 from agent.policy.quorum import Count, count, required_for
 from agent.policy.rules import judge
 from agent.questions import question_url, validate_answer
+from agent.store import Take
 
 log = logging.getLogger(__name__)
 
 
+class Handover(Protocol):
+    """A worker in this process that takes decided runs (`agent.worker.Worker`)."""
+
+    def offer(self) -> Take | None: ...
+
+    def start(self, take: Take) -> None: ...
+
+
 class Inbox:
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, *, handover: Handover | None = None) -> None:
         self.ctx = ctx
+        self.handover = handover
 
     def may_decide(self, item: Item, *, actor: str, channel: str) -> Verdict:
         """The policy's answer (`agent.policy.access`): the owner's channels may decide
@@ -67,10 +79,24 @@ class Inbox:
                 return await store.get_item(item.id)
             decision, args_before = counted.decision()
             final_args = counted.args
+        take = self.handover.offer() if self.handover is not None else None
         decided = await self._record(
-            item, decision, args_before, final_args, actor=actor, channel=channel, now=now
+            item,
+            decision,
+            args_before,
+            final_args,
+            actor=actor,
+            channel=channel,
+            now=now,
+            take=take,
         )
-        self.ctx.wake_workers()
+        if take is not None and take.claimed is not None:
+            assert self.handover is not None
+            self.handover.start(take)
+            # No worker needs waking; whoever waits on an answer still does.
+            self.ctx.decisions.ring()
+        else:
+            self.ctx.wake_workers()
         self.ctx.wake_outbox()
         return decided
 
@@ -160,6 +186,7 @@ class Inbox:
         actor: str,
         channel: str,
         now: datetime,
+        take: Take | None = None,
     ) -> Item:
         """Record the decision with its event; the first decision wins (`AlreadyDecided`)."""
         event = NewEvent(
@@ -181,6 +208,7 @@ class Inbox:
             now=now,
             final_args=final_args,
             event=event,
+            take=take,
         )
 
     def _required(self, item: Item) -> int:

@@ -50,6 +50,17 @@ class ClaimedRun:
     events: list[Event]
 
 
+@dataclass
+class Take:
+    """A worker's offer to take a decided run in the decision's own transaction
+    (`record_decision(take=…)`): the run, if it was waiting and the kill switch is off, goes
+    straight to running under `lease` and comes back in `claimed`, with its log."""
+
+    lease: str
+    lease_seconds: float
+    claimed: ClaimedRun | None = None
+
+
 class RunReader(Protocol):
     """Looking a run up."""
 
@@ -222,10 +233,12 @@ class InboxItems(ItemReader, Protocol):
         final_args: dict[str, Any] | None,
         event: NewEvent,
         status: ItemStatus | None = None,
+        take: Take | None = None,
     ) -> Item:
         """The first decision wins: a conditional update of a pending item. In the same
-        transaction: the decision event on the run, the run re-queued, every sent delivery
-        marked for update, and an audit entry. Raise AlreadyDecided otherwise."""
+        transaction: the decision event on the run, the run re-queued (or, given `take`,
+        claimed by the worker that offered it), every sent delivery marked for update, and an
+        audit entry. Raise AlreadyDecided otherwise."""
         ...
 
     async def mark_read(self, item_id: str, *, now: datetime) -> Item: ...

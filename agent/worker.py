@@ -4,6 +4,10 @@ A worker claims a run with a lease (on PostgreSQL `FOR UPDATE SKIP LOCKED`), so 
 workers in any number of processes share one database. It sleeps until woken (a decision, a
 new run) or until the poll interval passes, the safety net. A watcher cancels in-flight runs
 when the kill switch goes on or a run is cancelled elsewhere.
+
+A decision made in this process is handed straight over (`offer`, then `start`): the
+decision's transaction claims the run for the worker, and its step starts at once, without
+a wake-up, a pass and a claim of its own.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any
 from agent.context import Context
 from agent.engine import Runner, cancel_in_flight
 from agent.model import RunStatus
-from agent.store import ClaimedRun, LeaseLost
+from agent.store import ClaimedRun, LeaseLost, Take
 from agent.tasks import stop_if_cancelled
 
 log = logging.getLogger(__name__)
@@ -46,12 +50,35 @@ class Worker:
         self._wake = wake or asyncio.Event()
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         self._stopping = False
+        self._running = False
         self._claims = 0
         # The last claim filled every slot, so claimable runs may be left in the queue.
         self._backlog = False
 
     def wake(self) -> None:
         self._wake.set()
+
+    def offer(self) -> Take | None:
+        """A lease for a decided run to be claimed with, when this worker runs and has a
+        free slot (None: the run is queued, and any worker claims it)."""
+        if not self._running or self._stopping or len(self._tasks) >= self.concurrency:
+            return None
+        return Take(lease=self._next_lease(), lease_seconds=self.engine.lease_seconds)
+
+    def start(self, take: Take) -> None:
+        """Step the run `take` claimed (its decision's transaction did)."""
+        claimed = take.claimed
+        assert claimed is not None
+        run_id = claimed.run.id
+        self._tasks[run_id] = asyncio.create_task(
+            self._advance(claimed, take.lease), name=f"run:{run_id}"
+        )
+
+    def _next_lease(self) -> str:
+        # Each claim has its own lease token, so an older step of the same run in this process
+        # is fenced out too, not only steps of other workers.
+        self._claims += 1
+        return f"{self.name}#{self._claims}"
 
     async def interrupt(self, run_id: str) -> None:
         """Cancel the in-flight step of `run_id` on this worker, if there is one."""
@@ -61,6 +88,7 @@ class Worker:
 
     async def run_forever(self) -> None:
         watcher = asyncio.create_task(self._watch(), name="worker-watch")
+        self._running = True
         try:
             while not self._stopping:
                 stop_if_cancelled()
@@ -74,6 +102,7 @@ class Worker:
                     async with asyncio.timeout(self.poll_interval):
                         await self._wake.wait()
         finally:
+            self._running = False
             watcher.cancel()
             await self.stop()
 
@@ -83,10 +112,7 @@ class Worker:
         if free <= 0:
             self._backlog = True
             return 0
-        # Each claim has its own lease token, so an older step of the same run in this process
-        # is fenced out too, not only steps of other workers.
-        self._claims += 1
-        lease = f"{self.name}#{self._claims}"
+        lease = self._next_lease()
         try:
             claimed = await self.ctx.store.claim_runs(
                 lease=lease,

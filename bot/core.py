@@ -167,6 +167,8 @@ def build(
         wake=outbox_bell,
     )
     runs = Runs(ctx, interrupt=worker.interrupt if worker is not None else None)
+    # A decision made here is handed to this process's worker, when there is one.
+    inbox = Inbox(ctx, handover=worker)
     return Core(
-        ctx=ctx, runs=runs, inbox=Inbox(ctx), dispatcher=dispatcher, engine=engine, worker=worker
+        ctx=ctx, runs=runs, inbox=inbox, dispatcher=dispatcher, engine=engine, worker=worker
     )

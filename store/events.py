@@ -17,7 +17,7 @@ from sqlalchemy import Connection, Integer, Table, bindparam, insert, select, up
 
 from agent.errors import NotFound
 from agent.events import load_event
-from agent.model import EVENT_SCHEMA_VERSION, Event, NewEvent, RunStatus, Usage
+from agent.model import EVENT_SCHEMA_VERSION, Event, NewEvent, Run, RunStatus, Usage
 from agent.store import LeaseLost
 from store.tables import EventRow, RunRow, UtcDateTime
 
@@ -55,6 +55,30 @@ def _bump(fenced: bool, usage: bool) -> Any:
 
 
 _BUMP = {(f, u): _bump(f, u) for f in (False, True) for u in (False, True)}
+
+
+def run_of(row: Any) -> Run:
+    """A `Run` from a `runs` row: an ORM object or a Core row (same attribute names)."""
+    return Run(
+        id=row.id,
+        skill=row.skill,
+        status=RunStatus(row.status),
+        input=row.input,
+        trigger=row.trigger,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        result=row.result,
+        error=row.error,
+        usage=Usage(
+            tokens=row.tokens, cost_usd=row.cost_usd, steps=row.steps, cost_known=row.cost_known
+        ),
+        lease_owner=row.lease_owner,
+        lease_expires_at=row.lease_expires_at,
+        budget_extra=dict(row.budget_extra or {}),
+        killed_by=row.killed_by,
+    )
 
 
 def event_of(row: Any) -> Event:

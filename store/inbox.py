@@ -9,10 +9,10 @@ Implements `agent.store.Inbox`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table, bindparam, select, update
+from sqlalchemy import Connection, Table, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from agent.errors import AlreadyDecided, NotFound
@@ -28,11 +28,12 @@ from agent.model import (
     Target,
     transition,
 )
-from agent.store import LeaseLost
+from agent.store import ClaimedRun, LeaseLost, Take
 from store.audit import insert_audit
 from store.database import Database
-from store.events import RUNS, append_events
+from store.events import RUNS, append_events, read_events, run_of
 from store.outbox import copies_need_update, insert_deliveries
+from store.switches import kill_switch
 from store.tables import ItemRow, RunRow, UtcDateTime
 
 ITEMS = cast(Table, ItemRow.__table__)
@@ -62,6 +63,18 @@ _QUEUE_IF_WAITING = (
     update(RUNS)
     .where(RUNS.c.id == bindparam("run_id"), RUNS.c.status == RunStatus.WAITING.value)
     .values(status=RunStatus.QUEUED.value, updated_at=_NOW)
+)
+_TAKE_IF_WAITING = (
+    update(RUNS)
+    .where(RUNS.c.id == bindparam("run_id"), RUNS.c.status == RunStatus.WAITING.value)
+    .values(
+        status=RunStatus.RUNNING.value,
+        lease_owner=bindparam("lease"),
+        lease_expires_at=bindparam("expires", type_=UtcDateTime()),
+        updated_at=_NOW,
+        started_at=func.coalesce(RUNS.c.started_at, _NOW),
+    )
+    .returning(*RUNS.c)
 )
 
 
@@ -239,6 +252,7 @@ class SqlInbox:
         final_args: dict[str, Any] | None,
         event: NewEvent,
         status: ItemStatus | None = None,
+        take: Take | None = None,
     ) -> Item:
         new_status = status or _DECIDED_STATUS[decision.kind]
         reason = getattr(decision, "reason", None) or None
@@ -262,7 +276,9 @@ class SqlInbox:
                 raise AlreadyDecided(item_of(earlier))
             run_id = row.run_id
             append_events(c, run_id, [event], now)
-            c.execute(_QUEUE_IF_WAITING, {"run_id": run_id, "now": now})
+            if take is None or not self._take(c, run_id, take, now):
+                c.execute(_QUEUE_IF_WAITING, {"run_id": run_id, "now": now})
+            # Also when taken: other processes' waiters on an answer listen for it.
             self.db.notify_runnable(c, run_id)
             copies_need_update(c, item_id, now)
             detail = {
@@ -285,6 +301,24 @@ class SqlInbox:
             return item_of(row)
 
         return await self.db.run(tx)
+
+    @staticmethod
+    def _take(c: Connection, run_id: str, take: Take, now: datetime) -> bool:
+        """Claim the decided run for `take` if it waits (not while the kill switch is on):
+        from waiting straight to running, so no other worker ever sees it queued."""
+        if kill_switch(c) is not None:
+            return False
+        params = {
+            "run_id": run_id,
+            "now": now,
+            "lease": take.lease,
+            "expires": now + timedelta(seconds=take.lease_seconds),
+        }
+        run = c.execute(_TAKE_IF_WAITING, params).first()
+        if run is None:
+            return False
+        take.claimed = ClaimedRun(run_of(run), read_events(c, run_id))
+        return True
 
     async def close_items(self, run_id: str, *, status: ItemStatus, now: datetime) -> list[Item]:
         def tx(s: Session) -> list[Item]:

@@ -32,9 +32,8 @@ from agent.model import (
 from agent.store import LeaseLost, StoredRequest
 from store.audit import insert_audit
 from store.database import Database
-from store.events import append_events
+from store.events import append_events, run_of
 from store.inbox import close_pending, insert_item
-from store.runs import _run
 from store.tables import DeliveryRow, ItemRow, RunRow
 from store.tables_requests import RequestRow
 
@@ -268,6 +267,6 @@ class SqlRequests:
             s.flush()
             append_events(s.connection(), run_id, events, now)
             close_pending(s, run_id, status=ItemStatus.CANCELLED, now=now)
-            return _run(row)
+            return run_of(row)
 
         return await self.db.session(tx)

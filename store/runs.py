@@ -21,7 +21,7 @@ from agent.errors import NotFound
 from agent.model import Event, Item, ItemStatus, NewEvent, Run, RunStatus, Target, Usage, transition
 from agent.store import ClaimedRun, LeaseLost
 from store.database import Database
-from store.events import RUNS, append_events, read_events
+from store.events import RUNS, append_events, read_events, run_of
 from store.inbox import close_pending, insert_item
 from store.switches import kill_switch
 from store.tables import RunRow, UtcDateTime
@@ -82,30 +82,6 @@ _RENEW = (
 )
 
 
-def _run(row: Any) -> Run:
-    """A `Run` from a `runs` row: an ORM object or a Core row (same attribute names)."""
-    return Run(
-        id=row.id,
-        skill=row.skill,
-        status=RunStatus(row.status),
-        input=row.input,
-        trigger=row.trigger,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-        result=row.result,
-        error=row.error,
-        usage=Usage(
-            tokens=row.tokens, cost_usd=row.cost_usd, steps=row.steps, cost_known=row.cost_known
-        ),
-        lease_owner=row.lease_owner,
-        lease_expires_at=row.lease_expires_at,
-        budget_extra=dict(row.budget_extra or {}),
-        killed_by=row.killed_by,
-    )
-
-
 def _age(run: Run) -> tuple[datetime, str]:
     return (run.created_at, run.id)
 
@@ -152,7 +128,7 @@ class SqlRuns:
             c = s.connection()
             append_events(c, run_id, events, now)
             self.db.notify_runnable(c, run_id)
-            return _run(row)
+            return run_of(row)
 
         try:
             return await self.db.session(tx)
@@ -167,7 +143,7 @@ class SqlRuns:
     async def _by_idempotency(self, key: str) -> Run | None:
         def tx(c: Connection) -> Run | None:
             row = c.execute(select(RUNS).where(RUNS.c.idempotency_key == key)).first()
-            return _run(row) if row else None
+            return run_of(row) if row else None
 
         return await self.db.run(tx)
 
@@ -176,7 +152,7 @@ class SqlRuns:
             row = c.execute(_SELECT_RUN, {"run_id": run_id}).first()
             if row is None:
                 raise NotFound(f"no run {run_id}")
-            return _run(row)
+            return run_of(row)
 
         return await self.db.run(tx)
 
@@ -185,7 +161,7 @@ class SqlRuns:
             q = select(RUNS).order_by(RUNS.c.created_at.desc()).limit(limit)
             if status is not None:
                 q = q.where(RUNS.c.status == status.value)
-            return [_run(r) for r in c.execute(q)]
+            return [run_of(r) for r in c.execute(q)]
 
         return await self.db.run(tx)
 
@@ -238,7 +214,7 @@ class SqlRuns:
             if kill_switch(c) is not None:
                 return []
             # RETURNING gives no order; oldest first, as they were picked.
-            runs = sorted((_run(row) for row in c.execute(claim, params)), key=_age)
+            runs = sorted((run_of(row) for row in c.execute(claim, params)), key=_age)
             return [ClaimedRun(run, read_events(c, run.id)) for run in runs]
 
         return await self.db.run(tx)
@@ -261,7 +237,7 @@ class SqlRuns:
             row = c.execute(_RENEW, params).first()
             if row is None:
                 raise LeaseLost(run_id)
-            return _run(row)
+            return run_of(row)
 
         return await self.db.run(tx)
 
@@ -336,7 +312,7 @@ class SqlRuns:
                 usage.steps,
                 usage.cost_known,
             )
-        return _run(row)
+        return run_of(row)
 
     async def requeue(self, run_id: str, *, now: datetime, events: Sequence[NewEvent] = ()) -> Run:
         def tx(s: Session) -> Run:
@@ -352,7 +328,7 @@ class SqlRuns:
             c = s.connection()
             append_events(c, run_id, events, now)
             self.db.notify_runnable(c, run_id)
-            return _run(row)
+            return run_of(row)
 
         return await self.db.session(tx)
 

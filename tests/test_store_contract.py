@@ -26,7 +26,7 @@ from agent.model import (
     Reject,
     RunStatus,
 )
-from agent.store import LeaseLost
+from agent.store import LeaseLost, Take
 from store.migrate import upgrade
 from store.sql import SqlStore, connect
 
@@ -166,6 +166,59 @@ async def test_a_decided_run_is_claimed_before_runs_made_after_it(store: SqlStor
     # The oldest run first: the person who answered does not wait behind newer work.
     claimed = await store.claim_runs(lease="w2", now=later, lease_seconds=30, limit=1)
     assert [c.run.id for c in claimed] == ["r1"]
+
+
+async def test_a_decision_hands_its_waiting_run_to_the_worker_that_offered(
+    store: SqlStore,
+) -> None:
+    # The decision's transaction claims the run for the offered lease, with its log: no
+    # other worker ever finds it queued.
+    await _run(store, "r1")
+    await store.claim_run(lease="w", now=T0, lease_seconds=30)
+    await store.create_item(_item(), targets=[], lease="w", now=T0, run_status=RunStatus.WAITING)
+    take = Take(lease="w2#1", lease_seconds=30)
+    await store.record_decision(
+        "i1",
+        Approve(),
+        actor="u",
+        channel="api",
+        now=T0,
+        final_args=None,
+        event=NewEvent(DecisionMade(item_id="i1", decision=Approve())),
+        take=take,
+    )
+    assert take.claimed is not None
+    run = await store.get_run("r1")
+    assert (run.status, run.lease_owner) == (RunStatus.RUNNING, "w2#1")
+    assert take.claimed.events == await store.events("r1")
+    assert isinstance(take.claimed.events[-1].payload, DecisionMade)
+    assert await store.claim_runs(lease="w3", now=T0, lease_seconds=30, limit=5) == []
+
+
+async def test_a_decision_takes_no_run_that_is_not_waiting_nor_any_while_killed(
+    store: SqlStore,
+) -> None:
+    await _run(store, "r1")
+    await store.claim_run(lease="w", now=T0, lease_seconds=30)
+    two = [_item("i1"), _item("i2")]
+    await store.create_items([(i, []) for i in two], targets=[], lease="w", now=T0)
+    # r1 is still running under "w" (a turn's later card decided early): it stays w's.
+    take = Take(lease="w2#1", lease_seconds=30)
+    event = NewEvent(DecisionMade(item_id="i1", decision=Approve()))
+    await store.record_decision(
+        "i1", Approve(), actor="u", channel="api", now=T0, final_args=None, event=event, take=take
+    )
+    assert take.claimed is None
+    assert (await store.get_run("r1")).lease_owner == "w"
+    # Waiting, with the kill switch on: queued as before, not taken.
+    await store.set_status("r1", RunStatus.WAITING, lease="w", now=T0)
+    await store.set_kill(on=True, actor="ops", now=T0)
+    event = NewEvent(DecisionMade(item_id="i2", decision=Approve()))
+    await store.record_decision(
+        "i2", Approve(), actor="u", channel="api", now=T0, final_args=None, event=event, take=take
+    )
+    assert take.claimed is None
+    assert (await store.get_run("r1")).status is RunStatus.QUEUED
 
 
 async def test_illegal_transitions_are_refused(store: SqlStore) -> None:

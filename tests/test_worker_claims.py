@@ -11,9 +11,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from agent.model import RunStatus
+from agent.model import Approve, Box, Item, ItemStatus, RunStatus
 from agent.testing.scripts import Reply, turns
+from tests.peers.grant_stories import calls, calls_from_input, sent
 from tests.peers.inproc import InProcess
+from tests.peers.mcp_tools import read_log
 from tests.waiting import eventually
 
 
@@ -65,3 +67,25 @@ async def test_an_idle_worker_claims_once_per_new_run(tmp_path: Path) -> None:
         # consumed one would have claimed at once (the loop claims as it clears the wake-up).
         assert not h.worker._wake.is_set()
         assert asked == [8]
+
+
+async def test_a_decision_made_here_starts_its_run_without_a_claim(tmp_path: Path) -> None:
+    async with InProcess(tmp_path, calls_from_input) as h:
+        run = await h.runs.start("test", calls(("a@x.example", "one")))
+
+        async def card() -> Item | None:
+            items = await h.store.list_items(
+                box=Box.ACTION, status=ItemStatus.PENDING, run_id=run.id
+            )
+            return items[0] if items else None
+
+        item = await eventually(card, what="the run's card")
+        asked = await _quiet(h, concurrency=8)
+        await h.inbox.decide(item.id, Approve(), actor="owner", channel="web")
+        # The decision's transaction took the run for this worker: it runs already.
+        now = await h.store.get_run(run.id)
+        assert now.status is RunStatus.RUNNING
+        assert now.lease_owner is not None and now.lease_owner.startswith(h.worker.name)
+        assert (await h.wait(run.id, {"done"}, timeout=30)).status is RunStatus.DONE
+        assert sent(read_log(h.tools_log)) == ["one"]
+        assert asked == []
