@@ -154,7 +154,7 @@ class SqlRuns:
                 raise NotFound(f"no run {run_id}")
             return run_of(row)
 
-        return await self.db.run(tx)
+        return await self.db.read(tx)
 
     async def list_runs(self, *, limit: int = 100, status: RunStatus | None = None) -> list[Run]:
         def tx(c: Connection) -> list[Run]:
@@ -372,7 +372,7 @@ class SqlRuns:
         def tx(c: Connection) -> list[Event]:
             return read_events(c, run_id)
 
-        return await self.db.run(tx)
+        return await self.db.read(tx)
 
     async def finish_run(
         self,
