@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
 from store.pg import RUNS_CHANNEL
+from store.quiet_checkpoint import WAL_AUTOCHECKPOINT_PAGES, QuietCheckpointer
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ def _pragmas(busy_ms: int) -> Callable[[Any, Any], None]:
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute(f"PRAGMA busy_timeout={busy_ms}")
         cur.execute(f"PRAGMA cache_size=-{_SQLITE_CACHE_KIB}")
+        cur.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
         cur.close()
 
     return on_connect
@@ -180,9 +182,13 @@ async def _pg_read(engine: AsyncEngine, fn: Callable[[Connection], T], *, retry:
     return await _pg_read(engine, fn, retry=False)
 
 
-def _transaction(engine: Engine, fn: Callable[[Connection], T]) -> T:
+def _sqlite_transaction(engine: Engine, fn: Callable[[Connection], T]) -> tuple[T, bool]:
+    """`fn`'s result, and whether it wrote anything (SQLite counts the rows changed)."""
     with engine.begin() as c:
-        return fn(c)
+        raw = c.connection.driver_connection
+        assert raw is not None
+        changes = raw.total_changes
+        return fn(c), raw.total_changes != changes
 
 
 class Database:
@@ -196,11 +202,13 @@ class Database:
         self._inline: Engine | None = None
         self._waiting: Engine | None = None
         self._thread: ThreadPoolExecutor | None = None
+        self._checkpointer: QuietCheckpointer | None = None
         if not self.is_postgres:
             self._lock = asyncio.Lock()
             self._inline = _sync_sqlite(engine, _BUSY_INLINE_MS)
             self._waiting = _sync_sqlite(engine, _BUSY_WAIT_MS)
             self._thread = ThreadPoolExecutor(1, thread_name_prefix="pizzabot-sqlite")
+            self._checkpointer = QuietCheckpointer(self._waiting, self._lock, self._thread)
 
     async def run(self, fn: Callable[[Connection], T]) -> T:
         """Run `fn` with a plain connection as one transaction: committed when it returns,
@@ -241,18 +249,30 @@ class Database:
 
     async def _sqlite(self, fn: Callable[[Connection], T]) -> T:
         assert self._lock is not None and self._inline is not None
+        assert self._checkpointer is not None
         async with self._lock:
             try:
-                return _transaction(self._inline, fn)
+                result, wrote = _sqlite_transaction(self._inline, fn)
             except OperationalError as exc:
                 if not _locked(exc):
                     raise
+            else:
+                if wrote:
+                    self._checkpointer.wrote()
+                return result
             # Another process is writing: wait for it off the loop, then try again.
             assert self._thread is not None and self._waiting is not None
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._thread, _transaction, self._waiting, fn)
+            result, wrote = await loop.run_in_executor(
+                self._thread, _sqlite_transaction, self._waiting, fn
+            )
+            if wrote:
+                self._checkpointer.wrote()
+            return result
 
     async def aclose(self) -> None:
+        if self._checkpointer is not None:
+            await self._checkpointer.aclose()
         if self._thread is not None:
             self._thread.shutdown(wait=True)
         for sync in (self._inline, self._waiting):

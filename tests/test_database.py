@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 
 import pytest
 from sqlalchemy import Connection, text
+from sqlalchemy.engine import make_url
 
 from store.database import Database, connect
 
@@ -24,6 +27,38 @@ async def test_sqlite_connections_keep_a_small_page_cache(sqlite_url: str) -> No
         assert await db.run(_one("PRAGMA cache_size")) == -1024  # KiB, not SQLite's 2 MiB
         assert await db.run(_one("PRAGMA journal_mode")) == "wal"
         assert await db.run(_one("PRAGMA synchronous")) == 1  # NORMAL
+    finally:
+        await db.aclose()
+
+
+def _size(path: str) -> int:
+    return os.stat(path).st_size
+
+
+async def test_sqlite_log_is_checkpointed_when_quiet_not_in_a_commit(sqlite_url: str) -> None:
+    path = make_url(sqlite_url).database
+    assert path is not None
+    db = Database(connect(sqlite_url))
+    try:
+        await db.run(lambda c: c.execute(text("CREATE TABLE t (x blob)")))
+        await db.run(_one("PRAGMA wal_checkpoint(TRUNCATE)"))  # start from an empty log
+        before = _size(path)
+
+        def write(c: Connection) -> None:
+            # 8 MiB: well past SQLite's own checkpoint mark of 1,000 pages (4 MiB).
+            for _ in range(8):
+                c.execute(text("INSERT INTO t VALUES (randomblob(1048576))"))
+
+        await db.run(write)
+        # The commit left the pages in the log: the database file has not grown.
+        assert _size(path) == before
+        assert await db.run(_one("PRAGMA wal_autocheckpoint")) == 10_000
+        for _ in range(200):
+            if _size(path) > before + 8 * 1024 * 1024:
+                break
+            await asyncio.sleep(0.05)
+        # Once nothing was written for a moment, the log was copied into the file.
+        assert _size(path) > before + 8 * 1024 * 1024
     finally:
         await db.aclose()
 
