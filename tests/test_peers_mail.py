@@ -7,6 +7,7 @@ that keeps arriving while the IMAP server is down.
 
 from __future__ import annotations
 
+import socket
 import uuid
 from collections.abc import Iterator
 from email.message import EmailMessage
@@ -17,6 +18,7 @@ import aiosmtplib
 import psutil
 import pytest
 
+from bot.bench import mailpeer
 from tests.peers.mailserver import DEFAULT_USERS, MailPeerError, MailServer, fetch_bodies
 from tests.peers.required import require
 
@@ -205,3 +207,27 @@ async def test_stop_leaves_no_dovecot_process_behind() -> None:
     _gone, alive = psutil.wait_procs(family, timeout=5)
     assert alive == []
     assert not root.exists()
+
+
+async def test_a_port_taken_before_it_is_bound_is_picked_anew(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another process can take a port between its pick and its bind: start still works."""
+    require("mail")
+    taken = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
+    held = [sock.getsockname()[1] for sock in taken]
+    free = mailpeer.free_port
+    # Picks go IMAP, LMTP, SMTP: first dovecot's IMAP port is taken, then the SMTP front's.
+    picks = iter([held[0], free(), free(), free(), free(), held[1]])
+    monkeypatch.setattr(mailpeer, "free_port", lambda: next(picks, None) or free())
+    try:
+        async with MailServer(users={"solo": "pw"}) as server:
+            assert server.imap_port not in held
+            assert server.smtp_port not in held
+            to = server.address("solo")
+            await _send(server, _message(sender="x@example.test", to=to, subject="fresh ports"))
+            subjects = [m["Subject"] for m in await server.fetch_all("solo", "pw")]
+            assert subjects == ["fresh ports"]
+    finally:
+        for sock in taken:
+            sock.close()

@@ -72,6 +72,7 @@ DEFAULT_USERS: Mapping[str, str] = {"bot": "bot-pw", "alice": "alice-pw", "mallo
 _START_TIMEOUT = 10.0
 _IMAP_TIMEOUT = 10.0
 _GREETING_TIMEOUT = 30.0
+_PORT_TRIES = 5  # fresh ports to try when one picked was taken before it was bound
 
 
 class MailPeerError(Exception):
@@ -152,7 +153,7 @@ class _LmtpRelay:
         oauth: TokenProvider | None = None,
     ) -> None:
         self._host = host
-        self._lmtp_port = lmtp_port
+        self.lmtp_port = lmtp_port
         self._users = users
         self._passwords: Mapping[str, str] = passwords or {}
         self._oauth = oauth
@@ -283,7 +284,7 @@ class _LmtpRelay:
     def _deliver(self, message: _Pending) -> list[str]:
         """Deliver to each recipient; return those left undelivered because LMTP is down."""
         try:
-            lmtp = smtplib.LMTP(self._host, self._lmtp_port, timeout=_START_TIMEOUT)
+            lmtp = smtplib.LMTP(self._host, self.lmtp_port, timeout=_START_TIMEOUT)
         except OSError:
             return list(message.rcpt_tos)
         with lmtp:
@@ -332,10 +333,7 @@ class MailServer:
         self._make_certificates = certificates
         self.tls = certificates is not None
         self.oauth = oauth
-        self.imap_port = free_port()
-        self.imaps_port = free_port() if self.tls else 0
-        self.lmtp_port = free_port()
-        self.smtp_port = free_port()
+        self._pick_ports()
         self._certs: ServerCertificates | None = None
         self._dir: Path | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -407,10 +405,7 @@ class MailServer:
             self._write_config()
             for user in self.users:
                 self._make_home(user)
-            self._start_dovecot()
-            self._relay.go_online()
-            self._controller = self._smtp_front()
-            self._controller.start()
+            self._listen()
         except BaseException:
             self.stop()
             raise
@@ -427,6 +422,36 @@ class MailServer:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+
+    def _pick_ports(self) -> None:
+        self.imap_port = free_port()
+        self.imaps_port = free_port() if self.tls else 0
+        self.lmtp_port = free_port()
+        self.smtp_port = free_port()
+
+    def _listen(self) -> None:
+        """Start dovecot and the SMTP front, on fresh ports if one was taken meanwhile.
+
+        A port free_port picked can be taken before dovecot or aiosmtpd binds it: an
+        outgoing connection's local port comes from the same range, and other test workers
+        connect all the time.
+        """
+        for attempt in range(1, _PORT_TRIES + 1):
+            try:
+                self._start_dovecot()
+                self._relay.go_online()
+                self._controller = self._smtp_front()
+                self._controller.start()
+                return
+            except (MailPeerError, OSError) as error:
+                if attempt == _PORT_TRIES or "address already in use" not in str(error).lower():
+                    raise
+            self._controller = None
+            self._relay.set_offline()
+            self._stop_dovecot()
+            self._pick_ports()
+            self._relay.lmtp_port = self.lmtp_port
+            self._write_config()
 
     def _smtp_front(self) -> Controller:
         if not self.tls:
@@ -561,7 +586,7 @@ class MailServer:
         root = self.root
         uid, gid, login_user, internal_user, internal_group = self._ids()
         for sub in ("run", "state", "home"):
-            (root / sub).mkdir(mode=0o755)
+            (root / sub).mkdir(mode=0o755, exist_ok=True)
         self._write_passwd()
         if self.tls:
             certs = self.certs
