@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any, Protocol, assert_never
+from typing import Any, assert_never
 
 from agent.argforms import validate_arguments
 from agent.context import Context
@@ -43,17 +43,9 @@ from agent.policy.grants import same_choice
 from agent.policy.quorum import Count, count, required_for
 from agent.policy.rules import judge
 from agent.questions import question_url, validate_answer
-from agent.store import Take
+from agent.store import Handover, Take
 
 log = logging.getLogger(__name__)
-
-
-class Handover(Protocol):
-    """A worker in this process that takes decided runs (`agent.worker.Worker`)."""
-
-    def offer(self) -> Take | None: ...
-
-    def start(self, take: Take) -> None: ...
 
 
 class Inbox:

@@ -1,7 +1,8 @@
 """Starting, following up, cancelling and killing runs: the engine's public entry points.
 
 Every trigger (CLI, API, web, Slack, email, schedule, webhook) ends here. These functions
-only write rows and wake a worker; the work happens in `agent.engine`.
+only write rows and wake a worker, or hand a new run straight to this process's worker
+(claimed in the transaction that creates it); the work happens in `agent.engine`.
 """
 
 from __future__ import annotations
@@ -14,15 +15,21 @@ from agent.events import RunStarted, UserMessage
 from agent.finish import finish_run
 from agent.model import NewEvent, Run, RunStatus
 from agent.skills import inbox_only
+from agent.store import Handover
 
 
 class Runs:
     def __init__(
-        self, ctx: Context, *, interrupt: Callable[[str], Awaitable[None]] | None = None
+        self,
+        ctx: Context,
+        *,
+        interrupt: Callable[[str], Awaitable[None]] | None = None,
+        handover: Handover | None = None,
     ) -> None:
         self.ctx = ctx
         #: The worker's: stop the in-flight task of a run on this process, if any.
         self.interrupt = interrupt
+        self.handover = handover
 
     async def start(
         self,
@@ -39,6 +46,7 @@ class Runs:
         if await self.ctx.store.get_kill() is not None:
             raise KillSwitchOn()
         now = self.ctx.clock()
+        take = self.handover.offer() if self.handover is not None else None
         run = await self.ctx.store.create_run(
             run_id=self.ctx.ids(),
             skill=skill,
@@ -47,8 +55,13 @@ class Runs:
             now=now,
             events=[NewEvent(RunStarted(input=input, trigger=trigger, by=actor))],
             idempotency_key=idempotency_key,
+            take=take,
         )
-        self.ctx.wake_workers()
+        if take is not None and take.claimed is not None:
+            assert self.handover is not None
+            self.handover.start(take)
+        else:
+            self.ctx.wake_workers()
         return run
 
     async def follow_up(

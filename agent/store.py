@@ -52,13 +52,23 @@ class ClaimedRun:
 
 @dataclass
 class Take:
-    """A worker's offer to take a decided run in the decision's own transaction
-    (`record_decision(take=…)`): the run, if it was waiting and the kill switch is off, goes
-    straight to running under `lease` and comes back in `claimed`, with its log."""
+    """A worker's offer to take a run in the transaction that makes it runnable: a decision's
+    (`record_decision(take=…)`; the run must be waiting) or a new run's (`create_run(take=…)`).
+    Unless the kill switch is on, the run goes straight to running under `lease` and comes
+    back in `claimed`, with its log."""
 
     lease: str
     lease_seconds: float
     claimed: ClaimedRun | None = None
+
+
+class Handover(Protocol):
+    """A worker in this process that takes runs the moment they become runnable, in the
+    transaction that makes them so (`agent.worker.Worker`)."""
+
+    def offer(self) -> Take | None: ...
+
+    def start(self, take: Take) -> None: ...
 
 
 class RunReader(Protocol):
@@ -86,9 +96,12 @@ class RunStore(RunReader, Protocol):
         now: datetime,
         events: Sequence[NewEvent] = (),
         idempotency_key: str | None = None,
+        take: Take | None = None,
     ) -> Run:
         """Insert a queued run with its first events. With an idempotency key that was used
-        before, return that earlier run instead."""
+        before, return that earlier run instead. With `take`, the new run is claimed in the
+        same transaction (running under `take.lease`, unless the kill switch is on) and comes
+        back in `take.claimed`."""
         ...
 
     async def claim_runs(

@@ -5,9 +5,9 @@ workers in any number of processes share one database. It sleeps until woken (a 
 new run) or until the poll interval passes, the safety net. A watcher cancels in-flight runs
 when the kill switch goes on or a run is cancelled elsewhere.
 
-A decision made in this process is handed straight over (`offer`, then `start`): the
-decision's transaction claims the run for the worker, and its step starts at once, without
-a wake-up, a pass and a claim of its own.
+A run started or decided in this process is handed straight over (`offer`, then `start`):
+the transaction that creates it, or records its decision, claims it for the worker, and its
+step starts at once, without a wake-up, a pass and a claim of its own.
 """
 
 from __future__ import annotations
@@ -59,14 +59,17 @@ class Worker:
         self._wake.set()
 
     def offer(self) -> Take | None:
-        """A lease for a decided run to be claimed with, when this worker runs and has a
-        free slot (None: the run is queued, and any worker claims it)."""
-        if not self._running or self._stopping or len(self._tasks) >= self.concurrency:
+        """A lease for a run to be claimed with as it becomes runnable, when this worker runs
+        and has a free slot and no queue to work off first (None: the run is queued, and
+        any worker claims it)."""
+        if self._backlog or not self._running or self._stopping:
+            return None
+        if len(self._tasks) >= self.concurrency:
             return None
         return Take(lease=self._next_lease(), lease_seconds=self.engine.lease_seconds)
 
     def start(self, take: Take) -> None:
-        """Step the run `take` claimed (its decision's transaction did)."""
+        """Step the run `take` claimed (its creation's or its decision's transaction did)."""
         claimed = take.claimed
         assert claimed is not None
         run_id = claimed.run.id

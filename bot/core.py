@@ -166,8 +166,8 @@ def build(
         redactor=redactor,
         wake=outbox_bell,
     )
-    runs = Runs(ctx, interrupt=worker.interrupt if worker is not None else None)
-    # A decision made here is handed to this process's worker, when there is one.
+    # A run started or decided here is handed to this process's worker, when there is one.
+    runs = Runs(ctx, interrupt=worker.interrupt if worker is not None else None, handover=worker)
     inbox = Inbox(ctx, handover=worker)
     return Core(
         ctx=ctx, runs=runs, inbox=inbox, dispatcher=dispatcher, engine=engine, worker=worker

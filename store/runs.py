@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from agent.errors import NotFound
 from agent.model import Event, Item, ItemStatus, NewEvent, Run, RunStatus, Target, Usage, transition
-from agent.store import ClaimedRun, LeaseLost
+from agent.store import ClaimedRun, LeaseLost, Take
 from store.database import Database
 from store.events import RUNS, append_events, read_events, run_of
 from store.inbox import close_pending, insert_item
@@ -100,6 +100,7 @@ class SqlRuns:
         now: datetime,
         events: Sequence[NewEvent] = (),
         idempotency_key: str | None = None,
+        take: Take | None = None,
     ) -> Run:
         if idempotency_key is not None:
             existing = await self._by_idempotency(idempotency_key)
@@ -107,10 +108,13 @@ class SqlRuns:
                 return existing
 
         def tx(s: Session) -> Run:
+            c = s.connection()
+            # Taken at once unless the kill switch is on: then it queues, as any new run.
+            taken = take is not None and kill_switch(c) is None
             row = RunRow(
                 id=run_id,
                 skill=skill,
-                status=RunStatus.QUEUED.value,
+                status=(RunStatus.RUNNING if taken else RunStatus.QUEUED).value,
                 input=input,
                 trigger=trigger,
                 created_at=now,
@@ -123,12 +127,19 @@ class SqlRuns:
                 idempotency_key=idempotency_key,
                 last_seq=0,
             )
+            if take is not None and taken:
+                row.lease_owner = take.lease
+                row.lease_expires_at = now + timedelta(seconds=take.lease_seconds)
+                row.started_at = now
             s.add(row)
             s.flush()
-            c = s.connection()
-            append_events(c, run_id, events, now)
-            self.db.notify_runnable(c, run_id)
-            return run_of(row)
+            appended = append_events(c, run_id, events, now)
+            run = run_of(row)
+            if take is not None and taken:
+                take.claimed = ClaimedRun(run, appended)
+            else:
+                self.db.notify_runnable(c, run_id)
+            return run
 
         try:
             return await self.db.session(tx)

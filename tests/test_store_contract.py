@@ -221,6 +221,26 @@ async def test_a_decision_takes_no_run_that_is_not_waiting_nor_any_while_killed(
     assert (await store.get_run("r1")).status is RunStatus.QUEUED
 
 
+async def test_a_new_run_is_taken_by_the_worker_that_offered_unless_killed(
+    store: SqlStore,
+) -> None:
+    # The creating transaction claims the run, with its first event: no other worker ever
+    # finds it queued, and no wake-up is needed.
+    take = Take(lease="w1#1", lease_seconds=30)
+    await _run(store, "r1", take=take)
+    assert take.claimed is not None
+    run = await store.get_run("r1")
+    assert (run.status, run.lease_owner, run.started_at) == (RunStatus.RUNNING, "w1#1", T0)
+    assert take.claimed.events == await store.events("r1")
+    assert await store.claim_runs(lease="w2", now=T0, lease_seconds=30, limit=5) == []
+    # With the kill switch on it queues like any new run, for when the switch goes off.
+    await store.set_kill(on=True, actor="ops", now=T0)
+    take = Take(lease="w1#2", lease_seconds=30)
+    await _run(store, "r2", take=take)
+    assert take.claimed is None
+    assert (await store.get_run("r2")).status is RunStatus.QUEUED
+
+
 async def test_illegal_transitions_are_refused(store: SqlStore) -> None:
     await _run(store)
     with pytest.raises(IllegalTransition):

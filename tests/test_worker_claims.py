@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.model import Approve, Box, Item, ItemStatus, RunStatus
+from agent.runs import Runs
 from agent.testing.scripts import Reply, turns
 from tests.peers.grant_stories import calls, calls_from_input, sent
 from tests.peers.inproc import InProcess
@@ -56,10 +57,12 @@ async def test_a_full_worker_takes_the_next_queued_run_when_one_finishes(tmp_pat
         assert asked and set(asked) == {1}
 
 
-async def test_an_idle_worker_claims_once_per_new_run(tmp_path: Path) -> None:
+async def test_an_idle_worker_claims_once_per_run_queued_elsewhere(tmp_path: Path) -> None:
     async with InProcess(tmp_path, turns(Reply(text="done"))) as h:
         asked = await _quiet(h, concurrency=8)
-        run = await h.runs.start("test", "one job")
+        # Started as a process without a worker starts it (the CLI, a web-only server): it
+        # queues, and wakes the workers.
+        run = await Runs(h.ctx).start("test", "one job")
         await h.wait(run.id, {"done"}, timeout=30)
         await eventually(lambda: not h.worker._tasks, what="the run's step to end")
         # One claim for all eight free slots; it came back short, so the queue was empty and
@@ -67,6 +70,17 @@ async def test_an_idle_worker_claims_once_per_new_run(tmp_path: Path) -> None:
         # consumed one would have claimed at once (the loop claims as it clears the wake-up).
         assert not h.worker._wake.is_set()
         assert asked == [8]
+
+
+async def test_a_run_started_here_runs_without_a_claim(tmp_path: Path) -> None:
+    async with InProcess(tmp_path, turns(Reply(text="done"))) as h:
+        asked = await _quiet(h, concurrency=8)
+        run = await h.runs.start("test", "one job")
+        # The creating transaction took the run for this worker: it runs already.
+        assert run.status is RunStatus.RUNNING
+        assert run.lease_owner is not None and run.lease_owner.startswith(h.worker.name)
+        assert (await h.wait(run.id, {"done"}, timeout=30)).status is RunStatus.DONE
+        assert asked == []
 
 
 async def test_a_decision_made_here_starts_its_run_without_a_claim(tmp_path: Path) -> None:
