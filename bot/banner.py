@@ -16,12 +16,14 @@ import sys
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import uvicorn
 
-from bot.services import Services
 from bot.settings import Settings
+
+if TYPE_CHECKING:  # the start block is printed before the app's heavy imports are made
+    from bot.services import Services
 
 #: Skill names the ready line lists before it says "and N more".
 MAX_NAMES = 8

@@ -109,3 +109,19 @@ async def test_the_boot_app_hands_over_to_the_built_app() -> None:
     stop.set()
     await lifespan
     assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+
+
+def test_what_serve_loads_before_it_listens_leaves_the_app_for_later() -> None:
+    # Everything `serve` imports before uvicorn listens delays /healthz; the app's stack
+    # (SQLAlchemy, FastAPI, the engine's store and channels) is built on the boot thread.
+    code = (
+        "import sys, bot.cli, bot.banner, bot.boot, bot.listen, bot.logs, bot.settings;"
+        "heavy = [m for m in sys.modules if m.split('.')[0] in "
+        "{'fastapi', 'litellm', 'openai', 'sqlalchemy', 'store', 'channels', 'mcp'}"
+        " or m in {'bot.server', 'bot.core', 'bot.services'}];"
+        "print(sorted(heavy))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "[]"
