@@ -182,6 +182,45 @@ async def _pg_read(engine: AsyncEngine, fn: Callable[[Connection], T], *, retry:
     return await _pg_read(engine, fn, retry=False)
 
 
+async def _pg_statement(
+    engine: AsyncEngine, fn: Callable[[Connection], T], *, retry: bool = True
+) -> T:
+    """Run `fn`, which sends one statement, in autocommit: the statement is its own
+    transaction, one round trip instead of three. A pooled connection asyncpg already knows
+    is closed or broken (it refuses the call before sending anything) is discarded and the
+    statement sent again on a fresh one; a connection lost while the statement was out
+    leaves the outcome unknown, and that error goes to the caller."""
+    async with engine.connect() as conn:
+        try:
+            auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            return await auto.run_sync(fn)
+        except DBAPIError as exc:
+            if not retry or not _refused_unsent(exc):
+                raise
+            log.info(
+                "a pooled PostgreSQL connection was dead (%s); retrying", type(exc.orig).__name__
+            )
+            await conn.invalidate()
+    return await _pg_statement(engine, fn, retry=False)
+
+
+# What asyncpg's protocol says when an operation starts on a connection it knows is gone or
+# still busy with the server's last message (a backend ended by a restart): nothing was sent.
+_UNSENT = ("cannot switch to state", "not connected")
+
+
+def _refused_unsent(exc: DBAPIError) -> bool:
+    """Whether asyncpg refused the call itself, before sending: its `InterfaceError`
+    ("connection is closed"), or its protocol's refusal to start an operation, apart from
+    the server's errors and a connection lost mid-call (`PostgresConnectionError`)."""
+    from asyncpg.exceptions import InterfaceError, InternalClientError
+
+    cause = getattr(exc.orig, "__cause__", None)
+    if isinstance(cause, InternalClientError):
+        return str(cause).startswith(_UNSENT)
+    return isinstance(cause, InterfaceError)
+
+
 def _sqlite_transaction(engine: Engine, fn: Callable[[Connection], T]) -> tuple[T, bool]:
     """`fn`'s result, and whether it wrote anything (SQLite counts the rows changed)."""
     with engine.begin() as c:
@@ -224,6 +263,14 @@ class Database:
         one round trip instead of three. On SQLite it is `run`, which costs nothing extra."""
         if self.is_postgres:
             return await _pg_read(self.engine, fn)
+        return await self._sqlite(fn)
+
+    async def statement(self, fn: Callable[[Connection], T]) -> T:
+        """Run `fn`, which sends exactly one statement (it may read what it wrote, through
+        RETURNING), as that statement's own transaction: on PostgreSQL without BEGIN and
+        COMMIT, each a round trip. On SQLite it is `run`."""
+        if self.is_postgres:
+            return await _pg_statement(self.engine, fn)
         return await self._sqlite(fn)
 
     async def session(self, fn: Callable[[Session], T]) -> T:

@@ -9,11 +9,27 @@ and two writers can never take the same number.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Connection, Integer, Table, bindparam, insert, select, update
+from sqlalchemy import (
+    JSON,
+    Connection,
+    Integer,
+    Table,
+    Text,
+    bindparam,
+    func,
+    insert,
+    literal_column,
+    select,
+    true,
+    update,
+)
+from sqlalchemy import cast as sql_cast
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from agent.errors import NotFound
 from agent.events import load_event
@@ -57,6 +73,33 @@ def _bump(fenced: bool, usage: bool) -> Any:
 _BUMP = {(f, u): _bump(f, u) for f in (False, True) for u in (False, True)}
 
 
+def _bump_and_insert(fenced: bool, usage: bool) -> Any:
+    """PostgreSQL: `_bump` and the INSERT of the events it numbers as one statement, so an
+    append outside a larger transaction is one round trip (a statement is its own
+    transaction). The events come as arrays of kinds and JSON texts, numbered in order."""
+    bump = _bump(fenced, usage).cte("bump")
+    new = (
+        func.unnest(
+            bindparam("kinds", type_=ARRAY(Text())), bindparam("datas", type_=ARRAY(Text()))
+        )
+        .table_valued("kind", "data", with_ordinality="ord")
+        .render_derived(name="new")
+    )
+    rows = select(
+        bindparam("run_id", type_=Text()),
+        bump.c.last_seq - bindparam("n", type_=Integer()) + new.c.ord,
+        new.c.kind,
+        sql_cast(new.c.data, JSON()),
+        bindparam("at", type_=UtcDateTime()),
+        bindparam("version", type_=Integer()),
+    ).select_from(bump.join(new, true()))
+    columns = ["run_id", "seq", "kind", "data", "at", "version"]
+    return insert(EVENTS).from_select(columns, rows).add_cte(bump).returning(literal_column("seq"))
+
+
+_BUMP_AND_INSERT = {(f, u): _bump_and_insert(f, u) for f in (False, True) for u in (False, True)}
+
+
 def run_of(row: Any) -> Run:
     """A `Run` from a `runs` row: an ORM object or a Core row (same attribute names)."""
     return Run(
@@ -96,6 +139,57 @@ def read_events(c: Connection, run_id: str) -> list[Event]:
     return [event_of(r) for r in c.execute(SELECT_EVENTS, {"run_id": run_id})]
 
 
+def _bump_params(
+    run_id: str, n: int, lease: str | None, usage: Usage | None, now: datetime
+) -> dict[str, Any]:
+    params: dict[str, Any] = {"run_id": run_id, "n": n, "lease": lease}
+    if usage is not None:
+        params.update(
+            u_tokens=usage.tokens,
+            u_cost=usage.cost_usd,
+            u_steps=usage.steps,
+            u_known=usage.cost_known,
+            now=now,
+        )
+    return params
+
+
+def _numbered(run_id: str, last: int, events: Sequence[NewEvent], now: datetime) -> list[Event]:
+    first = last - len(events) + 1
+    return [
+        Event(
+            run_id=run_id, seq=first + i, payload=ev.payload, at=now, version=EVENT_SCHEMA_VERSION
+        )
+        for i, ev in enumerate(events)
+    ]
+
+
+def _not_appended(run_id: str, lease: str | None) -> Exception:
+    return LeaseLost(run_id) if lease is not None else NotFound(f"no run {run_id}")
+
+
+def _append_in_one(
+    c: Connection,
+    run_id: str,
+    events: Sequence[NewEvent],
+    now: datetime,
+    lease: str | None,
+    usage: Usage | None,
+) -> list[Event]:
+    params = _bump_params(run_id, len(events), lease, usage, now)
+    params.update(
+        kinds=[ev.kind.value for ev in events],
+        datas=[json.dumps(ev.data) for ev in events],
+        at=now,
+        version=EVENT_SCHEMA_VERSION,
+    )
+    seqs = c.execute(_BUMP_AND_INSERT[(lease is not None, usage is not None)], params).scalars()
+    last = max(seqs, default=None)
+    if last is None:
+        raise _not_appended(run_id, lease)
+    return _numbered(run_id, int(last), events, now)
+
+
 def append_events(
     c: Connection,
     run_id: str,
@@ -106,31 +200,20 @@ def append_events(
     usage: Usage | None = None,
 ) -> list[Event]:
     """Number and insert `events`. The UPDATE that takes the numbers also checks the lease
-    (`lease`) and records `usage`: one statement, and on PostgreSQL it locks the run's
-    row, so concurrent appends to one run are numbered one after the other."""
+    (`lease`) and records `usage`, and on PostgreSQL it locks the run's row, so concurrent
+    appends to one run are numbered one after the other. On PostgreSQL the UPDATE and the
+    INSERT are one statement: one round trip, and a connection in autocommit can run it as
+    a transaction of its own (the numbers, the lease check, the usage and the events are
+    written together or not at all)."""
     if not events and lease is None and usage is None:
         return []
-    params: dict[str, Any] = {"run_id": run_id, "n": len(events), "lease": lease}
-    if usage is not None:
-        params.update(
-            u_tokens=usage.tokens,
-            u_cost=usage.cost_usd,
-            u_steps=usage.steps,
-            u_known=usage.cost_known,
-            now=now,
-        )
+    if events and c.dialect.name == "postgresql":
+        return _append_in_one(c, run_id, events, now, lease, usage)
+    params = _bump_params(run_id, len(events), lease, usage, now)
     last = c.execute(_BUMP[(lease is not None, usage is not None)], params).scalar()
     if last is None:
-        if lease is not None:
-            raise LeaseLost(run_id)
-        raise NotFound(f"no run {run_id}")
-    first = int(last) - len(events) + 1
-    appended = [
-        Event(
-            run_id=run_id, seq=first + i, payload=ev.payload, at=now, version=EVENT_SCHEMA_VERSION
-        )
-        for i, ev in enumerate(events)
-    ]
+        raise _not_appended(run_id, lease)
+    appended = _numbered(run_id, int(last), events, now)
     if appended:
         c.execute(
             _INSERT_EVENTS,

@@ -377,7 +377,8 @@ class SqlRuns:
         def tx(c: Connection) -> list[Event]:
             return append_events(c, run_id, events, now, lease=lease, usage=usage)
 
-        return await self.db.run(tx)
+        # One statement (see `append_events`): on PostgreSQL without BEGIN and COMMIT.
+        return await self.db.statement(tx)
 
     async def events(self, run_id: str) -> list[Event]:
         def tx(c: Connection) -> list[Event]:

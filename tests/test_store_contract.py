@@ -10,7 +10,7 @@ import pytest
 
 from agent.addresses import EmailRef, EmailTarget, SlackRef, SlackTarget
 from agent.errors import AlreadyDecided, NotFound
-from agent.events import DecisionMade, Note, RunStarted, ToolRequest
+from agent.events import DecisionMade, Note, RunStarted, ToolRequest, ToolStarted
 from agent.model import (
     Approve,
     Box,
@@ -25,6 +25,7 @@ from agent.model import (
     NewEvent,
     Reject,
     RunStatus,
+    Usage,
 )
 from agent.store import LeaseLost, Take
 from store.migrate import upgrade
@@ -411,6 +412,37 @@ async def test_concurrent_appends_to_one_run_take_consecutive_numbers(store: Sql
     assert [e.seq for e in await store.events("r1")] == list(range(1, 18))
     with pytest.raises(NotFound):
         await store.append_events("nope", [NewEvent(Note())], lease=None, now=T0)
+
+
+async def test_an_append_writes_its_events_as_given_with_the_usage_or_nothing(
+    store: SqlStore,
+) -> None:
+    await _run(store)
+    await store.claim_run(lease="w1", now=T0, lease_seconds=30)
+    args = {"to": "zoë@example.com", "lines": ["a", {"b": None}], "n": 1.5, "q": 'say "hi"\\n'}
+    events = [
+        NewEvent(ToolStarted(call_id="c1", tool="crm.send", args=args)),
+        NewEvent(Note()),
+    ]
+    later = T0 + timedelta(seconds=1)
+    usage = Usage(tokens=42, cost_usd=0.25, steps=1, cost_known=False)
+    appended = await store.append_events("r1", events, lease="w1", now=later, usage=usage)
+    assert [e.seq for e in appended] == [2, 3]
+    read = await store.events("r1")
+    assert [(e.seq, e.kind, e.data, e.at) for e in read[1:]] == [
+        (2, EventKind.TOOL_STARTED, events[0].data, later),
+        (3, EventKind.NOTE, {}, later),
+    ]
+    assert read[1].data["args"] == args
+    run = await store.get_run("r1")
+    assert run.usage == usage and run.updated_at == later
+    # A writer whose lease is gone writes nothing: no event, no usage.
+    with pytest.raises(LeaseLost):
+        await store.append_events(
+            "r1", events, lease="w2", now=later, usage=Usage(tokens=1, steps=9)
+        )
+    assert len(await store.events("r1")) == 3
+    assert (await store.get_run("r1")).usage == usage
 
 
 async def test_a_database_from_before_last_seq_numbers_on_after_its_events(db_url: str) -> None:
