@@ -419,7 +419,7 @@ async def bench_channels(model: ModelProcess, work: Path, samples: int) -> dict[
             r = await web.get("/login", params={"token": token})
             if r.status_code >= 400:
                 raise RuntimeError(f"web login answered {r.status_code}")
-            # Not timed: the first run imports litellm and starts the MCP server.
+            # Not timed: the first run imports the model client and starts the MCP server.
             await _slack_one(api, base, slack, secret, log, -1)
             slack_ms = [await _slack_one(api, base, slack, secret, log, k) for k in range(samples)]
             web_ms = [await _web_one(web, api, log, k) for k in range(samples)]

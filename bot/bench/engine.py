@@ -310,7 +310,7 @@ async def bench_steps(
     """Runs of four tool steps and an answer, one at a time, timed by their own events."""
     ends = RunEnds()
     async with engine_here(url, work, skills, ends=ends) as svc:
-        # Not timed: the first run imports litellm and starts the MCP server.
+        # Not timed: the first run imports the model client and starts the MCP server.
         await one_run(svc, ends, "bench-auto", f"warm-{uuid.uuid4().hex[:6]}", 2)
         await model.forget()
         profiler = None

@@ -227,7 +227,7 @@ async def _phase(
 
 
 async def _warm_workers(client: Services, children: list[Child], label: str) -> None:
-    """Feed runs until every worker has run one: litellm imported, its MCP server started."""
+    """Feed runs until every worker has run one: its model client imported, its MCP server started."""
     want = {c.pid for c in children}
     for round_ in range(20):
         ids = await _run_batch(client, children, f"w{label}{round_}-", 4 * len(children), 180)
@@ -377,7 +377,7 @@ async def bench_start(
 ) -> dict[str, Any]:
     """`pizzabot serve` on a fresh SQLite data folder: start → `/healthz` answering (alive),
     start → `/readyz` (the app built and started), and in full mode start → a first run done,
-    litellm's import and the MCP server's start included."""
+    the model client's import and the MCP server's start included."""
     skills = work / "skills-serve"
     write_skills(skills, model.openai_base, tools_log=None)
     alive: list[float] = []

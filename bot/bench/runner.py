@@ -1,10 +1,10 @@
 """`pizzabot bench`: how fast the engine is, measured the same way every time.
 
 A fixed workload runs against the scripted model server (`agent.testing.model_server`, in a
-process of its own as a real provider is: `bot.bench.model`; reached through litellm, one new
-TCP connection per request, as in the comparison with LangGraph) and a tool that does
-nothing (`bot.bench.tools`). The figures, printed next to the targets, and
-written as JSON:
+process of its own as a real provider is: `bot.bench.model`; reached through the client
+Pizza Bot picks for its `openai/` model, the OpenAI SDK, one new TCP connection per request,
+as in the comparison with LangGraph) and a tool that does nothing (`bot.bench.tools`). The
+figures, printed next to the targets, and written as JSON:
 
 - per model(+tool) step: wall time, and the engine's own share of it (wall time minus the
   model and tool time the run's events record: MODEL_CALL latency_ms, TOOL_RESULT duration_ms),
@@ -118,7 +118,7 @@ TARGETS: dict[str, Target] = {
 ROWS: list[tuple[str, str, str]] = [
     ("step_ms_sqlite", "step (model + tool), SQLite", "ms"),
     ("overhead_ms_sqlite", "  engine overhead per step, SQLite", "ms"),
-    ("model_ms_sqlite", "  model call (HTTP + litellm) per step", "ms"),
+    ("model_ms_sqlite", "  model call (HTTP + client) per step", "ms"),
     ("tool_ms_sqlite", "  tool call (MCP stdio) per call", "ms"),
     ("step_median_ms_sqlite", "  per step, the median run", "ms"),
     ("runs_stalled_sqlite", "  runs that waited > 0.5 s to start", ""),
