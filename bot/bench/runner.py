@@ -99,13 +99,15 @@ class Target:
         return value == self.value
 
 
-#: The targets. The memory target is for 10,000 waiting runs; smaller counts scale it.
+#: The targets. The memory target is for 10,000 waiting runs; smaller counts scale it. Two
+#: workers' runs/s has none: on a machine of two cores it measures the machine, not the code.
 TARGETS: dict[str, Target] = {
     "step_ms_sqlite": Target("<=", 12.0, "≤ 12 ms"),
     "decision_to_tool_p50_ms": Target("<=", 5.0, "≤ 5 ms"),
     "decision_to_tool_p99_ms": Target("<=", 15.0, "≤ 15 ms"),
     "rss_waiting_delta_mib": Target("<=", 5.0, "≤ 5 MiB per 10,000"),
-    "workers_speedup": Target(">=", 1.7, "≥ 1.7×"),
+    "overhead_postgres_vs_sqlite": Target("<=", 2.0, "≤ 2×"),
+    "cpu_per_run_2_vs_1_worker": Target("<=", 1.1, "≤ 1.1×"),
     "claimed_twice": Target("==", 0, "0"),
     "healthz_s": Target("<=", 1.5, "≤ 1.5 s"),
     "slack_to_tool_p50_ms": Target("<=", 50.0, "≤ 50 ms"),
@@ -124,6 +126,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("runs_stalled_sqlite", "  runs that waited > 0.5 s to start", ""),
     ("step_ms_postgres", "step (model + tool), PostgreSQL", "ms"),
     ("overhead_ms_postgres", "  engine overhead per step, PostgreSQL", "ms"),
+    ("overhead_postgres_vs_sqlite", "  engine overhead, PostgreSQL ÷ SQLite", "×"),
     ("step_median_ms_postgres", "  per step, the median run", "ms"),
     ("runs_stalled_postgres", "  runs that waited > 0.5 s to start", ""),
     ("decision_to_tool_p50_ms", "decision → tool body, p50", "ms"),
@@ -137,6 +140,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("workers_speedup_headroom", "  room on this machine: cores ÷ cores busy, 1 worker", "×"),
     ("cpu_ms_per_run_1_worker", "  CPU per run, all processes, 1 worker", "ms"),
     ("cpu_ms_per_run_2_workers", "  CPU per run, all processes, 2 workers", "ms"),
+    ("cpu_per_run_2_vs_1_worker", "  CPU per run, 2 workers ÷ 1 worker", "×"),
     ("claimed_twice", "runs executed twice", ""),
     ("healthz_s", "pizzabot serve start → /healthz", "s"),
     ("ready_s", "pizzabot serve start → /readyz", "s"),
@@ -307,6 +311,8 @@ def figures_from(details: dict[str, Any]) -> dict[str, float | None]:
         return None if value is None else float(value)
 
     workers = details.get("workers")
+    overhead_sqlite = pick("steps_sqlite", "overhead_ms")
+    overhead_postgres = pick("steps_postgres", "overhead_ms")
     return {
         "step_ms_sqlite": pick("steps_sqlite", "step_ms"),
         "overhead_ms_sqlite": pick("steps_sqlite", "overhead_ms"),
@@ -318,6 +324,11 @@ def figures_from(details: dict[str, Any]) -> dict[str, float | None]:
         "overhead_ms_postgres": pick("steps_postgres", "overhead_ms"),
         "model_ms_postgres": pick("steps_postgres", "model_ms"),
         "tool_ms_postgres": pick("steps_postgres", "tool_ms"),
+        "overhead_postgres_vs_sqlite": (
+            overhead_postgres / overhead_sqlite
+            if overhead_postgres is not None and overhead_sqlite
+            else None
+        ),
         "step_median_ms_postgres": pick("steps_postgres", "median_run_step_ms"),
         "runs_stalled_postgres": pick("steps_postgres", "runs_stalled"),
         "decision_to_tool_p50_ms": pick("decisions", "p50_ms"),
@@ -332,6 +343,9 @@ def figures_from(details: dict[str, Any]) -> dict[str, float | None]:
         "workers_speedup_headroom": workers.get("speedup_headroom") if workers else None,
         "cpu_ms_per_run_1_worker": workers["one"]["cpu_ms_per_run"] if workers else None,
         "cpu_ms_per_run_2_workers": workers["two"]["cpu_ms_per_run"] if workers else None,
+        "cpu_per_run_2_vs_1_worker": (
+            workers["two"]["cpu_ms_per_run"] / workers["one"]["cpu_ms_per_run"] if workers else None
+        ),
         "claimed_twice": float(workers["executed_twice"]["runs"]) if workers else None,
         "healthz_s": pick("start", "median_s"),
         "ready_s": pick("start", "ready_median_s"),
