@@ -9,8 +9,12 @@ import sys
 from pathlib import Path
 
 import httpx
+import psutil
+import yaml
 
 from bot.boot import BootApp
+from tests.imports import loaded_by
+from tests.peers import mcp_tools
 from tests.peers.server import ServerProcess
 from tests.waiting import eventually
 
@@ -114,14 +118,47 @@ async def test_the_boot_app_hands_over_to_the_built_app() -> None:
 def test_what_serve_loads_before_it_listens_leaves_the_app_for_later() -> None:
     # Everything `serve` imports before uvicorn listens delays /healthz; the app's stack
     # (SQLAlchemy, FastAPI, the engine's store and channels) is built on the boot thread.
-    code = (
-        "import sys, bot.cli, bot.banner, bot.boot, bot.listen, bot.logs, bot.settings;"
-        "heavy = [m for m in sys.modules if m.split('.')[0] in "
-        "{'fastapi', 'litellm', 'openai', 'sqlalchemy', 'store', 'channels', 'mcp'}"
-        " or m in {'bot.server', 'bot.core', 'bot.services'}];"
-        "print(sorted(heavy))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert out.stdout.strip() == "[]"
+    serve_needs = ["bot.cli", "bot.banner", "bot.boot", "bot.listen", "bot.logs", "bot.settings"]
+    heavy = ["fastapi", "litellm", "openai", "sqlalchemy", "store", "channels", "mcp"]
+    app = ["bot.server", "bot.core", "bot.services"]
+    assert loaded_by(serve_needs, among=heavy + app) == []
+
+
+async def test_a_skills_mcp_server_is_started_at_start_up_before_any_run(tmp_path: Path) -> None:
+    # The first run should not wait for its MCP server: the server starts it after /readyz.
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    crm = {"command": "python", "args": [str(mcp_tools.SCRIPT), "stdio"]}
+    skill = {
+        "name": "warm",
+        "instructions": "You are a test agent.",
+        "model": "openai/scripted",
+        "model_options": {"api_base": "http://127.0.0.1:9/v1", "api_key": "x"},
+        "mcp_servers": {"crm": crm},
+        "tools": {"crm.lookup": "auto"},
+    }
+    (skills / "warm.yaml").write_text(yaml.safe_dump(skill))
+    server = ServerProcess(data_dir=tmp_path / "data", skills_dir=skills)
+    await server.start()
+    try:
+        assert server.proc is not None
+        parent = psutil.Process(server.proc.pid)
+
+        def crm_started() -> bool:
+            # The SDK starts a stdio server in a session of its own: look by parent, not group.
+            return any(
+                str(mcp_tools.SCRIPT) in " ".join(child.cmdline())
+                for child in parent.children(recursive=True)
+            )
+
+        await eventually(
+            crm_started,
+            what="the skill's MCP server to be started",
+            timeout=30,
+            retry_on=(psutil.Error,),
+            context=server.log,
+        )
+        async with server.client() as c:
+            assert (await c.get("/api/runs")).json()["items"] == []
+    finally:
+        server.stop()
