@@ -286,11 +286,6 @@ def _paused(scope: asyncio.Timeout, ask: AskFn) -> AskFn:
     return asking
 
 
-def _import_client() -> None:
-    import mcp.client
-    import mcp.client.stdio  # noqa: F401
-
-
 class ToolHub:
     """Keeps MCP clients warm and routes tool calls to them."""
 
@@ -323,11 +318,6 @@ class ToolHub:
         if conn is None:
             conn = self._conns[key] = _Connection(name, _params(cfg, self._env))
         return conn
-
-    async def prepare(self) -> None:
-        """Import the MCP SDK's client off the event loop. It takes most of a second, and the
-        first connection would otherwise import it on the loop, holding every request."""
-        await asyncio.to_thread(_import_client)
 
     async def list_tools(self, skill: Skill) -> list[ToolSpec]:
         """Every tool of the skill's servers. The skill's rules are checked against the

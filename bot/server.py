@@ -416,11 +416,8 @@ async def warm(svc: Services) -> None:
         for skill in skills:
             await warm_skill(svc, skill)
 
-    # The MCP client first: then each server's start (a process of its own, on another core)
-    # runs while the model libraries are imported here, instead of after both imports.
-    if any(svc.tools.servers(skill) for skill in skills):
-        await svc.tools.prepare()
-    await asyncio.gather(servers(), models)
+    # Side by side: a server's start (a process, a handshake) mostly waits, an import works.
+    await asyncio.gather(models, servers())
     # What stays loaded now lives as long as the process: out of the collector's sight.
     freeze_after_import("warm-up")
 
