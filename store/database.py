@@ -167,41 +167,35 @@ async def _pg_transaction(
     return await _pg_transaction(engine, fn, retry=False)
 
 
-async def _pg_read(engine: AsyncEngine, fn: Callable[[Connection], T], *, retry: bool = True) -> T:
-    """Run `fn`, which only reads, on a PostgreSQL connection in autocommit: no BEGIN and no
-    COMMIT, each a round trip. A read has no effect, so a dead pooled connection is simply
-    replaced and the read run again."""
-    try:
-        async with engine.connect() as conn:
-            auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
-            return await auto.run_sync(fn)
-    except DBAPIError as exc:
-        if not retry or not exc.connection_invalidated:
-            raise
-        log.info("a pooled PostgreSQL connection was dead (%s); retrying", type(exc.orig).__name__)
-    return await _pg_read(engine, fn, retry=False)
-
-
-async def _pg_statement(
-    engine: AsyncEngine, fn: Callable[[Connection], T], *, retry: bool = True
+async def _pg_autocommit(
+    engine: AsyncEngine,
+    fn: Callable[[Connection], T],
+    *,
+    may_retry: Callable[[DBAPIError], bool],
+    retry: bool = True,
 ) -> T:
-    """Run `fn`, which sends one statement, in autocommit: the statement is its own
-    transaction, one round trip instead of three. A pooled connection asyncpg already knows
-    is closed or broken (it refuses the call before sending anything) is discarded and the
-    statement sent again on a fresh one; a connection lost while the statement was out
-    leaves the outcome unknown, and that error goes to the caller."""
+    """Run `fn` on a PostgreSQL connection in autocommit: no BEGIN and no COMMIT, each a round
+    trip. A failure `may_retry` accepts discards the connection and runs `fn` once more on a
+    fresh one."""
     async with engine.connect() as conn:
         try:
             auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
             return await auto.run_sync(fn)
         except DBAPIError as exc:
-            if not retry or not _refused_unsent(exc):
+            if not retry or not may_retry(exc):
                 raise
             log.info(
                 "a pooled PostgreSQL connection was dead (%s); retrying", type(exc.orig).__name__
             )
-            await conn.invalidate()
-    return await _pg_statement(engine, fn, retry=False)
+            if not exc.connection_invalidated:
+                await conn.invalidate()
+    return await _pg_autocommit(engine, fn, may_retry=may_retry, retry=False)
+
+
+def _dead(exc: DBAPIError) -> bool:
+    """A read has no effect: any dead pooled connection may be replaced and the read run
+    again."""
+    return exc.connection_invalidated
 
 
 # What asyncpg's protocol says when an operation starts on a connection it knows is gone or
@@ -262,15 +256,17 @@ class Database:
         started, as under READ COMMITTED inside a transaction, and a read of one statement is
         one round trip instead of three. On SQLite it is `run`, which costs nothing extra."""
         if self.is_postgres:
-            return await _pg_read(self.engine, fn)
+            return await _pg_autocommit(self.engine, fn, may_retry=_dead)
         return await self._sqlite(fn)
 
     async def statement(self, fn: Callable[[Connection], T]) -> T:
         """Run `fn`, which sends exactly one statement (it may read what it wrote, through
         RETURNING), as that statement's own transaction: on PostgreSQL without BEGIN and
-        COMMIT, each a round trip. On SQLite it is `run`."""
+        COMMIT, each a round trip. A write may be sent again only where asyncpg refused it
+        before sending anything; a connection lost while the statement was out leaves the
+        outcome unknown, and that error goes to the caller. On SQLite it is `run`."""
         if self.is_postgres:
-            return await _pg_statement(self.engine, fn)
+            return await _pg_autocommit(self.engine, fn, may_retry=_refused_unsent)
         return await self._sqlite(fn)
 
     async def session(self, fn: Callable[[Session], T]) -> T:

@@ -4,9 +4,10 @@ A real provider is never inside the engine's process. Served from a thread of th
 process, the scripted server's HTTP work (parsing, answering, closing the connection) took the
 GIL from the engine being timed and showed up as engine overhead; the LangGraph comparison
 the bench is read against had its server apart too. So the bench starts this module as a child
-(`ModelProcess`) and reaches it over loopback only: through the engine's model client for the model calls, and
-through a few `/bench/...` routes for what the bench asks of the server itself (how often each
-model step was asked, how many TCP connections the calls used, forgetting what it kept).
+(`ModelProcess`) and reaches it over loopback only: through the engine's model client for the
+model calls, and through a few `/bench/...` routes for what the bench asks of the server itself
+(how often each model step was asked, how many TCP connections the calls used, forgetting what
+it kept).
 
 Run: `python -m bot.bench.model` prints the server's base URL as its first line on stdout and
 serves until its stdin closes (the bench closing it, or the bench dying).

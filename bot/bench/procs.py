@@ -227,7 +227,8 @@ async def _phase(
 
 
 async def _warm_workers(client: Services, children: list[Child], label: str) -> None:
-    """Feed runs until every worker has run one: its model client imported, its MCP server started."""
+    """Feed runs until every worker has run one: its model client imported, its MCP server
+    started."""
     want = {c.pid for c in children}
     for round_ in range(20):
         ids = await _run_batch(client, children, f"w{label}{round_}-", 4 * len(children), 180)
