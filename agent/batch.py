@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from agent.errors import AlreadyDecided, InvalidArguments, NotAllowed, NotFound
+from agent.errors import AlreadyDecided, Conflict, InvalidArguments, NotAllowed, NotFound
 from agent.events import AssistantMessage
 from agent.inbox import Inbox
 from agent.model import Approve, Box, Event, Item, ItemKind, ItemStatus
+from agent.policy.principal import Principal
 from agent.store import ItemReader
 
 __all__ = ["Batch", "Outcome", "TurnReader", "approve_all", "required_approvals", "turn_items"]
@@ -102,10 +103,10 @@ async def turn_items(store: TurnReader, run_id: str) -> list[Item]:
     return [tools[c] for c in order if c in tools]
 
 
-async def approve_all(inbox: Inbox, run_id: str, *, actor: str, channel: str) -> Batch:
-    """Approve every call of the run's waiting turn that `actor` may approve alone through
-    `channel`, one decision each; the rest are left out with the reason. A refused call is
-    audited by `Inbox.decide`, as a refused single approval is."""
+async def approve_all(inbox: Inbox, run_id: str, *, by: Principal) -> Batch:
+    """Approve every call of the run's waiting turn that `by` may approve alone, one decision
+    each; the rest are left out with the reason. A refused call is audited by `Inbox.decide`,
+    as a refused single approval is."""
     outcomes: list[Outcome] = []
     for item in await turn_items(inbox.ctx.store, run_id):
         required = required_approvals(inbox, item)
@@ -113,13 +114,13 @@ async def approve_all(inbox: Inbox, run_id: str, *, actor: str, channel: str) ->
             outcomes.append(Outcome(item, False, NEEDS_MORE.format(n=required)))
             continue
         try:
-            decided = await inbox.decide(item.id, Approve(), actor=actor, channel=channel)
+            decided = await inbox.decide(item.id, Approve(), by=by)
         except NotAllowed:
             outcomes.append(Outcome(item, False, NOT_YOURS))
         except AlreadyDecided as exc:
             who = exc.item.decided_by or "someone"
             outcomes.append(Outcome(exc.item, False, f"already {exc.item.status} by {who}"))
-        except (InvalidArguments, NotFound) as exc:
+        except (InvalidArguments, NotFound, Conflict) as exc:
             outcomes.append(Outcome(item, False, str(exc)))
         else:
             outcomes.append(Outcome(decided, True))

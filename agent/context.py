@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from agent.bell import Bell
+from agent.policy.access import Access
 from agent.policy.grants import Grants
 from agent.policy.quorum import Approvals
 from agent.skills import SkillBook
@@ -56,3 +57,10 @@ class Context:
     #: Rung on every decision, here or (PostgreSQL) in another process: what waiters for a
     #: person's answer sleep on (a request's long-poll, an elicitation in a running tool).
     decisions: Bell = field(default_factory=Bell)
+    #: Who may do what (`agent.policy.access`); by default from the skills alone (nobody
+    #: starts runs by email).
+    access: Access = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.access is None:
+            self.access = Access(skills=self.skills)

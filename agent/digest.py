@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 
 from agent.context import Context
 from agent.model import Box, Item, ItemStatus
-from agent.policy import Access
+from agent.policy import Access, Principal
 from agent.policy.identity import identity_key
 from agent.skills import DigestAt
 
@@ -137,7 +137,7 @@ class Digests:
             skill = self.ctx.skills.get(item.skill)
             for channel in self.senders:
                 for person in dict.fromkeys(skill.approvers_for(item.tool, channel)):
-                    if self.access.may_decide(person, channel, item):
+                    if self.access.may_decide(Principal.of(channel, person), item):
                         people.setdefault((channel, person), []).append(item)
         return people
 

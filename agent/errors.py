@@ -7,8 +7,10 @@
     ├── Conflict               the state does not allow it
     │   ├── AlreadyDecided     the first decision won; carries the item with who/when/how
     │   ├── AlreadyApproved    this person's approval is counted already (two-person approval)
-    │   └── KillSwitchOn       the global kill switch refuses new work
-    ├── NotAllowed             the actor is not an approver on that channel
+    │   ├── CardChanged        the card a decision was made on is not the item as it is now
+    │   └── KillSwitchOn       the global kill switch refuses new work and holds decisions
+    ├── NotAllowed             the principal may not do this (not an approver, out of scope)
+    │   └── OwnRequest         the person who asked may not approve it (self-approval rules)
     ├── InvalidArguments       edited arguments fail the tool's JSON schema (errors by field)
     │   └── InboxOnly          a run of an inbox-only skill (also a NotFound: no such runnable skill)
     └── RunError               the run failed (provider gave up, tool server would not start)
@@ -72,13 +74,35 @@ class AlreadyApproved(Conflict):
         )
 
 
+class CardChanged(Conflict):
+    """A decision carried the digest of a card that no longer shows the item: it was edited
+    (or its policy changed) after that card was made. `item` is the item as it is now."""
+
+    def __init__(self, item: Item) -> None:
+        self.item = item
+        super().__init__(
+            "this card changed after you saw it: look at the new card "
+            f"(version {item.version}) and decide again"
+        )
+
+
 class KillSwitchOn(Conflict):
-    def __init__(self) -> None:
-        super().__init__("the kill switch is on: no new runs start until it is lifted")
+    def __init__(self, reason: str | None = None) -> None:
+        self.reason = reason
+        said = f" ({reason})" if reason else ""
+        super().__init__(
+            f"the kill switch is on{said}: no new runs start and no decision is taken "
+            "until it is lifted"
+        )
 
 
 class NotAllowed(PizzaBotError):
     pass
+
+
+class OwnRequest(NotAllowed):
+    """The person who asked for a call tried to approve it where that does not count: a rule
+    that needs more than one person, or `self_approval: false`."""
 
 
 class InvalidArguments(PizzaBotError):

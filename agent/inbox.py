@@ -1,7 +1,10 @@
 """Decisions on inbox items: the one function every channel calls.
 
-`Inbox.decide` checks that the actor may decide through that channel (approver lists fail
-closed), validates edited arguments against the tool's JSON schema and the skill's rules (an
+`Inbox.decide` checks that the principal may decide the item (`agent.policy.access`:
+approver lists fail closed, an `ask` token decides nothing), that the kill switch is off, that
+the decision was made on the card as it is now (`agent.card_digest`: a stale card is refused
+and shown again), and that nobody approves their own request where that counts; it validates
+edited arguments against the tool's JSON schema and the skill's rules (an
 edit a rule denies is refused with the rule's reason) and an approval's grant against those
 the card offers, and records the decision
 with a conditional update, so the first decision wins and a second is told who was first.
@@ -19,12 +22,22 @@ both checked against the question's form; a reject declines. One person answers 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, assert_never
 
 from agent.argforms import validate_arguments
+from agent.card_digest import seen_matches
 from agent.context import Context
-from agent.errors import AlreadyDecided, InvalidArguments, NotAllowed, NotFound
+from agent.errors import (
+    AlreadyDecided,
+    CardChanged,
+    InvalidArguments,
+    KillSwitchOn,
+    NotAllowed,
+    NotFound,
+    OwnRequest,
+)
 from agent.events import DecisionMade
 from agent.model import (
     Approve,
@@ -38,12 +51,13 @@ from agent.model import (
     NewEvent,
     Reject,
 )
-from agent.policy import Access, Verdict, audit_refusal
+from agent.policy import Verdict, audit_refusal
 from agent.policy.grants import same_choice
-from agent.policy.quorum import Count, count, required_for
+from agent.policy.principal import Principal
+from agent.policy.quorum import Count, count, person_of, required_for
 from agent.policy.rules import judge
 from agent.questions import question_url, validate_answer
-from agent.store import Handover, Take
+from agent.store import Handover, Take, kill_reason
 
 log = logging.getLogger(__name__)
 
@@ -53,35 +67,36 @@ class Inbox:
         self.ctx = ctx
         self.handover = handover
 
-    def may_decide(self, item: Item, *, actor: str, channel: str) -> Verdict:
-        """The policy's answer (`agent.policy.access`): the owner's channels may decide
-        anything; elsewhere only the item's approvers for that channel."""
-        return Access(skills=self.ctx.skills).may_decide(actor, channel, item)
+    def may_decide(self, item: Item, *, by: Principal) -> Verdict:
+        """The policy's answer (`agent.policy.access`): admins may decide anything; people
+        and decide tokens what they approve; ask tokens and triggers nothing."""
+        return self.ctx.access.may_decide(by, item)
 
-    async def decide(self, item_id: str, decision: Decision, *, actor: str, channel: str) -> Item:
+    async def decide(
+        self, item_id: str, decision: Decision, *, by: Principal, seen: str | None = None
+    ) -> Item:
+        """Take `by`'s decision on the item, as the card whose digest is `seen` showed it
+        (`agent.card_digest`; None: as it is when read here)."""
         store, now = self.ctx.store, self.ctx.clock()
         item = await store.get_item(item_id)
-        await self._check_decidable(item, decision, actor=actor, channel=channel, now=now)
+        await self._check_decidable(item, decision, by=by, seen=seen, now=now)
         final_args = await self._final_args(item, decision)
         args_before = item.args
         if isinstance(decision, Approve | Edit) and self._required(item) > 1:
-            counted = await self._count(item, decision, actor=actor, channel=channel)
+            counted = await self._count(item, decision, by=by)
             if not counted.reached:
                 self.ctx.wake_outbox()
                 return await store.get_item(item.id)
             decision, args_before = counted.decision()
             final_args = counted.args
         take = self.handover.offer() if self.handover is not None else None
-        decided = await self._record(
-            item,
-            decision,
-            args_before,
-            final_args,
-            actor=actor,
-            channel=channel,
-            now=now,
-            take=take,
-        )
+        try:
+            decided = await self._record(
+                item, decision, args_before, final_args, by=by, now=now, take=take
+            )
+        except CardChanged as exc:
+            await self._changed(exc.item, decision, by=by, now=now)
+            raise
         if take is not None and take.claimed is not None:
             assert self.handover is not None
             self.handover.start(take)
@@ -93,21 +108,78 @@ class Inbox:
         return decided
 
     async def _check_decidable(
-        self, item: Item, decision: Decision, *, actor: str, channel: str, now: datetime
+        self, item: Item, decision: Decision, *, by: Principal, seen: str | None, now: datetime
     ) -> None:
-        """Refuse a decision on what is not an action, by someone who may not decide it
-        (audited), or on an item already decided."""
+        """Refuse a decision on what is not an action; by someone who may not decide it, or
+        on their own request where that counts (audited); on an item already decided;
+        while the kill switch is on (audited); from a card that no longer shows the item
+        (audited, and every copy shown again)."""
         if item.box is not Box.ACTION:
             raise InvalidArguments({"": "this item is not an action: there is nothing to decide"})
-        verdict = self.may_decide(item, actor=actor, channel=channel)
+        detail = {"decision": decision.kind}
+        verdict = self.may_decide(item, by=by)
         if not verdict:
-            detail = {"decision": decision.kind}
             await audit_refusal(
                 self.ctx.store, verdict, now=now, run_id=item.run_id, item_id=item.id, detail=detail
             )
-            raise NotAllowed(f"{actor} is not an approver of skill {item.skill!r} on {channel}")
+            raise NotAllowed(f"{by.describe()} may not decide this item: {verdict.why}")
         if item.decided:
             raise AlreadyDecided(item)
+        kill = await self.ctx.store.get_kill()
+        if kill is not None:
+            refused = KillSwitchOn(kill_reason(kill))
+            await self._audit_refused(item, by, {**detail, "why": str(refused)}, now)
+            raise refused
+        if not seen_matches(item, seen):
+            await self._changed(item, decision, by=by, now=now)
+            raise CardChanged(item)
+        if isinstance(decision, Approve | Edit):
+            await self._check_self_approval(item, by, detail, now)
+
+    async def _check_self_approval(
+        self, item: Item, by: Principal, detail: Mapping[str, str], now: datetime
+    ) -> None:
+        """Nobody approves what they asked for where it matters: the requester never counts
+        toward a rule that needs more than one person, and a skill or tool that says
+        `self_approval: false` refuses their approval outright. (Rejecting one's own request
+        withdraws it, and is always allowed.)"""
+        if item.requester_person is None or item.kind is not ItemKind.TOOL:
+            return
+        skill = self.ctx.skills.get(item.skill) if item.skill in self.ctx.skills else None
+        if person_of(skill, by) != item.requester_person:
+            return
+        required = self._required(item)
+        if skill is not None and not skill.self_approval_for(item.tool):
+            why = f"{item.requested_by} asked for this call, and skill {item.skill!r} says nobody approves their own request (self_approval: false)"
+        elif required > 1:
+            why = f"{item.requested_by} asked for this call: it needs {required} other people's approval"
+        else:
+            return
+        await self._audit_refused(item, by, {**detail, "why": why}, now)
+        raise OwnRequest(why)
+
+    async def _changed(
+        self, item: Item, decision: Decision, *, by: Principal, now: datetime
+    ) -> None:
+        """A decision came from a card that no longer shows the item: audit it, and show
+        every copy again so its person gets the new card."""
+        why = f"the card changed (now version {item.version})"
+        await self._audit_refused(item, by, {"decision": decision.kind, "why": why}, now)
+        await self.ctx.store.show_again(item.id, now=now)
+        self.ctx.wake_outbox()
+
+    async def _audit_refused(
+        self, item: Item, by: Principal, detail: Mapping[str, str], now: datetime
+    ) -> None:
+        await self.ctx.store.audit(
+            action="decision_refused",
+            actor=by.actor,
+            channel=by.channel,
+            now=now,
+            run_id=item.run_id,
+            item_id=item.id,
+            detail=dict(detail),
+        )
 
     async def _final_args(self, item: Item, decision: Decision) -> dict[str, Any] | None:
         """The arguments the call runs with after this decision (None: it does not run),
@@ -175,12 +247,12 @@ class Inbox:
         args_before: dict[str, Any] | None,
         final_args: dict[str, Any] | None,
         *,
-        actor: str,
-        channel: str,
+        by: Principal,
         now: datetime,
         take: Take | None = None,
     ) -> Item:
-        """Record the decision with its event; the first decision wins (`AlreadyDecided`)."""
+        """Record the decision with its event, for the version of the item it was made on;
+        the first decision wins (`AlreadyDecided`)."""
         event = NewEvent(
             DecisionMade(
                 item_id=item.id,
@@ -188,19 +260,23 @@ class Inbox:
                 decision=decision,
                 args_before=args_before,
                 args=final_args,
-                actor=actor,
-                channel=channel,
+                actor=by.actor,
+                channel=by.channel,
             )
         )
+        counted = self._required(item) > 1 and isinstance(decision, Approve | Edit)
         return await self.ctx.store.record_decision(
             item.id,
             decision,
-            actor=actor,
-            channel=channel,
+            actor=by.actor,
+            channel=by.channel,
             now=now,
             final_args=final_args,
             event=event,
             take=take,
+            # A reached count may have moved the version on (an edit on the way): the count
+            # itself was taken at the version each person saw.
+            version=None if counted else item.version,
         )
 
     def _required(self, item: Item) -> int:
@@ -210,26 +286,27 @@ class Inbox:
             item, self.ctx.skills.get(item.skill) if item.skill in self.ctx.skills else None
         )
 
-    async def _count(
-        self, item: Item, decision: Approve | Edit, *, actor: str, channel: str
-    ) -> Count:
+    async def _count(self, item: Item, decision: Approve | Edit, *, by: Principal) -> Count:
         """Count a person's approval (or edit) of an item that needs more than one
-        (`agent.policy.quorum`)."""
+        (`agent.policy.quorum`), at the version of the item they saw."""
         required = self._required(item)
         if self.ctx.approvals is None:
             why = f"{item.tool} needs {required} people's approval; this server keeps no count"
             raise InvalidArguments({"": why})
-        return await count(
-            self.ctx.approvals,
-            self.ctx.store,
-            item,
-            skill=self.ctx.skills.get(item.skill) if item.skill in self.ctx.skills else None,
-            required=required,
-            actor=actor,
-            channel=channel,
-            now=self.ctx.clock(),
-            edited=decision.args if isinstance(decision, Edit) else None,
-        )
+        try:
+            return await count(
+                self.ctx.approvals,
+                self.ctx.store,
+                item,
+                skill=self.ctx.skills.get(item.skill) if item.skill in self.ctx.skills else None,
+                required=required,
+                who=by,
+                now=self.ctx.clock(),
+                edited=decision.args if isinstance(decision, Edit) else None,
+            )
+        except CardChanged as exc:
+            await self._changed(exc.item, decision, by=by, now=self.ctx.clock())
+            raise
 
     def _check_grant(self, item: Item, choice: str) -> None:
         """Refuse a grant the card did not offer: the tool's `grants` (none where it needs

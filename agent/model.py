@@ -255,6 +255,14 @@ class Item:
     read_at: datetime | None = None
     # A random secret, used by channels that cannot authenticate the replier otherwise (email).
     secret: str = ""
+    #: Bumped by every change to what the card shows (an edit on the way to two approvals):
+    #: part of the card's digest (`agent.card_digest`).
+    version: int = 1
+    #: Who asked (`Principal.actor` of a request's filer, or of whoever started the run),
+    #: as every card and the audit show it; `requester_person` the person that is, for the
+    #: self-approval rules (`agent.policy.quorum.person_of`).
+    requested_by: str | None = None
+    requester_person: str | None = None
 
     @property
     def decided(self) -> bool:

@@ -28,7 +28,14 @@ from datetime import datetime
 from typing import Any, Literal
 
 from agent.context import Context
-from agent.errors import Conflict, InvalidArguments, KillSwitchOn, NotFound, UserError
+from agent.errors import (
+    Conflict,
+    InvalidArguments,
+    KillSwitchOn,
+    NotAllowed,
+    NotFound,
+    UserError,
+)
 from agent.events import DecisionMade, RunFinished, RunStarted, ToolRequest
 from agent.held import HeldRun
 from agent.model import (
@@ -44,11 +51,13 @@ from agent.model import (
     RunStatus,
 )
 from agent.policy.grants import Grant, covering, make_grant, offered, scope_of
+from agent.policy.principal import Principal, Scope
+from agent.policy.quorum import person_of
 from agent.policy.rules import judge
 from agent.questions import FREE_TEXT_SCHEMA
 from agent.request_checks import MAX_JSON_BYTES, MAX_TIMEOUT, check_request
 from agent.skills import Skill, inbox_only
-from agent.store import StoredRequest
+from agent.store import StoredRequest, kill_reason
 from agent.targets import targets_for
 
 __all__ = [
@@ -130,6 +139,8 @@ class RequestState:
     via: str | None
     decided_at: datetime | None
     url: str
+    #: Who asked (`Principal.actor`).
+    requested_by: str | None = None
 
     @property
     def pending(self) -> bool:
@@ -148,14 +159,25 @@ class RequestState:
             "via": self.via,
             "decided_at": self.decided_at.isoformat() if self.decided_at else None,
             "url": self.url,
+            "requested_by": self.requested_by,
         }
 
 
-def state_of(request: StoredRequest, item: Item, *, base_url: str = "") -> RequestState:
-    """A request's state, read from its item."""
+def state_of(
+    request: StoredRequest,
+    item: Item,
+    *,
+    base_url: str = "",
+    kill: dict[str, Any] | None = None,
+) -> RequestState:
+    """A request's state, read from its item; a pending one is `halted` while the kill
+    switch (`kill`) is on, with the kill's reason."""
     table = _QUESTION_STATUS if request.kind == "question" else _APPROVAL_STATUS
     status = table.get(item.status, "pending")
     accepted = item.status in (ItemStatus.APPROVED, ItemStatus.EDITED)
+    reason = item.reason
+    if status == "pending" and kill is not None:
+        status, reason = "halted", f"the kill switch is on ({kill_reason(kill)})"
     return RequestState(
         id=request.id,
         item_id=item.id,
@@ -164,11 +186,12 @@ def state_of(request: StoredRequest, item: Item, *, base_url: str = "") -> Reque
         kind=request.kind,
         status=status,
         args=dict(item.final_args or {}) if accepted else None,
-        reason=item.reason,
+        reason=reason,
         decided_by=item.decided_by if item.decided else None,
         via=item.decided_via if item.decided else None,
         decided_at=item.decided_at if item.decided else None,
         url=f"{base_url.rstrip('/')}/items/{item.id}",
+        requested_by=item.requested_by,
     )
 
 
@@ -189,10 +212,14 @@ class Requests:
         self.ctx = ctx
 
     async def create(
-        self, new: NewRequest, *, requester: str, idempotency_key: str | None = None
+        self, new: NewRequest, *, by: Principal, idempotency_key: str | None = None
     ) -> tuple[RequestState, bool]:
-        """Make the request (its run, item and deliveries in one transaction); return its
-        state and whether it was made now (False: the key was seen with the same body)."""
+        """Make the request for `by` (its run, item and deliveries in one transaction);
+        return its state and whether it was made now (False: the key was seen with the same
+        body). Filed and repeated requests are audited."""
+        if by.kind == "system":
+            raise NotAllowed(f"{by.describe()} files no requests")
+        requester = by.requester
         skill = self._skill(new.skill)
         check_request(new)
         body_hash = new.body_hash()
@@ -200,9 +227,12 @@ class Requests:
             # A repeat gets its request even while the kill switch is on: nothing new starts.
             earlier = await self.ctx.store.request_by_key(requester, idempotency_key)
             if earlier is not None:
-                return await self._repeat(earlier, body_hash), False
-        if await self.ctx.store.get_kill() is not None:
-            raise KillSwitchOn()
+                state = await self._repeat(earlier, body_hash)
+                await self._audit("request_repeated", state, by)
+                return state, False
+        kill = await self.ctx.store.get_kill()
+        if kill is not None:
+            raise KillSwitchOn(kill_reason(kill))
         now = self.ctx.clock()
         stored = StoredRequest(
             id=self.ctx.ids(),
@@ -218,24 +248,32 @@ class Requests:
             created_at=now,
         )
         verdict = await self._verdict(skill, new, stored.run_id, now)
-        item = self._item(skill, new, stored, verdict, now)
+        item = replace(
+            self._item(skill, new, stored, verdict, now),
+            requested_by=by.actor,
+            requester_person=person_of(skill, by),
+        )
         stored, created = await self.ctx.store.create_request(
             stored,
             input=new.title,
             item=item,
-            events=self._events(new, stored, item, verdict, requester),
+            events=self._events(new, stored, item, verdict, by.actor),
             targets=targets_for(skill, self.ctx.channels) if verdict.decision is None else [],
             run_status=RunStatus.WAITING if verdict.decision is None else RunStatus.DONE,
             result=outcome_text(item) if verdict.decision is not None else None,
         )
         if not created:  # the same key, a moment earlier, in another call
-            return await self._repeat(stored, body_hash), False
+            state = await self._repeat(stored, body_hash)
+            await self._audit("request_repeated", state, by)
+            return state, False
         if created and verdict.grant is not None and self.ctx.grants is not None:
             await self.ctx.grants.used(
                 verdict.grant, run_id=stored.run_id, call_id="request", now=now
             )
         self.ctx.wake_outbox()
-        return await self._state(stored), created
+        state = await self._state(stored)
+        await self._audit("request_filed", state, by)
+        return state, created
 
     async def _repeat(self, earlier: StoredRequest, body_hash: str) -> RequestState:
         """The state of the request a key was used for, when this is the same request."""
@@ -246,24 +284,48 @@ class Requests:
             )
         return await self._state(earlier)
 
-    async def get(self, request_id: str) -> RequestState:
-        return await self._state(await self.ctx.store.get_request(request_id))
+    async def get(self, request_id: str, *, by: Principal) -> RequestState:
+        """The request's state; an `ask` token sees only its own requests (another's is
+        not found, as if it did not exist)."""
+        return await self._state(await self._readable(request_id, by))
 
-    async def wait(self, request_id: str, seconds: float) -> RequestState:
-        """The request's state once it is decided, or after `seconds` (pending then). Woken
-        by the decision bell, not by reading the database on a timer."""
-        stored = await self.ctx.store.get_request(request_id)
+    async def wait(self, request_id: str, seconds: float, *, by: Principal) -> RequestState:
+        """The request's state once it is decided (or halted by the kill switch), or after
+        `seconds` (pending then). Woken by the decision bell, not by reading the database on
+        a timer. A decided answer handed out is audited (`request_answered`)."""
+        stored = await self._readable(request_id, by)
 
         async def look() -> RequestState | None:
             state = await self._state(stored)
             return None if state.pending else state
 
         found = await self.ctx.decisions.until(look, seconds)
-        return found if found is not None else await self._state(stored)
+        if found is None:
+            return await self._state(stored)
+        await self._audit("request_answered", found, by)
+        return found
+
+    async def _readable(self, request_id: str, by: Principal) -> StoredRequest:
+        stored = await self.ctx.store.get_request(request_id)
+        if not by.scope.covers(Scope.DECIDE) and stored.requester != by.requester:
+            raise NotFound(f"no request {request_id}")
+        return stored
 
     async def _state(self, stored: StoredRequest) -> RequestState:
         item = await self.ctx.store.get_item(stored.item_id)
-        return state_of(stored, item, base_url=self.ctx.base_url)
+        kill = await self.ctx.store.get_kill() if item.status is ItemStatus.PENDING else None
+        return state_of(stored, item, base_url=self.ctx.base_url, kill=kill)
+
+    async def _audit(self, action: str, state: RequestState, by: Principal) -> None:
+        await self.ctx.store.audit(
+            action=action,
+            actor=by.actor,
+            channel=by.channel,
+            now=self.ctx.clock(),
+            run_id=state.run_id,
+            item_id=state.item_id,
+            detail={"request": state.id, "status": state.status, "principal": by.describe()},
+        )
 
     def _skill(self, name: str) -> Skill:
         try:

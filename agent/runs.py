@@ -1,6 +1,8 @@
 """Starting, following up, cancelling and killing runs: the engine's public entry points.
 
-Every trigger (CLI, API, web, Slack, email, schedule, webhook) ends here. These functions
+Every trigger (CLI, API, web, Slack, email, schedule, webhook) ends here, and says who is
+asking (a `Principal`): whether they may is the policy's answer (`agent.policy.access`),
+asked here and audited when refused, not left to each channel to remember. These functions
 only write rows and wake a worker, or hand a new run straight to this process's worker
 (claimed in the transaction that creates it); the work happens in `agent.engine`.
 """
@@ -10,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from agent.context import Context
-from agent.errors import Conflict, InboxOnly, KillSwitchOn
+from agent.errors import Conflict, InboxOnly, KillSwitchOn, NotAllowed
 from agent.events import RunStarted, UserMessage
 from agent.finish import finish_run
 from agent.model import NewEvent, Run, RunStatus
+from agent.policy.access import Verdict, audit_refusal
+from agent.policy.principal import Principal
 from agent.skills import inbox_only
-from agent.store import Handover
+from agent.store import Handover, kill_reason
 
 
 class Runs:
@@ -36,16 +40,19 @@ class Runs:
         skill: str,
         input: str,
         *,
-        trigger: str = "api",
-        actor: str = "owner",
+        by: Principal,
+        trigger: str | None = None,
         idempotency_key: str | None = None,
     ) -> Run:
+        """Start a run of `skill` for `by` (`trigger`: what the run records as having started
+        it; by default the principal's channel)."""
         # NotFound for an unknown skill, before anything is written
         if self.ctx.skills.get(skill).inbox_only:
             raise InboxOnly(inbox_only(skill))
-        if await self.ctx.store.get_kill() is not None:
-            raise KillSwitchOn()
+        await self._allowed(self.ctx.access.may_start(by, skill), {"skill": skill})
+        await self._kill_off()
         now = self.ctx.clock()
+        trigger = trigger or by.channel
         take = self.handover.offer() if self.handover is not None else None
         run = await self.ctx.store.create_run(
             run_id=self.ctx.ids(),
@@ -53,7 +60,7 @@ class Runs:
             input=input,
             trigger=trigger,
             now=now,
-            events=[NewEvent(RunStarted(input=input, trigger=trigger, by=actor))],
+            events=[NewEvent(RunStarted(input=input, trigger=trigger, by=by.actor))],
             idempotency_key=idempotency_key,
             take=take,
         )
@@ -64,16 +71,14 @@ class Runs:
             self.ctx.wake_workers()
         return run
 
-    async def follow_up(
-        self, run_id: str, text: str, *, actor: str = "owner", channel: str = "api"
-    ) -> Run:
+    async def follow_up(self, run_id: str, text: str, *, by: Principal) -> Run:
         """Give a run another message; a finished run continues with its whole history."""
-        if await self.ctx.store.get_kill() is not None:
-            raise KillSwitchOn()
         run = await self.ctx.store.get_run(run_id)
+        await self._allowed(self.ctx.access.may_follow_up(by, run.skill), {}, run_id=run_id)
+        await self._kill_off()
         if run.status in {RunStatus.WAITING}:
             raise Conflict("the run is waiting on a decision; decide that item first")
-        event = NewEvent(UserMessage(text=text, by=actor, channel=channel))
+        event = NewEvent(UserMessage(text=text, by=by.actor, channel=by.channel))
         if run.status in {RunStatus.QUEUED, RunStatus.RUNNING}:
             # The message joins the conversation at the next model call.
             await self.ctx.store.append_events(run_id, [event], lease=None, now=self.ctx.clock())
@@ -82,8 +87,9 @@ class Runs:
         self.ctx.wake_workers()
         return run
 
-    async def cancel(self, run_id: str, *, actor: str = "owner", channel: str = "api") -> Run:
+    async def cancel(self, run_id: str, *, by: Principal) -> Run:
         run = await self.ctx.store.get_run(run_id)
+        await self._allowed(self.ctx.access.may_control(by), {"cancel": run_id}, run_id=run_id)
         if run.status.terminal:
             raise Conflict(f"the run already ended: {run.status}")
         if self.interrupt is not None:
@@ -98,19 +104,25 @@ class Runs:
             RunStatus.CANCELLED,
             lease=None,
             skill=skill,
-            error=f"cancelled by {actor} via {channel}",
-            actor=actor,
+            error=f"cancelled by {by.actor} via {by.channel}",
+            actor=by.actor,
         )
         await self.ctx.store.audit(
-            action="cancel", actor=actor, channel=channel, now=self.ctx.clock(), run_id=run_id
+            action="cancel", actor=by.actor, channel=by.channel, now=self.ctx.clock(), run_id=run_id
         )
         return await self.ctx.store.get_run(run_id)
 
-    async def kill(self, *, actor: str = "owner", channel: str = "api") -> list[str]:
-        """Turn the kill switch on: running and queued runs are killed; waiting runs wait on."""
-        now = self.ctx.clock()
-        await self.ctx.store.set_kill(on=True, actor=actor, now=now)
-        await self.ctx.store.audit(action="kill", actor=actor, channel=channel, now=now)
+    async def kill(self, *, by: Principal, reason: str | None = None) -> list[str]:
+        """Turn the kill switch on: running and queued runs are killed; waiting runs wait on,
+        and no decision is taken until it is lifted."""
+        await self._allowed(self.ctx.access.may_control(by), {"kill": True})
+        actor, channel, now = by.actor, by.channel, self.ctx.clock()
+        await self.ctx.store.set_kill(on=True, actor=actor, now=now, reason=reason)
+        await self.ctx.store.audit(
+            action="kill", actor=actor, channel=channel, now=now, detail={"reason": reason}
+        )
+        # Whoever waits on a request's answer is told it is halted.
+        self.ctx.decisions.ring()
         killed: list[str] = []
         for status in (RunStatus.RUNNING, RunStatus.QUEUED):
             for run_id in await self.ctx.store.runs_with_status(status):
@@ -132,8 +144,27 @@ class Runs:
                 killed.append(run_id)
         return killed
 
-    async def lift_kill(self, *, actor: str = "owner", channel: str = "api") -> None:
+    async def lift_kill(self, *, by: Principal) -> None:
+        await self._allowed(self.ctx.access.may_control(by), {"kill": False})
         now = self.ctx.clock()
-        await self.ctx.store.set_kill(on=False, actor=actor, now=now)
-        await self.ctx.store.audit(action="kill_lifted", actor=actor, channel=channel, now=now)
+        await self.ctx.store.set_kill(on=False, actor=by.actor, now=now)
+        await self.ctx.store.audit(
+            action="kill_lifted", actor=by.actor, channel=by.channel, now=now
+        )
         self.ctx.wake_workers()
+
+    async def _allowed(
+        self, verdict: Verdict, detail: dict[str, object], *, run_id: str | None = None
+    ) -> None:
+        """Go on when `verdict` allows; else audit the refusal and raise `NotAllowed`."""
+        if verdict:
+            return
+        await audit_refusal(
+            self.ctx.store, verdict, now=self.ctx.clock(), run_id=run_id, detail=dict(detail)
+        )
+        raise NotAllowed(f"{verdict.who.describe()} may not do this: {verdict.why}")
+
+    async def _kill_off(self) -> None:
+        kill = await self.ctx.store.get_kill()
+        if kill is not None:
+            raise KillSwitchOn(kill_reason(kill))

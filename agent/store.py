@@ -205,7 +205,14 @@ class ItemReader(Protocol):
     ) -> list[Item]: ...
 
 
-class InboxItems(ItemReader, Protocol):
+class CardRefresh(Protocol):
+    async def show_again(self, item_id: str, *, now: datetime) -> None:
+        """Mark every sent copy of the item for an update (a decision came from a card that
+        no longer shows it: its person gets the new one)."""
+        ...
+
+
+class InboxItems(ItemReader, CardRefresh, Protocol):
     """The inbox: items, and the decisions on them."""
 
     async def create_item(
@@ -247,11 +254,13 @@ class InboxItems(ItemReader, Protocol):
         event: NewEvent,
         status: ItemStatus | None = None,
         take: Take | None = None,
+        version: int | None = None,
     ) -> Item:
-        """The first decision wins: a conditional update of a pending item. In the same
-        transaction: the decision event on the run, the run re-queued (or, given `take`,
-        claimed by the worker that offered it), every sent delivery marked for update, and an
-        audit entry. Raise AlreadyDecided otherwise."""
+        """The first decision wins: a conditional update of a pending item (at `version`,
+        when given). In the same transaction: the decision event on the run, the run
+        re-queued (or, given `take`, claimed by the worker that offered it), every sent
+        delivery marked for update, and an audit entry. Raise AlreadyDecided when the item
+        was decided, CardChanged when it is pending at another version."""
         ...
 
     async def mark_read(self, item_id: str, *, now: datetime) -> Item: ...
@@ -316,10 +325,19 @@ class Switches(Protocol):
     """The global kill switch."""
 
     async def get_kill(self) -> dict[str, Any] | None:
-        """Who turned it on and when, or None while it is off."""
+        """Who turned it on, when and why (`by`, `at`, `reason`), or None while it is off."""
         ...
 
-    async def set_kill(self, *, on: bool, actor: str, now: datetime) -> None: ...
+    async def set_kill(
+        self, *, on: bool, actor: str, now: datetime, reason: str | None = None
+    ) -> None: ...
+
+
+def kill_reason(kill: dict[str, Any]) -> str:
+    """The kill switch's state in words: "turned on by owner at …: why"."""
+    said = f"turned on by {kill.get('by', 'someone')} at {kill.get('at', 'some time')}"
+    reason = kill.get("reason")
+    return f"{said}: {reason}" if reason else said
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,19 @@
 """The HTTP API under /api: a bearer token on every call, JSON in and out.
 
 Routes only translate HTTP to the engine's functions (`Runs`, `Inbox`) and the engine's
-errors to status codes: 401 no token, 404 not found, 409 conflict (already decided, kill
+errors to status codes: 401 no token, 403 not allowed (out of the token's scope, or the
+policy says no), 404 not found, 409 conflict (already decided, the card changed, the kill
 switch), 422 invalid input. Every answer, errors included, is declared in `bot.api_schema`,
-so `/openapi.json` says what the server does. The token itself is checked before any body is
-read (`bot.http_guard.TokenGate`); the dependency here declares it in the schema and checks it
-again.
+so `/openapi.json` says what the server does.
+
+The token is turned into a principal before any body is read (`bot.http_guard.TokenGate`):
+the owner's API token, or a named token with its scope (`agent.policy.tokens`). Every route
+says the least scope it needs (`needs`); the engine then asks the policy for what the
+principal may do with that (`agent.policy.access`).
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 from collections.abc import Callable, Coroutine
 from dataclasses import asdict
@@ -25,10 +28,20 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 
-from agent.errors import AlreadyDecided, Conflict, InvalidArguments, NotAllowed, NotFound
+from agent.card_digest import card_digest
+from agent.errors import (
+    AlreadyDecided,
+    CardChanged,
+    Conflict,
+    InvalidArguments,
+    NotAllowed,
+    NotFound,
+)
 from agent.model import Box, Event, Item, ItemStatus, Run, decision_from
+from agent.policy.principal import Principal, Scope
 from bot import api_schema as out
 from bot.api_schema import errors
+from bot.http_guard import PRINCIPAL
 from bot.services import Services
 
 bearer = HTTPBearer(auto_error=False)
@@ -39,15 +52,40 @@ def services(request: Request) -> Services:
     return svc
 
 
-def require_token(
+def caller(
     request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)
-) -> str:
-    svc = services(request)
-    if creds is None or not hmac.compare_digest(creds.credentials.encode(), svc.token.encode()):
+) -> Principal:
+    """Who is calling, as the token gate found it before the body was read."""
+    who = request.scope.get(PRINCIPAL)
+    if creds is None or not isinstance(who, Principal):
         raise HTTPException(
             401, "missing or wrong API token", headers={"WWW-Authenticate": "Bearer"}
         )
-    return "owner"
+    return who
+
+
+Caller = Annotated[Principal, Depends(caller)]
+
+
+def needs(scope: Scope) -> Any:
+    """A route's dependency: 403 unless the caller's scope covers `scope`, saying what it
+    does allow."""
+
+    def check(who: Caller) -> Principal:
+        if not who.scope.covers(scope):
+            raise HTTPException(
+                403,
+                f"this token's scope is {who.scope}: it may {who.scope.allows()}; "
+                f"this needs scope {scope}",
+            )
+        return who
+
+    check.__name__ = f"needs_{scope}"
+    return Depends(check)
+
+
+#: The least scope of each kind of route.
+ASKING, DECIDING, ADMIN = needs(Scope.ASK), needs(Scope.DECIDE), needs(Scope.ADMIN)
 
 
 def skill_list(svc: Services) -> dict[str, Any]:
@@ -124,6 +162,9 @@ def item_json(item: Item) -> dict[str, Any]:
         "reason": item.reason,
         "read_at": item.read_at.isoformat() if item.read_at else None,
         "grants": list(item.risk.grants) if item.status is ItemStatus.PENDING else [],
+        "version": item.version,
+        "digest": card_digest(item),
+        "requested_by": item.requested_by,
     }
 
 
@@ -136,11 +177,17 @@ class StartRun(BaseModel):
 GrantChoice = Annotated[str | None, Field(max_length=32)]
 
 
+#: The digest of the card the decision was made on (an item's `digest`): a decision whose
+#: card no longer shows the item is refused (409) instead of counting for what changed.
+Seen = Annotated[str | None, Field(default=None, max_length=64, pattern=r"^[0-9a-fA-F]+$")]
+
+
 class ApproveIn(BaseModel):
     decision: Literal["approve"]
     args: dict[str, Any] | None = None
     reason: str | None = Field(default=None, max_length=4000)
     grant: GrantChoice = None
+    seen: Seen = None
 
 
 class EditIn(BaseModel):
@@ -148,6 +195,7 @@ class EditIn(BaseModel):
     args: dict[str, Any]  # checked against the tool's schema: 422 names what is wrong
     reason: str | None = Field(default=None, max_length=4000)
     grant: GrantChoice = None  # refused: a grant goes with approve
+    seen: Seen = None
 
 
 class RejectIn(BaseModel):
@@ -155,6 +203,7 @@ class RejectIn(BaseModel):
     args: dict[str, Any] | None = None
     reason: str | None = Field(default=None, max_length=4000)
     grant: GrantChoice = None  # refused: a grant goes with approve
+    seen: Seen = None
 
 
 DecisionIn = Annotated[ApproveIn | EditIn | RejectIn, Field(discriminator="decision")]
@@ -162,6 +211,11 @@ DecisionIn = Annotated[ApproveIn | EditIn | RejectIn, Field(discriminator="decis
 
 class MessageIn(BaseModel):
     text: str = Field(min_length=1)
+
+
+class KillIn(BaseModel):
+    #: Why: what every held request's agent and every refused decision is told.
+    reason: str | None = Field(default=None, max_length=500)
 
 
 def allowed_methods(app: FastAPI, scope: Any) -> list[str]:
@@ -196,6 +250,20 @@ def install_error_handlers(app: FastAPI) -> None:
                     "decided_by": it.decided_by,
                     "decided_via": it.decided_via,
                     "decided_at": it.decided_at.isoformat() if it.decided_at else None,
+                }
+            },
+            409,
+        )
+
+    @app.exception_handler(CardChanged)
+    async def _cc(_: Request, exc: CardChanged) -> JSONResponse:
+        return JSONResponse(
+            {
+                "detail": {
+                    "message": str(exc),
+                    "version": exc.item.version,
+                    "digest": card_digest(exc.item),
+                    "args": exc.item.args,
                 }
             },
             409,
@@ -246,8 +314,8 @@ def router() -> APIRouter:
     api = APIRouter(
         prefix="/api",
         route_class=BoundedJsonRoute,
-        dependencies=[Depends(require_token)],
-        responses=errors(401, 422),
+        dependencies=[Depends(caller)],
+        responses=errors(401, 403, 422),
     )
     with_body = errors(400, 408, 413)
 
@@ -257,54 +325,76 @@ def router() -> APIRouter:
         response_model=out.RunOut,
         responses={**with_body, **errors(404, 409)},
     )
-    async def start_run(body: StartRun, request: Request) -> dict[str, Any]:
-        run = await services(request).runs.start(body.skill, body.input, trigger="api")
+    async def start_run(
+        body: StartRun, request: Request, who: Principal = DECIDING
+    ) -> dict[str, Any]:
+        run = await services(request).runs.start(body.skill, body.input, by=who)
         return run_json(run)
 
-    @api.get("/runs", response_model=out.RunList)
+    @api.get("/runs", response_model=out.RunList, dependencies=[DECIDING])
     async def list_runs(request: Request, limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
         return {
             "items": [run_json(r) for r in await services(request).store.list_runs(limit=limit)]
         }
 
-    @api.get("/runs/{run_id}", response_model=out.RunDetail, responses=errors(404))
+    @api.get(
+        "/runs/{run_id}",
+        response_model=out.RunDetail,
+        responses=errors(404),
+        dependencies=[DECIDING],
+    )
     async def get_run(run_id: str, request: Request) -> dict[str, Any]:
         svc = services(request)
         run = await svc.store.get_run(run_id)
         return run_json(run, await svc.store.events(run_id))
 
     @api.post("/runs/{run_id}/cancel", response_model=out.RunOut, responses=errors(404, 409))
-    async def cancel_run(run_id: str, request: Request) -> dict[str, Any]:
-        return run_json(await services(request).runs.cancel(run_id, actor="owner", channel="api"))
+    async def cancel_run(run_id: str, request: Request, who: Principal = ADMIN) -> dict[str, Any]:
+        return run_json(await services(request).runs.cancel(run_id, by=who))
 
     @api.post(
         "/runs/{run_id}/messages",
         response_model=out.RunOut,
         responses={**with_body, **errors(404, 409)},
     )
-    async def follow_up(run_id: str, body: MessageIn, request: Request) -> dict[str, Any]:
-        return run_json(await services(request).runs.follow_up(run_id, body.text, channel="api"))
+    async def follow_up(
+        run_id: str, body: MessageIn, request: Request, who: Principal = DECIDING
+    ) -> dict[str, Any]:
+        return run_json(await services(request).runs.follow_up(run_id, body.text, by=who))
 
     @api.get("/inbox", response_model=out.ItemList)
     async def inbox(
-        request: Request, box: Literal["unread", "action"] | None = None, all: bool = False
+        request: Request,
+        box: Literal["unread", "action"] | None = None,
+        all: bool = False,
+        who: Principal = DECIDING,
     ) -> dict[str, Any]:
+        """The inbox: everything for an admin; for a decide token, what its person may see."""
         svc = services(request)
         items = await svc.store.list_items(box=Box(box) if box else None)
         if not all:
             items = [i for i in items if i.status in {"pending", "unread"}]
+        if not who.is_admin:
+            items = [i for i in items if svc.access.may_see(who, i)]
         return {"items": [item_json(i) for i in items]}
 
-    @api.get("/items/{item_id}", response_model=out.ItemOut, responses=errors(404))
+    @api.get(
+        "/items/{item_id}",
+        response_model=out.ItemOut,
+        responses=errors(404),
+        dependencies=[DECIDING],
+    )
     async def get_item(item_id: str, request: Request) -> dict[str, Any]:
         return item_json(await services(request).store.get_item(item_id))
 
     @api.post(
         "/items/{item_id}/decision",
         response_model=out.ItemOut,
-        responses={**with_body, **errors(403, 404, 409)},
+        responses={**with_body, **errors(404, 409)},
     )
-    async def decide(item_id: str, body: DecisionIn, request: Request) -> dict[str, Any]:
+    async def decide(
+        item_id: str, body: DecisionIn, request: Request, who: Principal = DECIDING
+    ) -> dict[str, Any]:
         svc = services(request)
         if (await svc.store.get_item(item_id)).box is not Box.ACTION:
             raise Conflict("this item is not an action: there is nothing to decide")
@@ -314,29 +404,37 @@ def router() -> APIRouter:
             )
         except ValueError as exc:
             raise InvalidArguments({"grant": str(exc)}) from None
-        item = await svc.inbox.decide(item_id, decision, actor="owner", channel="api")
+        item = await svc.inbox.decide(item_id, decision, by=who, seen=body.seen)
         return item_json(item)
 
-    @api.post("/items/{item_id}/read", response_model=out.ItemOut, responses=errors(404))
+    @api.post(
+        "/items/{item_id}/read",
+        response_model=out.ItemOut,
+        responses=errors(404),
+        dependencies=[DECIDING],
+    )
     async def mark_read(item_id: str, request: Request) -> dict[str, Any]:
         return item_json(await services(request).inbox.mark_read(item_id))
 
-    @api.get("/kill", response_model=out.KillState)
+    @api.get("/kill", response_model=out.KillState, dependencies=[DECIDING])
     async def kill_state(request: Request) -> dict[str, Any]:
         state = await services(request).store.get_kill()
         return {"on": state is not None, **(state or {})}
 
     @api.post("/kill", response_model=out.KillOn)
-    async def kill(request: Request) -> dict[str, Any]:
-        killed = await services(request).runs.kill(actor="owner", channel="api")
+    async def kill(
+        request: Request, body: KillIn | None = None, who: Principal = ADMIN
+    ) -> dict[str, Any]:
+        reason = body.reason if body is not None else None
+        killed = await services(request).runs.kill(by=who, reason=reason)
         return {"on": True, "killed": killed}
 
     @api.delete("/kill", response_model=out.KillOff)
-    async def lift(request: Request) -> dict[str, Any]:
-        await services(request).runs.lift_kill(actor="owner", channel="api")
+    async def lift(request: Request, who: Principal = ADMIN) -> dict[str, Any]:
+        await services(request).runs.lift_kill(by=who)
         return {"on": False}
 
-    @api.get("/status", response_model=out.Status)
+    @api.get("/status", response_model=out.Status, dependencies=[ADMIN])
     async def status(request: Request) -> dict[str, Any]:
         """What this process does: its worker, the singletons it leads, the kill switch."""
         svc = services(request)
@@ -351,16 +449,16 @@ def router() -> APIRouter:
             "kill": await svc.store.get_kill() is not None,
         }
 
-    @api.get("/skills", response_model=out.SkillList)
+    @api.get("/skills", response_model=out.SkillList, dependencies=[DECIDING])
     async def skills(request: Request) -> dict[str, Any]:
         """The skills loaded, and the files refused (each problem with its line)."""
         return skill_list(services(request))
 
     @api.post("/skills/reload", response_model=out.SkillReload)
-    async def reload_skills(request: Request) -> dict[str, Any]:
+    async def reload_skills(request: Request, who: Principal = ADMIN) -> dict[str, Any]:
         """Load the skills folder again now (the server also does on every change)."""
         svc = services(request)
-        change = await svc.skill_files.reload(actor="owner", channel="api")
+        change = await svc.skill_files.reload(actor=who.actor, channel=who.channel)
         return {
             **skill_list(svc),
             "changes": {
@@ -370,7 +468,7 @@ def router() -> APIRouter:
             },
         }
 
-    @api.get("/audit", response_model=out.AuditList)
+    @api.get("/audit", response_model=out.AuditList, dependencies=[ADMIN])
     async def audit(request: Request, limit: int = Query(200, ge=1, le=5000)) -> dict[str, Any]:
         entries = await services(request).store.audit_log(limit=limit)
         return {

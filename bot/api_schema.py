@@ -101,6 +101,12 @@ class ItemOut(BaseModel):
     read_at: str | None
     #: The grants an approval of this item may ask for ("run", "1h", "exact"); empty: none.
     grants: list[str] = []
+    #: Bumped by every change to what the card shows.
+    version: int
+    #: The digest of the card as it shows the item now: send it back as a decision's `seen`.
+    digest: str
+    #: Who asked for it (a request's filer), when known.
+    requested_by: str | None = None
 
 
 class ItemList(BaseModel):
@@ -128,6 +134,7 @@ class KillState(BaseModel):
     on: bool
     by: str | None = None
     at: str | None = None
+    reason: str | None = None
 
 
 class KillOn(BaseModel):

@@ -17,8 +17,9 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel
 
 from agent.batch import approve_all
+from agent.policy.principal import Principal
 from bot import api_schema as out
-from bot.api import BoundedJsonRoute, item_json, require_token, services
+from bot.api import DECIDING, BoundedJsonRoute, caller, item_json, services
 from bot.api_schema import errors
 
 
@@ -47,7 +48,7 @@ def router() -> APIRouter:
     api = APIRouter(
         prefix="/api",
         route_class=BoundedJsonRoute,
-        dependencies=[Depends(require_token)],
+        dependencies=[Depends(caller)],
         responses=errors(401, 422),
     )
 
@@ -56,10 +57,12 @@ def router() -> APIRouter:
         response_model=BatchOut,
         responses=errors(400, 404, 408, 413),
     )
-    async def decide_all(run_id: str, body: BatchIn, request: Request) -> dict[str, Any]:
+    async def decide_all(
+        run_id: str, body: BatchIn, request: Request, who: Principal = DECIDING
+    ) -> dict[str, Any]:
         svc = services(request)
         await svc.store.get_run(run_id)  # 404 for a run that does not exist
-        batch = await approve_all(svc.inbox, run_id, actor="owner", channel="api")
+        batch = await approve_all(svc.inbox, run_id, by=who)
         return {
             "run_id": run_id,
             "summary": batch.summary(),

@@ -338,7 +338,30 @@ def inbox(
     console.print(table(cols, rows))
 
 
-def _decide(url: str | None, token: str | None, item_id: str, body: dict[str, Any]) -> Any:
+SeenOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--seen",
+        help="The card's digest as `pizzabot item` showed it: the decision counts only if the "
+        "item is still as shown (by default, as the command reads it now)",
+    ),
+]
+
+
+def _decide(
+    url: str | None,
+    token: str | None,
+    item_id: str,
+    body: dict[str, Any],
+    *,
+    seen: str | None = None,
+) -> Any:
+    """Decide, bound to the card as it was seen (`seen`), else as it is read here: a change
+    in between is refused by the server rather than decided."""
+    if seen is None:
+        seen = _call(url, token, "GET", f"/api/items/{quote(item_id, safe='')}").get("digest")
+    if seen:
+        body = {**body, "seen": seen}
     # json.dumps writes 1e999 as Infinity (httpx's json= refuses it): the server then answers
     # with the field's error, as it would to any other client.
     return _call(
@@ -373,6 +396,7 @@ def approve(
             "the tool offers (1h), or exact (these arguments, until revoked)",
         ),
     ] = None,
+    seen: SeenOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
@@ -386,7 +410,7 @@ def approve(
     body: dict[str, Any] = {"decision": "approve"}
     if grant is not None:
         body["grant"] = grant
-    r = _decide(url, token, item, body)
+    r = _decide(url, token, item, body, seen=seen)
     _say(f"{r['id']}: {r['status']}")
     _say_count(r)
     if grant is not None:
@@ -420,7 +444,9 @@ def _approve_all(
 
 def _new_args(
     item: str, set_: list[str] | None, args: str | None, url: str | None, token: str | None
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], str | None]:
+    """The edited arguments, and the digest of the card they were made from (`--set` changes
+    the arguments as read now; a change meanwhile is refused, not overwritten)."""
     if args is not None and set_:
         raise CliError("Give --set NAME=VALUE or --args JSON, not both.", code=2)
     if args is not None:
@@ -438,7 +464,7 @@ def _new_args(
                 f"""--args '{{"copies": 3}}' (got {type(new).__name__ if new is not None else "null"})""",
                 code=2,
             )
-        return new
+        return new, None
     if not set_:
         raise CliError(
             "Nothing to change: give --set NAME=VALUE (repeatable) or --args JSON "
@@ -455,7 +481,7 @@ def _new_args(
             new[name.strip()] = json.loads(value)
         except json.JSONDecodeError:
             new[name.strip()] = value  # a bare word is text
-    return new
+    return new, current.get("digest")
 
 
 @app.command()
@@ -468,12 +494,13 @@ def edit(
     args: Annotated[
         str | None, typer.Option("--args", help="All the new arguments as a JSON object")
     ] = None,
+    seen: SeenOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
     """Edit an Action item's arguments, then let the tool run with them."""
-    new = _new_args(item, set_, args, url, token)
-    r = _decide(url, token, item, {"decision": "edit", "args": new})
+    new, read = _new_args(item, set_, args, url, token)
+    r = _decide(url, token, item, {"decision": "edit", "args": new}, seen=seen or read)
     if r["status"] == "pending":  # more than one person must approve: a new count
         _say(f"{r['id']}: edited to {compact(r['args'])}")
         _say_count(r)
@@ -495,11 +522,12 @@ def _say_count(r: dict[str, Any]) -> None:
 def reject(
     item: str,
     reason: Annotated[str, typer.Argument(help="Why; the model reads it")] = "",
+    seen: SeenOpt = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
     """Reject an Action item, with a reason the model reads."""
-    r = _decide(url, token, item, {"decision": "reject", "reason": reason})
+    r = _decide(url, token, item, {"decision": "reject", "reason": reason}, seen=seen)
     _say(f"{r['id']}: {r['status']}")
 
 
@@ -531,15 +559,19 @@ def say(run_id: str, text: str, url: UrlOpt = None, token: TokenOpt = None) -> N
 @app.command()
 def kill(
     off: Annotated[bool, typer.Option("--off", help="Lift the kill switch")] = False,
+    reason: Annotated[
+        str | None,
+        typer.Option("--reason", help="Why: every held request's agent is told, and every refusal"),
+    ] = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
-    """Stop every running run and refuse new ones (--off lifts it)."""
+    """Stop every running run, refuse new ones and hold every decision (--off lifts it)."""
     if off:
         _call(url, token, "DELETE", "/api/kill")
         _say("kill switch lifted")
     else:
-        r = _call(url, token, "POST", "/api/kill")
+        r = _call(url, token, "POST", "/api/kill", json={"reason": reason} if reason else None)
         _say(("kill switch ON", "bold red"), f"; killed {len(r['killed'])} run(s)")
 
 
@@ -725,6 +757,92 @@ def revoke(grant_id: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
     """Revoke a grant: the next call it would have covered asks again."""
     g = _call(url, token, "DELETE", f"/api/grants/{quote(grant_id, safe='')}")
     _say(f"{g['id']}: revoked ({g['covers']})")
+
+
+# -- tokens ------------------------------------------------------------------------------
+
+tokens_app = App(
+    help="Named tokens, each with the least scope it needs: ask (an agent that asks), decide "
+    "(a person's device, deciding as that person), admin.",
+    no_args_is_help=True,
+)
+app.add_typer(tokens_app, name="tokens")
+
+
+class TokenScope(StrEnum):
+    ask = "ask"
+    decide = "decide"
+    admin = "admin"
+
+
+@tokens_app.command("create")
+def tokens_create(
+    name: Annotated[str, typer.Argument(help="What holds it: claude-hook, alice-phone, …")],
+    scope: Annotated[
+        TokenScope,
+        typer.Option(
+            "--scope",
+            help="ask: file requests and read its own (agents, hooks, MCP clients); decide: "
+            "also decide as --person; admin: everything",
+        ),
+    ],
+    person: Annotated[
+        str | None,
+        typer.Option("--person", help="The person (from people:) a decide token decides as"),
+    ] = None,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Make a named token. Its secret is printed once: keep it where its holder reads it."""
+    body: dict[str, Any] = {"name": name, "scope": str(scope)}
+    if person is not None:
+        body["person"] = person
+    made = _call(url, token, "POST", "/api/tokens", json=body)
+    if as_json:
+        dump_json(made)
+        return
+    who = f" as {made['person']}" if made["person"] else ""
+    # Only the secret on stdout, so `$(pizzabot tokens create …)` captures it.
+    stderr.print(
+        f"{made['id']}: token {made['name']} ({made['scope']}{who}); its secret, shown once:"
+    )
+    print(made["token"])
+
+
+@tokens_app.command("list")
+def tokens_list(url: UrlOpt = None, token: TokenOpt = None, as_json: JsonOpt = False) -> None:
+    """List the named tokens (never their secrets), revoked ones too."""
+    data = _call(url, token, "GET", "/api/tokens")
+    if as_json:
+        dump_json(data)
+        return
+    if not data["items"]:
+        empty("tokens: `pizzabot tokens create NAME --scope ask` makes one")
+        return
+    console.print(
+        table(
+            [id_column(), "name", "scope", "person", time_column("made"), "revoked"],
+            (
+                [
+                    t["id"],
+                    t["name"],
+                    t["scope"],
+                    t["person"] or "",
+                    when(t["created_at"]),
+                    f"by {t['revoked_by']}" if t["revoked_at"] else "",
+                ]
+                for t in data["items"]
+            ),
+        )
+    )
+
+
+@tokens_app.command("revoke")
+def tokens_revoke(token_id: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
+    """Revoke a token: every server refuses it from now on."""
+    t = _call(url, token, "DELETE", f"/api/tokens/{quote(token_id, safe='')}")
+    _say(f"{t['id']}: token {t['name']} revoked")
 
 
 # -- schedules ---------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from bot.cli_client import CliError, connect
+from bot.cli_client import Api, CliError, connect
 from bot.cli_typer import App
 
 if TYPE_CHECKING:
@@ -141,6 +141,7 @@ def _ask(
     if timeout is not None and (not math.isfinite(timeout) or timeout <= 0):
         raise CliError("--timeout must be a positive number of seconds.", code=EXIT_ERROR)
     api = connect(url, token)
+    warn_if_owner(api)
     try:
         with Inbox(api.url, api.token) as inbox:
             if wait:
@@ -168,13 +169,26 @@ def _ask(
     return decision
 
 
+def warn_if_owner(api: Api) -> None:
+    """An agent that asks with the server's own token (read from its data folder) could also
+    decide what it asks: say so on stderr, and how to make it a token that can only ask."""
+    if api.from_file:
+        sys.stderr.write(
+            "pizzabot: asking with the server's own API token, which may also decide; give "
+            "this agent its own: PIZZABOT_API_TOKEN=$(pizzabot tokens create NAME --scope ask)\n"
+        )
+
+
 def _error_line(exc: Exception, token_from: str) -> str:
     status = getattr(exc, "status", None)
     if status == 401:
         return (
-            f"401: the server refused the API token {token_from}: pass the server's own with "
-            "--token or PIZZABOT_API_TOKEN."
+            f"401: the server refused the API token {token_from}: pass an ask token made with "
+            "`pizzabot tokens create NAME --scope ask` (or the server's own) with --token or "
+            "PIZZABOT_API_TOKEN."
         )
+    if status == 403:
+        return f"403: {exc}"
     if status is None:
         return f"{exc}: start the server with `pizzabot serve`, or pass --url / set PIZZABOT_URL."
     return str(exc)
@@ -196,6 +210,7 @@ def mcp(
     except ImportError:
         raise CliError("the MCP server is not available in this installation.") from None
     api = connect(url, token)
+    warn_if_owner(api)
     serve(api.url, api.token, skill=skill)
 
 

@@ -49,6 +49,8 @@ class Api:
     url: str
     token: str
     token_from: str
+    #: The token was read from the server's own token file (the owner's, scope admin).
+    from_file: bool = False
 
     def call(self, method: str, path: str, **kw: Any) -> Any:
         try:
@@ -156,7 +158,7 @@ def connect(url: str | None, token: str | None) -> Api:
     except OSError:
         kept = ""
     if kept:
-        return Api(base, kept, f"read from {path}")
+        return Api(base, kept, f"read from {path}", from_file=True)
     raise CliError(
         f"No API token: pass --token, set PIZZABOT_API_TOKEN, or run the CLI where the server "
         f"keeps it ({path}; PIZZABOT_DATA_DIR names another data folder).",

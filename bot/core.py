@@ -26,6 +26,7 @@ from agent.engine import Runner
 from agent.inbox import Inbox
 from agent.llm import ModelClient
 from agent.outbox import Dispatcher
+from agent.policy.access import Access
 from agent.policy.grants import Grants
 from agent.policy.quorum import Approvals
 from agent.redaction import Redactor
@@ -132,6 +133,7 @@ def build(
     timing: Timing = Timing(),
     grants: Grants | None = None,
     approvals: Approvals | None = None,
+    access: Access | None = None,
 ) -> Core:
     """Wire the engine's parts. `channels` are the ones this process delivers on; `reach`
     the ones items are addressed to (default: the same; a process that only steps runs
@@ -156,6 +158,7 @@ def build(
         grants=grants,
         approvals=approvals,
         decisions=decisions,
+        access=access or Access(skills=skills),
     )
     engine, worker = _stepping(ctx, mind, with_worker, workers_bell, redactor, timing)
     dispatcher = Dispatcher(

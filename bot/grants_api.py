@@ -16,8 +16,9 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel
 
-from agent.policy.grants import Grant, Grants
-from bot.api import require_token, services
+from agent.policy.grants import Grant, Grants, revoke_grant
+from agent.policy.principal import Principal
+from bot.api import DECIDING, caller, services
 from bot.api_schema import errors
 
 
@@ -86,24 +87,34 @@ def grants_of(request: Request) -> Grants:
 
 def router() -> APIRouter:
     api = APIRouter(
-        prefix="/api/grants", dependencies=[Depends(require_token)], responses=errors(401, 422)
+        prefix="/api/grants",
+        dependencies=[Depends(caller)],
+        responses=errors(401, 403, 422),
     )
 
     @api.get("", response_model=GrantList, responses=errors(404))
-    async def list_grants(request: Request, all: bool = False) -> dict[str, Any]:
-        now = services(request).ctx.clock()
+    async def list_grants(
+        request: Request, all: bool = False, who: Principal = DECIDING
+    ) -> dict[str, Any]:
+        """The grants; a decide token sees those its person may revoke."""
+        svc = services(request)
+        now = svc.ctx.clock()
         found = await grants_of(request).list_grants(now=now, ended=all)
-        return {"items": [grant_json(g, now) for g in found]}
+        mine = [g for g in found if svc.access.may_revoke(who, g.skill, g.tool)]
+        return {"items": [grant_json(g, now) for g in mine]}
 
-    @api.get("/{grant_id}", response_model=GrantOut, responses=errors(404))
+    @api.get("/{grant_id}", response_model=GrantOut, responses=errors(404), dependencies=[DECIDING])
     async def get_grant(grant_id: str, request: Request) -> dict[str, Any]:
         grant = await grants_of(request).get(grant_id)
         return grant_json(grant, services(request).ctx.clock())
 
     @api.delete("/{grant_id}", response_model=GrantOut, responses=errors(404))
-    async def revoke(grant_id: str, request: Request) -> dict[str, Any]:
-        now = services(request).ctx.clock()
-        grant = await grants_of(request).revoke(grant_id, actor="owner", channel="api", now=now)
+    async def revoke(grant_id: str, request: Request, who: Principal = DECIDING) -> dict[str, Any]:
+        svc = services(request)
+        now = svc.ctx.clock()
+        grant = await revoke_grant(
+            grants_of(request), svc.access, svc.store, grant_id, by=who, now=now
+        )
         return grant_json(grant, now)
 
     return api

@@ -46,6 +46,7 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse
 
+from agent.policy.principal import Principal
 from agent.skills import Hook, Skill, SkillBook
 from bot.services import Services
 from bot.settings import environment
@@ -190,7 +191,7 @@ def router(
                 skill.name,
                 text,
                 trigger=f"hook:{name}",
-                actor=f"hook:{name}",
+                by=Principal.system("hook", f"hook:{name}"),
                 idempotency_key=idempotency_key(name, key) if key else None,
             )
             if run.skill != skill.name or run.input != text:

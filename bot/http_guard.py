@@ -6,7 +6,10 @@ JSON body before it solves a route's dependencies, and Bolt's handler parses Sla
 before it checks the signature: a check inside a route comes too late to stop a large or
 unauthenticated body from being read.
 
-- `/api/*` without the right bearer token: 401 before anything is read.
+- `/api/*` and `/mcp` without a bearer token the server knows (its own API token, or a named
+  token that is not revoked): 401 before anything is read. A known one is turned into the
+  caller's principal (`agent.policy.principal`), which the routes find in the ASGI scope
+  under `PRINCIPAL`.
 - A body whose declared length is over the limit: 413 at once, without reading it; a body that
   grows over the limit while it streams in: 413 as soon as it does. Webhooks (`/hooks/`) have a
   limit of their own; every other route shares one.
@@ -21,13 +24,17 @@ so the rest of a refused body is never read.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from agent.policy.principal import Principal
 
 
 class BodyRefused(HTTPException):
@@ -63,13 +70,24 @@ async def refuse(
     await send({"type": "http.response.body", "body": payload})
 
 
-class TokenGate:
-    """`/api/*` answers 401 unless the request carries `Authorization: Bearer <token>`."""
+#: Where the token gate leaves the caller's principal in the ASGI scope.
+PRINCIPAL = "pizzabot.principal"
 
-    def __init__(self, app: ASGIApp, *, token: str, prefix: str = "/api/") -> None:
+#: Finds who presents a bearer token through a channel ("api", "mcp"); None: nobody known.
+Resolver = Callable[[str, str], Awaitable["Principal | None"]]
+
+
+class TokenGate:
+    """`prefix` answers 401 unless the request carries `Authorization: Bearer <token>` of
+    someone `resolve` knows; the principal it finds goes on to the route."""
+
+    def __init__(
+        self, app: ASGIApp, *, resolve: Resolver, prefix: str = "/api/", channel: str = "api"
+    ) -> None:
         self.app = app
-        self._token = token.encode()
+        self._resolve = resolve
         self._prefix = prefix
+        self._channel = channel
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not (
@@ -78,15 +96,15 @@ class TokenGate:
             await self.app(scope, receive, send)
             return
         scheme, _, given = (_header(scope, b"authorization") or "").partition(" ")
-        if (
-            scheme.lower() != "bearer"
-            or not self._token
-            or not hmac.compare_digest(given.strip().encode(), self._token)
-        ):
+        who = None
+        if scheme.lower() == "bearer" and given.strip():
+            who = await self._resolve(given.strip(), self._channel)
+        if who is None:
             await refuse(
                 send, 401, "missing or wrong API token", [(b"www-authenticate", b"Bearer")]
             )
             return
+        scope[PRINCIPAL] = who
         await self.app(scope, receive, send)
 
 

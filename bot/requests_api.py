@@ -9,7 +9,8 @@
                                  it is decided, or when the wait ends (still pending)
 
 The state: {"id", "item_id", "kind", "status", "args", "reason", "decided_by", "via",
-"decided_at", "url"}. The item is decided like any other (`POST /api/items/{id}/decision`,
+"decided_at", "url", "requested_by"}; `status` is `halted` while the kill switch is on. An
+`ask` token files requests and reads its own; nothing else. The item is decided like any other (`POST /api/items/{id}/decision`,
 or on any channel). A `callback_url` receives the same body, signed, when it is decided
 (`channels.callback`); its secret is the environment variable the skill's
 `callback_secret_env` names, read here.
@@ -25,8 +26,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from agent.errors import InvalidArguments
 from agent.model import Risk
+from agent.policy.principal import Principal
 from agent.requests import MAX_TIMEOUT, NewRequest, RequestState
-from bot.api import BoundedJsonRoute, require_token, services
+from bot.api import ASKING, BoundedJsonRoute, caller, services
 from bot.api_schema import errors
 from bot.services import Services
 from bot.settings import environment
@@ -109,7 +111,7 @@ class RequestOut(BaseModel):
     item_id: str
     kind: Literal["approval", "question"]
     #: approval: pending|approved|edited|rejected|expired; question: pending|answered|
-    #: declined|expired.
+    #: declined|expired; either: halted (the kill switch is on: do not go ahead).
     status: str
     #: The arguments to run with (approved, edited) or the answer (answered); else null.
     args: dict[str, Any] | None
@@ -119,6 +121,8 @@ class RequestOut(BaseModel):
     decided_at: str | None
     #: The item's page on the web inbox.
     url: str
+    #: Who asked (the token's person, `token:NAME`, or `owner`).
+    requested_by: str | None = None
 
 
 IdempotencyKey = Annotated[
@@ -149,8 +153,8 @@ def router() -> APIRouter:
     api = APIRouter(
         prefix="/api/requests",
         route_class=BoundedJsonRoute,
-        dependencies=[Depends(require_token)],
-        responses=errors(401, 422),
+        dependencies=[Depends(caller)],
+        responses=errors(401, 403, 422),
         tags=["requests"],
     )
 
@@ -168,13 +172,14 @@ def router() -> APIRouter:
         request: Request,
         response: Response,
         idempotency_key: IdempotencyKey = None,
+        who: Principal = ASKING,
     ) -> dict[str, Any]:
         """Ask a person: an approval of a tool call, or a question. Rules and grants of the
         skill may decide it at once (the answer says so)."""
         svc = services(request)
         _check_callback(svc, body)
         state, created = await svc.requests.create(
-            body.new(), requester="owner", idempotency_key=idempotency_key
+            body.new(), by=who, idempotency_key=idempotency_key
         )
         if not created:
             response.status_code = 200
@@ -186,11 +191,13 @@ def router() -> APIRouter:
         request_id: str,
         request: Request,
         wait: float = Query(0, ge=0, le=MAX_WAIT),
+        who: Principal = ASKING,
     ) -> dict[str, Any]:
-        """The request's state; with `wait`, held until it is decided or the wait ends."""
+        """The request's state; with `wait`, held until it is decided (or halted by the kill
+        switch) or the wait ends. An ask token sees only its own requests."""
         requests = services(request).requests
         if wait > 0:
-            return _json(await requests.wait(request_id, wait))
-        return _json(await requests.get(request_id))
+            return _json(await requests.wait(request_id, wait, by=who))
+        return _json(await requests.get(request_id, by=who))
 
     return api

@@ -42,6 +42,7 @@ from apscheduler.triggers.base import BaseTrigger
 
 from agent.context import new_id, utcnow
 from agent.errors import Conflict, InvalidArguments, KillSwitchOn, NotFound
+from agent.policy.principal import Principal
 from agent.runs import Runs
 from agent.skills import Schedule, SkillBook
 from bot.schedule_json import schedule_detail_json, schedules_json
@@ -123,7 +124,7 @@ class Scheduler:
                 rec.skill,
                 rec.input,
                 trigger=f"schedule:{schedule_id}",
-                actor=f"schedule:{schedule_id}",
+                by=Principal.system("schedule", f"schedule:{schedule_id}"),
                 idempotency_key=f"schedule:{schedule_id}:{t.isoformat()}",
             )
         except KillSwitchOn as exc:

@@ -19,9 +19,10 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel, ValidationError
 
 from agent.errors import InvalidArguments
+from agent.policy.principal import Principal
 from agent.skills import Schedule
 from bot import api_schema as out
-from bot.api import require_token, services
+from bot.api import ADMIN, caller, services
 from bot.api_schema import errors
 from bot.scheduler import Scheduler
 
@@ -46,8 +47,8 @@ def router() -> APIRouter:
     api = APIRouter(
         prefix="/api/schedules",
         tags=["schedules"],
-        dependencies=[Depends(require_token)],
-        responses=errors(401, 422, 503),
+        dependencies=[Depends(caller), ADMIN],
+        responses=errors(401, 403, 422, 503),
     )
 
     @api.get("", response_model=out.ScheduleList)
@@ -60,7 +61,7 @@ def router() -> APIRouter:
         response_model=out.ScheduleDetail,
         responses=errors(400, 404, 408, 409, 413),
     )
-    async def add(body: ScheduleIn, request: Request) -> dict[str, Any]:
+    async def add(body: ScheduleIn, request: Request, who: Principal = ADMIN) -> dict[str, Any]:
         sched = scheduler_of(request)
         try:
             spec = Schedule.model_validate(body.model_dump(exclude={"skill"}))
@@ -68,7 +69,7 @@ def router() -> APIRouter:
             raise InvalidArguments(
                 {".".join(str(p) for p in e["loc"]): e["msg"] for e in exc.errors()}
             ) from None
-        rec = await sched.add(body.skill, spec, actor="owner")
+        rec = await sched.add(body.skill, spec, actor=who.actor)
         return await sched.get_json(rec.id)
 
     @api.get("/{schedule_id}", response_model=out.ScheduleDetail, responses=errors(404))
@@ -76,20 +77,20 @@ def router() -> APIRouter:
         return await scheduler_of(request).get_json(schedule_id)
 
     @api.post("/{schedule_id}/pause", response_model=out.ScheduleDetail, responses=errors(404))
-    async def pause(schedule_id: str, request: Request) -> dict[str, Any]:
+    async def pause(schedule_id: str, request: Request, who: Principal = ADMIN) -> dict[str, Any]:
         sched = scheduler_of(request)
-        await sched.set_paused(schedule_id, paused=True, actor="owner")
+        await sched.set_paused(schedule_id, paused=True, actor=who.actor)
         return await sched.get_json(schedule_id)
 
     @api.post("/{schedule_id}/resume", response_model=out.ScheduleDetail, responses=errors(404))
-    async def resume(schedule_id: str, request: Request) -> dict[str, Any]:
+    async def resume(schedule_id: str, request: Request, who: Principal = ADMIN) -> dict[str, Any]:
         sched = scheduler_of(request)
-        await sched.set_paused(schedule_id, paused=False, actor="owner")
+        await sched.set_paused(schedule_id, paused=False, actor=who.actor)
         return await sched.get_json(schedule_id)
 
     @api.delete("/{schedule_id}", response_model=out.Deleted, responses=errors(404, 409))
-    async def remove(schedule_id: str, request: Request) -> dict[str, Any]:
-        await scheduler_of(request).remove(schedule_id, actor="owner")
+    async def remove(schedule_id: str, request: Request, who: Principal = ADMIN) -> dict[str, Any]:
+        await scheduler_of(request).remove(schedule_id, actor=who.actor)
         return {"deleted": schedule_id}
 
     return api

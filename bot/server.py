@@ -28,7 +28,8 @@ from agent.channel import Channel
 from agent.context import utcnow
 from agent.llm import LiteLLMClient, ModelRouter, freeze_after_import
 from agent.llm_openai import OpenAIClient
-from agent.policy import Access
+from agent.policy import Access, Principal
+from agent.policy.tokens import TokenDesk, principal_for
 from agent.redaction import Redactor
 from agent.skills import HttpServer, LoadReport, Reload, Skill, SkillBook, StdioServer, load_skills
 from agent.tools import ToolHub
@@ -38,6 +39,7 @@ from bot import (
     demo,
     grants_api,
     requests_api,
+    tokens_api,
     tracing,
     wire_digest,
     wire_email,
@@ -56,6 +58,7 @@ from store.approvals import SqlApprovals
 from store.grants import SqlGrants
 from store.migrate import upgrade
 from store.sql import SqlStore, connect
+from store.tokens import SqlTokens
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -141,16 +144,22 @@ async def _assemble(
         timing=_timing(settings),
         grants=SqlGrants(store.db),
         approvals=SqlApprovals(store.db),
+        access=access,
     )
     await _audit_skills(store, files.report, now=utcnow())
     if not store.is_postgres and core.worker is not None:
         await store.release_leases(now=utcnow())
+    tokens = SqlTokens(store.db)
     svc = Services(
         settings=settings,
         token=token,
         store=store,
         core=core,
         access=access,
+        tokens=tokens,
+        token_desk=TokenDesk(
+            tokens=tokens, access=access, trail=store, clock=utcnow, ids=core.ctx.ids
+        ),
         tools=tools,
         skill_files=files,
         schema_change=schema_change,
@@ -288,6 +297,7 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
     app.include_router(grants_api.router())
     app.include_router(batch_api.router())
     app.include_router(requests_api.router())
+    app.include_router(tokens_api.router())
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> JSONResponse:
@@ -345,8 +355,15 @@ def guard(app: FastAPI, settings: Settings, *, token: str) -> None:
         body_timeout=settings.body_timeout,
     )
     app.add_middleware(BodyLimit, limits=limits)
-    app.add_middleware(TokenGate, token=token)
-    app.add_middleware(TokenGate, token=token, prefix=mcp_http.MCP_PATH + "/")
+
+    async def resolve(presented: str, channel: str) -> Principal | None:
+        # The services are built in the lifespan, after the app: looked up when asked.
+        svc: Services | None = getattr(app.state, "services", None)
+        tokens = svc.tokens if svc is not None else None
+        return await principal_for(presented, owner_secret=token, tokens=tokens, channel=channel)
+
+    app.add_middleware(TokenGate, resolve=resolve)
+    app.add_middleware(TokenGate, resolve=resolve, prefix=mcp_http.MCP_PATH + "/", channel="mcp")
 
 
 def follow_skill_files(svc: Services) -> None:

@@ -18,6 +18,7 @@ from agent.engine import Runner
 from agent.inbox import Inbox
 from agent.outbox import Dispatcher
 from agent.policy import Access
+from agent.policy.tokens import TokenDesk
 from agent.requests import Requests
 from agent.runs import Runs
 from agent.tools import ToolHub
@@ -26,6 +27,7 @@ from bot.core import Core
 from bot.settings import Settings
 from bot.skill_reload import SkillFiles
 from store.sql import SqlStore
+from store.tokens import SqlTokens
 
 if TYPE_CHECKING:
     from slack_bolt.adapter.fastapi.async_handler import AsyncSlackRequestHandler
@@ -72,8 +74,11 @@ class Services:
     store: SqlStore
     #: The engine's parts (context, runs, inbox, engine, worker, outbox), as `bot.core` wires them.
     core: Core
-    #: Who may decide, start and follow up through which channel: one for every channel.
+    #: Who may do what (decide, start, follow up, revoke, manage tokens): one for every channel.
     access: Access
+    #: Named tokens: looked up for every request, made and revoked through `token_desk`.
+    tokens: SqlTokens
+    token_desk: TokenDesk
     tools: ToolHub
     #: The skills folder: what the last load refused, and reloading it.
     skill_files: SkillFiles

@@ -28,6 +28,8 @@ def _deps(request: Request) -> WebDeps:
         ended=SqlSessionEnds(svc.store),
         schedules=triggers.scheduler.list_json if triggers is not None else None,
         grants=svc.ctx.grants,
+        tokens=svc.tokens,
+        access=svc.access,
     )
 
 

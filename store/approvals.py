@@ -16,7 +16,7 @@ from typing import Any, cast
 from sqlalchemy import Connection, Table, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from agent.errors import AlreadyApproved, AlreadyDecided, NotFound
+from agent.errors import AlreadyApproved, AlreadyDecided, CardChanged, NotFound
 from agent.model import ItemStatus, Risk
 from agent.policy.quorum import Approval, Count
 from store.audit import insert_audit
@@ -48,13 +48,15 @@ class _Round:
         return Count(required, (*self.current, *more), self.args, self.edits, self.proposal)
 
 
-def _locked_pending(c: Connection, item_id: str) -> Any:
+def _locked_pending(c: Connection, item_id: str, version: int | None) -> Any:
     # Locked, so that an edit and an approval of one item count one after the other.
     item = c.execute(select(ITEMS).where(ITEMS.c.id == item_id).with_for_update()).first()
     if item is None:
         raise NotFound(f"no item {item_id}")
     if item.status != ItemStatus.PENDING.value:
         raise AlreadyDecided(item_of(item))
+    if version is not None and item.version != version:
+        raise CardChanged(item_of(item))
     return item
 
 
@@ -95,8 +97,12 @@ def _show(
 ) -> None:
     """The new count on the item's card, its sent copies marked for update, and the audit."""
     risk = replace(Risk(**(item.risk or {})), approvals_required=required, approved=counted.shown())
+    # An edit changes what the card asks about: its version (and so its digest) moves on.
+    version = item.version + 1 if joined.edited_from is not None else item.version
     c.execute(
-        update(ITEMS).where(ITEMS.c.id == item.id).values(risk=risk.as_dict(), args=joined.args)
+        update(ITEMS)
+        .where(ITEMS.c.id == item.id)
+        .values(risk=risk.as_dict(), args=joined.args, version=version)
     )
     copies_need_update(c, item.id, approval.at)
     detail: dict[str, Any] = {
@@ -130,9 +136,10 @@ class SqlApprovals:
         *,
         required: int,
         args: dict[str, Any] | None = None,
+        version: int | None = None,
     ) -> Count:
         def tx(c: Connection) -> Count:
-            item = _locked_pending(c, item_id)
+            item = _locked_pending(c, item_id, version)
             joined = _round(c, item, args)
             if args is None and any(a.person == approval.person for a in joined.current):
                 counted = joined.count(required)

@@ -15,7 +15,7 @@ from typing import Any, cast
 from sqlalchemy import Connection, Table, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
-from agent.errors import AlreadyDecided, NotFound
+from agent.errors import AlreadyDecided, CardChanged, NotFound
 from agent.model import (
     Box,
     Decision,
@@ -59,6 +59,8 @@ _DECIDE = (
     )
     .returning(*ITEMS.c)
 )
+#: The same decision, taken only for the version of the item its card showed.
+_DECIDE_AT_VERSION = _DECIDE.where(ITEMS.c.version == bindparam("d_version"))
 _QUEUE_IF_WAITING = (
     update(RUNS)
     .where(RUNS.c.id == bindparam("run_id"), RUNS.c.status == RunStatus.WAITING.value)
@@ -101,6 +103,9 @@ def item_of(row: Any) -> Item:
         reason=row.reason,
         read_at=row.read_at,
         secret=row.secret,
+        version=row.version,
+        requested_by=row.requested_by,
+        requester_person=row.requester_person,
     )
 
 
@@ -123,6 +128,9 @@ def insert_item(s: Session, item: Item, targets: Sequence[Target], now: datetime
             schema=item.schema,
             risk=item.risk.as_dict(),
             secret=item.secret,
+            version=item.version,
+            requested_by=item.requested_by,
+            requester_person=item.requester_person,
         )
     )
     s.flush()
@@ -253,6 +261,7 @@ class SqlInbox:
         event: NewEvent,
         status: ItemStatus | None = None,
         take: Take | None = None,
+        version: int | None = None,
     ) -> Item:
         new_status = status or _DECIDED_STATUS[decision.kind]
         reason = getattr(decision, "reason", None) or None
@@ -264,15 +273,20 @@ class SqlInbox:
             "d_via": channel,
             "d_args": final_args,
             "d_reason": reason,
+            "d_version": version,
         }
+        statement = _DECIDE if version is None else _DECIDE_AT_VERSION
 
         def tx(c: Connection) -> Item:
-            # The first decision wins: only a pending item is updated.
-            row = c.execute(_DECIDE, decide).first()
+            # The first decision wins: only a pending item is updated, and only at the
+            # version the decision was made on.
+            row = c.execute(statement, decide).first()
             if row is None:
                 earlier = c.execute(_SELECT_ITEM, {"item_id": item_id}).first()
                 if earlier is None:
                     raise NotFound(f"no item {item_id}")
+                if earlier.status == ItemStatus.PENDING.value:
+                    raise CardChanged(item_of(earlier))
                 raise AlreadyDecided(item_of(earlier))
             run_id = row.run_id
             append_events(c, run_id, [event], now)
@@ -325,6 +339,14 @@ class SqlInbox:
             return close_pending(s, run_id, status=status, now=now)
 
         return await self.db.session(tx)
+
+    async def show_again(self, item_id: str, *, now: datetime) -> None:
+        """Mark every sent copy of the item for an update, so each shows it as it is now."""
+
+        def tx(c: Connection) -> None:
+            copies_need_update(c, item_id, now)
+
+        await self.db.run(tx)
 
     async def mark_read(self, item_id: str, *, now: datetime) -> Item:
         def tx(s: Session) -> Item:

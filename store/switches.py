@@ -33,10 +33,14 @@ class SqlSwitches:
     async def get_kill(self) -> dict[str, Any] | None:
         return await self.db.read(kill_switch)
 
-    async def set_kill(self, *, on: bool, actor: str, now: datetime) -> None:
+    async def set_kill(
+        self, *, on: bool, actor: str, now: datetime, reason: str | None = None
+    ) -> None:
         def tx(s: Session) -> None:
             row = s.get(SwitchRow, KILL)
-            value = {"on": on, "by": actor, "at": now.isoformat()}
+            value: dict[str, Any] = {"on": on, "by": actor, "at": now.isoformat()}
+            if reason:
+                value["reason"] = reason
             if row is None:
                 s.add(SwitchRow(name=KILL, value=value, updated_at=now))
             else:

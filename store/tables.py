@@ -90,6 +90,10 @@ class ItemRow(Base):
     reason: Mapped[str | None] = mapped_column(Text)
     read_at: Mapped[datetime | None]
     secret: Mapped[str] = mapped_column(String(64))
+    #: Bumped by every change to what the item's card shows (`agent.card_digest`).
+    version: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
+    requested_by: Mapped[str | None] = mapped_column(String(300))
+    requester_person: Mapped[str | None] = mapped_column(String(300))
 
     __table_args__ = (Index("ix_items_box_status", "box", "status"),)
 
@@ -143,4 +147,5 @@ import store.tables_approvals  # noqa: E402
 import store.tables_grants  # noqa: E402
 import store.tables_mail  # noqa: E402
 import store.tables_requests  # noqa: E402
+import store.tables_tokens  # noqa: E402
 import store.tables_triggers  # noqa: E402,F401

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.model import Item
+from agent.policy import Principal
 from channels.email.compose import MailIdentity, Thread, item_mail
 from channels.slack import blocks
 from tests.peers import mcp_tools
@@ -132,7 +133,9 @@ async def test_slack_and_email_cards_show_the_hints_and_the_rule_that_asked(
             ("shop__read_notes", {"customer": "Ann"}),
             ("shop__refund", {"amount": 300, "currency": "EUR", "note": "goodwill"}),
         ):
-            run = await h.runs.start("test", json.dumps({"tool": tool, "args": args}))
+            run = await h.runs.start(
+                "test", json.dumps({"tool": tool, "args": args}), by=Principal.owner("api")
+            )
             await h.wait(run.id, {"waiting"})
 
         async def cards() -> list[Item] | None:

@@ -11,6 +11,7 @@ import pytest
 
 from agent.errors import NotAllowed
 from agent.model import Approve, Box, Edit, ItemStatus, Reject
+from agent.policy import Principal
 from agent.testing.scripts import Reply, ToolCall, last_tool_result
 from tests.peers.inproc import InProcess
 
@@ -33,7 +34,7 @@ async def test_decisions_through_every_channel_and_refusals_are_audited(tmp_path
             ("email", "Boss@Example.com", Approve()),
         ]
         for channel, actor, decision in decisions:
-            run = await h.runs.start("test", channel)
+            run = await h.runs.start("test", channel, by=Principal.owner("api"))
             await h.wait(run.id, {"waiting"})
             (item,) = await h.store.list_items(
                 box=Box.ACTION, status=ItemStatus.PENDING, run_id=run.id
@@ -41,8 +42,9 @@ async def test_decisions_through_every_channel_and_refusals_are_audited(tmp_path
             stranger = "U9" if channel != "email" else "eve@example.com"
             if channel in {"slack", "email"}:
                 with pytest.raises(NotAllowed):
-                    await h.inbox.decide(item.id, Approve(), actor=stranger, channel=channel)
-            await h.inbox.decide(item.id, decision, actor=actor, channel=channel)
+                    await h.inbox.decide(item.id, Approve(), by=Principal.of(channel, stranger))
+            who = Principal.owner(channel) if actor == "owner" else Principal.of(channel, actor)
+            await h.inbox.decide(item.id, decision, by=who)
             await h.wait(run.id, {"done"})
         trail = list(reversed(await h.store.audit_log()))
     made = [(e.channel, e.actor, e.detail["decision"]) for e in trail if e.action == "decision"]
@@ -60,7 +62,7 @@ async def test_decisions_through_every_channel_and_refusals_are_audited(tmp_path
         (e.channel, e.actor, e.detail["why"]) for e in trail if e.action == "decision_refused"
     ]
     assert refused == [
-        ("slack", "U9", "not an approver for this channel"),
-        ("email", "eve@example.com", "not an approver for this channel"),
+        ("slack", "U9", "not an approver of this item"),
+        ("email", "eve@example.com", "not an approver of this item"),
     ]
     assert all(e.at is not None for e in trail)

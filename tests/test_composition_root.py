@@ -19,6 +19,7 @@ import yaml
 from pydantic import SecretStr
 
 from agent.model import Box, DeliveryStatus, Item
+from agent.policy import Principal
 from agent.testing.model_server import ScriptedModelServer
 from bot.server import build, shutdown, start_worker
 from bot.services import Services
@@ -90,7 +91,7 @@ async def test_a_worker_process_addresses_cards_to_the_servers_channels(
             assert worker.dispatcher.channels == {}
             assert worker.worker is not None
             start_worker(worker, worker.worker)
-            run = await worker.runs.start("test", "mail Ann the quote")
+            run = await worker.runs.start("test", "mail Ann the quote", by=Principal.owner("api"))
             item = await _action(worker, run.id)
             deliveries = await worker.store.deliveries(item.id)
     assert sorted((d.channel, d.address) for d in deliveries) == [

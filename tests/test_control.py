@@ -10,6 +10,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agent.model import Approve, Box, ItemKind, ItemStatus, Reject
+from agent.policy import Principal
 from agent.skills import Budget
 from agent.testing.scripts import Reply, ToolCall, last_tool_result
 from agent.tracing import export_run
@@ -31,11 +32,11 @@ async def _budget_item(h: InProcess, run_id: str) -> Any:
 
 async def test_the_step_budget_pauses_the_run_and_extending_lets_it_go_on(tmp_path: Path) -> None:
     async with InProcess(tmp_path, keep_looking, skill={"budget": {"steps": 3}}) as h:
-        run = await h.runs.start("test", "find Ann")
+        run = await h.runs.start("test", "find Ann", by=Principal.owner("api"))
         item = await _budget_item(h, run.id)
         assert "step budget reached: 3 of 3" in item.body and item.args == {"steps": 3}
         assert (await h.store.get_run(run.id)).usage.steps == 3
-        await h.inbox.decide(item.id, Approve(), actor="owner", channel="api")
+        await h.inbox.decide(item.id, Approve(), by=Principal.owner("api"))
         second = None
         await h.wait(run.id, {"waiting"})
         for pending in await h.store.list_items(
@@ -44,7 +45,7 @@ async def test_the_step_budget_pauses_the_run_and_extending_lets_it_go_on(tmp_pa
             second = pending
         assert second is not None and "6 of 6" in second.body
         assert (await h.store.get_run(run.id)).usage.steps == 6
-        await h.inbox.decide(second.id, Reject("enough"), actor="owner", channel="api")
+        await h.inbox.decide(second.id, Reject("enough"), by=Principal.owner("api"))
         stopped = await h.wait(run.id, {"cancelled"})
         assert "stopped at the budget by owner: enough" in (stopped.error or "")
         unread = await h.store.list_items(box=Box.UNREAD, run_id=run.id)
@@ -53,18 +54,18 @@ async def test_the_step_budget_pauses_the_run_and_extending_lets_it_go_on(tmp_pa
 
 async def test_the_token_budget_pauses_the_run_and_stopping_ends_it(tmp_path: Path) -> None:
     async with InProcess(tmp_path, keep_looking, skill={"budget": {"tokens": 150}}) as h:
-        run = await h.runs.start("test", "find Ann")
+        run = await h.runs.start("test", "find Ann", by=Principal.owner("api"))
         item = await _budget_item(h, run.id)
         assert "token budget reached" in item.body and item.args == {"tokens": 150}
         usage = (await h.store.get_run(run.id)).usage
         assert usage.tokens >= 150
-        await h.inbox.decide(item.id, Reject(), actor="owner", channel="api")
+        await h.inbox.decide(item.id, Reject(), by=Principal.owner("api"))
         await h.wait(run.id, {"cancelled"})
 
 
 async def test_server_defaults_apply_where_a_skill_sets_no_budget(tmp_path: Path) -> None:
     async with InProcess(tmp_path, keep_looking, default_budget=Budget(steps=2)) as h:
-        run = await h.runs.start("test", "find Ann")
+        run = await h.runs.start("test", "find Ann", by=Principal.owner("api"))
         item = await _budget_item(h, run.id)
         assert "2 of 2" in item.body
 
@@ -78,7 +79,7 @@ async def test_the_daily_budget_counts_every_run_of_the_skill(tmp_path: Path) ->
     async with InProcess(tmp_path, one_call, skill={"budget": {"per_day": {"tokens": 200}}}) as h:
         finished = 0
         for _ in range(10):
-            run = await h.runs.start("test", "x")
+            run = await h.runs.start("test", "x", by=Principal.owner("api"))
             done = await h.wait(run.id, {"done", "waiting"})
             if done.status == "waiting":
                 break
@@ -104,7 +105,7 @@ async def test_a_run_exports_one_trace_with_model_and_tool_spans(tmp_path: Path)
             export_run(tracer, await h.store.get_run(run_id), await h.store.events(run_id))
 
         h.ctx.on_run_end = on_end
-        run = await h.runs.start("test", "find Ann")
+        run = await h.runs.start("test", "find Ann", by=Principal.owner("api"))
         await h.wait(run.id, {"done"})
 
         def exported() -> tuple[ReadableSpan, ...] | None:

@@ -15,7 +15,7 @@ from typing import Any
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent.digest import Digests
-from agent.policy import Access
+from agent.policy import Access, Principal
 from channels.email.compose import MailIdentity
 from channels.email.digest import EmailDigest
 from channels.slack.digest import SlackDigest
@@ -61,7 +61,9 @@ async def test_each_approver_gets_their_waiting_items_once_a_day(tmp_path: Path)
         SlackApi() as slack,
         InProcess(tmp_path, three_at_once, skill=SKILL, clock=lambda: now[0]) as h,
     ):
-        run = await h.runs.start("test", "mail two customers and look Ada up")
+        run = await h.runs.start(
+            "test", "mail two customers and look Ada up", by=Principal.owner("api")
+        )
         await h.wait(run.id, {"waiting"})
         mailbox = Mailbox()
         client = AsyncWebClient(token="xoxb-test", base_url=slack.url)
@@ -119,7 +121,7 @@ async def test_each_approver_gets_their_waiting_items_once_a_day(tmp_path: Path)
         assert all("waiting 1d 1h" in str(p.args["text"]) for p in latest[2:])
 
         # Once nothing waits, no digest goes out at all.
-        await h.runs.cancel(run.id, actor="owner", channel="api")
+        await h.runs.cancel(run.id, by=Principal.owner("api"))
         now[0] = T0 + timedelta(days=2, hours=2)
         assert await one.tick() == []
         assert len(slack.calls_to("chat.postMessage")) == 4 and len(mailbox.sent) == 2

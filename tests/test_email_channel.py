@@ -18,6 +18,7 @@ import pytest
 
 from agent.channel import DeliveryError
 from agent.model import Approve, EventKind, ItemStatus, RunStatus
+from agent.policy import Principal
 from channels.email import SmtpConfig, SmtpMailer
 from tests.peers.email_bot import (
     ALICE,
@@ -163,7 +164,7 @@ async def test_a_second_answer_is_told_who_was_first(mail: MailServer, tmp_path:
     async with EmailBot(mail, tmp_path) as bot:
         item = await bot.action()
         got = await bot.mail_for(item.id)
-        await bot.inbox.decide(item.id, Approve(), actor="owner", channel="web")
+        await bot.inbox.decide(item.id, Approve(), by=Principal.owner("web"))
         late = reply_to(got, "reject too late")
         await send(mail, late)
         assert await bot.next_outcome() == "already decided"
@@ -190,7 +191,7 @@ async def test_reply_to_the_result_follows_up_the_run(mail: MailServer, tmp_path
     async with EmailBot(mail, tmp_path) as bot:
         item = await bot.action()
         first = await bot.mail_for(item.id)
-        await bot.inbox.decide(item.id, Approve(), actor="owner", channel="web")
+        await bot.inbox.decide(item.id, Approve(), by=Principal.owner("web"))
         unread = await bot.finish(item.run_id, result="Mailed Ann the quote.")
         result_mail = await bot.mail_for(unread.id)
         assert result_mail["Subject"] == first["Subject"]
@@ -218,7 +219,7 @@ async def test_only_the_skills_approvers_follow_a_run_up_by_mail(
     skill = email_skill(deliver={"email": [ALICE, MALLORY]})
     async with EmailBot(mail, tmp_path, skill=skill) as bot:
         item = await bot.action()
-        await bot.inbox.decide(item.id, Approve(), actor="owner", channel="web")
+        await bot.inbox.decide(item.id, Approve(), by=Principal.owner("web"))
         unread = await bot.finish(item.run_id, result="Mailed Ann the quote.")
         her_copy = await bot.mail_for(unread.id, user="mallory", password=MALLORY_PW)
         reply = reply_to(her_copy, "Now mail me the quote too.", sender=f"Mallory <{MALLORY}>")

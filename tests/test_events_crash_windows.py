@@ -16,6 +16,7 @@ import pytest
 from agent import conversation
 from agent.events import AssistantMessage, BudgetExtended, ModelCall, RunFinished
 from agent.model import Approve, Box, Item, ItemStatus, NewEvent, Risk, Run, RunStatus
+from agent.policy import Principal
 from agent.testing.scripts import Reply, ToolCall, last_tool_result
 from channels.email.compose import MailIdentity, Thread, item_mail, subject_for
 from channels.slack.blocks import message
@@ -78,7 +79,9 @@ async def test_a_final_answer_is_recorded_with_the_runs_end_or_not_at_all(
     tmp_path: Path,
 ) -> None:
     async with Harness(tmp_path, answer) as h:
-        run = await h.runs.start("test", "what is the answer?", trigger="test")
+        run = await h.runs.start(
+            "test", "what is the answer?", trigger="test", by=Principal.owner("api")
+        )
         real = h.store.finish_run
 
         async def dies(*args: Any, **kw: Any) -> Any:
@@ -105,7 +108,9 @@ async def test_a_recorded_final_answer_ends_the_run_without_asking_the_model_aga
 ) -> None:
     """The log an older server left when it died between the answer and the run's end."""
     async with Harness(tmp_path, answer) as h:
-        run = await h.runs.start("test", "what is the answer?", trigger="test")
+        run = await h.runs.start(
+            "test", "what is the answer?", trigger="test", by=Principal.owner("api")
+        )
         claimed = await h.store.claim_run(lease="old", now=h.clock(), lease_seconds=30)
         assert claimed is not None
         said = [
@@ -127,11 +132,13 @@ async def test_an_approved_budget_extension_is_applied_once_across_a_crash(
     tmp_path: Path,
 ) -> None:
     async with Harness(tmp_path, mail_then_report, tools=AUTO, budget={"steps": 1}) as h:
-        run = await h.runs.start("test", "mail Ann the quote", trigger="test")
+        run = await h.runs.start(
+            "test", "mail Ann the quote", trigger="test", by=Principal.owner("api")
+        )
         await h.drive()
         item = await pending_item(h, run.id)
         assert item.args == {"steps": 1}
-        await h.inbox.decide(item.id, Approve(), actor="owner", channel="api")
+        await h.inbox.decide(item.id, Approve(), by=Principal.owner("api"))
         real = h.store.add_budget
 
         async def then_dies(*args: Any, **kw: Any) -> Any:
@@ -156,10 +163,12 @@ async def test_a_call_asked_again_after_a_crash_says_it_may_already_have_happene
     tmp_path: Path,
 ) -> None:
     async with Harness(tmp_path, mail_then_report) as h:
-        run = await h.runs.start("test", "mail Ann the quote", trigger="test")
+        run = await h.runs.start(
+            "test", "mail Ann the quote", trigger="test", by=Principal.owner("api")
+        )
         await h.drive()
         first = await pending_item(h, run.id)
-        await h.inbox.decide(first.id, Approve(), actor="U_ANN", channel="slack")
+        await h.inbox.decide(first.id, Approve(), by=Principal.of("slack", "U_ANN"))
         real = h.tools.call
 
         async def dies(*args: Any, **kw: Any) -> Any:
@@ -183,7 +192,7 @@ async def test_a_call_asked_again_after_a_crash_says_it_may_already_have_happene
         for part in mail_parts(again, run_now):
             assert said in " ".join(part.split())
 
-        await h.inbox.decide(again.id, Approve(), actor="U_ANN", channel="slack")
+        await h.inbox.decide(again.id, Approve(), by=Principal.of("slack", "U_ANN"))
         await h.drive()
         assert (await h.store.get_run(run.id)).status is RunStatus.DONE
         # The timeline shows both attempts, and that the first one's outcome is unknown.

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.model import Approve, Box, Item, ItemStatus
+from agent.policy import Principal
 from tests.peers.grant_stories import calls, calls_from_input, sent
 from tests.peers.inproc import InProcess
 from tests.peers.mcp_tools import read_log
@@ -24,10 +25,10 @@ async def pending(h: InProcess, run_id: str) -> Item:
 async def test_an_hour_long_grant_stops_covering_calls_after_the_hour(tmp_path: Path) -> None:
     clock = FakeClock()
     async with InProcess(tmp_path, calls_from_input, clock=clock) as h:
-        run = await h.runs.start("test", calls(("a@x.example", "one")))
+        run = await h.runs.start("test", calls(("a@x.example", "one")), by=Principal.owner("api"))
         item = await pending(h, run.id)
         assert item.risk.grants == ("run", "1h", "exact")
-        await h.inbox.decide(item.id, Approve(grant="1h"), actor="owner", channel="web")
+        await h.inbox.decide(item.id, Approve(grant="1h"), by=Principal.owner("web"))
         await h.wait(run.id, {"done"})
         assert h.ctx.grants is not None
         (grant,) = await h.ctx.grants.list_grants(now=clock())
@@ -36,13 +37,13 @@ async def test_an_hour_long_grant_stops_covering_calls_after_the_hour(tmp_path: 
 
         # 59 minutes later the grant still holds: the call runs without asking.
         clock.advance(minutes=59)
-        run = await h.runs.start("test", calls(("b@x.example", "two")))
+        run = await h.runs.start("test", calls(("b@x.example", "two")), by=Principal.owner("api"))
         assert (await h.wait(run.id, {"done", "waiting"})).status == "done"
         assert sent(read_log(h.tools_log))[-1] == "two"
 
         # Past the hour it has expired: the next call asks, and the listing leaves it out.
         clock.advance(minutes=2)
-        run = await h.runs.start("test", calls(("c@x.example", "three")))
+        run = await h.runs.start("test", calls(("c@x.example", "three")), by=Principal.owner("api"))
         item = await pending(h, run.id)
         assert item.args is not None and item.args["subject"] == "three"
         assert await h.ctx.grants.list_grants(now=clock()) == []

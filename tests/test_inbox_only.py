@@ -14,6 +14,7 @@ from agent.errors import InboxOnly, InvalidArguments, NotFound, UserError
 from agent.inbox import Inbox
 from agent.llm import LiteLLMClient
 from agent.model import ItemStatus
+from agent.policy import Principal
 from agent.requests import NewRequest, Requests
 from agent.runs import Runs
 from agent.skills import SkillBook, SkillFileError, parse_skill
@@ -62,7 +63,7 @@ async def test_no_run_of_an_inbox_only_skill_starts_and_no_model_is_called(
     skill = parse_skill(DEPLOYS, "deploys.yaml")
     runs = Runs(Context(store=store, skills=SkillBook({"deploys": skill})))
     with pytest.raises(InboxOnly) as caught:
-        await runs.start("deploys", "go")
+        await runs.start("deploys", "go", by=Principal.owner("api"))
     # The API answers 422 naming the skill; a channel says it as for an unknown skill.
     assert isinstance(caught.value, InvalidArguments) and isinstance(caught.value, NotFound)
     assert str(caught.value).startswith("deploys is inbox-only: it answers requests")

@@ -295,3 +295,44 @@ async def test_the_skills_rules_decide_at_once_without_a_card(tmp_path: Path) ->
     assert allowed["status"] == "approved" and allowed["args"] == {"command": "ls -la"}
     assert denied["status"] == "rejected" and "never the root" in (denied["reason"] or "")
     assert [i for i in asked if i["status"] == "pending"] == []
+
+
+async def test_a_decided_approval_is_never_handed_to_a_new_identical_call(
+    tmp_path: Path,
+) -> None:
+    """The same content joins a request only while it is pending: once decided, the same
+    call asks anew (a grant is the way to say "don't ask again"), and every answer is
+    audited. The agent holds an ask token, which is all `/mcp` needs."""
+    async with _server(tmp_path) as server:
+        async with server.client() as c:
+            made = await c.post("/api/tokens", json={"name": "mcp-agent", "scope": "ask"})
+        assert made.status_code == 201, made.text
+        agent = made.json()["token"]
+        async with _http(server, agent) as session:
+            first = asyncio.create_task(
+                session.call_tool("request_approval", _approval("Drop the cache"))
+            )
+            item = await _item(server, "Drop the cache")
+            await _decide(server, item["id"], decision="approve")
+            approved = await asyncio.wait_for(first, 60)
+            again = asyncio.create_task(
+                session.call_tool("request_approval", _approval("Drop the cache"))
+            )
+
+            async def second_card(c: httpx.AsyncClient) -> dict[str, Any] | None:
+                found = await _action_items(server, "Drop the cache")
+                return next((i for i in found if i["status"] == "pending"), None)
+
+            fresh = await server.wait_for(second_card, what="a new card for the second call")
+            assert not again.done()  # it waits for a person: not the first one's approval
+            await _decide(server, fresh["id"], decision="reject", reason="once was enough")
+            rejected = await asyncio.wait_for(again, 60)
+        async with server.client() as c:
+            entries = (await c.get("/api/audit", params={"limit": 500})).json()["items"]
+
+    assert (approved.structured_content or {})["status"] == "approved"
+    out = rejected.structured_content or {}
+    assert out["status"] == "rejected" and out["reason"] == "once was enough"
+    assert fresh["id"] != item["id"] and fresh["requested_by"] == "token:mcp-agent"
+    actions = [e["action"] for e in entries if e["actor"] == "token:mcp-agent"]
+    assert actions.count("request_filed") == 2 and actions.count("request_answered") == 2

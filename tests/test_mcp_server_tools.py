@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from mcp.client import Client
 from mcp_types import CallToolResult, TextContent
 
 from bot.mcp_server.desk import Answer, Ask, DeskError
-from bot.mcp_server.tools import REUSE_WINDOW, Asking, build_server
+from bot.mcp_server.tools import Asking, build_server
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -86,7 +86,7 @@ async def _until_asked(desk: ScriptedDesk, count: int) -> None:
 
 async def test_approval_waits_with_progress_until_a_person_edits_it() -> None:
     desk = ScriptedDesk()
-    server = build_server(Asking(desk=desk, skill="inbox", heartbeat=0.05))
+    server = build_server(Asking(desk_for=lambda _: desk, skill="inbox", heartbeat=0.05))
     beats: list[str | None] = []
     several = asyncio.Event()
 
@@ -131,7 +131,7 @@ async def test_approval_waits_with_progress_until_a_person_edits_it() -> None:
 
 async def test_rejection_and_expiry_say_not_to_run_the_call() -> None:
     desk = ScriptedDesk()
-    server = build_server(Asking(desk=desk, skill="inbox", heartbeat=0.05))
+    server = build_server(Asking(desk_for=lambda _: desk, skill="inbox", heartbeat=0.05))
     async with Client(server) as client:
         first = asyncio.create_task(
             client.call_tool("request_approval", {"title": "a", "tool": "t", "args": {}})
@@ -155,10 +155,9 @@ async def test_rejection_and_expiry_say_not_to_run_the_call() -> None:
     assert "Do not run" in _text(expired)
 
 
-async def test_same_content_finds_its_request_until_its_decision_is_old() -> None:
+async def test_same_content_joins_its_request_only_while_it_is_pending() -> None:
     desk = ScriptedDesk()
-    now = [NOW]
-    server = build_server(Asking(desk=desk, skill="inbox", heartbeat=0.05, clock=lambda: now[0]))
+    server = build_server(Asking(desk_for=lambda _: desk, skill="inbox", heartbeat=0.05))
     call = {"title": "Deploy", "tool": "deploy", "args": {"env": "prod"}}
     async with Client(server) as client:
         dropped = asyncio.create_task(client.call_tool("request_approval", call))
@@ -168,7 +167,7 @@ async def test_same_content_finds_its_request_until_its_decision_is_old() -> Non
         await _until_asked(desk, 2)
         desk.decide("r1", status="approved", args={"env": "prod"}, decided_at=NOW)
         found = await asyncio.wait_for(again, 30)
-        now[0] = NOW + REUSE_WINDOW + timedelta(seconds=1)
+        # Decided: the same call a moment later is a new request, not that approval.
         later = asyncio.create_task(client.call_tool("request_approval", call))
         await _until_asked(desk, 4)
         keyed = asyncio.create_task(
@@ -179,16 +178,17 @@ async def test_same_content_finds_its_request_until_its_decision_is_old() -> Non
         keyed.cancel()
 
     keys = [key for _, key in desk.asks]
-    assert keys[0] == keys[1] == keys[2]  # the same pending item, then its decision
+    assert keys[0] == keys[1]  # the pending item joined
     assert found.structured_content is not None
     assert found.structured_content["request_id"] == "r1"
-    assert keys[3] != keys[0]  # an hour after the decision, the same call is asked anew
+    assert keys[2] == keys[0] and keys[3] != keys[0]  # its decision is passed over: asked anew
+    assert desk.by_key[keys[3]].pending
     assert keys[4] == "deploy-42"
 
 
 async def test_ask_human_maps_answers_to_accept_decline_and_cancel() -> None:
     desk = ScriptedDesk()
-    server = build_server(Asking(desk=desk, skill="inbox", heartbeat=0.05))
+    server = build_server(Asking(desk_for=lambda _: desk, skill="inbox", heartbeat=0.05))
     outcomes: list[CallToolResult] = []
     async with Client(server) as client:
         for n, change in enumerate(
@@ -216,7 +216,7 @@ async def test_ask_human_maps_answers_to_accept_decline_and_cancel() -> None:
 
 async def test_refusals_and_oversized_input_are_tool_errors() -> None:
     desk = ScriptedDesk()
-    server = build_server(Asking(desk=desk, skill="inbox", heartbeat=0.05))
+    server = build_server(Asking(desk_for=lambda _: desk, skill="inbox", heartbeat=0.05))
     async with Client(server) as client:
         desk.refuse = "skill 'nope' does not exist"
         refused = await client.call_tool(

@@ -26,6 +26,7 @@ from agent.model import (
     Reject,
     RunStatus,
 )
+from agent.policy import Principal
 from agent.questions import (
     FREE_TEXT_SCHEMA,
     Answer,
@@ -76,7 +77,7 @@ async def question(
 
 
 async def decide(web: WebApp, item: Item, decision: Any) -> Item:
-    return await web.inbox.decide(item.id, decision, actor="owner", channel="api")
+    return await web.inbox.decide(item.id, decision, by=Principal.owner("api"))
 
 
 async def test_an_edit_accepts_with_its_values_and_an_approval_with_the_proposal(

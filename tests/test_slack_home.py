@@ -21,7 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent.context import Context
 from agent.inbox import Inbox
 from agent.model import Approve, Box, Item, ItemKind, ItemStatus
-from agent.policy import Access
+from agent.policy import Access, Principal
 from agent.runs import Runs
 from agent.skills import Skill, SkillBook
 from channels.slack import HomeTabs, SlackInbound, build_app
@@ -201,8 +201,8 @@ async def test_a_hundred_pending_items_fit_the_home_tab_and_the_rest_are_counted
 
 
 async def test_an_unread_note_is_marked_by_how_its_run_ended(home: Home) -> None:
-    run = await home.runs.start("sales", "mail Ann", trigger="test")
-    await home.runs.cancel(run.id, actor="U1", channel="slack")
+    run = await home.runs.start("sales", "mail Ann", trigger="test", by=Principal.owner("api"))
+    await home.runs.cancel(run.id, by=Principal.of("slack", "U1"))
     await home.add_items("sales", 1, box=Box.UNREAD)  # its run has not ended: no verdict
     text = shown(await home.opened(APPROVER))
     assert "⚠️ *sales was cancelled*" in text
@@ -231,7 +231,7 @@ async def test_the_home_tab_is_republished_only_when_the_persons_items_change(
     assert len(home.published(APPROVER)) == 1 and len(home.published("U2")) == 1
     assert await home.tabs.refresh() == 0
 
-    await home.inbox.decide(items[0].id, Approve(), actor=APPROVER, channel="slack")
+    await home.inbox.decide(items[0].id, Approve(), by=Principal.of("slack", APPROVER))
     assert await home.tabs.refresh() == 1  # U1's tab changed; nobody else's did
     latest = home.published(APPROVER)[-1]
     assert items[0].id not in shown(latest) and items[1].id in shown(latest)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.model import Approve, RunStatus
+from agent.policy import Principal
 from agent.testing.scripts import Reply, ToolCall, count_role, last_user_text
 from tests.peers.triggers import Harness
 
@@ -20,16 +21,18 @@ def script(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply
 
 async def test_a_finished_run_continues_with_its_whole_history(tmp_path: Path) -> None:
     async with Harness(tmp_path, script) as h:
-        run = await h.runs.start("test", "mail Ann the quote", trigger="test")
+        run = await h.runs.start(
+            "test", "mail Ann the quote", trigger="test", by=Principal.owner("api")
+        )
         await h.drive()
         item = await h.action_item(run.id)
-        await h.inbox.decide(item.id, Approve(), actor="owner", channel="api")
+        await h.inbox.decide(item.id, Approve(), by=Principal.owner("api"))
         await h.drive()
         done = await h.store.get_run(run.id)
         assert done.status is RunStatus.DONE and done.result == "Answer to: mail Ann the quote"
         before = len(h.model.requests)
 
-        await h.runs.follow_up(run.id, "Did Ann get it?", actor="owner", channel="api")
+        await h.runs.follow_up(run.id, "Did Ann get it?", by=Principal.owner("api"))
         await h.drive()
 
         again = await h.store.get_run(run.id)

@@ -17,6 +17,7 @@ import pytest
 
 from agent.context import Context, utcnow
 from agent.errors import Conflict, InvalidArguments
+from agent.policy import Principal
 from agent.runs import Runs
 from agent.skills import Schedule, Skill, SkillBook
 from bot.schedule_times import build_trigger, latest_fire, next_fires
@@ -343,6 +344,7 @@ async def test_a_fire_claimed_by_a_process_that_died_is_finished_once(
         "morning report",
         trigger=f"schedule:{sid}",
         idempotency_key=f"schedule:{sid}:{t2.isoformat()}",
+        by=Principal.owner("api"),
     )
     clock.advance(minutes=2)
     [two] = await server.restart().recover()

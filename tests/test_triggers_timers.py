@@ -14,6 +14,7 @@ import pytest
 
 from agent.errors import NotAllowed
 from agent.model import Approve, Box, EventKind, ItemStatus, RunStatus
+from agent.policy import Principal
 from agent.testing.scripts import Reply, ToolCall, last_tool_result
 from agent.timers import Timers
 from tests.peers.triggers import Harness
@@ -33,7 +34,9 @@ def rule(**kw: Any) -> dict[str, Any]:
 
 
 async def started_and_waiting(h: Harness) -> tuple[str, str]:
-    run = await h.runs.start("test", "mail Ann the quote", trigger="test")
+    run = await h.runs.start(
+        "test", "mail Ann the quote", trigger="test", by=Principal.owner("api")
+    )
     await h.drive()
     assert (await h.store.get_run(run.id)).status is RunStatus.WAITING
     item = await h.action_item(run.id)
@@ -99,7 +102,7 @@ async def test_halt_on_timeout_ends_the_run_with_an_unread_item(tmp_path: Path) 
         assert events[-1].kind is EventKind.RUN_FINISHED
 
         # The halted run can still be continued: its conversation is whole.
-        await h.runs.follow_up(run_id, "Go on without the email.", actor="owner", channel="api")
+        await h.runs.follow_up(run_id, "Go on without the email.", by=Principal.owner("api"))
         await h.drive()
         assert (await h.store.get_run(run_id)).status is RunStatus.DONE
         roles = [m["role"] for m in h.model.requests[-1]["messages"]]
@@ -145,9 +148,9 @@ async def test_reminder_and_escalation_are_delivered_once(tmp_path: Path) -> Non
 
         # The people it escalated to may decide it; others still may not.
         with pytest.raises(NotAllowed):
-            await h.inbox.decide(item_id, Approve(), actor="eve@example.com", channel="email")
+            await h.inbox.decide(item_id, Approve(), by=Principal.of("email", "eve@example.com"))
         decided = await h.inbox.decide(
-            item_id, Approve(), actor="Boss@Example.com", channel="email"
+            item_id, Approve(), by=Principal.of("email", "Boss@Example.com")
         )
         assert decided.status is ItemStatus.APPROVED
         await h.drive()
@@ -162,7 +165,7 @@ async def test_a_decided_item_is_neither_expired_nor_reminded(tmp_path: Path) ->
         tmp_path, mail_then_report, tools=rule(timeout="1h", remind_after="10m")
     ) as h:
         run_id, item_id = await started_and_waiting(h)
-        await h.inbox.decide(item_id, Approve(), actor="U_ANN", channel="slack")
+        await h.inbox.decide(item_id, Approve(), by=Principal.of("slack", "U_ANN"))
         h.clock.advance(hours=2)
         assert await h.timers.tick() == []
         await h.drive()

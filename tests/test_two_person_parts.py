@@ -17,7 +17,7 @@ import pytest_asyncio
 
 from agent.errors import AlreadyApproved, InvalidArguments, SkillError
 from agent.model import Approve, Edit, ItemStatus, Reject, Risk
-from agent.policy import Access
+from agent.policy import Access, Principal
 from agent.skills import Skill, SkillBook, parse_skill
 from store.approvals import SqlApprovals
 from tests.peers.web import WebApp, csrf_of
@@ -84,7 +84,7 @@ async def test_the_owner_counts_once_on_the_web_page_and_the_page_says_so(web: W
     assert (await web.store.get_item(item_id)).status is ItemStatus.PENDING
 
     # Bob on Slack is the second person: the call is approved.
-    done = await web.inbox.decide(item_id, Approve(), actor="U0BOB", channel="slack")
+    done = await web.inbox.decide(item_id, Approve(), by=Principal.of("slack", "U0BOB"))
     assert done.status is ItemStatus.APPROVED and done.final_args == ARGS
     assert done.risk.approved == ("owner via the web page", "bob via Slack")
     assert await approvals_in_audit(web, item_id) == [
@@ -97,27 +97,30 @@ async def test_the_owner_counts_once_on_the_web_page_and_the_page_says_so(web: W
 async def test_two_clicks_of_one_person_at_once_count_once(web: WebApp) -> None:
     item_id = await two_person_item(web)
     results = await asyncio.gather(
-        *(web.inbox.decide(item_id, Approve(), actor="U0ALICE", channel="slack") for _ in range(2)),
+        *(
+            web.inbox.decide(item_id, Approve(), by=Principal.of("slack", "U0ALICE"))
+            for _ in range(2)
+        ),
         return_exceptions=True,
     )
     assert sum(isinstance(r, AlreadyApproved) for r in results) == 1
     # Her address in any case is still alice: not a second person.
     with pytest.raises(AlreadyApproved, match="alice approved this already"):
-        await web.inbox.decide(item_id, Approve(), actor="alice@corp.example", channel="email")
+        await web.inbox.decide(item_id, Approve(), by=Principal.of("email", "alice@corp.example"))
     item = await web.store.get_item(item_id)
     assert item.status is ItemStatus.PENDING and item.risk.approved == ("alice via Slack",)
 
 
 async def test_an_edit_counts_its_editor_and_a_reject_then_ends_it(web: WebApp) -> None:
     item_id = await two_person_item(web)
-    await web.inbox.decide(item_id, Approve(), actor="U0BOB", channel="slack")
+    await web.inbox.decide(item_id, Approve(), by=Principal.of("slack", "U0BOB"))
     edited = await web.inbox.decide(
-        item_id, Edit({**ARGS, "amount": 250}), actor="U0ALICE", channel="slack"
+        item_id, Edit({**ARGS, "amount": 250}), by=Principal.of("slack", "U0ALICE")
     )
     assert edited.status is ItemStatus.PENDING and edited.args == {**ARGS, "amount": 250}
     assert edited.risk.approved == ("alice via Slack",)  # bob's was for other arguments
     ended = await web.inbox.decide(
-        item_id, Reject("not this month"), actor="U0BOB", channel="slack"
+        item_id, Reject("not this month"), by=Principal.of("slack", "U0BOB")
     )
     assert ended.status is ItemStatus.REJECTED and ended.reason == "not this month"
     assert ended.decided_by == "U0BOB"
@@ -127,7 +130,7 @@ async def test_without_a_place_to_count_nothing_is_approved(tmp_path: Path) -> N
     async with WebApp(tmp_path, skill=SKILL) as web:  # no approvals store: fail closed
         item_id = await two_person_item(web)
         with pytest.raises(InvalidArguments, match="needs 2 people's approval"):
-            await web.inbox.decide(item_id, Approve(), actor="U0ALICE", channel="slack")
+            await web.inbox.decide(item_id, Approve(), by=Principal.of("slack", "U0ALICE"))
         assert (await web.store.get_item(item_id)).status is ItemStatus.PENDING
 
 

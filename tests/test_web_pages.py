@@ -23,6 +23,7 @@ from agent.events import (
     load_event,
 )
 from agent.model import Approve, Event, EventKind, ItemKind, ItemStatus, NewEvent, Risk, RunStatus
+from agent.policy import Principal
 from channels.web.timeline import entries
 from tests.peers.web import T0, Form, WebApp, csrf_of
 
@@ -136,7 +137,7 @@ async def test_a_late_decision_is_told_who_was_first(web: WebApp) -> None:
     async with web.client(logged_in=True) as c:
         page = await c.get(f"/items/{item.id}")
         csrf = csrf_of(page.text)
-        await web.inbox.decide(item.id, Approve(), actor="U123", channel="slack")
+        await web.inbox.decide(item.id, Approve(), by=Principal.of("slack", "U123"))
         for action, data in (
             ("approve", {}),
             ("reject", {"reason": "no"}),
@@ -358,8 +359,7 @@ async def test_tables_name_their_columns_in_every_cell_for_phones(web: WebApp) -
     item = await web.action_item(schema=SCHEMA, args={"to": "a@x"})
     await web.store.audit(
         action="decision",
-        actor="owner",
-        channel="web",
+        by=Principal.owner("web"),
         now=T0,
         item_id=item.id,
         detail={"decision": "edit", "args_before": {"body": "x" * 200}, "args_after": {"a": 1}},

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.model import Approve, Box, Item, ItemStatus, RunStatus
+from agent.policy import Principal
 from agent.runs import Runs
 from agent.testing.scripts import Reply, turns
 from tests.peers.grant_stories import calls, calls_from_input, sent
@@ -50,7 +51,7 @@ async def _quiet(h: InProcess, *, concurrency: int) -> list[int]:
 async def test_a_full_worker_takes_the_next_queued_run_when_one_finishes(tmp_path: Path) -> None:
     async with InProcess(tmp_path, turns(Reply(text="done"))) as h:
         asked = await _quiet(h, concurrency=1)
-        runs = [await h.runs.start("test", f"job {i}") for i in range(4)]
+        runs = [await h.runs.start("test", f"job {i}", by=Principal.owner("api")) for i in range(4)]
         for run in runs:
             assert (await h.wait(run.id, {"done"}, timeout=30)).status is RunStatus.DONE
         # One slot: each claim asked for one run; the queued ones were taken as slots freed.
@@ -75,7 +76,7 @@ async def test_an_idle_worker_claims_once_per_run_queued_elsewhere(tmp_path: Pat
 async def test_a_run_started_here_runs_without_a_claim(tmp_path: Path) -> None:
     async with InProcess(tmp_path, turns(Reply(text="done"))) as h:
         asked = await _quiet(h, concurrency=8)
-        run = await h.runs.start("test", "one job")
+        run = await h.runs.start("test", "one job", by=Principal.owner("api"))
         # The creating transaction took the run for this worker: it runs already.
         assert run.status is RunStatus.RUNNING
         assert run.lease_owner is not None and run.lease_owner.startswith(h.worker.name)
@@ -85,7 +86,7 @@ async def test_a_run_started_here_runs_without_a_claim(tmp_path: Path) -> None:
 
 async def test_a_decision_made_here_starts_its_run_without_a_claim(tmp_path: Path) -> None:
     async with InProcess(tmp_path, calls_from_input) as h:
-        run = await h.runs.start("test", calls(("a@x.example", "one")))
+        run = await h.runs.start("test", calls(("a@x.example", "one")), by=Principal.owner("api"))
 
         async def card() -> Item | None:
             items = await h.store.list_items(
@@ -95,7 +96,7 @@ async def test_a_decision_made_here_starts_its_run_without_a_claim(tmp_path: Pat
 
         item = await eventually(card, what="the run's card")
         asked = await _quiet(h, concurrency=8)
-        await h.inbox.decide(item.id, Approve(), actor="owner", channel="web")
+        await h.inbox.decide(item.id, Approve(), by=Principal.owner("web"))
         # The decision's transaction took the run for this worker: it runs already.
         now = await h.store.get_run(run.id)
         assert now.status is RunStatus.RUNNING

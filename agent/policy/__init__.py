@@ -1,32 +1,29 @@
 """Policy: what the engine allows, decided in one place so that no channel decides it.
 
-`access` answers "may this identity decide / start / follow up, via this channel" and writes
-refusals to the audit trail. Channels translate their protocol's identity (a Slack user id,
-a mail's one `From` address) and ask; the web page, the API and the CLI act as the owner.
+`principal` says who is asking (the owner, a named token and its scope, a person on a
+channel, a trigger); `access` answers "may this principal decide / start / follow up /
+revoke / manage tokens" and writes refusals to the audit trail; `tokens` makes, lists and
+revokes named tokens. Channels only say who is asking.
 
 `rules` answers "auto, ask or deny, and why" for one tool call: the skill's rules on its
 argument values, the tool's policy, and (where the skill opts in) the tool's own hints.
 """
 
-from agent.policy.access import (
-    OWNER_CHANNELS,
-    Access,
-    Act,
-    Verdict,
-    audit_refusal,
-)
+from agent.policy.access import Access, Act, Verdict, audit_refusal
 from agent.policy.identity import EMAIL, SLACK, identity_key, normalize_address, same_identity
+from agent.policy.principal import Principal, Scope
 from agent.policy.rules import Ruling, ToolHints, check_paths, judge
 from agent.store import AuditTrail
 
 __all__ = [
     "EMAIL",
-    "OWNER_CHANNELS",
     "SLACK",
     "Access",
     "Act",
     "AuditTrail",
+    "Principal",
     "Ruling",
+    "Scope",
     "ToolHints",
     "Verdict",
     "audit_refusal",

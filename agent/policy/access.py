@@ -1,21 +1,28 @@
-"""Who may do what through which channel: decide an item, start a run, follow a run up.
+"""Who may do what: decide an item, start or follow up a run, revoke a grant, manage tokens,
+work the kill switch. Every one of these passes here, in the engine, whichever way it came in.
 
-Channels ask here and only translate the answer into their protocol (an ephemeral note, a
-form error, a mail back); nothing else decides it. The rules:
+The asker is a `Principal` (`agent.policy.principal`); a channel only says who it is. The rules:
 
-- The web page, the API and the CLI act as the owner, who holds the API token: the owner may
-  decide, start and follow up anything.
-- Deciding an item: the skill's approvers on that channel, and for a tool's item also the
-  approvers that tool escalates to (`agent.skills.Escalation`). A budget item has no tool.
-- Following up a run: the skill's approvers on that channel.
-- Starting a run: on Slack, whoever approves some skill on Slack; by email, the allowed
-  senders the composition root hands over (`email_senders`).
-- Lists fail closed: no approvers, nobody; a skill that is not loaded, nobody; a channel
-  with no people (a timer, a webhook), nobody.
+- The **owner** and an **admin** token may do everything.
+- An **ask** token may do none of these: it files requests and reads its own
+  (`agent.requests`), and that is all. A **system** trigger (a schedule, a webhook) may start
+  runs, and nothing else.
+- **Deciding** an item: the skill's approvers, and for a tool's item also the approvers that
+  tool escalates to (`agent.skills.Escalation`). A person on Slack or by mail counts by their
+  identity there; a **decide** token counts as the person it names (`people:`), through every
+  identity that person has.
+- **Following up** a run, and **revoking** a grant: the approvers of its skill (of the grant's
+  tool) in the same way.
+- **Starting** a run: on Slack, whoever approves some skill on Slack; by email, the allowed
+  senders the composition root hands over (`email_senders`); a decide token, for the skills
+  its person approves.
+- **Tokens** and the **kill switch**: admins only.
+- Lists fail closed: no approvers, nobody; a skill that is not loaded, nobody.
 
 Identities compare as `agent.policy.identity` says: exactly, after one strict normalisation
-per channel. A refused attempt is written to the audit trail by `audit_refusal`, as
-`<act>_refused` with the verdict's one wording, whichever channel it came through.
+per channel, in `_same_person` and nowhere else. A refused attempt is written to the audit
+trail by `audit_refusal`, as `<act>_refused` with the principal, its channel and the
+verdict's wording.
 """
 
 from __future__ import annotations
@@ -28,20 +35,21 @@ from typing import Any
 
 from agent.model import Box, Item
 from agent.policy.identity import EMAIL, SLACK, identity_key
+from agent.policy.principal import Principal, Scope
 from agent.skills import Skill, SkillBook
 from agent.store import AuditTrail
 
-#: Channels whose actor is the owner of the API token: the owner may do anything.
-OWNER_CHANNELS = frozenset({"api", "web", "cli"})
-#: Channels where people act under their own identity, which the lists below name.
+#: Channels where people act under their own identity, which the skills' lists name.
 PEOPLE_CHANNELS = frozenset({SLACK, EMAIL})
 
-_OWNER = "the owner (holds the API token)"
-_APPROVER = "an approver for this channel"
-_NOT_APPROVER = "not an approver for this channel"
+_ADMIN = "an admin (the owner, or a token with scope admin)"
+_APPROVER = "an approver of this item"
+_NOT_APPROVER = "not an approver of this item"
 _STARTER = "may start runs through this channel"
 _NOT_STARTER = "may not start runs through this channel"
 _NO_SKILL = "the skill is not loaded"
+_SYSTEM_STARTS = "a trigger starts the runs it was set up to start"
+_NOT_ADMIN = "only an admin may do this"
 
 
 class Act(enum.StrEnum):
@@ -50,6 +58,9 @@ class Act(enum.StrEnum):
     DECIDE = "decision"
     START = "start"
     FOLLOW_UP = "follow_up"
+    REVOKE = "grant_revoke"
+    TOKENS = "tokens"
+    CONTROL = "control"
 
 
 @dataclass(frozen=True)
@@ -58,13 +69,20 @@ class Verdict:
     True when allowed."""
 
     act: Act
-    identity: str
-    channel: str
+    who: Principal
     allowed: bool
     why: str
 
     def __bool__(self) -> bool:
         return self.allowed
+
+    @property
+    def identity(self) -> str:
+        return self.who.actor
+
+    @property
+    def channel(self) -> str:
+        return self.who.channel
 
 
 async def audit_refusal(
@@ -76,18 +94,21 @@ async def audit_refusal(
     item_id: str | None = None,
     detail: dict[str, Any] | None = None,
 ) -> None:
-    """Write one refused attempt: `<act>_refused` by its identity through its channel, with
+    """Write one refused attempt: `<act>_refused` by its principal through its channel, with
     the rule that refused it (`why`) and `detail` (say, the decision that was asked for)."""
     if verdict.allowed:
         raise ValueError("only a refusal is audited as one")
+    said: dict[str, Any] = {**(detail or {}), "why": verdict.why}
+    if verdict.who.kind == "token":
+        said["principal"] = verdict.who.describe()
     await trail.audit(
         action=f"{verdict.act}_refused",
-        actor=verdict.identity,
-        channel=verdict.channel,
+        actor=verdict.who.actor,
+        channel=verdict.who.channel,
         now=now,
         run_id=run_id,
         item_id=item_id,
-        detail={**(detail or {}), "why": verdict.why},
+        detail=said,
     )
 
 
@@ -100,33 +121,68 @@ class Access:
         keys = (identity_key(EMAIL, a) for a in email_senders)
         self._email_senders = frozenset(k for k in keys if k is not None)
 
-    def may_decide(self, identity: str, channel: str, item: Item) -> Verdict:
-        """Whether `identity` may approve, edit or reject `item` through `channel`."""
-        if channel in OWNER_CHANNELS:
-            return Verdict(Act.DECIDE, identity, channel, True, _OWNER)
+    def may_decide(self, who: Principal, item: Item) -> Verdict:
+        """Whether `who` may approve, edit or reject `item`."""
+        if who.is_admin:
+            return Verdict(Act.DECIDE, who, True, _ADMIN)
+        refused = self._below(Act.DECIDE, who, Scope.DECIDE)
+        if refused is not None:
+            return refused
         skill = self._skill(item.skill)
         if skill is None:
-            return Verdict(Act.DECIDE, identity, channel, False, _NO_SKILL)
-        return self._among(Act.DECIDE, identity, channel, self._approvers(skill, channel, item))
+            return Verdict(Act.DECIDE, who, False, _NO_SKILL)
+        return self._among(Act.DECIDE, who, skill, item.tool)
 
-    def may_follow_up(self, identity: str, channel: str, skill: str) -> Verdict:
-        """Whether `identity` may send a run of `skill` a message through `channel`."""
-        if channel in OWNER_CHANNELS:
-            return Verdict(Act.FOLLOW_UP, identity, channel, True, _OWNER)
+    def may_follow_up(self, who: Principal, skill: str) -> Verdict:
+        """Whether `who` may send a run of `skill` a message."""
+        if who.is_admin:
+            return Verdict(Act.FOLLOW_UP, who, True, _ADMIN)
+        refused = self._below(Act.FOLLOW_UP, who, Scope.DECIDE)
+        if refused is not None:
+            return refused
         found = self._skill(skill)
         if found is None:
-            return Verdict(Act.FOLLOW_UP, identity, channel, False, _NO_SKILL)
-        return self._among(Act.FOLLOW_UP, identity, channel, self._approvers(found, channel))
+            return Verdict(Act.FOLLOW_UP, who, False, _NO_SKILL)
+        return self._among(Act.FOLLOW_UP, who, found, None)
 
-    def may_start(self, identity: str, channel: str, skill: str | None = None) -> Verdict:
-        """Whether `identity` may start runs through `channel`. The right is per channel, so
-        it is the same for every `skill` (which skills exist is the runs' business)."""
-        del skill  # starting rights do not depend on the skill (yet)
-        if channel in OWNER_CHANNELS:
-            return Verdict(Act.START, identity, channel, True, _OWNER)
-        key = identity_key(channel, identity)
-        ok = channel in PEOPLE_CHANNELS and key is not None and key in self.starters(channel)
-        return Verdict(Act.START, identity, channel, ok, _STARTER if ok else _NOT_STARTER)
+    def may_start(self, who: Principal, skill: str | None = None) -> Verdict:
+        """Whether `who` may start a run (of `skill`, where the right depends on it)."""
+        if who.is_admin:
+            return Verdict(Act.START, who, True, _ADMIN)
+        if who.kind == "system":
+            return Verdict(Act.START, who, True, _SYSTEM_STARTS)
+        refused = self._below(Act.START, who, Scope.DECIDE)
+        if refused is not None:
+            return refused
+        if who.kind == "token":
+            found = self._skill(skill) if skill is not None else None
+            ok = found is not None and self._approves(who, found, None)
+            return Verdict(Act.START, who, ok, _STARTER if ok else _NOT_STARTER)
+        key = identity_key(who.channel, who.identity)
+        ok = key is not None and key in self.starters(who.channel)
+        return Verdict(Act.START, who, ok, _STARTER if ok else _NOT_STARTER)
+
+    def may_revoke(self, who: Principal, skill: str, tool: str) -> Verdict:
+        """Whether `who` may see and revoke a grant for `tool` of `skill`: an admin, or one
+        of the approvers of that tool."""
+        if who.is_admin:
+            return Verdict(Act.REVOKE, who, True, _ADMIN)
+        refused = self._below(Act.REVOKE, who, Scope.DECIDE)
+        if refused is not None:
+            return refused
+        found = self._skill(skill)
+        if found is None:
+            return Verdict(Act.REVOKE, who, False, _NO_SKILL)
+        return self._among(Act.REVOKE, who, found, tool)
+
+    def may_manage_tokens(self, who: Principal) -> Verdict:
+        """Whether `who` may make, list and revoke tokens: admins only."""
+        return Verdict(Act.TOKENS, who, who.is_admin, _ADMIN if who.is_admin else _NOT_ADMIN)
+
+    def may_control(self, who: Principal) -> Verdict:
+        """Whether `who` may turn the kill switch on or off, cancel any run, reload the
+        skills: admins only."""
+        return Verdict(Act.CONTROL, who, who.is_admin, _ADMIN if who.is_admin else _NOT_ADMIN)
 
     def starters(self, channel: str) -> frozenset[str]:
         """Everyone who may start runs through `channel`, in their compared form."""
@@ -141,39 +197,75 @@ class Access:
             return self._email_senders
         return frozenset()
 
-    def knows(self, identity: str, channel: str) -> bool:
-        """Whether `identity` is someone the bot answers through `channel`: an approver of
-        some skill there, or someone who may start runs there. Strangers get no answer."""
-        if self.may_start(identity, channel):
+    def knows(self, who: Principal) -> bool:
+        """Whether `who` is someone the bot answers: an approver of some skill, or someone
+        who may start runs. Strangers get no answer."""
+        if self.may_start(who):
             return True
-        return any(
-            self._among(Act.DECIDE, identity, channel, self._approvers(s, channel))
-            for s in self.skills.all()
-        )
+        return any(self._approves(who, s, None) for s in self.skills.all())
 
-    def may_see(self, identity: str, channel: str, item: Item) -> bool:
-        """Whether `item` is for `identity` on `channel`: an action they may decide, or a
-        run's note for its skill's approvers and whoever it is delivered to there."""
-        if item.box is Box.ACTION or channel in OWNER_CHANNELS:
-            return bool(self.may_decide(identity, channel, item))
+    def may_see(self, who: Principal, item: Item) -> bool:
+        """Whether `item` is for `who`: an action they may decide, or a run's note for its
+        skill's approvers and whoever it is delivered to on that channel."""
+        if item.box is Box.ACTION or who.is_admin:
+            return bool(self.may_decide(who, item))
         skill = self._skill(item.skill)
-        if skill is None:
+        if skill is None or who.kind == "system":
             return False
+        if self._approves(who, skill, None):
+            return True
         targets = {SLACK: [skill.deliver.slack or ""], EMAIL: skill.deliver.email}
-        people = [*self._approvers(skill, channel), *targets.get(channel, [])]
-        return bool(self._among(Act.FOLLOW_UP, identity, channel, people))
+        return who.kind == "person" and any(
+            _same_person(who.channel, who.identity, t) for t in targets.get(who.channel, [])
+        )
 
     def _skill(self, name: str) -> Skill | None:
         return self.skills.get(name) if name in self.skills else None
 
     @staticmethod
-    def _approvers(skill: Skill, channel: str, item: Item | None = None) -> list[str]:
-        if channel not in PEOPLE_CHANNELS:
-            return []
-        return skill.approvers_for(item.tool if item is not None else None, channel)
+    def _below(act: Act, who: Principal, needed: Scope) -> Verdict | None:
+        """A refusal when `who`'s kind or scope cannot reach `needed` at all."""
+        if who.kind == "system":
+            return Verdict(act, who, False, f"{who.channel} is a trigger, not a person")
+        if not who.scope.covers(needed):
+            return Verdict(
+                act, who, False, f"a token of scope {who.scope} may only {who.scope.allows()}"
+            )
+        if who.kind == "token" and not who.person:
+            return Verdict(act, who, False, "this token names no person (give it --person)")
+        return None
+
+    def _among(self, act: Act, who: Principal, skill: Skill, tool: str | None) -> Verdict:
+        ok = self._approves(who, skill, tool)
+        return Verdict(act, who, ok, _APPROVER if ok else _NOT_APPROVER)
 
     @staticmethod
-    def _among(act: Act, identity: str, channel: str, people: Iterable[str]) -> Verdict:
-        key = identity_key(channel, identity)
-        ok = key is not None and any(key == identity_key(channel, p) for p in people)
-        return Verdict(act, identity, channel, ok, _APPROVER if ok else _NOT_APPROVER)
+    def _approves(who: Principal, skill: Skill, tool: str | None) -> bool:
+        """Whether `who` is among the approvers of `tool` (None: the skill's own) in `skill`:
+        a person by their identity on their channel; a token as the person it names, by name
+        or by any identity that person has in `skill.people`."""
+        if who.kind == "person":
+            if who.channel not in PEOPLE_CHANNELS:
+                return False
+            listed = skill.approvers_for(tool, who.channel)
+            return any(_same_person(who.channel, who.identity, a) for a in listed)
+        if who.kind != "token" or not who.person:
+            return False
+        if who.person == "owner":
+            return True
+        person = skill.people.get(who.person)
+        if person is None:
+            return False
+        if who.person in skill.approver_names(tool):
+            return True
+        return any(
+            _same_person(channel, person.on(channel), a)
+            for channel in PEOPLE_CHANNELS
+            for a in skill.approvers_for(tool, channel)
+        )
+
+
+def _same_person(channel: str, a: str | None, b: str | None) -> bool:
+    """The one identity comparison: `a` and `b` are one identity on `channel`."""
+    ka = identity_key(channel, a)
+    return ka is not None and ka == identity_key(channel, b)

@@ -25,7 +25,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, assert_never
 
-from agent.skills import Skill, SkillBook, ToolRule, parse_duration
+from agent.errors import NotAllowed
+from agent.policy.access import Access, audit_refusal
+from agent.policy.principal import Principal
+from agent.skills import Skill, ToolRule, parse_duration
+from agent.store import AuditTrail
 
 __all__ = [
     "Grant",
@@ -35,8 +39,8 @@ __all__ = [
     "covers",
     "fingerprint",
     "make_grant",
-    "may_manage",
     "offered",
+    "revoke_grant",
     "same_choice",
     "scope_of",
 ]
@@ -157,13 +161,25 @@ def offered(skill: Skill, tool: str) -> tuple[str, ...]:
     return tuple(rule.grants)
 
 
-def may_manage(skills: SkillBook, grant: Grant, actor: str, channel: str) -> bool:
-    """Whether `actor` may see and revoke `grant` from `channel` (Slack, email): one of the
-    approvers of its tool there. (The web page, the API and the CLI act as the owner, who
-    may manage every grant.)"""
-    if grant.skill not in skills:
-        return False
-    return actor in skills.get(grant.skill).approvers_for(grant.tool, channel)
+async def revoke_grant(
+    grants: Grants,
+    access: Access,
+    trail: AuditTrail,
+    grant_id: str,
+    *,
+    by: Principal,
+    now: datetime,
+) -> Grant:
+    """Revoke a grant for `by`, if the policy lets them (`Access.may_revoke`: an admin, or
+    an approver of its tool); a refusal is audited and raised as `NotAllowed`."""
+    grant = await grants.get(grant_id)
+    verdict = access.may_revoke(by, grant.skill, grant.tool)
+    if not verdict:
+        await audit_refusal(
+            trail, verdict, now=now, run_id=grant.run_id, detail={"grant": grant.id}
+        )
+        raise NotAllowed(f"{by.describe()} may not revoke grant {grant.id}: {verdict.why}")
+    return await grants.revoke(grant_id, actor=by.actor, channel=by.channel, now=now)
 
 
 def fingerprint(args: Mapping[str, Any]) -> str:

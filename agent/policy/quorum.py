@@ -1,15 +1,16 @@
 """Two-person approval: a tool whose calls need `approvals.required` different people.
 
 A count counts people, not accounts. `Skill.people` names each person's identity on each
-channel, so alice on Slack and alice by email approve once. Whoever decides through the
-owner's channels (the web page, the API, the CLI: the holder of the API token) is the person
-named `owner`; a skill that lists an `owner` under `people` gives that person Slack and email
+channel, so alice on Slack and alice by email approve once, and a `decide` token that names
+alice is alice too. The holder of the API token (the owner principal) is the person named
+`owner`; a skill that lists an `owner` under `people` gives that person Slack and email
 identities too. An identity that no person lists counts as a person of its own.
 
 The rules of one item's count:
 
 - each approval by a different person counts; the same person again is refused
   (`AlreadyApproved`, audited as `approval_refused`) and not counted;
+- the person who filed a request never counts toward it (`agent.inbox` refuses them);
 - an edit replaces the arguments and starts a new count, the editor's approval its first;
 - the call is approved when the count reaches `required` (an edit on the way makes it an
   edited call, as the model must see the call that runs); one reject ends the item, through
@@ -29,8 +30,8 @@ from typing import Any, Protocol
 
 from agent.errors import AlreadyApproved
 from agent.model import Approve, Decision, Edit, Item
-from agent.policy.access import OWNER_CHANNELS
 from agent.policy.identity import identity_key, same_identity
+from agent.policy.principal import Principal
 from agent.skills import Skill
 from agent.store import AuditTrail
 
@@ -56,19 +57,22 @@ _CHANNEL_NAMES = {
 }
 
 
-def person_of(skill: Skill | None, channel: str, identity: str) -> str:
-    """The person `identity` is on `channel`: a name from the skill's `people`, `owner` on
-    the owner's channels, else the identity itself as `channel:identity` (a person's name
-    has no colon, so the two never meet)."""
+def person_of(skill: Skill | None, who: Principal) -> str:
+    """The person `who` is: `owner` for the owner, the person a token names, a name from the
+    skill's `people` for a channel identity it lists, else the principal itself as
+    `channel:identity` or `token:NAME` (a person's name has no colon, so the two never meet)."""
+    match who.kind:
+        case "owner":
+            return OWNER
+        case "token":
+            return who.person or f"token:{who.identity}"
+        case "system":
+            return f"{who.channel}:{who.identity}"
     if skill is not None:
         for name, person in skill.people.items():
-            if channel in OWNER_CHANNELS and name == OWNER:
-                return OWNER
-            if same_identity(channel, person.on(channel), identity):
+            if same_identity(who.channel, person.on(who.channel), who.identity):
                 return name
-    if channel in OWNER_CHANNELS:
-        return OWNER
-    return f"{channel}:{identity_key(channel, identity) or identity}"
+    return f"{who.channel}:{identity_key(who.channel, who.identity) or who.identity}"
 
 
 def required_for(item: Item, skill: Skill | None) -> int:
@@ -141,13 +145,15 @@ class Approvals(Protocol):
         *,
         required: int,
         args: dict[str, Any] | None = None,
+        version: int | None = None,
     ) -> Count:
         """Count `approval` of a pending item, in one transaction with its audit entry
         (`approval`), the item's card showing the new count and its sent copies marked for
-        update. With `args` (an edit) the item's arguments are replaced and a new count
-        starts with this approval. Raise AlreadyApproved when the person is counted already
-        (unless the count is reached: a retry after a crash then finishes it), AlreadyDecided
-        when the item is no longer pending."""
+        update. With `args` (an edit) the item's arguments are replaced, its version bumped,
+        and a new count starts with this approval. Raise AlreadyApproved when the person is
+        counted already (unless the count is reached: a retry after a crash then finishes
+        it), AlreadyDecided when the item is no longer pending, CardChanged when `version`
+        is given and the item is no longer at it."""
         ...
 
 
@@ -158,21 +164,22 @@ async def count(
     *,
     skill: Skill | None,
     required: int,
-    actor: str,
-    channel: str,
+    who: Principal,
     now: datetime,
     edited: dict[str, Any] | None = None,
 ) -> Count:
-    """Count `actor`'s approval (with `edited` arguments: their edit) of `item`; a person
-    counted already is refused, and the refusal audited."""
-    approval = Approval(person_of(skill, channel, actor), channel, actor, now)
+    """Count `who`'s approval (with `edited` arguments: their edit) of `item`, as the
+    version of it they saw; a person counted already is refused, and the refusal audited."""
+    approval = Approval(person_of(skill, who), who.channel, who.actor, now)
     try:
-        return await approvals.add(item.id, approval, required=required, args=edited)
+        return await approvals.add(
+            item.id, approval, required=required, args=edited, version=item.version
+        )
     except AlreadyApproved as exc:
         await trail.audit(
             action="approval_refused",
-            actor=actor,
-            channel=channel,
+            actor=who.actor,
+            channel=who.channel,
             now=now,
             run_id=item.run_id,
             item_id=item.id,

@@ -78,6 +78,8 @@ class Skill(Strict):
     #: The environment variable holding the secret a request's `callback_url` POST is signed
     #: with (inbox-only skills; see docs/api.md); None: this skill's requests take no callback.
     callback_secret_env: Annotated[str | None, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] = None
+    #: False: whoever asked for a call may not approve it (a tool's entry may say otherwise).
+    self_approval: bool = True
     _origin: Origin | None = PrivateAttr(default=None)
 
     @property
@@ -169,6 +171,21 @@ class Skill(Strict):
                 if identity is not None:
                     approvers.append(identity)
         return approvers
+
+    def self_approval_for(self, tool: str | None) -> bool:
+        """Whether whoever asked for a call of `tool` may approve it themselves: the tool's
+        `self_approval`, else the skill's."""
+        own = self.rule(tool).self_approval if tool else None
+        return self.self_approval if own is None else own
+
+    def approver_names(self, tool: str | None) -> list[str]:
+        """The people (`people:` names) among the approvers of an item of `tool`: the
+        skill's, and those that tool's items escalate to."""
+        names = list(self.approvers.people)
+        escalation = self.rule(tool).escalate_to if tool else None
+        if escalation is not None:
+            names += escalation.approvers.people
+        return names
 
     def approvals_required(self, tool: str | None) -> int:
         """How many different people must approve a call of `tool` (1 for a budget item)."""

@@ -45,6 +45,8 @@ class ToolRule(Strict):
     grants: list[str] = list(DEFAULT_GRANTS)
     #: More than one person for this tool: `{required: 2}` (no grant is offered then).
     approvals: Approvals = Approvals()
+    #: False: whoever asked for a call of this tool may not approve it (None: the skill's).
+    self_approval: bool | None = None
 
     @field_validator("timeout", "remind_after", "escalate_after", mode="before")
     @classmethod

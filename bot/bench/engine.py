@@ -27,6 +27,7 @@ import yaml
 
 from agent.events import EventPayload, ModelCall, RunStarted, ToolResult, ToolStarted
 from agent.model import Approve, Box, Event, ItemStatus, Run, RunStatus
+from agent.policy.principal import Principal
 from bot.bench.model import ModelProcess
 from bot.bench.tools import LOG_ENV
 from bot.services import Services
@@ -37,6 +38,10 @@ STEP_RUN_CALLS = 5
 MIB = 1024 * 1024
 #: Runs started at once by the memory part; its warm-up is one such batch.
 MEMORY_BATCH = 500
+
+
+#: Who the bench acts as: the owner, through the API.
+BENCH = Principal.owner("api")
 
 
 @dataclass(frozen=True)
@@ -254,7 +259,7 @@ def _chain(
 
 async def one_run(svc: Services, ends: RunEnds, skill: str, tag: str, calls: int) -> Run:
     """Start a run of `calls` echo calls and wait until it is done."""
-    run = await svc.runs.start(skill, f"bench {tag} {calls}", trigger="bench", actor="bench")
+    run = await svc.runs.start(skill, f"bench {tag} {calls}", trigger="bench", by=BENCH)
     return await ends.wait(svc.store, run.id)
 
 
@@ -359,7 +364,7 @@ async def bench_decisions(
         await one_run(svc, ends, "bench-auto", f"warm-{uuid.uuid4().hex[:6]}", 1)
         total = sizes.waiting + sizes.samples
         for k in range(total):
-            await svc.runs.start("bench-ask", f"bench d{k} 1", trigger="bench")
+            await svc.runs.start("bench-ask", f"bench d{k} 1", trigger="bench", by=BENCH)
         await wait_count(
             svc.store, RunStatus.WAITING, total, timeout=30 + total * 0.1, what="waiting runs"
         )
@@ -369,7 +374,7 @@ async def bench_decisions(
         to_started: list[float] = []
         for item in items[: sizes.samples]:
             t0 = time.time()
-            await svc.inbox.decide(item.id, Approve(), actor="bench", channel="api")
+            await svc.inbox.decide(item.id, Approve(), by=BENCH)
             await ends.wait(svc.store, item.run_id, 60)
             events = await svc.store.events(item.run_id)
             started = first_event(events, ToolStarted).at.timestamp()
@@ -442,7 +447,7 @@ async def _memory(config: dict[str, Any]) -> dict[str, float]:
     async with engine_here(config["url"], Path(config["work"]), Path(config["skills"])) as svc:
         # Warm every path a waiting run takes (imports, pools, caches) before the baseline.
         for k in range(batch):
-            await svc.runs.start("bench-ask", f"bench mw{k} 1", trigger="bench")
+            await svc.runs.start("bench-ask", f"bench mw{k} 1", trigger="bench", by=BENCH)
         await wait_count(svc.store, RunStatus.WAITING, batch, timeout=300, what="warm-up")
         gc.collect()
         before, blocks_before = rss_bytes(), sys.getallocatedblocks()
@@ -450,7 +455,7 @@ async def _memory(config: dict[str, Any]) -> dict[str, float]:
         while made < runs:
             n = min(batch, runs - made)
             for k in range(made, made + n):
-                await svc.runs.start("bench-ask", f"bench m{k} 1", trigger="bench")
+                await svc.runs.start("bench-ask", f"bench m{k} 1", trigger="bench", by=BENCH)
             made += n
             await wait_count(
                 svc.store,

@@ -22,6 +22,7 @@ from typing import Any
 
 from agent.events import RunFinished, RunStarted, ToolResult, ToolStarted
 from agent.model import RunStatus
+from agent.policy.principal import Principal
 from bot.bench.engine import (
     Sizes,
     child_env,
@@ -179,7 +180,9 @@ async def _run_batch(
     since = client.ctx.clock()
     ids = []
     for k in range(n):
-        run = await client.runs.start("bench-auto", f"bench {prefix}{k} 1", trigger="bench")
+        run = await client.runs.start(
+            "bench-auto", f"bench {prefix}{k} 1", trigger="bench", by=Principal.owner("api")
+        )
         ids.append(run.id)
     deadline = time.monotonic() + timeout
     # Nothing else makes runs meanwhile: the runs made since `since` are this batch.

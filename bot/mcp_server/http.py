@@ -3,9 +3,11 @@ requests in-process.
 
 The endpoint is stateless (each POST carries its own call), so any server process sharing
 the database can answer any call, and a call waiting on a person holds only its own
-response stream, on which its progress notifications travel. The API token guards it like
-`/api` (`bot.http_guard.TokenGate`, before the body is read); the MCP SDK's Host and Origin
-checks guard a server that listens on loopback against DNS rebinding.
+response stream, on which its progress notifications travel. A bearer token guards it like
+`/api` (`bot.http_guard.TokenGate`, before the body is read), and each call's requests are
+filed as that token's principal: an `ask` token is enough, and is what an agent should hold.
+The MCP SDK's Host and Origin checks guard a server that listens on loopback against DNS
+rebinding.
 
 The SDK's session manager needs a task group that lives as long as the app: it is started
 with the first call, as a background task of the running services, and ends with them. The
@@ -75,11 +77,26 @@ class McpEndpoint:
     def _start(self, svc: Services) -> None:
         """Build the MCP server over the services' requests and run its session manager.
         No await before `_manager` is set: concurrent first calls start it once."""
+        from mcp.server.mcpserver import Context
+
+        from agent.policy.principal import Principal
+        from bot.http_guard import PRINCIPAL
+        from bot.mcp_server.desk import DeskError
         from bot.mcp_server.local import LocalDesk
         from bot.mcp_server.tools import Asking, build_server
 
         settings = self._settings
-        server = build_server(Asking(desk=LocalDesk(svc.requests), skill=settings.mcp_skill))
+        requests = svc.requests
+
+        def desk_for(ctx: Context) -> LocalDesk:
+            # The token gate left the call's principal on the HTTP request's scope.
+            request = ctx.request_context.request
+            who = request.scope.get(PRINCIPAL) if request is not None else None
+            if not isinstance(who, Principal):
+                raise DeskError("this call carries no token the server knows")
+            return LocalDesk(requests, by=who)
+
+        server = build_server(Asking(desk_for=desk_for, skill=settings.mcp_skill))
         server.streamable_http_app(
             stateless_http=True,
             transport_security=transport_security(settings),

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 from agent.errors import PizzaBotError
 from agent.model import Risk
+from agent.policy.principal import Principal
 from agent.requests import NewRequest, Requests, RequestState
 from bot.mcp_server.desk import Answer, Ask, DeskError
 
-__all__ = ["REQUESTER", "LocalDesk"]
-
-#: Who asks, as the requests record it (idempotency keys are kept per requester).
-REQUESTER = "mcp"
+__all__ = ["LocalDesk"]
 
 
 def _answer(s: RequestState) -> Answer:
@@ -45,11 +43,12 @@ def _risk(notes: dict[str, object] | None) -> Risk | None:
 
 
 class LocalDesk:
-    """Requests filed with and waited for on this server's own `Requests`."""
+    """Requests filed with and waited for on this server's own `Requests`, as `by` (the
+    principal whose token the MCP call carried)."""
 
-    def __init__(self, requests: Requests, *, requester: str = REQUESTER) -> None:
+    def __init__(self, requests: Requests, *, by: Principal) -> None:
         self._requests = requests
-        self._requester = requester
+        self._by = by
 
     async def submit(self, ask: Ask, *, key: str) -> Answer:
         new = NewRequest(
@@ -64,15 +63,13 @@ class LocalDesk:
             question=ask.question,
         )
         try:
-            state, _ = await self._requests.create(
-                new, requester=self._requester, idempotency_key=key
-            )
+            state, _ = await self._requests.create(new, by=self._by, idempotency_key=key)
         except PizzaBotError as exc:
             raise DeskError(str(exc)) from None
         return _answer(state)
 
     async def wait(self, request_id: str, seconds: float) -> Answer:
         try:
-            return _answer(await self._requests.wait(request_id, seconds))
+            return _answer(await self._requests.wait(request_id, seconds, by=self._by))
         except PizzaBotError as exc:
             raise DeskError(str(exc)) from None

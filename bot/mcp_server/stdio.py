@@ -28,7 +28,8 @@ async def serve_async(url: str, token: str, *, skill: str | None = None) -> None
     from bot.mcp_server.remote import RemoteDesk
 
     async with AsyncInbox(url, token) as inbox:
-        asking = Asking(desk=RemoteDesk(inbox), skill=skill or default_skill())
+        desk = RemoteDesk(inbox)
+        asking = Asking(desk_for=lambda _ctx: desk, skill=skill or default_skill())
         await build_server(asking).run_stdio_async()
 
 

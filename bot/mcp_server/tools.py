@@ -6,16 +6,20 @@ however long that takes. A tool call that waits for a person can outlast a clien
 timeout, so while it waits the tool sends a progress notification every `heartbeat` seconds
 to a client that asked for progress (a `progressToken`): clients that restart their timeout
 on progress (the TypeScript SDK's `resetTimeoutOnProgress`) then wait as long as it takes.
-A client that gives up anyway loses nothing: the request lives on the server, and asking
-again with the same idempotency key — or, without one, the same content — finds the same
-item and its decision.
+
+A client that gives up loses nothing while the request is pending: asking again with the
+same content joins it. Once it is decided, the same content asked again is a new request
+with a card of its own: one approval is never handed to another call (a grant is the way to
+say "don't ask again"). An explicit `idempotency_key` is the caller saying "this is the same
+call", and finds its request, decided or not. The server audits every request filed, joined
+and answered.
 """
 
 import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -32,10 +36,6 @@ MAX_TITLE = 200
 MAX_TEXT = 4000
 MAX_JSON_BYTES = 64 * 1024
 MAX_TIMEOUT = 7 * 24 * 3600.0
-#: A derived key finds a decided request again only this long after its decision: a client
-#: that dropped and asks again gets the decision it missed, while the same call asked for
-#: tomorrow is asked anew (pass `idempotency_key` to choose yourself).
-REUSE_WINDOW = timedelta(hours=1)
 #: Derived keys count up past decided requests; past this many, the tool asks for a key.
 MAX_GENERATIONS = 10_000
 
@@ -44,7 +44,8 @@ INSTRUCTIONS = (
     "OK; it returns when someone has decided. Run the call only when `approved` is true, and "
     "then with the returned `args` (a person may have edited them). Call ask_human for input "
     "only a person can give. Both may take minutes or hours; asking again with the same "
-    "idempotency_key (or the same content) returns the same request's decision."
+    "idempotency_key returns the same request's decision; the same content joins a request "
+    "only while it is pending."
 )
 
 
@@ -61,7 +62,7 @@ class Approval(BaseModel):
 
     request_id: str
     item_id: str
-    #: pending | approved | edited | rejected | expired
+    #: pending | approved | edited | rejected | expired | halted (the kill switch is on)
     status: str
     #: True for approved and edited: run the call, with `args`.
     approved: bool
@@ -94,45 +95,40 @@ class HumanAnswer(BaseModel):
 
 @dataclass
 class Asking:
-    """How the tools reach the inbox, and how long they wait between signs of life."""
+    """How the tools reach the inbox, and how long they wait between signs of life.
 
-    desk: Desk
+    `desk_for` gives the desk of one tool call: on `/mcp` the server's requests, filed as
+    the principal whose token the call carried; for `pizzabot mcp` the server over HTTP."""
+
+    desk_for: Callable[[Context], Desk]
     #: The inbox-only skill a request goes to unless the call names one.
     skill: str
     #: Seconds between progress notifications while a person decides.
     heartbeat: float = 15.0
-    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     #: The next generation to try per derived key, so a long-lived server does not count
     #: up from zero every time the same content is asked again.
     _generations: dict[str, int] = field(default_factory=dict)
 
-    async def file(self, ask: Ask, key: str | None) -> Answer:
-        """The request for `ask`: made now, or found again by its key."""
+    async def file(self, desk: Desk, ask: Ask, key: str | None) -> Answer:
+        """The request for `ask`: found by an explicit key, joined while the same content
+        is pending, or made anew."""
         if key is not None:
-            return await self.desk.submit(ask, key=key)
+            return await desk.submit(ask, key=key)
         base = _content_key(ask)
         for generation in range(self._generations.get(base, 0), MAX_GENERATIONS):
-            answer = await self.desk.submit(ask, key=f"mcp-{base}-{generation}")
-            if answer.pending or not self._stale(answer):
+            answer = await desk.submit(ask, key=f"mcp-{base}-{generation}")
+            if answer.pending:
                 self._generations[base] = generation
                 return answer
         raise DeskError("this request was asked too often; pass an idempotency_key")
 
-    def _stale(self, answer: Answer) -> bool:
-        decided = answer.decided_at
-        if decided is None:
-            return False
-        if decided.tzinfo is None:
-            decided = decided.replace(tzinfo=UTC)
-        return self.clock() - decided > REUSE_WINDOW
-
-    async def settle(self, answer: Answer, ctx: Context) -> Answer:
+    async def settle(self, desk: Desk, answer: Answer, ctx: Context) -> Answer:
         """Wait until a person decides, telling the client it is still waiting."""
         beat = 0
         while answer.pending:
             beat += 1
             await ctx.report_progress(beat, None, f"waiting for a person: {answer.url}")
-            answer = await self.desk.wait(answer.id, self.heartbeat)
+            answer = await desk.wait(answer.id, self.heartbeat)
         return answer
 
 
@@ -169,6 +165,7 @@ _ACTIONS: dict[str, Literal["accept", "decline", "cancel", "pending"]] = {
     "answered": "accept",
     "declined": "decline",
     "expired": "cancel",
+    "halted": "cancel",
     "pending": "pending",
 }
 
@@ -198,6 +195,8 @@ def approval_text(a: Approval) -> str:
         return f"Rejected{who}{via}: {reason}. Do not run the call."
     if a.status == "expired":
         return "Nobody decided in time (expired). Do not run the call."
+    if a.status == "halted":
+        return f"Halted: {a.reason}. Do not run the call."
     return f"Still waiting for a decision: {a.url}"
 
 
@@ -293,8 +292,9 @@ def build_server(asking: Asking, *, name: str = "pizzabot") -> MCPServer:
 
 async def _decided(asking: Asking, ask: Ask, key: str | None, ctx: Context) -> Answer:
     try:
-        answer = await asking.file(ask, key)
-        return await asking.settle(answer, ctx)
+        desk = asking.desk_for(ctx)
+        answer = await asking.file(desk, ask, key)
+        return await asking.settle(desk, answer, ctx)
     except DeskError as exc:
         raise ToolError(str(exc)) from None
 

@@ -30,7 +30,7 @@ from agent.channel import DeliveryError
 from agent.context import utcnow
 from agent.errors import NotFound
 from agent.model import Box, Delivery, Item, ItemKind, Run
-from agent.policy import EMAIL, Access
+from agent.policy import EMAIL, Access, Principal
 from channels.email.compose import (
     MailIdentity,
     Thread,
@@ -204,7 +204,7 @@ class EmailChannel:
         run = await self.store.get_run(item.run_id)
         earlier = await self._earlier(item.run_id, delivery)
         thread = Thread.of(await self._subject(run, item, delivery), earlier)
-        can = bool(self.access.may_decide(delivery.address, EMAIL, item))
+        can = bool(self.access.may_decide(Principal.of(EMAIL, delivery.address), item))
         token = self.key.reply_token(item.id, delivery.address) if can else None
         message_id = self.identity.item_message_id(delivery.id, token)
         now = self.clock()

@@ -42,7 +42,7 @@ from agent.errors import (
 )
 from agent.inbox import Inbox
 from agent.model import Approve, Box, Decision, Edit, Item, ItemKind, ItemStatus, Reject
-from agent.policy import EMAIL, Access, Verdict, audit_refusal
+from agent.policy import EMAIL, Access, Principal, Verdict, audit_refusal
 from agent.runs import Runs
 from agent.skills import SkillBook
 from channels.email.compose import SUBJECT_TAG, MailIdentity, outcome_text
@@ -231,7 +231,7 @@ class MailHandler:
             detail=self._detail(msg, why),
         )
         reasons = [why] if isinstance(why, str) else why
-        if self.access.knows(sender, EMAIL):
+        if self.access.knows(Principal.of(EMAIL, sender)):
             text = "Your mail was not acted on: " + "; ".join(reasons) + "."
             await self.answerer.answer(msg, to=sender, text=text, token=None)
         return "refused: " + "; ".join(reasons)
@@ -259,9 +259,9 @@ class MailHandler:
     async def _reply(self, msg: EmailMessage, sender: str, item: Item, ref: str | None) -> str:
         # On an Unread's thread a reply follows the run up; on an action's, it decides.
         allowed = (
-            self.access.may_follow_up(sender, EMAIL, item.skill)
+            self.access.may_follow_up(Principal.of(EMAIL, sender), item.skill)
             if item.box is Box.UNREAD
-            else self.access.may_decide(sender, EMAIL, item)
+            else self.access.may_decide(Principal.of(EMAIL, sender), item)
         )
         authentic = check_reply(
             msg,
@@ -319,7 +319,7 @@ class MailHandler:
     async def _decide(self, msg: EmailMessage, sender: str, item: Item, decision: Decision) -> str:
         """Decide as `sender`, answering what the inbox refuses."""
         try:
-            await self.inbox.decide(item.id, decision, actor=sender, channel="email")
+            await self.inbox.decide(item.id, decision, by=Principal.of(EMAIL, sender))
         except AlreadyDecided as exc:
             await self._say(msg, sender, item, f"Nothing changed: {outcome_text(exc.item)}")
             return "already decided"
@@ -338,7 +338,7 @@ class MailHandler:
     async def _approve_all(self, msg: EmailMessage, sender: str, item: Item) -> str:
         """`approve all` on an action's thread: each call of its run's waiting turn that the
         sender may approve alone, one decision each; the answer says what was left out."""
-        batch = await approve_all(self.inbox, item.run_id, actor=sender, channel=EMAIL)
+        batch = await approve_all(self.inbox, item.run_id, by=Principal.of(EMAIL, sender))
         await self._say(msg, sender, item, batch.summary())
         return f"approved {len(batch.approved)} of {len(batch.outcomes)}"
 
@@ -350,7 +350,7 @@ class MailHandler:
             )
             return "empty follow-up"
         try:
-            await self.runs.follow_up(item.run_id, text, actor=sender, channel="email")
+            await self.runs.follow_up(item.run_id, text, by=Principal.of(EMAIL, sender))
         except Conflict as exc:
             await self._say(msg, sender, item, f"The follow-up was not sent: {exc}.")
             return f"follow-up refused: {exc}"
@@ -369,7 +369,7 @@ class MailHandler:
         return self.config.default_skill, title
 
     async def _start(self, msg: EmailMessage, sender: str) -> str:
-        allowed = self.access.may_start(sender, EMAIL)
+        allowed = self.access.may_start(Principal.of(EMAIL, sender))
         if not allowed:
             await self._policy_refused(msg, allowed, None)
             return await self._refuse(msg, sender, f"{sender} may not start runs by mail")
@@ -399,7 +399,7 @@ class MailHandler:
                 skill,
                 text,
                 trigger="email",
-                actor=sender,
+                by=Principal.of(EMAIL, sender),
                 idempotency_key=f"email:{message_id}" if message_id else None,
             )
         except (NotFound, Conflict) as exc:

@@ -3,13 +3,16 @@
 Mail security gateways (and some clients' previews) open every link in a mail. So a link
 never decides by being opened: GET shows a confirm page, and only that page's POST decides.
 
-A link is a claim "this item, this decision, mailed to this address, until then", signed
+A link is a claim "this item, as this mail showed it, this decision, mailed to this address,
+until then", signed
 with the server's mail key (`keys.MailKey`), which never leaves the server: nothing in any
 mail lets its reader make another link, for another person, decision or expiry. Links are
 put only in the mails of the item's email approvers, expire after `link_ttl` (a day by
 default), and work once (used links are recorded in the `MailLog`). The decision is the
 mail recipient's, made through `Inbox.decide(..., channel="email")`, so the policy
-(`agent.policy.Access`) is asked again when the link is used. `bot.wire_email` mounts the
+(`agent.policy.Access`) is asked again when the link is used, and the card's digest
+(`agent.card_digest`) binds the decision to the arguments the mail showed: after an edit,
+an old mail's link is refused and the thread gets the new card. `bot.wire_email` mounts the
 routes only when the server has a public URL to put in links.
 
     GET  /mail/d/{token}   confirm page (a form: button, reason, or the edit fields)
@@ -30,11 +33,20 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from agent.argforms import Field, coerce_form, field_path, form_fields
+from agent.card_digest import card_digest, seen_matches
 from agent.context import utcnow
-from agent.errors import AlreadyApproved, AlreadyDecided, InvalidArguments, NotAllowed, NotFound
+from agent.errors import (
+    AlreadyApproved,
+    AlreadyDecided,
+    CardChanged,
+    InvalidArguments,
+    KillSwitchOn,
+    NotAllowed,
+    NotFound,
+)
 from agent.inbox import Inbox
 from agent.model import Box, Item, ItemKind, decision_from
-from agent.policy import normalize_address
+from agent.policy import EMAIL, Principal, normalize_address
 from channels.email.compose import Links, outcome_text
 from channels.email.keys import BadSignature, MailKey
 from channels.email.ports import MailLog, MailStore
@@ -42,6 +54,12 @@ from channels.email.ports import MailLog, MailStore
 PATH = "/mail/d"
 DECISIONS = ("approve", "reject", "edit")
 MAX_TOKEN = 1000
+
+
+_CHANGED = (
+    "The call was changed after this mail was sent, so this link no longer decides it. "
+    "The newest mail in the thread (or the web page) shows it as it is now."
+)
 
 
 class BadLink(Exception):
@@ -54,13 +72,16 @@ class LinkClaim:
     decision: str
     address: str
     expires: int  # unix seconds
+    #: The digest of the card the mail showed.
+    seen: str | None = None
 
 
 def sign_link(key: MailKey, item: Item, *, decision: str, address: str, expires: datetime) -> str:
     who = normalize_address(address)
     if decision not in DECISIONS or who is None:
         raise ValueError("a link is for one decision and one plain address")
-    return key.sign({"i": item.id, "d": decision, "a": who, "e": int(expires.timestamp())})
+    claim = {"i": item.id, "d": decision, "a": who, "e": int(expires.timestamp())}
+    return key.sign({**claim, "s": card_digest(item)})
 
 
 def verify_link(key: MailKey, token: str, *, now: datetime) -> LinkClaim:
@@ -69,7 +90,14 @@ def verify_link(key: MailKey, token: str, *, now: datetime) -> LinkClaim:
         raise BadLink("this link is not valid")
     try:
         data = key.load(token)
-        claim = LinkClaim(str(data["i"]), str(data["d"]), str(data["a"]), int(data["e"]))
+        seen = data.get("s")
+        claim = LinkClaim(
+            str(data["i"]),
+            str(data["d"]),
+            str(data["a"]),
+            int(data["e"]),
+            str(seen) if seen is not None else None,
+        )
     except (BadSignature, ValueError, KeyError, TypeError):
         raise BadLink("this link is not valid") from None
     if claim.decision not in DECISIONS or normalize_address(claim.address) != claim.address:
@@ -250,6 +278,8 @@ class LinkDesk:
             return _message(410, "Link not usable", str(exc))
         if item.decided:
             return _message(409, "Already decided", outcome_text(item))
+        if not seen_matches(item, claim.seen):
+            return _message(409, "This card changed", _CHANGED)
         return self._form(claim, item)
 
     async def submit(self, token: str, form: dict[str, str]) -> Page:
@@ -270,10 +300,16 @@ class LinkDesk:
         decision = decision_from(claim.decision, args=args, reason=form.get("reason", ""))
         try:
             decided = await self.inbox.decide(
-                item.id, decision, actor=claim.address, channel="email"
+                item.id, decision, by=Principal.of(EMAIL, claim.address), seen=claim.seen
             )
         except AlreadyDecided as exc:
             return _message(409, "Already decided", outcome_text(exc.item))
+        except CardChanged:
+            await self.log.release(key)
+            return _message(409, "This card changed", _CHANGED)
+        except KillSwitchOn as exc:
+            await self.log.release(key)
+            return _message(409, "Halted", str(exc))
         except AlreadyApproved as exc:
             return _message(409, "Approved already", str(exc))
         except NotAllowed:

@@ -17,7 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent.batch import TurnReader, approve_all, turn_items
 from agent.errors import NotFound
 from agent.model import Box, Item, ItemKind
-from agent.policy import SLACK
+from agent.policy import SLACK, Principal
 from channels.slack.blocks import Message, esc
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ async def on_approve_all(
     except NotFound:
         await inbound.tell(client, channel=channel, user=user, text="This item no longer exists.")
         return
-    batch = await approve_all(inbound.inbox, item.run_id, actor=user, channel=SLACK)
+    batch = await approve_all(inbound.inbox, item.run_id, by=Principal.of(SLACK, user))
     if retried and not batch.approved:
         return  # Slack re-sent a click whose first try did the approving and said so
     text = esc(batch.summary())

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agent.card_digest import card_digest
 from agent.model import MAY_HAVE_HAPPENED, Box, Item, ItemKind, ItemStatus, Run, RunStatus
 from channels.slack.mrkdwn import (
     clip,
@@ -171,6 +172,19 @@ def _action(item: Item, base_url: str) -> Message:
     return Message(text=esc(clip(item.title, 300)), blocks=blocks)
 
 
+def card_value(item: Item) -> str:
+    """A decision button's value: the item and the digest of the card it is on
+    (`agent.card_digest`), so a click counts only for what the card showed."""
+    return f"{item.id}:{card_digest(item)}"
+
+
+def read_value(value: str) -> tuple[str, str | None]:
+    """(item id, the card's digest) from a button's value; a value without a digest (a card
+    sent before cards carried one) binds to the item as the click finds it."""
+    item_id, _, seen = value.partition(":")
+    return item_id, seen or None
+
+
 def buttons(item: Item) -> dict[str, Any]:
     """Approve, Edit (tool calls only) and Reject: one row, the same on a card and in Home
     (a question's own buttons for a question)."""
@@ -182,14 +196,14 @@ def buttons(item: Item) -> dict[str, Any]:
         "action_id": APPROVE,
         "text": plain("Extend" if budget else "Approve"),
         "style": "primary",
-        "value": item.id,
+        "value": card_value(item),
     }
     reject: dict[str, Any] = {
         "type": "button",
         "action_id": REJECT,
         "text": plain("Stop the run" if budget else "Reject"),
         "style": "danger",
-        "value": item.id,
+        "value": card_value(item),
         "confirm": {
             "title": plain("Stop the run?" if budget else "Reject this call?"),
             "text": mrkdwn(
@@ -205,7 +219,7 @@ def buttons(item: Item) -> dict[str, Any]:
     elements = [approve]
     if not budget:
         elements.append(
-            {"type": "button", "action_id": EDIT, "text": plain("Edit"), "value": item.id}
+            {"type": "button", "action_id": EDIT, "text": plain("Edit"), "value": card_value(item)}
         )
     elements.append(reject)
     if not budget and item.risk.grants:
@@ -225,11 +239,12 @@ def grant_label(choice: str) -> str:
 
 def grant_menu(item: Item) -> dict[str, Any]:
     """ "Approve, and don't ask again": one option per grant the card offers; each option's
-    value is "ITEM:GRANT"."""
+    value is "ITEM:GRANT:DIGEST"."""
+    digest = card_digest(item)
     return {
         "type": "overflow",
         "action_id": GRANT,
-        "options": [option(f"{item.id}:{g}", grant_label(g)) for g in item.risk.grants],
+        "options": [option(f"{item.id}:{g}:{digest}", grant_label(g)) for g in item.risk.grants],
     }
 
 

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent.errors import NotFound
+from agent.errors import NotAllowed, NotFound
 from agent.model import Approve
-from agent.policy.grants import Grant, may_manage
+from agent.policy import Principal
+from agent.policy.grants import Grant, revoke_grant
 from channels.slack import blocks
 
 if TYPE_CHECKING:
@@ -92,7 +93,8 @@ async def _yours(inbound: SlackInbound, user: str) -> list[Grant]:
     if kept is None:
         return []
     found = await kept.list_grants(now=inbound.inbox.ctx.clock())
-    return [g for g in found if may_manage(inbound.skills, g, user, CHANNEL)]
+    who = Principal.of(CHANNEL, user)
+    return [g for g in found if inbound.access.may_revoke(who, g.skill, g.tool)]
 
 
 async def grants_reply(inbound: SlackInbound, user: str) -> dict[str, Any]:
@@ -117,7 +119,8 @@ async def on_grant(
     """A choice of the card's menu: approve, and don't ask again as chosen."""
     action = body["actions"][0]
     value = str((action.get("selected_option") or {}).get("value") or "")
-    item_id, _, choice = value.partition(":")
+    item_id, _, rest = value.partition(":")
+    choice, _, seen = rest.partition(":")
     container = body.get("container") or {}
     channel = (body.get("channel") or {}).get("id") or container.get("channel_id")
     thread = (body.get("message") or {}).get("thread_ts") or container.get("thread_ts")
@@ -129,6 +132,7 @@ async def on_grant(
         channel=channel,
         thread_ts=thread,
         retried=retried,
+        seen=seen or None,
     )
 
 
@@ -142,13 +146,12 @@ async def on_revoke(inbound: SlackInbound, *, body: dict[str, Any], client: Asyn
     try:
         if kept is None:
             raise NotFound(grant_id)
-        grant = await kept.get(grant_id)
-        if not may_manage(inbound.skills, grant, user, CHANNEL):
-            note = "Only the skill's Slack approvers for that tool can revoke this grant."
-        else:
-            now = inbound.inbox.ctx.clock()
-            await kept.revoke(grant_id, actor=user, channel=CHANNEL, now=now)
-            note = f"Revoked: `{blocks.esc(grant.tool)}` for {_covers(grant)}. It asks again."
+        now = inbound.inbox.ctx.clock()
+        who = Principal.of(CHANNEL, user)
+        grant = await revoke_grant(kept, inbound.access, inbound.store, grant_id, by=who, now=now)
+        note = f"Revoked: `{blocks.esc(grant.tool)}` for {_covers(grant)}. It asks again."
+    except NotAllowed:
+        note = "Only the skill's Slack approvers for that tool can revoke this grant."
     except NotFound:
         note = "This grant no longer exists."
     await inbound.tell(client, channel=channel, user=user, text=note)

@@ -29,7 +29,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from agent.errors import NotFound
 from agent.model import Box, Item, ItemKind, ItemStatus, RunStatus
-from agent.policy import SLACK
+from agent.policy import SLACK, Principal
 from agent.tasks import stop_if_cancelled
 from channels.slack import blocks
 from channels.slack.blocks import _context, _cut, _plain, _section, esc
@@ -253,8 +253,8 @@ class HomeTabs:
         access = self.inbound.access
         seen = {
             user: (
-                [i for i in pending if access.may_see(user, SLACK, i)],
-                [i for i in unread if access.may_see(user, SLACK, i)],
+                [i for i in pending if access.may_see(Principal.of(SLACK, user), i)],
+                [i for i in unread if access.may_see(Principal.of(SLACK, user), i)],
             )
             for user in users
         }
@@ -264,7 +264,7 @@ class HomeTabs:
             user: Inbox(
                 actions=actions,
                 unread=notes,
-                may_start=bool(access.may_start(user, SLACK)),
+                may_start=bool(access.may_start(Principal.of(SLACK, user))),
                 outcomes=outcomes,
             )
             for user, (actions, notes) in seen.items()

@@ -23,16 +23,26 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from agent.argforms import form_fields
-from agent.errors import AlreadyDecided, Conflict, InvalidArguments, NotAllowed, NotFound
+from agent.card_digest import card_digest, seen_matches
+from agent.errors import (
+    AlreadyDecided,
+    CardChanged,
+    Conflict,
+    InvalidArguments,
+    NotAllowed,
+    NotFound,
+    OwnRequest,
+)
 from agent.inbox import Inbox
 from agent.model import Approve, Decision, Edit, Item, ItemKind, Reject
-from agent.policy import SLACK, Access, Verdict, audit_refusal
+from agent.policy import SLACK, Access, Principal, Verdict, audit_refusal
 from agent.questions import validate_answer
 from agent.runs import Runs
 from agent.skills import SkillBook
-from agent.store import AuditTrail, DeliveryReader, ItemReader, RunReader
+from agent.store import AuditTrail, CardRefresh, DeliveryReader, ItemReader, RunReader
 from channels.slack import blocks, grants
 from channels.slack.blocks import ModalRef
+from channels.slack.cards import read_value
 from channels.slack.home import INPUT_BLOCK, SKILL_BLOCK, start_modal, start_values
 
 log = logging.getLogger(__name__)
@@ -43,6 +53,10 @@ _NOT_APPROVER = (
     "Only the approvers this skill names for Slack (`approvers.slack`) can decide here, "
     "so nothing was decided."
 )
+_CHANGED = (
+    "This card changed after you saw it (someone edited the call), so nothing was decided. "
+    "The card now shows the call as it is: look at it and decide again."
+)
 _NOT_STARTER = (
     "Only people listed as Slack approvers of some skill (`approvers.slack`) can start "
     "runs from Slack."
@@ -52,7 +66,7 @@ _NOT_FOLLOWER = "Only this skill's Slack approvers can steer its runs, so the ru
 SLACK_ERRORS = (SlackApiError, aiohttp.ClientError, TimeoutError)
 
 
-class SlackStore(ItemReader, RunReader, DeliveryReader, AuditTrail, Protocol):
+class SlackStore(ItemReader, RunReader, DeliveryReader, AuditTrail, CardRefresh, Protocol):
     """What the Slack side reads from the store, and where it audits."""
 
 
@@ -106,7 +120,7 @@ class SlackInbound:
 
     async def may_start(self, user: str) -> bool:
         """Whether `user` may start runs from Slack; a refusal is audited."""
-        verdict = self.access.may_start(user, CHANNEL)
+        verdict = self.access.may_start(Principal.of(CHANNEL, user))
         if not verdict:
             await self.refused(verdict)
         return verdict.allowed
@@ -168,13 +182,19 @@ class SlackInbound:
         channel: str | None,
         thread_ts: str | None,
         retried: bool,
+        seen: str | None = None,
     ) -> None:
-        """Decide, and explain a refusal to the clicker. The outbox updates every copy."""
+        """Decide as the clicker, on the card whose digest is `seen`, and explain a refusal
+        to them. The outbox updates every copy (a changed card too: they get the new one)."""
         note: str | None = None
         try:
-            await self.inbox.decide(item_id, decision, actor=user, channel=CHANNEL)
+            await self.inbox.decide(item_id, decision, by=Principal.of(CHANNEL, user), seen=seen)
+        except OwnRequest as exc:
+            note = blocks.esc(str(exc))
         except NotAllowed:
             note = _NOT_APPROVER
+        except CardChanged:
+            note = _CHANGED
         except AlreadyDecided as exc:
             # Slack re-sent an interaction we already handled: its first try decided.
             note = None if retried else blocks.already_text(exc.item)
@@ -191,14 +211,16 @@ class SlackInbound:
         self, *, body: dict[str, Any], client: AsyncWebClient, retried: bool
     ) -> None:
         channel, thread = _where(body)
+        item_id, seen = read_value(str(body["actions"][0].get("value") or ""))
         await self.decide(
             client,
-            item_id=str(body["actions"][0].get("value") or ""),
+            item_id=item_id,
             decision=Approve(),
             user=str(body["user"]["id"]),
             channel=channel,
             thread_ts=thread,
             retried=retried,
+            seen=seen,
         )
 
     async def open_modal(
@@ -213,13 +235,13 @@ class SlackInbound:
         (and audit the refusal, as `Inbox.decide` does for a refused approval)."""
         channel, thread = _where(body)
         user = str(body["user"]["id"])
-        item_id = str(body["actions"][0].get("value") or "")
+        item_id, seen = read_value(str(body["actions"][0].get("value") or ""))
         try:
             item = await self.store.get_item(item_id)
         except NotFound:
             await self.tell(client, channel=channel, user=user, text="This item no longer exists.")
             return
-        verdict = self.access.may_decide(user, CHANNEL, item)
+        verdict = self.access.may_decide(Principal.of(CHANNEL, user), item)
         if not verdict:
             await audit_refusal(
                 self.store,
@@ -237,7 +259,13 @@ class SlackInbound:
             text = blocks.already_text(item)
             await self.tell(client, channel=channel, user=user, text=text, thread_ts=thread)
             return
-        view = make(item, ModalRef(item.id, channel, thread))
+        if not seen_matches(item, seen):
+            # Clicked on a card that no longer shows the item: it is shown anew, not opened.
+            await self.store.show_again(item.id, now=self.inbox.ctx.clock())
+            self.inbox.ctx.wake_outbox()
+            await self.tell(client, channel=channel, user=user, text=_CHANGED, thread_ts=thread)
+            return
+        view = make(item, ModalRef(item.id, channel, thread, seen=card_digest(item)))
         try:
             await client.views_open(trigger_id=body["trigger_id"], view=view)
         except SLACK_ERRORS as exc:
@@ -289,6 +317,7 @@ class SlackInbound:
             channel=ref.channel,
             thread_ts=ref.thread_ts,
             retried=retried,
+            seen=ref.seen,
         )
 
     async def on_reject_submit(
@@ -304,6 +333,7 @@ class SlackInbound:
             channel=ref.channel,
             thread_ts=ref.thread_ts,
             retried=retried,
+            seen=ref.seen,
         )
 
     # -- the Home tab --------------------------------------------------------------------
@@ -329,7 +359,7 @@ class SlackInbound:
         user = str(body["user"]["id"])
         skill, text = start_values((view.get("state") or {}).get("values") or {})
         errors: dict[str, str] = {}
-        verdict = self.access.may_start(user, CHANNEL, skill)
+        verdict = self.access.may_start(Principal.of(CHANNEL, user), skill)
         if not verdict:
             errors[SKILL_BLOCK] = _NOT_STARTER.replace("`", "")
         elif skill not in self.skills:
@@ -352,7 +382,7 @@ class SlackInbound:
         """Start a run; the sentence to answer with."""
         try:
             run = await self.runs.start(
-                skill, text, trigger="slack", actor=user, idempotency_key=key
+                skill, text, trigger="slack", by=Principal.of(CHANNEL, user), idempotency_key=key
             )
         except Conflict as exc:  # the kill switch
             return blocks.esc(str(exc))
@@ -371,7 +401,7 @@ class SlackInbound:
     ) -> None:
         user = str(command.get("user_id") or "")
         text = _unescape(str(command.get("text") or "")).strip()
-        verdict = self.access.may_start(user, CHANNEL)
+        verdict = self.access.may_start(Principal.of(CHANNEL, user))
         if not verdict:
             await ack(text=_NOT_STARTER, response_type="ephemeral")
             await self.refused(verdict)
@@ -431,7 +461,7 @@ class SlackInbound:
         user, channel = str(event.get("user")), str(event.get("channel") or "")
         thread = str(event.get("thread_ts"))
         run = await self.store.get_run(run_id)
-        verdict = self.access.may_follow_up(user, CHANNEL, run.skill)
+        verdict = self.access.may_follow_up(Principal.of(CHANNEL, user), run.skill)
         if not verdict:
             await self.refused(verdict, run_id=run.id)
             await self.tell(
@@ -439,7 +469,7 @@ class SlackInbound:
             )
             return
         try:
-            await self.runs.follow_up(run_id, text, actor=user, channel=CHANNEL)
+            await self.runs.follow_up(run_id, text, by=Principal.of(CHANNEL, user))
         except Conflict as exc:
             note = f"The run did not get this: {blocks.esc(str(exc))}"
             await self.tell(client, channel=channel, user=user, text=note, thread_ts=thread)

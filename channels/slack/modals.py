@@ -73,11 +73,15 @@ class ModalRef:
     thread_ts: str | None = None
     #: The digest of the edit form's field names: the block ids are indexes into that list.
     fields: str | None = None
+    #: The digest of the item as the modal showed it (`agent.card_digest`).
+    seen: str | None = None
 
     def dumps(self) -> str:
         data = {"item": self.item_id, "channel": self.channel, "thread": self.thread_ts}
         if self.fields:
             data["fields"] = self.fields
+        if self.seen:
+            data["seen"] = self.seen
         return json.dumps(data)
 
     @classmethod
@@ -93,7 +97,7 @@ class ModalRef:
             value = data.get(key)
             return value if isinstance(value, str) else None
 
-        return cls(get("item") or "", get("channel"), get("thread"), get("fields"))
+        return cls(get("item") or "", get("channel"), get("thread"), get("fields"), get("seen"))
 
 
 def field_block(index: int) -> str:

@@ -4,7 +4,9 @@ The API token is the one secret the owner holds, so everything is derived from i
 is a random id signed with its issue time by itsdangerous (`TimestampSigner`, HMAC-SHA256,
 keyed from the token), and a form's CSRF token is a signature of the session id under another
 salt. A new API token therefore ends every session at once, and a CSRF token is useless
-without its cookie.
+without its cookie. A person may also sign in with a named token of scope `decide` or
+`admin` (`agent.policy.tokens`): the session id then ends with that token's id, and the
+session acts as that token's principal for as long as the token is not revoked.
 
 A living session is stored nowhere; an ended one is (`SessionEnds`, in the database): logout
 must stop a copied cookie, which no signature can do on its own.
@@ -38,6 +40,8 @@ _CLOCK_SKEW = 60
 #: base64 decoder skips characters outside its alphabet, so without this check a signed value
 #: with stray characters appended would still pass.
 _SIGNED = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
+#: A session id's random part: `secrets.token_urlsafe(18)` is always 24 characters.
+_SID_CHARS = 24
 
 
 class _ClockedSigner(TimestampSigner):
@@ -69,9 +73,11 @@ class Sessions:
         # Bytes, because compare_digest refuses non-ASCII str and a form may hold anything.
         return bool(self._token) and secrets.compare_digest(given.encode(), self._token.encode())
 
-    def issue(self) -> str:
-        """A new cookie value: a random session id, its issue time and their signature."""
-        return self._cookies.sign(secrets.token_urlsafe(18)).decode()
+    def issue(self, token_id: str | None = None) -> str:
+        """A new cookie value: a random session id (for a named token's login, followed by
+        the token's id), its issue time and their signature."""
+        sid = secrets.token_urlsafe(18) + (token_id or "")
+        return self._cookies.sign(sid).decode()
 
     def verify(self, cookie: str | None) -> str | None:
         """The session id of a valid, unexpired cookie; None for anything else (a cookie of
@@ -94,6 +100,11 @@ class Sessions:
         if not given or not _SIGNED.fullmatch(given):
             return False
         return self._csrf.verify_signature(sid, given)
+
+
+def token_of(sid: str) -> str | None:
+    """The id of the named token a session was signed in with; None: the API token's."""
+    return sid[_SID_CHARS:] or None
 
 
 class SessionEnds(Protocol):

@@ -29,15 +29,16 @@ from fastapi.responses import RedirectResponse, Response
 from starlette.datastructures import FormData
 
 from agent.inbox import Inbox
+from agent.policy import Access, Principal
 from agent.policy.grants import Grants
+from agent.policy.tokens import Tokens, principal_of
 from agent.runs import Runs
 from agent.skills import SkillBook
 from agent.store import Store
 from channels.web._pages import HEADERS, error_page, page
-from channels.web._session import COOKIE, LoginThrottle, SessionEnds, Sessions
+from channels.web._session import COOKIE, LoginThrottle, SessionEnds, Sessions, token_of
 
 __all__ = [
-    "ACTOR",
     "CHANNEL",
     "Answered",
     "Post",
@@ -50,9 +51,7 @@ __all__ = [
     "WebSite",
 ]
 
-#: The person holding the API token is the owner: the web page decides, starts and cancels
-#: as ``owner`` via ``web``.
-ACTOR = "owner"
+#: Who signs in with the API token is the owner; with a named token, that token's principal.
 CHANNEL = "web"
 
 
@@ -73,6 +72,15 @@ class WebDeps:
     #: The grants ("don't ask again for …"), listed and revoked on the Grants tab; None when
     #: the server keeps none.
     grants: Grants | None = None
+    #: Named tokens (a person may sign in with a decide or admin token); None: only the API
+    #: token signs in.
+    tokens: Tokens | None = None
+    #: Who may do what; by default the inbox's.
+    access: Access | None = None
+
+    @property
+    def policy(self) -> Access:
+        return self.access or self.inbox.ctx.access
 
 
 class WebSite:
@@ -117,6 +125,14 @@ class Visit:
     deps: WebDeps
     sessions: Sessions
     sid: str | None
+    #: Who is signed in (None: nobody).
+    who: Principal | None = None
+
+    @property
+    def by(self) -> Principal:
+        """Who acts: the signed-in principal (a route that acts needs a session first)."""
+        assert self.who is not None, "a route that acts depends on a signed-in session"
+        return self.who
 
     @property
     def root(self) -> str:
@@ -157,7 +173,17 @@ async def visit(request: Request, site: Annotated[WebSite, Depends(web_site)]) -
     sid = sessions.verify(request.cookies.get(COOKIE))
     if sid is not None and await deps.ended.ended(sid):
         sid = None
-    return Visit(request, site, deps, sessions, sid)
+    who = await _principal(deps, sid) if sid is not None else None
+    return Visit(request, site, deps, sessions, sid if who is not None else None, who)
+
+
+async def _principal(deps: WebDeps, sid: str) -> Principal | None:
+    """Who a session acts as: the owner, or a named token that is still in force."""
+    token_id = token_of(sid)
+    if token_id is None:
+        return Principal.owner(CHANNEL)
+    token = await deps.tokens.by_id(token_id) if deps.tokens is not None else None
+    return principal_of(token, CHANNEL) if token is not None else None
 
 
 async def signed_in(v: Annotated[Visit, Depends(visit)]) -> Visit:

@@ -14,7 +14,7 @@ from fastapi.responses import Response
 from agent.batch import approve_all
 from agent.errors import NotFound
 from channels.web._pages import not_found, page
-from channels.web.deps import ACTOR, CHANNEL, Posted
+from channels.web.deps import Posted
 
 __all__ = ["router"]
 
@@ -28,5 +28,5 @@ async def approve_all_post(run_id: str, post: Posted) -> Response:
         run = await v.deps.store.get_run(run_id)
     except NotFound:
         return await not_found(v, "run")
-    batch = await approve_all(v.deps.inbox, run.id, actor=ACTOR, channel=CHANNEL)
+    batch = await approve_all(v.deps.inbox, run.id, by=v.by)
     return await page(v, "batch.html", section="inbox", run=run, batch=batch)

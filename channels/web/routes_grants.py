@@ -10,9 +10,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from agent.errors import NotFound
-from channels.web._pages import go, not_found, page
-from channels.web.deps import ACTOR, CHANNEL, Posted, SignedIn
+from agent.errors import NotAllowed, NotFound
+from agent.policy.grants import revoke_grant
+from channels.web._pages import error_page, go, not_found, page
+from channels.web.deps import Posted, SignedIn
 
 __all__ = ["router"]
 
@@ -41,8 +42,11 @@ async def revoke(grant_id: str, post: Posted) -> Response:
     kept = v.deps.grants
     if kept is None:
         return await not_found(v, "grant")
+    now = v.deps.inbox.ctx.clock()
     try:
-        await kept.revoke(grant_id, actor=ACTOR, channel=CHANNEL, now=v.deps.inbox.ctx.clock())
+        await revoke_grant(kept, v.deps.policy, v.deps.store, grant_id, by=v.by, now=now)
+    except NotAllowed as exc:
+        return await error_page(v, 403, "Not allowed", str(exc))
     except NotFound:
         return await not_found(v, "grant")
     return go(v, "/grants", "revoked")

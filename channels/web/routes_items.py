@@ -17,14 +17,29 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, Response
 
 from agent.batch import turn_items
-from agent.errors import AlreadyApproved, AlreadyDecided, InvalidArguments, NotFound
+from agent.card_digest import card_digest
+from agent.errors import (
+    AlreadyApproved,
+    AlreadyDecided,
+    CardChanged,
+    InvalidArguments,
+    KillSwitchOn,
+    NotAllowed,
+    NotFound,
+)
 from agent.model import Approve, Box, Decision, Edit, Item, ItemKind, ItemStatus, Reject, Run
 from agent.questions import answer_of, link_domain, link_refusal, question_url
 from channels.web._pages import error_page, fragment, go, not_found, page, safe_next
-from channels.web.deps import ACTOR, CHANNEL, Post, Posted, SignedIn, SignedInLive, Visit
+from channels.web.deps import Post, Posted, SignedIn, SignedInLive, Visit
 from channels.web.forms import FieldView, field_views, read_form
 
 __all__ = ["router"]
+
+#: What a decision from a page that no longer shows the item is told (the page shows it anew).
+CHANGED = (
+    "This call was changed after the page showed it, so nothing was decided. "
+    "It is shown below as it is now: look again, then decide."
+)
 
 router = APIRouter()
 
@@ -112,6 +127,10 @@ async def _boxes(v: Visit) -> dict[str, Any]:
     store = v.deps.store
     action = await store.list_items(box=Box.ACTION, status=ItemStatus.PENDING)
     unread = await store.list_items(box=Box.UNREAD, status=ItemStatus.UNREAD)
+    if not v.by.is_admin:  # a person signed in with a decide token sees what is theirs
+        policy = v.deps.policy
+        action = [i for i in action if policy.may_see(v.by, i)]
+        unread = [i for i in unread if policy.may_see(v.by, i)]
     return {"action": action, "unread": unread}
 
 
@@ -129,13 +148,18 @@ async def _decide(post: Post, item_id: str, decision: Decision) -> Response:
     """Approve or reject (a budget item: extend or stop), then back to the item's page."""
     v = post.visit
     try:
-        item = await v.deps.inbox.decide(item_id, decision, actor=ACTOR, channel=CHANNEL)
+        item = await v.deps.inbox.decide(item_id, decision, by=v.by, seen=_seen(post))
     except NotFound:
         return await not_found(v, "item")
     except AlreadyDecided:
         return go(v, f"/items/{item_id}", "late")
     except AlreadyApproved:
         return go(v, f"/items/{item_id}", "twice")
+    except CardChanged as exc:
+        return await _item_page(v, exc.item, form_error=CHANGED, status=409)
+    except (NotAllowed, KillSwitchOn) as exc:
+        item = await v.deps.store.get_item(item_id)
+        return await _item_page(v, item, form_error=str(exc), status=_refused(exc))
     except InvalidArguments as exc:
         item = await v.deps.store.get_item(item_id)
         return await _item_page(v, item, form_error=_joined(exc.errors), status=422)
@@ -162,9 +186,13 @@ async def _edit(post: Post, item_id: str) -> Response:
     args, errors, raw = read_form(schema, post.form)
     if not errors:
         try:
-            edited = await v.deps.inbox.decide(item_id, Edit(args), actor=ACTOR, channel=CHANNEL)
+            edited = await v.deps.inbox.decide(item_id, Edit(args), by=v.by, seen=_seen(post))
         except AlreadyDecided:
             return go(v, f"/items/{item_id}", "late")
+        except CardChanged as exc:
+            return await _item_page(v, exc.item, form_error=CHANGED, status=409)
+        except (NotAllowed, KillSwitchOn) as exc:
+            return await _item_page(v, item, form_error=str(exc), status=_refused(exc))
         except InvalidArguments as exc:
             errors = exc.errors
         else:
@@ -222,7 +250,18 @@ async def _item_page(
         openable=link is not None and link_refusal(link) is None,
         domain=link_domain(link) if link else None,
         answer=answer_of(item) if item.kind is ItemKind.QUESTION else None,
+        seen=card_digest(item),
     )
+
+
+def _seen(post: Post) -> str | None:
+    """The digest of the card the form was on (`agent.card_digest`); None from a page
+    loaded before pages carried one."""
+    return post.text("seen").strip()[:64] or None
+
+
+def _refused(exc: Exception) -> int:
+    return 409 if isinstance(exc, KillSwitchOn) else 403
 
 
 def _joined(errors: dict[str, str]) -> str:

@@ -1,7 +1,8 @@
 """Logging in and out of the web inbox.
 
-The API token logs in, by the link ``pizzabot serve`` prints or by the form, and is swapped
-at once for a session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS). Failed logins
+The API token logs in, by the link ``pizzabot serve`` prints or by the form, and so does a
+named token of scope decide or admin (an ask token is an agent's, and signs nobody in); it is
+swapped at once for a session cookie (HttpOnly, SameSite=Strict, Secure over HTTPS). Failed logins
 are throttled per client address; logout ends the session on the server, so a copy of the
 cookie stops working too.
 """
@@ -14,9 +15,11 @@ from datetime import UTC, datetime, timedelta
 from fastapi import APIRouter
 from fastapi.responses import RedirectResponse, Response
 
+from agent.policy import Principal, Scope
+from agent.policy.tokens import principal_for
 from channels.web._pages import HEADERS, go, page, safe_next
 from channels.web._session import COOKIE, MAX_AGE
-from channels.web.deps import ACTOR, CHANNEL, Posted, Visit, Visitor, form_text
+from channels.web.deps import CHANNEL, Posted, Visit, Visitor, form_text
 
 __all__ = ["router"]
 
@@ -63,22 +66,36 @@ async def _login(v: Visit, token: str, next_: str | None) -> Response:
         refusal = await page(v, "login.html", status=429, error=error, next=safe_next(next_))
         refusal.headers["Retry-After"] = str(wait)
         return refusal
-    if not v.sessions.token_matches(token):
+    who = await _who(v, token)
+    if who is None:
         await _failed(v, client)
         return await page(
             v,
             "login.html",
             status=401,
-            error="That is not the API token of this server.",
+            error="That is not a token of this server.",
             next=safe_next(next_),
         )
     throttle.succeeded(client)
+    if not who.scope.covers(Scope.DECIDE):
+        # Right token, wrong kind: an agent's token does not sign a person in.
+        return await page(
+            v,
+            "login.html",
+            status=403,
+            error=f"This token's scope is {who.scope}: it may only {who.scope.allows()}. "
+            "Sign in with the API token, or a decide or admin token.",
+            next=safe_next(next_),
+        )
     now = datetime.now(UTC)
-    await v.deps.store.audit(action="web_login", actor=ACTOR, channel=CHANNEL, now=now)
+    detail = {"principal": who.describe()}
+    await v.deps.store.audit(
+        action="web_login", actor=who.actor, channel=CHANNEL, now=now, detail=detail
+    )
     response = RedirectResponse(f"{v.root}{safe_next(next_) or '/'}", 303, headers=HEADERS)
     response.set_cookie(
         COOKIE,
-        v.sessions.issue(),
+        v.sessions.issue(who.token_id),
         max_age=MAX_AGE,
         path=v.root or "/",
         httponly=True,
@@ -86,6 +103,14 @@ async def _login(v: Visit, token: str, next_: str | None) -> Response:
         secure=v.site.secure_cookie,
     )
     return response
+
+
+async def _who(v: Visit, token: str) -> Principal | None:
+    """Who signs in with `token`: the owner, a named token in force, or nobody."""
+    if v.sessions.token_matches(token):
+        return Principal.owner(CHANNEL)
+    tokens = v.deps.tokens
+    return await principal_for(token, owner_secret="", tokens=tokens, channel=CHANNEL)
 
 
 async def _failed(v: Visit, client: str) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from channels.web._pages import page
+from channels.web._pages import error_page, page
 from channels.web.deps import SignedIn
 
 __all__ = ["router"]
@@ -18,6 +18,8 @@ router = APIRouter()
 
 @router.get("/audit")
 async def audit(v: SignedIn) -> Response:
+    if not v.by.is_admin:
+        return await error_page(v, 403, "Not allowed", "Only an admin reads the audit log.")
     log = await v.deps.store.audit_log(limit=500)
     return await page(v, "audit.html", section="audit", entries=log)
 

@@ -12,10 +12,10 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, Response
 
 from agent.conversation import derive
-from agent.errors import Conflict, KillSwitchOn, NotFound
+from agent.errors import Conflict, KillSwitchOn, NotAllowed, NotFound
 from agent.model import ItemStatus
-from channels.web._pages import fragment, go, not_found, page
-from channels.web.deps import ACTOR, CHANNEL, Posted, SignedIn, SignedInLive, Visit
+from channels.web._pages import error_page, fragment, go, not_found, page
+from channels.web.deps import CHANNEL, Posted, SignedIn, SignedInLive, Visit
 from channels.web.timeline import entries
 
 __all__ = ["router"]
@@ -42,7 +42,9 @@ async def start_run(post: Posted) -> Response:
     v = post.visit
     skill, text = post.text("skill").strip(), post.text("input")[:MAX_TEXT]
     try:
-        run = await v.deps.runs.start(skill, text, trigger=CHANNEL, actor=ACTOR)
+        run = await v.deps.runs.start(skill, text, trigger=CHANNEL, by=v.by)
+    except NotAllowed as exc:
+        return await _new_run_page(v, error=str(exc), chosen=skill, text=text, status=403)
     except NotFound:
         return await _new_run_page(v, error="Pick one of the skills.", text=text, status=422)
     except KillSwitchOn as exc:
@@ -72,7 +74,9 @@ async def run_live(run_id: str, v: SignedInLive) -> Response:
 async def cancel(run_id: str, post: Posted) -> Response:
     v = post.visit
     try:
-        await v.deps.runs.cancel(run_id, actor=ACTOR, channel=CHANNEL)
+        await v.deps.runs.cancel(run_id, by=v.by)
+    except NotAllowed as exc:
+        return await error_page(v, 403, "Not allowed", str(exc))
     except NotFound:
         return await not_found(v, "run")
     except Conflict:
@@ -87,7 +91,9 @@ async def follow_up(run_id: str, post: Posted) -> Response:
     if not text:
         return go(v, f"/runs/{run_id}", "empty")
     try:
-        await v.deps.runs.follow_up(run_id, text, actor=ACTOR, channel=CHANNEL)
+        await v.deps.runs.follow_up(run_id, text, by=v.by)
+    except NotAllowed as exc:
+        return await error_page(v, 403, "Not allowed", str(exc))
     except NotFound:
         return await not_found(v, "run")
     except KillSwitchOn:

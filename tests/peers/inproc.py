@@ -3,7 +3,7 @@ the test MCP server over stdio, wired by `bot.core.build` as the server wires th
 than a server process, and the clock can be injected.
 
     async with Engine_(tmp_path, script) as h:
-        run = await h.runs.start("test", "go")
+        run = await h.runs.start("test", "go", by=Principal.owner("api"))
         await h.wait(run.id, {"waiting"})
 """
 

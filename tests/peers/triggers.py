@@ -3,7 +3,7 @@ scripted model server reached through the model routes (the OpenAI SDK for `open
 small fake tool hub, and recording channels.
 
     async with Harness(tmp_path, script, skill={...}) as h:
-        run = await h.runs.start("test", "mail Ann", trigger="test")
+        run = await h.runs.start("test", "mail Ann", trigger="test", by=Principal.owner("api"))
         await h.drive()                       # step runs until nothing is runnable
         h.clock.advance(hours=2)
         await h.timers.tick(); await h.outbox.drain()

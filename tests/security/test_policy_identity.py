@@ -17,7 +17,7 @@ import pytest
 
 from agent.errors import NotAllowed
 from agent.model import Approve, Box, ItemStatus
-from agent.policy import Access
+from agent.policy import Access, Principal
 from agent.skills import SkillBook
 from agent.testing.scripts import Reply, ToolCall, last_tool_result
 from tests.peers.inproc import InProcess
@@ -62,17 +62,19 @@ def send_once(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Re
 @pytest.mark.parametrize("channel", sorted(LOOKALIKES))
 async def test_a_look_alike_of_an_approver_cannot_decide(channel: str, tmp_path: Path) -> None:
     async with InProcess(tmp_path, send_once, skill=SKILL) as h:
-        run = await h.runs.start("test", "go")
+        run = await h.runs.start("test", "go", by=Principal.owner("api"))
         await h.wait(run.id, {"waiting"})
         (item,) = await h.store.list_items(box=Box.ACTION, status=ItemStatus.PENDING)
         for lookalike, _real in LOOKALIKES[channel]:
             with pytest.raises(NotAllowed):
-                await h.inbox.decide(item.id, Approve(), actor=lookalike, channel=channel)
+                await h.inbox.decide(item.id, Approve(), by=Principal.of(channel, lookalike))
         assert (await h.store.get_item(item.id)).status is ItemStatus.PENDING
         refused = [e.actor for e in await h.store.audit_log() if e.action == "decision_refused"]
         assert sorted(refused) == sorted(fake for fake, _ in LOOKALIKES[channel])
         # The one it imitates may decide: the refusals above were the look-alikes'.
-        await h.inbox.decide(item.id, Approve(), actor=LOOKALIKES[channel][0][1], channel=channel)
+        await h.inbox.decide(
+            item.id, Approve(), by=Principal.of(channel, LOOKALIKES[channel][0][1])
+        )
         assert (await h.store.get_item(item.id)).status is ItemStatus.APPROVED
 
 
@@ -80,7 +82,7 @@ async def test_a_look_alike_of_an_approver_cannot_decide(channel: str, tmp_path:
 async def test_the_policy_refuses_look_alikes_every_act(channel: str, tmp_path: Path) -> None:
     async with InProcess(tmp_path, send_once, skill=SKILL) as h:
         access = Access(skills=h.ctx.skills, email_senders=[KATE, LEAD])
-        run = await h.runs.start("test", "go")
+        run = await h.runs.start("test", "go", by=Principal.owner("api"))
         await h.wait(run.id, {"waiting"})
         (item,) = await h.store.list_items(box=Box.ACTION, status=ItemStatus.PENDING)
         for lookalike, real in LOOKALIKES[channel]:

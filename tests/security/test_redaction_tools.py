@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from agent.policy import Principal
 from agent.redaction import Redactor
 from agent.testing.scripts import Reply, ToolCall, last_tool_result
 from tests.peers.inproc import InProcess
@@ -35,7 +36,7 @@ async def test_tool_errors_and_results_are_stored_without_the_servers_secrets(
 ) -> None:
     async with InProcess(tmp_path, fail_then_look_up) as h:
         h.engine.redact = Redactor.of(LEAKED)
-        run = await h.runs.start("test", "look")
+        run = await h.runs.start("test", "look", by=Principal.owner("api"))
         await h.wait(run.id, {"done"})
 
         results = [e.data for e in await h.store.events(run.id) if e.data.get("call_id")]

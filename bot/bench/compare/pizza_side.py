@@ -23,6 +23,7 @@ from typing import Any
 
 from agent.events import ModelCall, ToolResult
 from agent.model import RunStatus
+from agent.policy.principal import Principal
 from bot.bench.engine import (
     STEP_RUN_CALLS,
     RunEnds,
@@ -156,7 +157,9 @@ async def _inflight(config: dict[str, Any]) -> dict[str, Any]:
         await one_run(svc, ends, "bench-auto", "warm", 1)
         ids = []
         for k in range(n):
-            run = await svc.runs.start("bench-auto", f"bench i{k} 1 {delay}", trigger="bench")
+            run = await svc.runs.start(
+                "bench-auto", f"bench i{k} 1 {delay}", trigger="bench", by=Principal.owner("api")
+            )
             ids.append(run.id)
         await asyncio.gather(*(ends.wait(svc.store, i, 60 + n * 0.1) for i in ids))
         walls: list[float] = []

@@ -1,0 +1,48 @@
+"""A card's digest: what its approver saw, so that a decision counts only for that.
+
+Every card of an action item (a Slack message and its edit form, the App Home, a mail and
+its links and reply address, the web form, the API's item) carries the digest of the item as
+that card shows it: the arguments, the item's version (bumped by every edit) and the policy
+that asked (the rule, how many people must approve). A decision sends it back (`seen`);
+`agent.inbox.Inbox.decide` refuses one whose digest is not the item's now (`CardChanged`),
+and the store takes a decision only for the version it was made on, so an edit that lands
+between the two cannot slip under an approval either.
+
+The digest is a keyed-free SHA-256 of canonical JSON, cut to 128 bits: it names a state, it
+proves nothing on its own (every way in is authenticated already).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from agent.model import Item
+
+__all__ = ["DIGEST_CHARS", "card_digest", "seen_matches"]
+
+#: Hex characters of a digest (128 bits): short enough for a Slack button's value.
+DIGEST_CHARS = 32
+
+
+def card_digest(item: Item) -> str:
+    """The digest of `item` as a card shows it now."""
+    shown: dict[str, Any] = {
+        "item": item.id,
+        "version": item.version,
+        "kind": str(item.kind),
+        "tool": item.tool,
+        "args": item.args,
+        "rule": item.risk.rule,
+        "required": item.risk.approvals_required or 1,
+        "requested_by": item.requested_by,
+    }
+    canonical = json.dumps(shown, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:DIGEST_CHARS]
+
+
+def seen_matches(item: Item, seen: str | None) -> bool:
+    """Whether a decision that says it saw `seen` was made on `item` as it is now (None:
+    the way in carries no digest, and the store's version check alone binds it)."""
+    return seen is None or seen.strip().lower() == card_digest(item)
