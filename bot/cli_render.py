@@ -296,6 +296,11 @@ def item_card(item: dict[str, Any], run: dict[str, Any] | None) -> None:
 
     _section("What the run is doing")
     _field("Skill", str(item.get("skill", "")))
+    if item.get("requested_by"):
+        _field("Requested by", str(item["requested_by"]))
+    if item.get("digest") and item.get("status") == "pending":
+        # What `approve|edit|reject --seen` binds a decision to: this card, this version.
+        _field("Card", f"{item['digest']} (version {item.get('version', 1)})")
     if run is not None:
         _block("Run input", str(run.get("input") or "(none)"))
     _block("Why" if budget else "The model's last message", str(item.get("body") or "(none)"))

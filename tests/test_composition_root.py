@@ -120,5 +120,7 @@ async def test_slack_and_email_ask_one_policy(tmp_path: Path) -> None:
         # The outbox also posts requests' callbacks, which no item is addressed to.
         assert set(server.dispatcher.channels) == {"slack", "email", "callback"}
         # The one policy was given the allowed senders: a stranger may not start a run.
-        assert server.access.may_start(ALICE, "email")
-        assert not server.access.may_start("mallory@example.test", "email")
+        assert server.access.may_start(Principal.of("email", ALICE))
+        assert not server.access.may_start(Principal.of("email", "mallory@example.test"))
+        # The engine asks the same policy the channels do.
+        assert server.ctx.access is server.access

@@ -12,7 +12,13 @@ from pathlib import Path
 import yaml
 
 from tests.peers.server import ServerProcess
-from tests.peers.slack_api import SlackApi, block_actions, http_mode_env, post_interaction
+from tests.peers.slack_api import (
+    SlackApi,
+    block_actions,
+    button_value,
+    http_mode_env,
+    post_interaction,
+)
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 APPROVER = "U1"
@@ -58,7 +64,7 @@ async def test_a_request_is_decided_from_its_slack_card(tmp_path: Path) -> None:
                 )
                 click = block_actions(
                     action_id="pizza_approve",
-                    value=created["item_id"],
+                    value=button_value(card, "pizza_approve"),
                     user=APPROVER,
                     channel=str(card.answer["channel"]),
                     message_ts=str(card.answer["ts"]),

@@ -22,6 +22,7 @@ from tests.peers.slack_api import (
     SlackApi,
     app_home_opened,
     block_actions,
+    button_value,
     checkbox_value,
     event_callback,
     field_blocks,
@@ -125,9 +126,13 @@ async def audit(st: Stack) -> list[dict[str, Any]]:
 
 
 def click(item_id: str, post: Call, action: str, user: str = APPROVER) -> dict[str, Any]:
+    """A click on the `action` button of the message `post` made or updated, with the value
+    Slack sends back: the button's own (the item and the card's digest)."""
+    value = button_value(post, action)
+    assert value.partition(":")[0] == item_id
     return block_actions(
         action_id=action,
-        value=item_id,
+        value=value,
         user=user,
         channel=str(post.answer["channel"]),
         message_ts=str(post.answer["ts"]),

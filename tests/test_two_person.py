@@ -26,7 +26,14 @@ from tests.peers.email_bot import reply_to
 from tests.peers.mailserver import MailServer
 from tests.peers.required import require
 from tests.peers.server import TOKEN
-from tests.peers.slack_api import Call, SlackApi, block_actions, http_mode_env, post_interaction
+from tests.peers.slack_api import (
+    Call,
+    SlackApi,
+    block_actions,
+    button_value,
+    http_mode_env,
+    post_interaction,
+)
 from tests.peers.stack import Stack
 from tests.peers.stories import EMAIL, send_then_summarise
 from tests.test_email_e2e import env as mail_env
@@ -90,9 +97,12 @@ def blocks(call: Call) -> str:
 
 
 async def click_approve(st: Stack, item: dict[str, Any], post: Call, user: str) -> None:
+    """A click on the Approve button of the card as `post` (a post or an update) shows it."""
+    value = button_value(post, "pizza_approve")
+    assert value.partition(":")[0] == item["id"]
     payload = block_actions(
         action_id="pizza_approve",
-        value=item["id"],
+        value=value,
         user=user,
         channel=str(post.answer["channel"]),
         message_ts=str(post.answer["ts"]),
@@ -297,9 +307,17 @@ async def test_an_edit_restarts_the_count_with_the_editor_as_its_first(
     update = await card_shows(slack, post, "1 of 2 approved: owner via the API")
     assert "bea@example.com" in blocks(update)
 
-    # Alice's approval before the edit was for other arguments: she approves again, and
-    # that makes two people for these.
+    # Alice's approval before the edit was for other arguments. Her click on the card as it
+    # was before the edit counts for nothing: she is told the card changed, and it shows anew.
     await click_approve(st, item, post, ALICE_SLACK)
+    [told] = await slack.wait_for(
+        "chat.postEphemeral",
+        lambda c: c.args.get("user") == ALICE_SLACK and "card changed" in c.args.get("text", ""),
+    )
+    assert "nothing was decided" in told.args["text"]
+    assert (await item_now(st, item["id"]))["risk"]["approved"] == ["owner via the API"]
+    # From the card as it is now, her approval makes two people for these arguments.
+    await click_approve(st, item, update, ALICE_SLACK)
     decided = await item_becomes(st, item["id"], "edited")
     assert decided["final_args"] == bea
     assert decided["risk"]["approved"] == ["owner via the API", "alice via Slack"]

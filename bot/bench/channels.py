@@ -111,20 +111,22 @@ class SlackRecorder:
             await self._task
 
     def approve_button(self, item_id: str) -> dict[str, Any] | None:
-        """The card for `item_id` (channel, ts) if the server has posted it."""
+        """The card for `item_id` (channel, ts, and its Approve button's value: the item and
+        the card's digest) if the server has posted it."""
         for card in self.cards:
             for block in card["blocks"] or []:
                 for element in block.get("elements", []) if isinstance(block, dict) else []:
+                    value = str(element.get("value") or "")
                     if (
                         element.get("action_id") == APPROVE_ACTION
-                        and element.get("value") == item_id
+                        and value.partition(":")[0] == item_id
                     ):
-                        return card
+                        return {**card, "value": value}
         return None
 
 
 def block_actions(item_id: str, card: dict[str, Any]) -> dict[str, Any]:
-    """A click on the card's Approve button, as Slack posts it."""
+    """A click on the card's Approve button, as Slack posts it (the button's own value)."""
     return {
         "type": "block_actions",
         "user": {"id": APPROVER, "username": "bench", "name": "bench", "team_id": "TBENCH"},
@@ -141,7 +143,7 @@ def block_actions(item_id: str, card: dict[str, Any]) -> dict[str, Any]:
             {
                 "action_id": APPROVE_ACTION,
                 "block_id": f"decide:{item_id}",
-                "value": item_id,
+                "value": card["value"],
                 "type": "button",
                 "action_ts": f"{time.time():.6f}",
             }

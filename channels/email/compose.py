@@ -241,6 +241,8 @@ def _item_text(item: Item, run: Run, *, can_decide: bool, links: Links | None) -
     lines.append("")
     if item.kind is ItemKind.TOOL:
         lines += [f"Tool: {item.tool}", f"Risk: {_risk(item)}"]
+        if item.requested_by:
+            lines.append(f"Requested by: {item.requested_by}")
         if item.risk.rule:
             lines.append(f"Asked by: {item.risk.rule}")
         if item.risk.approvals_text:
@@ -311,7 +313,8 @@ def _item_html(item: Item, run: Run, *, can_decide: bool, links: Links | None) -
         blocks.append(f"<blockquote style='white-space:pre-wrap'>{e(body)}</blockquote>")
         if item.kind is ItemKind.TOOL:
             blocks.append(f"<p><b>Tool:</b> <code>{e(item.tool or '')}</code><br>")
-            asked = f"<br><b>Asked by:</b> {e(item.risk.rule)}" if item.risk.rule else ""
+            asked = f"<br><b>Requested by:</b> {e(item.requested_by)}" if item.requested_by else ""
+            asked += f"<br><b>Asked by:</b> {e(item.risk.rule)}" if item.risk.rule else ""
             count = item.risk.approvals_text
             asked += f"<br><b>Approvals:</b> {e(count)}" if count else ""
             blocks.append(f"<b>Risk:</b> {e(_risk(item))}{asked}</p>")

@@ -153,6 +153,8 @@ def _action(item: Item, base_url: str) -> Message:
     risk = _risk_text(item)
     if risk:
         blocks.append(context(risk))
+    if item.requested_by:
+        blocks.append(context(f"🙋 Requested by {esc(item.requested_by)}"))
     if item.risk.rule:
         blocks.append(context(f"📏 Asked by {esc(item.risk.rule)}"))
     if item.risk.approvals_text:

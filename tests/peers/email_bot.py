@@ -238,6 +238,7 @@ class EmailBot:
             channels={"email": self.channel},
             mind=None,
             timing=Timing(poll_interval=0.1, backoff_base=0.05),
+            access=self.access,
         )
         self.ctx, self.inbox, self.runs = core.ctx, core.inbox, core.runs
         self.dispatcher = core.dispatcher

@@ -544,6 +544,19 @@ def _user(user: str) -> dict[str, Any]:
     return {"id": user, "username": user.lower(), "name": user.lower(), "team_id": TEAM}
 
 
+def button_value(call: Call, action_id: str) -> str:
+    """The value of the `action_id` button on the message `call` posted or updated: what
+    Slack sends back when a person clicks it (for a decision, the item and the card's
+    digest)."""
+    raw = call.args.get("blocks") or []
+    found = json.loads(raw) if isinstance(raw, str) else raw
+    for block in found:
+        for element in block.get("elements", []) if isinstance(block, dict) else []:
+            if element.get("action_id") == action_id:
+                return str(element.get("value") or "")
+    raise AssertionError(f"no {action_id} button on the message: {raw}")
+
+
 def block_actions(
     *,
     action_id: str,
@@ -589,7 +602,7 @@ def block_actions(
         "actions": [
             {
                 "action_id": action_id,
-                "block_id": f"decide:{value}",
+                "block_id": f"decide:{value.partition(':')[0]}",
                 "text": {"type": "plain_text", "text": action_id, "emoji": True},
                 "value": value,
                 "type": "button",

@@ -86,22 +86,23 @@ async def test_the_policy_refuses_look_alikes_every_act(channel: str, tmp_path: 
         await h.wait(run.id, {"waiting"})
         (item,) = await h.store.list_items(box=Box.ACTION, status=ItemStatus.PENDING)
         for lookalike, real in LOOKALIKES[channel]:
-            assert access.may_decide(real, channel, item), real
-            assert access.may_start(real, channel) or real == SLACK_LEAD
+            honest, fake = Principal.of(channel, real), Principal.of(channel, lookalike)
+            assert access.may_decide(honest, item), real
+            assert access.may_start(honest) or real == SLACK_LEAD
             for verdict in (
-                access.may_decide(lookalike, channel, item),
-                access.may_start(lookalike, channel, "test"),
-                access.may_follow_up(lookalike, channel, "test"),
+                access.may_decide(fake, item),
+                access.may_start(fake, "test"),
+                access.may_follow_up(fake, "test"),
             ):
                 assert not verdict and verdict.why.startswith(("not ", "may not ")), verdict
-            assert not access.may_see(lookalike, channel, item)
-            assert not access.knows(lookalike, channel)
+            assert not access.may_see(fake, item)
+            assert not access.knows(fake)
 
 
-def test_the_owner_channels_need_no_identity_and_others_have_no_people() -> None:
+def test_the_owner_needs_no_identity_and_channels_without_people_have_none() -> None:
     access = Access(skills=SkillBook({}), email_senders=[KATE])
     for channel in ("api", "web", "cli"):
-        assert access.may_start("owner", channel).why == "the owner (holds the API token)"
+        assert access.may_start(Principal.owner(channel)).why.startswith("an admin")
     for channel in ("timer", "hook", "schedule", ""):
-        assert not access.may_start(KATE, channel)
-        assert not access.knows(KATE, channel)
+        assert not access.may_start(Principal.of(channel, KATE))
+        assert not access.knows(Principal.of(channel, KATE))
