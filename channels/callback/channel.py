@@ -7,8 +7,12 @@ sha256=<hex HMAC-SHA256>` over ``timestamp LF idempotency-key LF body``, where t
 a lost answer posts the same body again). The secret is the skill's (`callback_secret_env`),
 handed over by `bot/` as a function; without one the delivery fails for good.
 
-An answer of 2xx is done; 408, 429 and 5xx, a timeout or a refused connection are retried
-by the outbox (honouring Retry-After); any other status is final. Redirects are not followed.
+A callback URL is whoever the requester named, so the answer is trusted for nothing but its
+status: the status line and headers are read (httpcore refuses headers over 100 KiB), the
+body never is, and the connection is closed unread. How long a post may take in all is the
+outbox's deadline, not this module's. An answer of 2xx is done; 408, 429 and 5xx, a timeout
+or a refused connection are retried by the outbox (which honours `Retry-After` up to its
+ceiling); any other status is final. Redirects are not followed.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from collections.abc import Callable
 import httpx
 
 from agent.addresses import DeliveryRef
-from agent.channel import DeliveryError
+from agent.channel import DeliveryError, retry_after_seconds
 from agent.model import Delivery, Item, ItemStatus
 from agent.requests import state_of
 from agent.store import RequestStore
@@ -39,11 +43,6 @@ def sign(secret: str, timestamp: str, body: bytes, *, key: str) -> str:
     """The signature header value: "sha256=<hex>" over ``timestamp LF key LF body``."""
     signed = timestamp.encode() + b"\n" + key.encode("latin-1") + b"\n" + body
     return "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after", "")
-    return float(value) if value.isdigit() else None
 
 
 class CallbackChannel:
@@ -92,15 +91,19 @@ class CallbackChannel:
             IDEMPOTENCY_HEADER: request.id,
         }
         try:
-            response = await self._http.post(delivery.address, content=body, headers=headers)
+            # Streamed, so that leaving the block closes the connection with the body unread.
+            async with self._http.stream(
+                "POST", delivery.address, content=body, headers=headers
+            ) as response:
+                status = response.status_code
+                wait = retry_after_seconds(response.headers.get("retry-after"), now=self._clock())
         except httpx.HTTPError as exc:
             raise DeliveryError(f"callback failed: {type(exc).__name__}: {exc}") from None
-        if response.is_success:
+        if 200 <= status < 300:
             return
-        status = response.status_code
         raise DeliveryError(
             f"callback answered {status}",
-            retry_after=_retry_after(response),
+            retry_after=wait,
             permanent=not (status in _RETRIED or status >= 500),
         )
 
