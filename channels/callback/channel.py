@@ -1,11 +1,21 @@
 """`CallbackChannel`: post a request's decision to its callback URL, signed.
 
-The body is the request's state as `GET /api/requests/{id}` answers it. The signature is the
-webhooks' scheme: `X-Pizzabot-Timestamp` (Unix seconds) and `X-Pizzabot-Signature:
-sha256=<hex HMAC-SHA256>` over ``timestamp LF idempotency-key LF body``, where the
-`Idempotency-Key` header is the request's id (a receiver drops a repeat by it: a retry after
-a lost answer posts the same body again). The secret is the skill's (`callback_secret_env`),
-handed over by `bot/` as a function; without one the delivery fails for good.
+The body is the request's state as `GET /api/requests/{id}` answers it. It carries
+`X-Pizzabot-Timestamp` (Unix seconds), `Idempotency-Key` (the request's id: a receiver drops a
+repeat by it, since a retry after a lost answer posts the same body again) and
+`X-Pizzabot-Signature: sha256=<hex HMAC-SHA256>` over
+
+    "pizzabot-callback-v1" LF timestamp LF idempotency-key LF body
+
+keyed with the skill's secret (`callback_secret_env`), handed over by `bot/` as a function;
+without one the delivery fails for good.
+
+The label makes a callback's signature mean "a callback" and nothing else. Webhooks
+(`bot.hooks`) sign ``timestamp LF key LF body``, the same shape without it, so where one secret
+served both, a captured callback (its key is the request's id) was a valid webhook and
+started a run. A webhook's signed bytes begin with its timestamp's digits, so no callback's
+can be read as one, nor a webhook's as a callback's; webhook senders change nothing, and a
+callback receiver checks the label (docs/api.md shows how).
 
 A callback URL is whoever the requester named, so the answer is trusted for nothing but its
 status: the status line and headers are read (httpcore refuses headers over 100 KiB), the
@@ -31,7 +41,7 @@ from agent.model import Delivery, Item, ItemStatus
 from agent.requests import state_of
 from agent.store import RequestStore
 
-__all__ = ["CallbackChannel", "sign"]
+__all__ = ["LABEL", "CallbackChannel", "sign", "signed_bytes"]
 
 TIMESTAMP_HEADER = "X-Pizzabot-Timestamp"
 SIGNATURE_HEADER = "X-Pizzabot-Signature"
@@ -39,10 +49,19 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"
 _RETRIED = {408, 429}
 
 
+#: What a callback's signed bytes begin with: no webhook's can (theirs begin with digits).
+LABEL = b"pizzabot-callback-v1\n"
+
+
+def signed_bytes(timestamp: str, body: bytes, *, key: str) -> bytes:
+    """What a callback's signature covers: ``LABEL timestamp LF key LF body``."""
+    return LABEL + timestamp.encode() + b"\n" + key.encode("latin-1") + b"\n" + body
+
+
 def sign(secret: str, timestamp: str, body: bytes, *, key: str) -> str:
-    """The signature header value: "sha256=<hex>" over ``timestamp LF key LF body``."""
-    signed = timestamp.encode() + b"\n" + key.encode("latin-1") + b"\n" + body
-    return "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+    """The signature header value: "sha256=<hex>" over `signed_bytes`."""
+    mac = hmac.new(secret.encode(), signed_bytes(timestamp, body, key=key), hashlib.sha256)
+    return "sha256=" + mac.hexdigest()
 
 
 class CallbackChannel:
