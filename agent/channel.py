@@ -3,12 +3,17 @@
 A channel only translates between the engine's nouns and its own protocol (Slack messages,
 emails). It never decides anything: what comes back in (a button, a reply) becomes a call of
 `agent.inbox.decide`. Deliveries go through the outbox (`agent.outbox`), so a channel that is
-down only delays delivery.
+down only delays delivery. A channel tells the outbox how it failed with `DeliveryError`;
+the outbox bounds everything a channel hands it (an attempt's time, a `Retry-After`), so a
+channel passes a receiver's answer on as it came.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from datetime import UTC
+from email.utils import parsedate_to_datetime
 from typing import Protocol
 
 from agent.addresses import DeliveryRef, EmailRef, SlackRef
@@ -16,7 +21,9 @@ from agent.model import Delivery, Item
 
 
 class DeliveryError(Exception):
-    """A channel could not deliver now. `retry_after` (seconds) honours a rate limit."""
+    """A channel could not deliver now. `retry_after` (seconds) is what the receiver asked
+    for (a rate limit's wait), unbounded: the outbox caps it. `permanent`: retrying cannot
+    help (a refusal), so the delivery is given up at once."""
 
     def __init__(
         self, message: str, *, retry_after: float | None = None, permanent: bool = False
@@ -24,6 +31,26 @@ class DeliveryError(Exception):
         super().__init__(message)
         self.retry_after = retry_after
         self.permanent = permanent
+
+
+def retry_after_seconds(value: str | None, *, now: float) -> float | None:
+    """The seconds an HTTP `Retry-After` header asks to wait, from `now` (Unix seconds):
+    delta-seconds or an HTTP-date (RFC 9110, 10.2.3). None when there is none or it cannot be
+    read; a date in the past is 0. Not capped here: a receiver may ask for any wait, and the
+    outbox decides how much of it to honour."""
+    text = (value or "").strip()
+    if not text:
+        return None
+    if text.isascii() and text.isdigit():
+        return float(text)  # an absurdly long number is inf, not an error
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # "-0000": the date is in UTC, its source unknown
+        when = when.replace(tzinfo=UTC)
+    wait = when.timestamp() - now
+    return max(0.0, wait) if math.isfinite(wait) else None
 
 
 class Channel(Protocol):

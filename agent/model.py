@@ -327,7 +327,7 @@ def decision_from(
 class DeliveryStatus(enum.StrEnum):
     PENDING = "pending"
     SENT = "sent"
-    FAILED = "failed"  # gave up after the retries
+    FAILED = "failed"  # a dead letter: its send or an update gave up; never tried again
 
 
 @dataclass(frozen=True)

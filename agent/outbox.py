@@ -1,9 +1,24 @@
 """The outbox dispatcher: delivers inbox items to channels, with retries, and updates copies.
 
 Deliveries are rows written with their item, so an item is never lost because Slack or SMTP
-was down: the dispatcher keeps trying with exponential backoff (honouring a channel's
-Retry-After), and once a delivery is sent, a decision marks it for an update so every copy
-shows the outcome.
+was down: the dispatcher keeps trying, and once a delivery is sent, a decision marks it for an
+update so every copy shows the outcome.
+
+A delivery's receiver is not always friendly (a request's callback URL is whatever the
+requester chose), so no delivery can delay another:
+
+- **Lanes.** Each channel has a lane of its own, with at most `Limits.concurrency` runs'
+  deliveries under way at once: a callback that stalls never holds a Slack, mail or web card,
+  and a few that stall only narrow their own lane. A run's deliveries on one channel go one at
+  a time, oldest first, because Slack and mail thread a run's later cards under its first.
+- **A deadline.** Every attempt (a channel's `deliver` or `update`, connection and answer
+  together) ends after `Limits.attempt_timeout` seconds, however slowly its receiver drips.
+- **Backoff.** A failed attempt is tried again after an exponential backoff with jitter
+  (tenacity's wait strategies do the arithmetic), or later where the receiver asked for that
+  with `Retry-After`, which is honoured up to `Limits.retry_after_max` only.
+- **A dead letter.** After `Limits.max_attempts` failed attempts in a row, or a refusal that
+  retrying cannot change, the delivery is given up: status `failed`, never tried again, an
+  audit entry `delivery_dead` written in the same transaction, counted in `GET /api/status`.
 
 A failure's text is kept as the delivery's last error and logged, and Slack's or an SMTP
 server's answer can echo the token or password it was given: it goes through the server's
@@ -15,8 +30,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
+
+from tenacity import RetryCallState, Retrying, wait_exponential, wait_random_exponential
 
 from agent.channel import Channel, DeliveryError
 from agent.context import Context
@@ -24,97 +44,258 @@ from agent.model import Delivery, DeliveryStatus
 from agent.redaction import Redactor
 from agent.tasks import stop_if_cancelled
 
+__all__ = ["MAX_ERROR", "Dispatcher", "Limits"]
+
 log = logging.getLogger(__name__)
 
 #: Characters of a failure's text kept as a delivery's last error.
 MAX_ERROR = 500
+#: Due deliveries a lane reads in one look; a run's later ones wait for its earlier ones.
+_LOOK = 50
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one delivery may cost the outbox, and when it is given up."""
+
+    #: Seconds one attempt may take in all (connecting, sending, the answer).
+    attempt_timeout: float = 30.0
+    #: Runs whose deliveries a channel's lane sends at once.
+    concurrency: int = 4
+    #: Failed attempts in a row after which a delivery is a dead letter.
+    max_attempts: int = 12
+    #: The first retry's delay in seconds; it doubles per failed attempt ...
+    backoff_base: float = 1.0
+    #: ... up to this many seconds.
+    backoff_max: float = 300.0
+    #: The longest `Retry-After` honoured, in seconds; a longer one waits this long.
+    retry_after_max: float = 600.0
+
+    def gives_up(self, attempts: int) -> bool:
+        """Whether a delivery that failed `attempts` times in a row is a dead letter."""
+        return attempts >= self.max_attempts
+
+    def delay(self, attempts: int, retry_after: float | None = None) -> float:
+        """Seconds to wait after the `attempts`-th failed attempt in a row: a backoff of
+        between half and all of ``min(backoff_max, backoff_base * 2 ** (attempts - 1))``, or
+        the receiver's `retry_after` where that is longer, up to `retry_after_max`. Finite
+        for every input, however large or malformed."""
+        half_base, half_max = self.backoff_base / 2, self.backoff_max / 2
+        # Half fixed, half random: retries spread out, yet each waits at least half its step.
+        wait = wait_exponential(multiplier=half_base, max=half_max) + wait_random_exponential(
+            multiplier=half_base, max=half_max
+        )
+        backoff = wait(_attempt(max(1, attempts)))
+        # `not >=` also catches NaN; inf is capped like any other long wait.
+        asked = 0.0 if retry_after is None or not retry_after >= 0 else retry_after
+        return max(backoff, min(asked, self.retry_after_max))
+
+
+def _attempt(number: int) -> RetryCallState:
+    """A tenacity call state at attempt `number`: all its wait strategies read."""
+    state = RetryCallState(Retrying(), None, (), {})
+    state.attempt_number = number
+    return state
+
+
+@dataclass
+class _Lane:
+    """One channel's deliveries under way: a job per run, each sending that run's due
+    deliveries in order, at most `size` jobs at once."""
+
+    size: int
+    jobs: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    #: The ids of the deliveries the jobs hold, so a look does not take them twice.
+    held: set[str] = field(default_factory=set)
+    slots: asyncio.Semaphore = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.slots = asyncio.Semaphore(self.size)
+
+    def free(self) -> int:
+        return max(0, self.size - len(self.jobs))
 
 
 class Dispatcher:
+    """Sends and updates the deliveries that are due, each channel in its lane (see above):
+    `run_forever` in the one process that delivers, `drain` for one pass in tests."""
+
     def __init__(
         self,
         ctx: Context,
         channels: dict[str, Channel],
         *,
-        max_attempts: int = 12,
-        backoff_base: float = 1.0,
-        backoff_max: float = 300.0,
+        limits: Limits = Limits(),
         poll_interval: float = 2.0,
         redactor: Redactor | None = None,
         wake: asyncio.Event | None = None,
     ) -> None:
         self.ctx = ctx
         self.channels = channels
-        self.max_attempts = max_attempts
-        self.backoff_base = backoff_base
-        self.backoff_max = backoff_max
+        self.limits = limits
         self.poll_interval = poll_interval
         self.redact = redactor or Redactor()
         #: What it sleeps on between passes; given when `ctx.wake_outbox` rings it.
         self._wake = wake or asyncio.Event()
+        self._lanes: dict[str, _Lane] = {}
 
     def wake(self) -> None:
         self._wake.set()
 
     async def run_forever(self) -> None:
-        while True:
-            stop_if_cancelled()
-            # Cleared before the pass, not after: a wake-up during it must not be lost.
-            self._wake.clear()
-            try:
-                await self.drain()
-            except Exception:
-                log.exception("outbox pass failed")
-            # `asyncio.timeout`, not `wait_for`: on Python 3.11 `wait_for` swallows a cancel
-            # that arrives as the event is set, and the dispatcher would never stop.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.poll_interval):
-                    await self._wake.wait()
+        try:
+            while True:
+                stop_if_cancelled()
+                # Cleared before the pass, not after: a wake-up during it must not be lost.
+                self._wake.clear()
+                try:
+                    await self._fill()
+                except Exception:
+                    log.exception("outbox pass failed")
+                # `asyncio.timeout`, not `wait_for`: on Python 3.11 `wait_for` swallows a
+                # cancel that arrives as the event is set, and the dispatcher would never stop.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.poll_interval):
+                        await self._wake.wait()
+        finally:
+            await self._stop_jobs()
 
     async def drain(self) -> int:
-        """Do every due delivery and update once; return how many were handled."""
-        due = await self.ctx.store.due_deliveries(now=self.ctx.clock())
-        for delivery in due:
-            await self._one(delivery)
-        return len(due)
+        """Do every delivery and update due now once (runs side by side, within the lanes'
+        limits) and wait for them; return how many were handled."""
+        handled = await self._bury_unrouted()
+        jobs: list[asyncio.Task[None]] = []
+        for name, lane in self._each_lane():
+            for task, group in self._start(lane, await self._due(name, lane), room=_LOOK):
+                jobs.append(task)
+                handled += len(group)
+        await asyncio.gather(*jobs)
+        return handled
 
-    async def _one(self, delivery: Delivery) -> None:
-        store, now = self.ctx.store, self.ctx.clock()
-        channel = self.channels.get(delivery.channel)
-        if channel is None:
+    # -- the lanes -------------------------------------------------------------------------
+
+    async def _fill(self) -> None:
+        """Start a job for each run with deliveries due, as far as each lane has room."""
+        await self._bury_unrouted()
+        for name, lane in self._each_lane():
+            if room := lane.free():
+                self._start(lane, await self._due(name, lane), room=room)
+
+    def _each_lane(self) -> list[tuple[str, _Lane]]:
+        """Every channel's lane (made on first use: `channels` is the caller's dict)."""
+        size = max(1, self.limits.concurrency)
+        return [(name, self._lanes.setdefault(name, _Lane(size))) for name in self.channels]
+
+    async def _due(self, name: str, lane: _Lane) -> list[Delivery]:
+        return await self.ctx.store.due_deliveries(
+            now=self.ctx.clock(), limit=_LOOK, channels=(name,), skip=lane.held
+        )
+
+    def _start(
+        self, lane: _Lane, due: Sequence[Delivery], *, room: int
+    ) -> list[tuple[asyncio.Task[None], list[Delivery]]]:
+        """Jobs for up to `room` runs of `due` that have none under way yet."""
+        started: list[tuple[asyncio.Task[None], list[Delivery]]] = []
+        for group in _by_run(due):
+            run_id = group[0].run_id
+            if len(started) >= room:
+                break
+            if run_id in lane.jobs:
+                continue  # its job is still busy; what is due now waits for the next look
+            task = asyncio.create_task(self._job(lane, group), name=f"outbox:{run_id}")
+            lane.jobs[run_id] = task
+            lane.held.update(d.id for d in group)
+            task.add_done_callback(functools.partial(self._done, lane, run_id, group))
+            started.append((task, group))
+        return started
+
+    def _done(self, lane: _Lane, run_id: str, group: list[Delivery], _: asyncio.Task[None]) -> None:
+        lane.jobs.pop(run_id, None)
+        lane.held.difference_update(d.id for d in group)
+        self._wake.set()  # its slot is free: look again
+
+    async def _job(self, lane: _Lane, group: list[Delivery]) -> None:
+        async with lane.slots:
+            for delivery in group:
+                try:
+                    await self._one(delivery)
+                except Exception as exc:
+                    # Not the channel's failure but reading or recording around it: count it
+                    # as a failed attempt all the same, so the delivery waits its backoff
+                    # instead of coming straight back (if even that cannot be recorded, the
+                    # database is away and the next look finds nothing either).
+                    log.exception("outbox: delivery %s could not be handled", delivery.id)
+                    with contextlib.suppress(Exception):
+                        await self._failed(delivery, exc)
+
+    async def _stop_jobs(self) -> None:
+        jobs = [task for lane in self._lanes.values() for task in lane.jobs.values()]
+        for task in jobs:
+            task.cancel()
+        # An attempt cut short is not a failure: the delivery stays due for the next start.
+        await asyncio.gather(*jobs, return_exceptions=True)
+
+    async def _bury_unrouted(self) -> int:
+        """Give up the due deliveries of channels this server does not have."""
+        store = self.ctx.store
+        due = await store.due_deliveries(now=self.ctx.clock(), except_channels=tuple(self.channels))
+        for delivery in due:
             await store.delivery_failed(
                 delivery.id,
                 error=f"channel {delivery.channel!r} is not configured",
                 retry_at=None,
-                now=now,
+                now=self.ctx.clock(),
             )
-            return
+        return len(due)
+
+    # -- one delivery ----------------------------------------------------------------------
+
+    async def _one(self, delivery: Delivery) -> None:
+        store = self.ctx.store
+        channel = self.channels[delivery.channel]
         item = await store.get_item(delivery.item_id)
+        deadline = asyncio.timeout(self.limits.attempt_timeout)
         try:
-            if delivery.status is DeliveryStatus.PENDING:
-                ref = await channel.deliver(item, delivery)
-                await store.delivery_sent(delivery.id, ref=ref, now=self.ctx.clock())
-            else:
-                await channel.update(item, delivery)
-                await store.delivery_updated(delivery.id, now=self.ctx.clock())
+            async with deadline:
+                if delivery.status is DeliveryStatus.PENDING:
+                    ref = await channel.deliver(item, delivery)
+                else:
+                    await channel.update(item, delivery)
         except Exception as exc:
-            retry_after = exc.retry_after if isinstance(exc, DeliveryError) else None
-            permanent = isinstance(exc, DeliveryError) and exc.permanent
-            attempts = delivery.attempts + 1
-            if permanent or attempts >= self.max_attempts:
-                retry_at = None
-            else:
-                delay = min(self.backoff_max, self.backoff_base * 2 ** (attempts - 1))
-                retry_at = now + timedelta(seconds=max(delay, retry_after or 0))
-            error = self.redact(str(exc))
-            log.warning(
-                "delivery %s on %s failed (attempt %d): %s",
-                delivery.id,
-                delivery.channel,
-                attempts,
-                error,
-                extra={"run_id": delivery.run_id, "item_id": delivery.item_id},
-            )
-            await store.delivery_failed(
-                delivery.id, error=error[:MAX_ERROR], retry_at=retry_at, now=now
-            )
+            if isinstance(exc, TimeoutError) and deadline.expired():
+                exc = DeliveryError(f"no answer within {self.limits.attempt_timeout:g}s")
+            await self._failed(delivery, exc)
+            return
+        if delivery.status is DeliveryStatus.PENDING:
+            await store.delivery_sent(delivery.id, ref=ref, now=self.ctx.clock())
+        else:
+            await store.delivery_updated(delivery.id, now=self.ctx.clock())
+
+    async def _failed(self, delivery: Delivery, exc: Exception) -> None:
+        now = self.ctx.clock()
+        attempts = delivery.attempts + 1
+        retry_after = exc.retry_after if isinstance(exc, DeliveryError) else None
+        permanent = isinstance(exc, DeliveryError) and exc.permanent
+        if permanent or self.limits.gives_up(attempts):
+            retry_at = None
+        else:
+            retry_at = now + timedelta(seconds=self.limits.delay(attempts, retry_after))
+        error = self.redact(str(exc))[:MAX_ERROR]
+        log.warning(
+            "delivery %s on %s failed (attempt %d%s): %s",
+            delivery.id,
+            delivery.channel,
+            attempts,
+            ", given up" if retry_at is None else "",
+            error,
+            extra={"run_id": delivery.run_id, "item_id": delivery.item_id},
+        )
+        await self.ctx.store.delivery_failed(delivery.id, error=error, retry_at=retry_at, now=now)
+
+
+def _by_run(due: Sequence[Delivery]) -> list[list[Delivery]]:
+    """`due` grouped by run, each group and the groups in the order given (oldest first)."""
+    groups: dict[str, list[Delivery]] = {}
+    for delivery in due:
+        groups.setdefault(delivery.run_id, []).append(delivery)
+    return list(groups.values())

@@ -15,7 +15,7 @@ Methods that change a run take its lease token: a worker that lost its lease can
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -284,8 +284,18 @@ class DeliveryReader(Protocol):
 class Outbox(DeliveryReader, Protocol):
     """What the dispatcher (`agent.outbox`) does with deliveries."""
 
-    async def due_deliveries(self, *, now: datetime, limit: int = 50) -> list[Delivery]:
-        """Pending deliveries whose next attempt is due, and sent ones that need an update."""
+    async def due_deliveries(
+        self,
+        *,
+        now: datetime,
+        limit: int = 50,
+        channels: Collection[str] | None = None,
+        except_channels: Collection[str] = (),
+        skip: Collection[str] = (),
+    ) -> list[Delivery]:
+        """Pending deliveries whose next attempt is due, and sent ones that need an update,
+        oldest first: only on `channels` (None: any), on none of `except_channels`, and
+        without the deliveries whose ids are in `skip` (those under way)."""
         ...
 
     async def delivery_sent(
@@ -296,7 +306,10 @@ class Outbox(DeliveryReader, Protocol):
 
     async def delivery_failed(
         self, delivery_id: str, *, error: str, retry_at: datetime | None, now: datetime
-    ) -> None: ...
+    ) -> None:
+        """An attempt failed: try again at `retry_at`; None gives it up for good (a dead
+        letter: status failed, and an audit entry `delivery_dead` in the same transaction)."""
+        ...
 
 
 class AuditTrail(Protocol):

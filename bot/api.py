@@ -436,9 +436,11 @@ def router() -> APIRouter:
 
     @api.get("/status", response_model=out.Status, dependencies=[ADMIN])
     async def status(request: Request) -> dict[str, Any]:
-        """What this process does: its worker, the singletons it leads, the kill switch."""
+        """What this process does: its worker, the singletons it leads, the kill switch; and
+        the deliveries the outbox gave up."""
         svc = services(request)
         leaders = svc.leaders
+        dead = await svc.store.dead_letters()
         return {
             "database": svc.store.engine.dialect.name,
             "worker": svc.worker.name if svc.worker is not None else None,
@@ -447,6 +449,7 @@ def router() -> APIRouter:
             else sorted(t.get_name() for t in svc.background if not t.done()),
             "channels": sorted(svc.dispatcher.channels),
             "kill": await svc.store.get_kill() is not None,
+            "outbox": {"dead": sum(dead.values()), "dead_by_channel": dead},
         }
 
     @api.get("/skills", response_model=out.SkillList, dependencies=[DECIDING])

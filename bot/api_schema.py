@@ -146,12 +146,21 @@ class KillOff(BaseModel):
     on: bool
 
 
+class OutboxHealth(BaseModel):
+    """Deliveries the outbox gave up (dead letters): never tried again; see the audit's
+    `delivery_dead` entries for each one's last error."""
+
+    dead: int = Field(description="Deliveries given up, on every channel")
+    dead_by_channel: dict[str, int] = Field(description="The same, by channel")
+
+
 class Status(BaseModel):
     database: str
     worker: str | None
     leading: list[str]
     channels: list[str]
     kill: bool
+    outbox: OutboxHealth
 
 
 class SkillOut(BaseModel):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from agent.bell import Bell
@@ -25,7 +25,7 @@ from agent.context import Context, utcnow
 from agent.engine import Runner
 from agent.inbox import Inbox
 from agent.llm import ModelClient
-from agent.outbox import Dispatcher
+from agent.outbox import Dispatcher, Limits
 from agent.policy.access import Access
 from agent.policy.grants import Grants
 from agent.policy.quorum import Approvals
@@ -51,8 +51,8 @@ class Timing:
     concurrency: int = 8
     #: Seconds a claimed run stays this worker's without a renewal.
     lease_seconds: float = 30.0
-    #: The outbox's first retry delay (doubled per attempt).
-    backoff_base: float = 1.0
+    #: What one delivery may cost the outbox: its deadline, lanes, backoff, dead letter.
+    outbox: Limits = field(default_factory=Limits)
 
 
 @dataclass(frozen=True)
@@ -164,8 +164,8 @@ def build(
     dispatcher = Dispatcher(
         ctx,
         dict(channels),
+        limits=timing.outbox,
         poll_interval=timing.poll_interval,
-        backoff_base=timing.backoff_base,
         redactor=redactor,
         wake=outbox_bell,
     )

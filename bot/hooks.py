@@ -25,6 +25,14 @@ value cannot hold a line break, so the three parts cannot be shifted into each o
 `body` the exact bytes sent. A request without an `Idempotency-Key` may still be signed the
 older way, over `timestamp + "." + body`; one with a key must be signed with the key.
 
+The server signs too: a request's callback (`channels.callback`) is posted with the same
+headers, and one secret may serve a skill's hooks and its callbacks. So the two must never be
+taken for each other, or a captured callback (its key is the request's id) would start a run
+here. A callback's signed bytes begin with a label, ``pizzabot-callback-v1`` LF; a webhook's
+begin with its timestamp, which must be ASCII digits, so no callback signature is a webhook
+signature, nor the other way round. Webhooks keep their unlabelled form, so every sender
+that signs today goes on working.
+
 Each accepted signature is remembered in the database until its timestamp is stale everywhere,
 so a request is accepted once however many servers share the database. A retried delivery is
 signed again (a new timestamp); with the same `Idempotency-Key` and the same body it gets the
@@ -106,7 +114,8 @@ def check_signature(
 ) -> tuple[int, str]:
     """The request's timestamp and signature (hex), once both are right; else 401."""
     stamp = (headers.get(TIMESTAMP_HEADER) or "").strip()
-    # ASCII digits, and few of them: int() refuses other digits and very long numbers.
+    # ASCII digits, and few of them: int() refuses other digits and very long numbers. The
+    # signed bytes then begin with a digit, which a callback's (a label first) never do.
     if not (stamp.isascii() and stamp.isdigit() and len(stamp) <= 12):
         raise HTTPException(401, f"missing or malformed {TIMESTAMP_HEADER} (Unix seconds)")
     if abs(now - int(stamp)) > tolerance:

@@ -28,6 +28,7 @@ from agent.channel import Channel
 from agent.context import utcnow
 from agent.llm import LiteLLMClient, ModelRouter, freeze_after_import
 from agent.llm_openai import OpenAIClient
+from agent.outbox import Limits
 from agent.policy import Access, Principal
 from agent.policy.tokens import TokenDesk, principal_for
 from agent.redaction import Redactor
@@ -247,6 +248,14 @@ def _timing(settings: Settings) -> Timing:
         poll_interval=settings.poll_interval,
         concurrency=settings.worker_concurrency,
         lease_seconds=settings.lease_seconds,
+        outbox=Limits(
+            attempt_timeout=settings.outbox_attempt_timeout,
+            concurrency=settings.outbox_concurrency,
+            max_attempts=settings.outbox_max_attempts,
+            backoff_base=settings.outbox_backoff_base,
+            backoff_max=settings.outbox_backoff_max,
+            retry_after_max=settings.outbox_retry_after_max,
+        ),
     )
 
 

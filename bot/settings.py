@@ -41,6 +41,14 @@ class Settings(BaseSettings):
     poll_interval: float = 2.0
     lease_seconds: float = 30.0
 
+    # The outbox (agent/outbox.py): what one delivery may cost, and when it is given up
+    outbox_attempt_timeout: float = Field(default=30.0, gt=0)  # seconds per attempt, in all
+    outbox_concurrency: int = Field(default=4, ge=1)  # runs' deliveries at once, per channel
+    outbox_max_attempts: int = Field(default=12, ge=1)  # failed in a row, then a dead letter
+    outbox_backoff_base: float = Field(default=1.0, gt=0)  # first retry's delay, doubled ...
+    outbox_backoff_max: float = Field(default=300.0, gt=0)  # ... up to this many seconds
+    outbox_retry_after_max: float = Field(default=600.0, ge=0)  # longest Retry-After honoured
+
     model_attempts: int = 4
     model_timeout: float = 120.0
     tool_timeout: float = 600.0

@@ -4,21 +4,29 @@ dispatcher (`agent.outbox`), and found again by the channel's own reference to i
 Deliveries are inserted by whoever writes the item (`insert_deliveries`, in that write's
 transaction), so an item never exists without them. Implements `agent.store.Outbox` and
 `agent.store.Deliveries`.
+
+A row's `attempts` counts the failed attempts in a row of what it is doing now (its send, or
+its latest update): a success sets it back to 0, so every update gets the outbox's full
+number of tries. A delivery given up is a dead letter, status `failed` whether its send or an
+update gave up (a sent copy keeps its ref, so replies and buttons on it still find it); it is
+never due again, and giving it up writes the audit entry `delivery_dead` in the same
+transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table, and_, bindparam, or_, select, update
+from sqlalchemy import Connection, Table, and_, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from agent.addresses import DeliveryRef, ref_from_json, ref_to_json
 from agent.context import new_id
 from agent.errors import NotFound
 from agent.model import Box, Delivery, DeliveryStatus, ItemStatus, Target
+from store.audit import insert_audit
 from store.database import Database
 from store.tables import DeliveryRow, ItemRow, UtcDateTime
 
@@ -83,24 +91,46 @@ class SqlOutbox:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def due_deliveries(self, *, now: datetime, limit: int = 50) -> list[Delivery]:
+    async def due_deliveries(
+        self,
+        *,
+        now: datetime,
+        limit: int = 50,
+        channels: Collection[str] | None = None,
+        except_channels: Collection[str] = (),
+        skip: Collection[str] = (),
+    ) -> list[Delivery]:
         due = or_(DELIVERIES.c.next_attempt_at.is_(None), DELIVERIES.c.next_attempt_at <= now)
-        q = (
-            select(DELIVERIES)
-            .where(
-                or_(
-                    and_(DELIVERIES.c.status == DeliveryStatus.PENDING.value, due),
-                    and_(
-                        DELIVERIES.c.status == DeliveryStatus.SENT.value,
-                        DELIVERIES.c.needs_update.is_(True),
-                        due,
-                    ),
-                )
+        q = select(DELIVERIES).where(
+            or_(
+                and_(DELIVERIES.c.status == DeliveryStatus.PENDING.value, due),
+                and_(
+                    DELIVERIES.c.status == DeliveryStatus.SENT.value,
+                    DELIVERIES.c.needs_update.is_(True),
+                    due,
+                ),
             )
-            .order_by(DELIVERIES.c.created_at)
-            .limit(limit)
         )
-        return await self._select(q)
+        if channels is not None:
+            q = q.where(DELIVERIES.c.channel.in_(list(channels)))
+        if except_channels:
+            q = q.where(DELIVERIES.c.channel.not_in(list(except_channels)))
+        if skip:
+            q = q.where(DELIVERIES.c.id.not_in(list(skip)))
+        return await self._select(q.order_by(DELIVERIES.c.created_at).limit(limit))
+
+    async def dead_letters(self) -> dict[str, int]:
+        """How many deliveries were given up (status failed), by channel."""
+        q = (
+            select(DELIVERIES.c.channel, func.count())
+            .where(DELIVERIES.c.status == DeliveryStatus.FAILED.value)
+            .group_by(DELIVERIES.c.channel)
+        )
+
+        def tx(c: Connection) -> dict[str, int]:
+            return {str(channel): int(n) for channel, n in c.execute(q)}
+
+        return await self.db.read(tx)
 
     async def delivery_sent(
         self, delivery_id: str, *, ref: DeliveryRef | None, now: datetime
@@ -113,7 +143,7 @@ class SqlOutbox:
             row.status = DeliveryStatus.SENT.value
             row.ref = ref_to_json(ref) if ref is not None else None
             row.external_id = ref.external_id if ref is not None else None
-            row.attempts += 1
+            row.attempts = 0
             row.last_error = None
             row.next_attempt_at = None
             # Decided while the first send was in flight: the copy needs the outcome too.
@@ -131,7 +161,13 @@ class SqlOutbox:
             c.execute(
                 update(DELIVERIES)
                 .where(DELIVERIES.c.id == delivery_id)
-                .values(needs_update=False, last_error=None, next_attempt_at=None, updated_at=now)
+                .values(
+                    needs_update=False,
+                    attempts=0,
+                    last_error=None,
+                    next_attempt_at=None,
+                    updated_at=now,
+                )
             )
 
         await self.db.run(tx)
@@ -147,11 +183,20 @@ class SqlOutbox:
             row.last_error = error
             row.next_attempt_at = retry_at
             row.updated_at = now
-            if retry_at is None:
-                if row.status == DeliveryStatus.PENDING.value:
-                    row.status = DeliveryStatus.FAILED.value
-                else:
-                    row.needs_update = False
+            if retry_at is not None:
+                return
+            row.status = DeliveryStatus.FAILED.value
+            row.needs_update = False
+            insert_audit(
+                s.connection(),
+                action="delivery_dead",
+                actor="outbox",
+                channel=row.channel,
+                now=now,
+                run_id=row.run_id,
+                item_id=row.item_id,
+                detail={"delivery_id": row.id, "attempts": row.attempts, "error": error},
+            )
 
         await self.db.session(tx)
 

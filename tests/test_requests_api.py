@@ -347,7 +347,8 @@ async def test_the_callback_is_signed_and_retried_after_a_failure(server: Server
         )
     for headers, body in receiver.posts[:2]:
         stamp = headers["x-pizzabot-timestamp"]
-        signed = stamp.encode() + b"\n" + created["id"].encode() + b"\n" + body
+        signed = b"pizzabot-callback-v1\n" + stamp.encode() + b"\n" + created["id"].encode()
+        signed += b"\n" + body
         expected = "sha256=" + hmac.new(SECRET.encode(), signed, hashlib.sha256).hexdigest()
         assert hmac.compare_digest(headers["x-pizzabot-signature"], expected)
         assert headers["idempotency-key"] == created["id"]

@@ -28,6 +28,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from agent.addresses import SlackTarget
 from agent.argforms import form_fields
 from agent.model import Box, Item, ItemKind, ItemStatus, RunStatus
+from agent.outbox import Limits
 from agent.policy import Access
 from agent.questions import FREE_TEXT_SCHEMA
 from agent.skills import Skill, SkillBook
@@ -221,7 +222,7 @@ async def desk(tmp_path: Path) -> AsyncIterator[Desk]:
             channels={"slack": channel},
             mind=None,
             base_url=BASE,
-            timing=Timing(poll_interval=0.1, backoff_base=0.05),
+            timing=Timing(poll_interval=0.1, outbox=Limits(backoff_base=0.05)),
         )
         outbox = asyncio.create_task(core.dispatcher.run_forever())
         inbound = SlackInbound(

@@ -326,6 +326,37 @@ async def test_the_outbox_retries_and_marks_copies_for_update(store: SqlStore) -
     assert await store.due_deliveries(now=T0) == []
 
 
+async def test_the_outbox_reads_a_lane_and_gives_up_with_an_audit_entry(store: SqlStore) -> None:
+    await _run(store)
+    await store.claim_run(lease="w", now=T0, lease_seconds=30)
+    targets = [SlackTarget("C1"), SlackTarget("C2"), EmailTarget("a@example.test")]
+    await store.create_item(
+        _item(), targets=targets, lease="w", now=T0, run_status=RunStatus.WAITING
+    )
+    # One item's deliveries share a creation time: their order among themselves is open.
+    slack = await store.due_deliveries(now=T0, channels=["slack"])
+    assert {d.address for d in slack} == {"C1", "C2"}
+    others = await store.due_deliveries(now=T0, except_channels=["slack"])
+    assert [d.address for d in others] == ["a@example.test"]
+    rest = await store.due_deliveries(now=T0, channels=["slack"], skip=[slack[0].id])
+    assert [d.id for d in rest] == [slack[1].id]
+
+    await store.delivery_failed(slack[0].id, error="down", retry_at=None, now=T0)
+    later = await store.due_deliveries(now=T0 + timedelta(days=1))
+    assert {d.id for d in later} == {slack[1].id, others[0].id}
+    (dead,) = [d for d in await store.deliveries("i1") if d.id == slack[0].id]
+    assert (dead.status, dead.attempts, dead.last_error) == (DeliveryStatus.FAILED, 1, "down")
+    assert await store.dead_letters() == {"slack": 1}
+    (entry,) = await store.audit_log()
+    assert (entry.action, entry.actor, entry.channel, entry.item_id) == (
+        "delivery_dead",
+        "outbox",
+        "slack",
+        "i1",
+    )
+    assert entry.detail == {"delivery_id": dead.id, "attempts": 1, "error": "down"}
+
+
 async def test_refs_written_before_they_were_typed_still_load(store: SqlStore) -> None:
     from sqlalchemy import Connection, update
 

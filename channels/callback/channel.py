@@ -1,14 +1,28 @@
 """`CallbackChannel`: post a request's decision to its callback URL, signed.
 
-The body is the request's state as `GET /api/requests/{id}` answers it. The signature is the
-webhooks' scheme: `X-Pizzabot-Timestamp` (Unix seconds) and `X-Pizzabot-Signature:
-sha256=<hex HMAC-SHA256>` over ``timestamp LF idempotency-key LF body``, where the
-`Idempotency-Key` header is the request's id (a receiver drops a repeat by it: a retry after
-a lost answer posts the same body again). The secret is the skill's (`callback_secret_env`),
-handed over by `bot/` as a function; without one the delivery fails for good.
+The body is the request's state as `GET /api/requests/{id}` answers it. It carries
+`X-Pizzabot-Timestamp` (Unix seconds), `Idempotency-Key` (the request's id: a receiver drops a
+repeat by it, since a retry after a lost answer posts the same body again) and
+`X-Pizzabot-Signature: sha256=<hex HMAC-SHA256>` over
 
-An answer of 2xx is done; 408, 429 and 5xx, a timeout or a refused connection are retried
-by the outbox (honouring Retry-After); any other status is final. Redirects are not followed.
+    "pizzabot-callback-v1" LF timestamp LF idempotency-key LF body
+
+keyed with the skill's secret (`callback_secret_env`), handed over by `bot/` as a function;
+without one the delivery fails for good.
+
+The label makes a callback's signature mean "a callback" and nothing else. Webhooks
+(`bot.hooks`) sign ``timestamp LF key LF body``, the same shape without it, so where one secret
+served both, a captured callback (its key is the request's id) was a valid webhook and
+started a run. A webhook's signed bytes begin with its timestamp's digits, so no callback's
+can be read as one, nor a webhook's as a callback's; webhook senders change nothing, and a
+callback receiver checks the label (docs/api.md shows how).
+
+A callback URL is whoever the requester named, so the answer is trusted for nothing but its
+status: the status line and headers are read (httpcore refuses headers over 100 KiB), the
+body never is, and the connection is closed unread. How long a post may take in all is the
+outbox's deadline, not this module's. An answer of 2xx is done; 408, 429 and 5xx, a timeout
+or a refused connection are retried by the outbox (which honours `Retry-After` up to its
+ceiling); any other status is final. Redirects are not followed.
 """
 
 from __future__ import annotations
@@ -22,12 +36,12 @@ from collections.abc import Callable
 import httpx
 
 from agent.addresses import DeliveryRef
-from agent.channel import DeliveryError
+from agent.channel import DeliveryError, retry_after_seconds
 from agent.model import Delivery, Item, ItemStatus
 from agent.requests import state_of
 from agent.store import RequestStore
 
-__all__ = ["CallbackChannel", "sign"]
+__all__ = ["LABEL", "CallbackChannel", "sign", "signed_bytes"]
 
 TIMESTAMP_HEADER = "X-Pizzabot-Timestamp"
 SIGNATURE_HEADER = "X-Pizzabot-Signature"
@@ -35,15 +49,19 @@ IDEMPOTENCY_HEADER = "Idempotency-Key"
 _RETRIED = {408, 429}
 
 
+#: What a callback's signed bytes begin with: no webhook's can (theirs begin with digits).
+LABEL = b"pizzabot-callback-v1\n"
+
+
+def signed_bytes(timestamp: str, body: bytes, *, key: str) -> bytes:
+    """What a callback's signature covers: ``LABEL timestamp LF key LF body``."""
+    return LABEL + timestamp.encode() + b"\n" + key.encode("latin-1") + b"\n" + body
+
+
 def sign(secret: str, timestamp: str, body: bytes, *, key: str) -> str:
-    """The signature header value: "sha256=<hex>" over ``timestamp LF key LF body``."""
-    signed = timestamp.encode() + b"\n" + key.encode("latin-1") + b"\n" + body
-    return "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after", "")
-    return float(value) if value.isdigit() else None
+    """The signature header value: "sha256=<hex>" over `signed_bytes`."""
+    mac = hmac.new(secret.encode(), signed_bytes(timestamp, body, key=key), hashlib.sha256)
+    return "sha256=" + mac.hexdigest()
 
 
 class CallbackChannel:
@@ -92,15 +110,19 @@ class CallbackChannel:
             IDEMPOTENCY_HEADER: request.id,
         }
         try:
-            response = await self._http.post(delivery.address, content=body, headers=headers)
+            # Streamed, so that leaving the block closes the connection with the body unread.
+            async with self._http.stream(
+                "POST", delivery.address, content=body, headers=headers
+            ) as response:
+                status = response.status_code
+                wait = retry_after_seconds(response.headers.get("retry-after"), now=self._clock())
         except httpx.HTTPError as exc:
             raise DeliveryError(f"callback failed: {type(exc).__name__}: {exc}") from None
-        if response.is_success:
+        if 200 <= status < 300:
             return
-        status = response.status_code
         raise DeliveryError(
             f"callback answered {status}",
-            retry_after=_retry_after(response),
+            retry_after=wait,
             permanent=not (status in _RETRIED or status >= 500),
         )
 

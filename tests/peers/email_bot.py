@@ -41,6 +41,7 @@ from agent.model import (
     Risk,
     RunStatus,
 )
+from agent.outbox import Limits
 from agent.policy import Access
 from agent.skills import Approvers, Deliver, Skill, SkillBook
 from bot.core import Timing, build
@@ -237,7 +238,7 @@ class EmailBot:
             skills=self.skills,
             channels={"email": self.channel},
             mind=None,
-            timing=Timing(poll_interval=0.1, backoff_base=0.05),
+            timing=Timing(poll_interval=0.1, outbox=Limits(backoff_base=0.05)),
             access=self.access,
         )
         self.ctx, self.inbox, self.runs = core.ctx, core.inbox, core.runs

@@ -22,6 +22,7 @@ from agent.context import utcnow
 from agent.llm import LiteLLMClient, ModelRouter
 from agent.llm_openai import OpenAIClient
 from agent.model import Run
+from agent.outbox import Limits
 from agent.skills import Budget, Skill, SkillBook
 from agent.testing.model_server import ScriptedModelServer
 from agent.testing.scripts import Script
@@ -83,7 +84,7 @@ class InProcess:
                 default_budget=self.default_budget,
             ),
             clock=self.clock,
-            timing=Timing(poll_interval=0.05, watch_interval=0.2, backoff_base=0.01),
+            timing=Timing(poll_interval=0.05, watch_interval=0.2, outbox=Limits(backoff_base=0.01)),
             grants=SqlGrants(self.store.db),
         )
         self.ctx, self.runs, self.inbox = core.ctx, core.runs, core.inbox
