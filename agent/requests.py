@@ -56,6 +56,7 @@ from agent.policy.quorum import person_of
 from agent.policy.rules import judge
 from agent.questions import FREE_TEXT_SCHEMA
 from agent.request_checks import MAX_JSON_BYTES, MAX_TIMEOUT, check_request
+from agent.request_state import RequestState, outcome_text, state_of
 from agent.skills import Skill, inbox_only
 from agent.store import StoredRequest, kill_reason
 from agent.targets import targets_for
@@ -74,23 +75,6 @@ log = logging.getLogger(__name__)
 
 #: The tool name a question's run records (a question calls no tool).
 ASK_HUMAN = "ask_human"
-
-_APPROVAL_STATUS = {
-    ItemStatus.PENDING: "pending",
-    ItemStatus.APPROVED: "approved",
-    ItemStatus.EDITED: "edited",
-    ItemStatus.REJECTED: "rejected",
-    ItemStatus.EXPIRED: "expired",
-    ItemStatus.CANCELLED: "expired",
-}
-_QUESTION_STATUS = {
-    ItemStatus.PENDING: "pending",
-    ItemStatus.APPROVED: "answered",
-    ItemStatus.EDITED: "answered",
-    ItemStatus.REJECTED: "declined",
-    ItemStatus.EXPIRED: "expired",
-    ItemStatus.CANCELLED: "expired",
-}
 
 
 @dataclass(frozen=True)
@@ -122,80 +106,6 @@ class NewRequest:
 
 
 @dataclass(frozen=True)
-class RequestState:
-    """Where a request stands: `status` pending, then approved|edited|rejected|expired (an
-    approval) or answered|declined|expired (a question); `args` the arguments to run with
-    (approved or edited) or the answer (answered)."""
-
-    id: str
-    item_id: str
-    run_id: str
-    skill: str
-    kind: Literal["approval", "question"]
-    status: str
-    args: dict[str, Any] | None
-    reason: str | None
-    decided_by: str | None
-    via: str | None
-    decided_at: datetime | None
-    url: str
-    #: Who asked (`Principal.actor`).
-    requested_by: str | None = None
-
-    @property
-    def pending(self) -> bool:
-        return self.status == "pending"
-
-    def as_json(self) -> dict[str, Any]:
-        """The shape the API answers with and a callback posts."""
-        return {
-            "id": self.id,
-            "item_id": self.item_id,
-            "kind": self.kind,
-            "status": self.status,
-            "args": self.args,
-            "reason": self.reason,
-            "decided_by": self.decided_by,
-            "via": self.via,
-            "decided_at": self.decided_at.isoformat() if self.decided_at else None,
-            "url": self.url,
-            "requested_by": self.requested_by,
-        }
-
-
-def state_of(
-    request: StoredRequest,
-    item: Item,
-    *,
-    base_url: str = "",
-    kill: dict[str, Any] | None = None,
-) -> RequestState:
-    """A request's state, read from its item; a pending one is `halted` while the kill
-    switch (`kill`) is on, with the kill's reason."""
-    table = _QUESTION_STATUS if request.kind == "question" else _APPROVAL_STATUS
-    status = table.get(item.status, "pending")
-    accepted = item.status in (ItemStatus.APPROVED, ItemStatus.EDITED)
-    reason = item.reason
-    if status == "pending" and kill is not None:
-        status, reason = "halted", f"the kill switch is on ({kill_reason(kill)})"
-    return RequestState(
-        id=request.id,
-        item_id=item.id,
-        run_id=request.run_id,
-        skill=request.skill,
-        kind=request.kind,
-        status=status,
-        args=dict(item.final_args or {}) if accepted else None,
-        reason=reason,
-        decided_by=item.decided_by if item.decided else None,
-        via=item.decided_via if item.decided else None,
-        decided_at=item.decided_at if item.decided else None,
-        url=f"{base_url.rstrip('/')}/items/{item.id}",
-        requested_by=item.requested_by,
-    )
-
-
-@dataclass(frozen=True)
 class _Verdict:
     """How a request is decided as it is made (None: a person is asked)."""
 
@@ -219,34 +129,19 @@ class Requests:
         body). Filed and repeated requests are audited."""
         if by.kind == "system":
             raise NotAllowed(f"{by.describe()} files no requests")
-        requester = by.requester
         skill = self._skill(new.skill)
         check_request(new)
         body_hash = new.body_hash()
         if idempotency_key is not None:
             # A repeat gets its request even while the kill switch is on: nothing new starts.
-            earlier = await self.ctx.store.request_by_key(requester, idempotency_key)
+            earlier = await self.ctx.store.request_by_key(by.requester, idempotency_key)
             if earlier is not None:
-                state = await self._repeat(earlier, body_hash)
-                await self._audit("request_repeated", state, by)
-                return state, False
+                return await self._repeat(earlier, body_hash, by), False
         kill = await self.ctx.store.get_kill()
         if kill is not None:
             raise KillSwitchOn(kill_reason(kill))
         now = self.ctx.clock()
-        stored = StoredRequest(
-            id=self.ctx.ids(),
-            run_id=self.ctx.ids(),
-            item_id=self.ctx.ids(),
-            skill=skill.name,
-            kind=new.kind,
-            requester=requester,
-            idempotency_key=idempotency_key,
-            body_hash=body_hash,
-            callback_url=new.callback_url,
-            timeout=new.timeout,
-            created_at=now,
-        )
+        stored = self._stored(skill, new, by, idempotency_key, body_hash, now)
         verdict = await self._verdict(skill, new, stored.run_id, now)
         item = replace(
             self._item(skill, new, stored, verdict, now),
@@ -263,26 +158,50 @@ class Requests:
             result=outcome_text(item) if verdict.decision is not None else None,
         )
         if not created:  # the same key, a moment earlier, in another call
-            state = await self._repeat(stored, body_hash)
-            await self._audit("request_repeated", state, by)
-            return state, False
-        if created and verdict.grant is not None and self.ctx.grants is not None:
+            return await self._repeat(stored, body_hash, by), False
+        if verdict.grant is not None and self.ctx.grants is not None:
             await self.ctx.grants.used(
                 verdict.grant, run_id=stored.run_id, call_id="request", now=now
             )
         self.ctx.wake_outbox()
         state = await self._state(stored)
         await self._audit("request_filed", state, by)
-        return state, created
+        return state, True
 
-    async def _repeat(self, earlier: StoredRequest, body_hash: str) -> RequestState:
-        """The state of the request a key was used for, when this is the same request."""
+    def _stored(
+        self,
+        skill: Skill,
+        new: NewRequest,
+        by: Principal,
+        key: str | None,
+        body_hash: str,
+        now: datetime,
+    ) -> StoredRequest:
+        return StoredRequest(
+            id=self.ctx.ids(),
+            run_id=self.ctx.ids(),
+            item_id=self.ctx.ids(),
+            skill=skill.name,
+            kind=new.kind,
+            requester=by.requester,
+            idempotency_key=key,
+            body_hash=body_hash,
+            callback_url=new.callback_url,
+            timeout=new.timeout,
+            created_at=now,
+        )
+
+    async def _repeat(self, earlier: StoredRequest, body_hash: str, by: Principal) -> RequestState:
+        """The state of the request a key was used for, when this is the same request
+        (audited: who was handed which answer)."""
         if earlier.body_hash != body_hash:
             raise Conflict(
                 "this Idempotency-Key was used with another request body; "
                 "use a new key for a new request"
             )
-        return await self._state(earlier)
+        state = await self._state(earlier)
+        await self._audit("request_repeated", state, by)
+        return state
 
     async def get(self, request_id: str, *, by: Principal) -> RequestState:
         """The request's state; an `ask` token sees only its own requests (another's is
@@ -458,18 +377,6 @@ def _risk(skill: Skill, new: NewRequest, rule: str | None, reason: str | None) -
         grants=tuple(c for c in offered(skill, new.tool) if scope_of(c) != "run"),
         approvals_required=required if required > 1 else None,
     )
-
-
-def outcome_text(item: Item) -> str:
-    """A request's run's result, in words: the decision, who made it, and what it carries."""
-    who = f" by {item.decided_by}" if item.decided_by else ""
-    via = f" via {item.decided_via}" if item.decided_via else ""
-    text = f"{item.status}{who}{via}"
-    if item.status is ItemStatus.EDITED:
-        text += f": {json.dumps(item.final_args, ensure_ascii=False)[:2000]}"
-    elif item.reason:
-        text += f": {item.reason}"
-    return text
 
 
 async def answer_request(ctx: Context, held: HeldRun) -> RunStatus:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 from sqlalchemy import Connection, Table, bindparam, func, select, update
 from sqlalchemy.orm import Session
@@ -160,6 +160,17 @@ def _move_run(run: RunRow, status: RunStatus, now: datetime) -> None:
         run.lease_expires_at = None
 
 
+def _why_not_decided(c: Connection, item_id: str) -> NoReturn:
+    """Raise why a decision's conditional update changed nothing: no such item, decided
+    already, or pending at another version than the decision's card showed."""
+    earlier = c.execute(_SELECT_ITEM, {"item_id": item_id}).first()
+    if earlier is None:
+        raise NotFound(f"no item {item_id}")
+    if earlier.status == ItemStatus.PENDING.value:
+        raise CardChanged(item_of(earlier))
+    raise AlreadyDecided(item_of(earlier))
+
+
 class SqlInbox:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -282,18 +293,9 @@ class SqlInbox:
             # version the decision was made on.
             row = c.execute(statement, decide).first()
             if row is None:
-                earlier = c.execute(_SELECT_ITEM, {"item_id": item_id}).first()
-                if earlier is None:
-                    raise NotFound(f"no item {item_id}")
-                if earlier.status == ItemStatus.PENDING.value:
-                    raise CardChanged(item_of(earlier))
-                raise AlreadyDecided(item_of(earlier))
+                _why_not_decided(c, item_id)
             run_id = row.run_id
-            append_events(c, run_id, [event], now)
-            if take is None or not self._take(c, run_id, take, now):
-                c.execute(_QUEUE_IF_WAITING, {"run_id": run_id, "now": now})
-            # Also when taken: other processes' waiters on an answer listen for it.
-            self.db.notify_runnable(c, run_id)
+            self._go_on(c, run_id, event, take, now)
             copies_need_update(c, item_id, now)
             detail = {
                 "decision": decision.kind,
@@ -315,6 +317,17 @@ class SqlInbox:
             return item_of(row)
 
         return await self.db.run(tx)
+
+    def _go_on(
+        self, c: Connection, run_id: str, event: NewEvent, take: Take | None, now: datetime
+    ) -> None:
+        """The decided run goes on: its decision event, then re-queued (or taken by the
+        worker that offered `take`), and announced to other processes' waiters."""
+        append_events(c, run_id, [event], now)
+        if take is None or not self._take(c, run_id, take, now):
+            c.execute(_QUEUE_IF_WAITING, {"run_id": run_id, "now": now})
+        # Also when taken: other processes' waiters on an answer listen for it.
+        self.db.notify_runnable(c, run_id)
 
     @staticmethod
     def _take(c: Connection, run_id: str, take: Take, now: datetime) -> bool:

@@ -70,9 +70,11 @@ def menu(post: Call) -> dict[str, Any]:
     raise AssertionError(f"no grant menu on the card: {post.args['blocks']}")
 
 
-def choose(post: Call, value: str, user: str = APPROVER) -> dict[str, Any]:
-    """A click on the menu's option whose value is `value`, as Slack sends it."""
-    option = next(o for o in menu(post)["options"] if o["value"] == value)
+def choose(post: Call, choice: str, user: str = APPROVER) -> dict[str, Any]:
+    """A click on the menu's option for `choice` ("ITEM:GRANT"), as Slack sends it: with the
+    option's own value, which also carries the card's digest."""
+    option = next(o for o in menu(post)["options"] if o["value"].startswith(choice + ":"))
+    value = option["value"]
     payload = block_actions(
         action_id="pizza_grant",
         value=value,

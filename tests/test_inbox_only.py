@@ -80,13 +80,14 @@ async def test_a_requests_own_timeout_wins_over_its_tools(store: SqlStore) -> No
     requests, inbox = Requests(ctx), Inbox(ctx)
     timers = Timers(ctx, inbox, TriggerStore(store))
     own, _ = await requests.create(
-        NewRequest(skill="deploys", title="t", tool="deploy.prod", timeout=60), requester="a"
+        NewRequest(skill="deploys", title="t", tool="deploy.prod", timeout=60),
+        by=Principal.owner("api"),
     )
     tools, _ = await requests.create(
-        NewRequest(skill="deploys", title="t", tool="deploy.prod"), requester="a"
+        NewRequest(skill="deploys", title="t", tool="deploy.prod"), by=Principal.owner("api")
     )
     question, _ = await requests.create(
-        NewRequest(skill="deploys", title="t", question="Which region?"), requester="a"
+        NewRequest(skill="deploys", title="t", question="Which region?"), by=Principal.owner("api")
     )
 
     clock.now = T0 + timedelta(seconds=59)

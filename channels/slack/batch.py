@@ -19,6 +19,7 @@ from agent.errors import NotFound
 from agent.model import Box, Item, ItemKind
 from agent.policy import SLACK, Principal
 from channels.slack.blocks import Message, esc
+from channels.slack.payloads import where
 
 if TYPE_CHECKING:
     from channels.slack.inbound import SlackInbound
@@ -55,9 +56,7 @@ async def on_approve_all(
 ) -> None:
     """Approve the clicked card's turn as the clicker, and tell them how it went."""
     user = str(body["user"]["id"])
-    container = body.get("container") or {}
-    channel = (body.get("channel") or {}).get("id") or container.get("channel_id")
-    thread = (body.get("message") or {}).get("thread_ts") or container.get("thread_ts")
+    channel, thread = where(body)
     try:
         item = await inbound.store.get_item(str(body["actions"][0].get("value") or ""))
     except NotFound:

@@ -19,6 +19,7 @@ from agent.model import Approve
 from agent.policy import Principal
 from agent.policy.grants import Grant, revoke_grant
 from channels.slack import blocks
+from channels.slack.payloads import where
 
 if TYPE_CHECKING:
     from channels.slack.inbound import SlackInbound
@@ -121,9 +122,7 @@ async def on_grant(
     value = str((action.get("selected_option") or {}).get("value") or "")
     item_id, _, rest = value.partition(":")
     choice, _, seen = rest.partition(":")
-    container = body.get("container") or {}
-    channel = (body.get("channel") or {}).get("id") or container.get("channel_id")
-    thread = (body.get("message") or {}).get("thread_ts") or container.get("thread_ts")
+    channel, thread = where(body)
     await inbound.decide(
         client,
         item_id=item_id,

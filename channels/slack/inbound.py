@@ -11,7 +11,6 @@ answers in Slack's terms (an ephemeral note, an inline form error).
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -44,6 +43,7 @@ from channels.slack import blocks, grants
 from channels.slack.blocks import ModalRef
 from channels.slack.cards import read_value
 from channels.slack.home import INPUT_BLOCK, SKILL_BLOCK, start_modal, start_values
+from channels.slack.payloads import first_input, strip_mention, unescape, where
 
 log = logging.getLogger(__name__)
 
@@ -68,32 +68,6 @@ SLACK_ERRORS = (SlackApiError, aiohttp.ClientError, TimeoutError)
 
 class SlackStore(ItemReader, RunReader, DeliveryReader, AuditTrail, CardRefresh, Protocol):
     """What the Slack side reads from the store, and where it audits."""
-
-
-def _unescape(text: str) -> str:
-    # Slack escapes these three in message text; the run should read what the person typed.
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-
-
-def _where(body: dict[str, Any]) -> tuple[str | None, str | None]:
-    """The conversation and thread a button was clicked in."""
-    container = body.get("container") or {}
-    channel = (body.get("channel") or {}).get("id") or container.get("channel_id")
-    thread = (body.get("message") or {}).get("thread_ts") or container.get("thread_ts")
-    return channel, thread
-
-
-def _first_input(view: dict[str, Any]) -> str:
-    for block in view.get("blocks") or []:
-        if block.get("type") == "input" and block.get("block_id"):
-            return str(block["block_id"])
-    return ""
-
-
-def _strip_mention(text: str, bot: str | None) -> str:
-    # Without the bot's id (auth.test not answered yet), drop a leading mention.
-    text = text.replace(f"<@{bot}>", " ") if bot else re.sub(r"^\s*<@[A-Z0-9]+>", " ", text)
-    return _unescape(" ".join(text.split()))
 
 
 @dataclass
@@ -210,7 +184,7 @@ class SlackInbound:
     async def on_approve(
         self, *, body: dict[str, Any], client: AsyncWebClient, retried: bool
     ) -> None:
-        channel, thread = _where(body)
+        channel, thread = where(body)
         item_id, seen = read_value(str(body["actions"][0].get("value") or ""))
         await self.decide(
             client,
@@ -233,7 +207,7 @@ class SlackInbound:
     ) -> None:
         """Edit and Reject ask for more in a modal; refuse early whoever could not submit it
         (and audit the refusal, as `Inbox.decide` does for a refused approval)."""
-        channel, thread = _where(body)
+        channel, thread = where(body)
         user = str(body["user"]["id"])
         item_id, seen = read_value(str(body["actions"][0].get("value") or ""))
         try:
@@ -288,18 +262,18 @@ class SlackInbound:
         try:
             item = await self.store.get_item(ref.item_id)
         except NotFound:
-            await ack(response_action="errors", errors={_first_input(view): "This item is gone."})
+            await ack(response_action="errors", errors={first_input(view): "This item is gone."})
             return
         if item.decided and not retried:
             text = blocks.already_text(item, plain=True)
-            await ack(response_action="errors", errors={_first_input(view): text})
+            await ack(response_action="errors", errors={first_input(view): text})
             return
         schema = item.schema or {}
         fields = form_fields(schema, item.args or {})
         if ref.fields != blocks.fields_digest(fields):
             # Built from another field list (an older modal): its block ids mean other fields.
             text = "This form is out of date: close it and open it again."
-            await ack(response_action="errors", errors={_first_input(view): text})
+            await ack(response_action="errors", errors={first_input(view): text})
             return
         state = (view.get("state") or {}).get("values") or {}
         args, errors = blocks.submitted_args(schema, fields, state)
@@ -400,7 +374,7 @@ class SlackInbound:
         self, *, ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond
     ) -> None:
         user = str(command.get("user_id") or "")
-        text = _unescape(str(command.get("text") or "")).strip()
+        text = unescape(str(command.get("text") or "")).strip()
         verdict = self.access.may_start(Principal.of(CHANNEL, user))
         if not verdict:
             await ack(text=_NOT_STARTER, response_type="ephemeral")
@@ -486,7 +460,7 @@ class SlackInbound:
             return
         if await self.run_of_thread(event.get("thread_ts")):
             return  # a reply in a run's thread: the message listener sends it to the run
-        text = _strip_mention(str(event.get("text") or ""), bot)
+        text = strip_mention(str(event.get("text") or ""), bot)
         key = f"slack:event:{body['event_id']}" if body.get("event_id") else None
         await self.start_from_message(client, event=event, text=text, key=key, reply_in_thread=True)
 
@@ -501,7 +475,7 @@ class SlackInbound:
         # Edits, joins and bots' own posts (ours included) are not someone talking to us.
         if event.get("subtype") or event.get("bot_id") or not event.get("user"):
             return
-        text = _strip_mention(str(event.get("text") or ""), bot)
+        text = strip_mention(str(event.get("text") or ""), bot)
         thread, ts = event.get("thread_ts"), event.get("ts")
         if thread and thread != ts:
             run_id = await self.run_of_thread(str(thread))

@@ -1,0 +1,121 @@
+"""Where a request stands, read from its item: the one shape the API answers with, the MCP
+tools translate and a callback posts (`RequestState`), and a decision in words.
+
+A pending request is `halted` while the kill switch is on: its agent must not go ahead, and
+no decision is taken until the switch is lifted.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from agent.model import Item, ItemStatus
+from agent.store import StoredRequest, kill_reason
+
+__all__ = ["RequestState", "outcome_text", "state_of"]
+
+_APPROVAL_STATUS = {
+    ItemStatus.PENDING: "pending",
+    ItemStatus.APPROVED: "approved",
+    ItemStatus.EDITED: "edited",
+    ItemStatus.REJECTED: "rejected",
+    ItemStatus.EXPIRED: "expired",
+    ItemStatus.CANCELLED: "expired",
+}
+_QUESTION_STATUS = {
+    ItemStatus.PENDING: "pending",
+    ItemStatus.APPROVED: "answered",
+    ItemStatus.EDITED: "answered",
+    ItemStatus.REJECTED: "declined",
+    ItemStatus.EXPIRED: "expired",
+    ItemStatus.CANCELLED: "expired",
+}
+
+
+@dataclass(frozen=True)
+class RequestState:
+    """Where a request stands: `status` pending, then approved|edited|rejected|expired (an
+    approval) or answered|declined|expired (a question); `args` the arguments to run with
+    (approved or edited) or the answer (answered)."""
+
+    id: str
+    item_id: str
+    run_id: str
+    skill: str
+    kind: Literal["approval", "question"]
+    status: str
+    args: dict[str, Any] | None
+    reason: str | None
+    decided_by: str | None
+    via: str | None
+    decided_at: datetime | None
+    url: str
+    #: Who asked (`Principal.actor`).
+    requested_by: str | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.status == "pending"
+
+    def as_json(self) -> dict[str, Any]:
+        """The shape the API answers with and a callback posts."""
+        return {
+            "id": self.id,
+            "item_id": self.item_id,
+            "kind": self.kind,
+            "status": self.status,
+            "args": self.args,
+            "reason": self.reason,
+            "decided_by": self.decided_by,
+            "via": self.via,
+            "decided_at": self.decided_at.isoformat() if self.decided_at else None,
+            "url": self.url,
+            "requested_by": self.requested_by,
+        }
+
+
+def state_of(
+    request: StoredRequest,
+    item: Item,
+    *,
+    base_url: str = "",
+    kill: dict[str, Any] | None = None,
+) -> RequestState:
+    """A request's state, read from its item; a pending one is `halted` while the kill
+    switch (`kill`) is on, with the kill's reason."""
+    table = _QUESTION_STATUS if request.kind == "question" else _APPROVAL_STATUS
+    status = table.get(item.status, "pending")
+    accepted = item.status in (ItemStatus.APPROVED, ItemStatus.EDITED)
+    reason = item.reason
+    if status == "pending" and kill is not None:
+        status, reason = "halted", f"the kill switch is on ({kill_reason(kill)})"
+    return RequestState(
+        id=request.id,
+        item_id=item.id,
+        run_id=request.run_id,
+        skill=request.skill,
+        kind=request.kind,
+        status=status,
+        args=dict(item.final_args or {}) if accepted else None,
+        reason=reason,
+        decided_by=item.decided_by if item.decided else None,
+        via=item.decided_via if item.decided else None,
+        decided_at=item.decided_at if item.decided else None,
+        url=f"{base_url.rstrip('/')}/items/{item.id}",
+        requested_by=item.requested_by,
+    )
+
+
+def outcome_text(item: Item) -> str:
+    """A request's run's result, in words: the decision, who made it, and what it carries."""
+    who = f" by {item.decided_by}" if item.decided_by else ""
+    via = f" via {item.decided_via}" if item.decided_via else ""
+    text = f"{item.status}{who}{via}"
+    if item.status is ItemStatus.EDITED:
+        text += f": {json.dumps(item.final_args, ensure_ascii=False)[:2000]}"
+    elif item.reason:
+        text += f": {item.reason}"
+    return text
