@@ -20,7 +20,7 @@ import pytest_asyncio
 from agent.argforms import form_fields
 from channels.slack.blocks import field_block
 from tests.peers import mcp_elicit, mcp_tools
-from tests.peers.email_bot import reply_to
+from tests.peers.email_bot import AUTHSERV_ID, reply_to
 from tests.peers.mailserver import DEFAULT_USERS, MailServer
 from tests.peers.required import require
 from tests.peers.slack_api import (
@@ -79,6 +79,7 @@ async def stack(
         PIZZABOT_IMAP_USER="bot",
         PIZZABOT_IMAP_PASSWORD=DEFAULT_USERS["bot"],
         PIZZABOT_IMAP_BACKOFF_MAX="1",
+        PIZZABOT_EMAIL_AUTHSERV_ID=AUTHSERV_ID,
     )
     skill = {
         "mcp_servers": {"ask": mcp_elicit.server_entry(root / "tools.jsonl")},
