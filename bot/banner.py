@@ -84,8 +84,8 @@ def mail_line(settings: Settings) -> str | None:
             "or PIZZABOT_EMAIL_TRUST=mailbox if that server rejects spoofed mail itself"
         )
     return (
-        "  mail:    a mail counts only with a passing aligned DMARC, DKIM or SPF verdict "
-        f"in Authentication-Results from {s.email_authserv_id}"
+        "  mail:    a mail decides or starts a run only with a passing aligned DMARC, DKIM "
+        f"or SPF verdict in {s.email_authserv_id}'s results"
     )
 
 

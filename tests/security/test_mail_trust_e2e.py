@@ -142,6 +142,8 @@ async def test_a_leaked_item_mail_under_a_forged_from_decides_nothing(
     async with Stack(
         tmp_path, script=three_mails_then_report, skill=SKILL, env=mail_env(mail)
     ) as st:
+        [line] = [x for x in st.server.log().splitlines() if x.startswith("  mail:")]
+        assert line.endswith(f"aligned DMARC, DKIM or SPF verdict in {AUTHSERV_ID}'s results")
         run = await st.start_run("test", "send the quotes")
         item = await st.wait_item(run["id"])
         leaked = await item_mail(mail, item["id"])  # Alice's own copy, with her token
