@@ -22,6 +22,7 @@ How a running tool call asks and waits is `agent.asking`.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -36,7 +37,9 @@ from agent.model import Item, ItemKind, ItemStatus
 __all__ = [
     "FREE_TEXT_SCHEMA",
     "MAX_SCHEMA_BYTES",
+    "MAX_URL",
     "Answer",
+    "Link",
     "Question",
     "answer_of",
     "check_schema",
@@ -44,6 +47,7 @@ __all__ = [
     "link_domain",
     "link_refusal",
     "question_url",
+    "read_link",
     "validate_answer",
     "values_from_lines",
 ]
@@ -106,39 +110,85 @@ def question_url(item: Item) -> str | None:
     return url if isinstance(url, str) else None
 
 
-def link_domain(url: str) -> str:
-    """The host a link leads to, as a card shows it in bold before the person opens it: an
-    international name in its ASCII form (`xn--…`), so a look-alike letter shows."""
-    try:
-        host = urlsplit(url).hostname or ""
-    except ValueError:
-        host = ""
-    if not host:
-        return url[:80]
-    try:
-        return host.encode("idna").decode("ascii")
-    except UnicodeError:
-        return host.encode("ascii", "replace").decode()
+@dataclass(frozen=True)
+class Link:
+    """A question's link as a browser opens it (read by the WHATWG URL Standard, as browsers
+    read it): `href` is the address the browser goes to, `host` its host in ASCII (an
+    international name as `xn--…`, so a look-alike letter shows), and `domain` the name a
+    person should judge it by: the registrable domain (one label under a public suffix, by
+    the Public Suffix List), or the host itself where it has none (an IP address, a bare
+    suffix, `localhost`)."""
+
+    href: str
+    host: str
+    domain: str
+
+    @property
+    def where(self) -> str:
+        """The domain, with the host after it when the two differ."""
+        return self.domain if self.domain == self.host else f"{self.domain} (host {self.host})"
 
 
 MAX_URL = 2000
 
 
-def link_refusal(url: str) -> str | None:
-    """Why a link cannot be offered to open (None: it can): only http(s) with a host, no
-    spaces or control characters, at most `MAX_URL` characters."""
+@functools.cache
+def _suffixes() -> Any:
+    from publicsuffixlist import PublicSuffixList
+
+    return PublicSuffixList()
+
+
+def read_link(url: str) -> Link | str:
+    """The link a URL-mode question offers, or why it cannot be offered.
+
+    Refused: more than `MAX_URL` characters; spaces or control characters; a backslash
+    (browsers read it as `/`, so `https://evil.test\\@bank.example/` opens evil.test);
+    anything but `https://`; a user name or password before the host (`user@host` puts a
+    trusted-looking name where the host seems to be); no host, or one a browser would not
+    open."""
     if len(url) > MAX_URL:
         return f"the link is longer than {MAX_URL} characters"
-    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+    if any(c.isspace() or ord(c) < 32 or 127 <= ord(c) < 160 for c in url):
         return "the link has spaces or control characters"
+    if "\\" in url:
+        return "the link has a backslash, which browsers read as / (it may lead elsewhere)"
+    if url[:8].lower() != "https://":
+        scheme = url.partition(":")[0][:20].lower() if ":" in url else ""
+        other = f" (this one is {scheme}:)" if scheme and scheme != "https" else ""
+        return f"only a link starting https:// is offered{other}"
+    authority = re.split(r"[/?#]", url[8:], maxsplit=1)[0]
+    if "@" in authority:
+        return (
+            "the link has a user name or password before its host (user@host), "
+            "which hides where it leads"
+        )
+    import ada_url
+
     try:
-        parts = urlsplit(url)
-        host = parts.hostname
+        parts = ada_url.parse_url(url)
     except ValueError:
-        return "the link cannot be read"
-    if parts.scheme not in ("https", "http") or not host:
-        return "only an http(s) link with a host can be opened"
-    return None
+        return "the link cannot be read as a web address"
+    host = str(parts["hostname"])
+    if parts["protocol"] != "https:" or not host or parts["username"] or parts["password"]:
+        return "the link cannot be read as a web address with a host"
+    domain = host.rstrip(".")
+    if parts["host_type"] == ada_url.HostType.DEFAULT:
+        domain = _suffixes().privatesuffix(domain) or domain
+    return Link(href=str(parts["href"]), host=host, domain=domain)
+
+
+def link_refusal(url: str) -> str | None:
+    """Why a link cannot be offered to open (None: it can); see `read_link`."""
+    read = read_link(url)
+    return read if isinstance(read, str) else None
+
+
+def link_domain(url: str) -> str | None:
+    """The registrable domain a link leads to, as a card shows it in bold before the person
+    opens it; None for a link that is not offered (`read_link` says why)."""
+    read = read_link(url)
+    return None if isinstance(read, str) else read.domain
 
 
 def answer_of(item: Item) -> Answer | None:

@@ -36,7 +36,8 @@ def say(line: str, *, to: TextIO | None = None) -> None:
 
 
 def start_block(settings: Settings, *, token: str, created: bool, interactive: bool) -> list[str]:
-    """Where the server listens, where its data and token are, how to sign in."""
+    """Where the server listens, where its data and token are, how to sign in, and which
+    mail the bot believes when it reads a mailbox."""
     base = f"http://{settings.host}:{settings.port}"
     token_file = settings.data_dir / "api-token"
     database = "SQLite" if settings.db_url.startswith("sqlite") else "PostgreSQL"
@@ -53,7 +54,7 @@ def start_block(settings: Settings, *, token: str, created: bool, interactive: b
         inbox = f"{base}/login?token={token}"
     else:
         inbox = f"{base}/login (sign in with the token)"
-    return [
+    lines = [
         f"Pizza Bot on {base}",
         f"  data:    {settings.data_dir} ({database})",
         f"  token:   {where}",
@@ -61,6 +62,31 @@ def start_block(settings: Settings, *, token: str, created: bool, interactive: b
         f"  CLI/API: {export}",
         f"  skills:  {settings.skills_dir} ({reload}; `pizzabot skills` shows what loaded)",
     ]
+    mail = mail_line(settings)
+    return lines if mail is None else [*lines, mail]
+
+
+def mail_line(settings: Settings) -> str | None:
+    """Which mail counts as its sender's, when the bot reads a mailbox (else None)."""
+    s = settings
+    if not (s.email_from and s.smtp_host and s.imap_host):
+        return None
+    if s.email_trust == "mailbox":
+        return (
+            "  mail:    WARNING: mail is believed unless marked forged "
+            "(PIZZABOT_EMAIL_TRUST=mailbox); safe only if the mailbox's server rejects "
+            "spoofed mail"
+        )
+    if not s.email_authserv_id:
+        return (
+            "  mail:    no mail can decide or start runs until PIZZABOT_EMAIL_AUTHSERV_ID "
+            "names the receiving server (the first word of its Authentication-Results), "
+            "or PIZZABOT_EMAIL_TRUST=mailbox if that server rejects spoofed mail itself"
+        )
+    return (
+        "  mail:    a mail decides or starts a run only with a passing aligned DMARC, DKIM "
+        f"or SPF verdict in {s.email_authserv_id}'s results"
+    )
 
 
 def _names(names: Sequence[str]) -> str:

@@ -114,7 +114,12 @@ class Settings(BaseSettings):
     # Who may start runs by mailing the bot: comma-separated or a JSON list.
     email_allowed_senders: Annotated[list[str], NoDecode] = []
     email_default_skill: str | None = None
-    email_authserv_id: str | None = None  # trust only Authentication-Results from this server
+    # Which mail is believed to come from its From (docs/email.md, "Who can decide by mail"):
+    # authenticated: only with a passing aligned DMARC/DKIM/SPF verdict in the topmost
+    # Authentication-Results from email_authserv_id (unset: no mail decides or starts runs);
+    # mailbox: every mail not marked forged, for a server that rejects spoofed mail itself.
+    email_trust: Literal["authenticated", "mailbox"] = "authenticated"
+    email_authserv_id: str | None = None  # the receiving server's authserv-id, e.g. mx.corp.com
     email_max_bytes: int = 5_000_000  # larger mails are refused unread
     email_link_ttl: float = 86400  # seconds a decision link in a mail works
     # Signs decision links and reply tokens; unset: a random key kept in data_dir/mail-key.
@@ -132,6 +137,14 @@ class Settings(BaseSettings):
             old = {"true": "tls", "1": "tls", "yes": "tls", "on": "tls"}
             old |= {"false": "none", "0": "none", "no": "none", "off": "none"}
             return old.get(text, text)
+        return value
+
+    @field_validator("email_authserv_id", mode="before")
+    @classmethod
+    def _authserv_id(cls, value: object) -> object:
+        # Compared with the header's first word, lower-cased; blank means unset.
+        if isinstance(value, str):
+            return value.strip().lower() or None
         return value
 
     @field_validator("email_allowed_senders", mode="before")

@@ -207,13 +207,34 @@ def _warn_undecidable(svc: Services) -> None:
 
 
 def _inbound(s: Settings) -> InboundConfig:
-    from channels.email import InboundConfig
+    from channels.email import InboundConfig, MailTrust
 
     return InboundConfig(
         default_skill=s.email_default_skill,
-        authserv_id=s.email_authserv_id,
+        trust=MailTrust(rule=s.email_trust, authserv_id=s.email_authserv_id),
         max_bytes=s.email_max_bytes,
     )
+
+
+def trust_warning(settings: Settings) -> str | None:
+    """What to tell the operator at start about the mail trust rule, when it is not the
+    safe default with its server named; None when there is nothing to warn of."""
+    s = settings
+    if s.email_trust == "mailbox":
+        return (
+            "PIZZABOT_EMAIL_TRUST=mailbox: a mail is believed to come from its From unless "
+            "its Authentication-Results say it was forged. Use it only when the mailbox's "
+            "server rejects spoofed mail before delivery; otherwise anyone can decide or "
+            "start runs by forging an approver's or allowed sender's address"
+        )
+    if not s.email_authserv_id:
+        return (
+            "no mail can decide, follow up or start runs: set PIZZABOT_EMAIL_AUTHSERV_ID to "
+            "the authserv-id of the server that receives the bot's mail (the first word of "
+            "the Authentication-Results header it adds), or PIZZABOT_EMAIL_TRUST=mailbox if "
+            "that server rejects spoofed mail itself"
+        )
+    return None
 
 
 def _receiver(s: Settings, handler: MailHandler, tokens: OAuthTokens | None) -> ImapReceiver:
@@ -321,4 +342,7 @@ def start(svc: Services, email: EmailParts) -> None:
         return
     imap = (s.imap_host, s.imap_port, s.imap_folder, s.imap_tls, s.imap_auth)
     log.info("Email: reading replies from %s:%s/%s (%s, %s login)", *imap)
+    warning = trust_warning(s)
+    if warning is not None:
+        log.warning("Email: %s", warning)
     svc.spawn_singleton("email-receiver", email.receiver.run_forever)

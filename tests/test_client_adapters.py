@@ -22,7 +22,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.peers.email_bot import reply_to
+from tests.peers.email_bot import AUTHSERV_ID, reply_to
 from tests.peers.mailserver import DEFAULT_USERS, MailServer
 from tests.peers.required import require
 from tests.peers.server import TOKEN, ServerProcess
@@ -183,6 +183,7 @@ def mail_env(mail: MailServer) -> dict[str, str]:
         "PIZZABOT_IMAP_PASSWORD": DEFAULT_USERS["bot"],
         "PIZZABOT_IMAP_BACKOFF_MAX": "1",
         "PIZZABOT_EMAIL_ALLOWED_SENDERS": ALICE,
+        "PIZZABOT_EMAIL_AUTHSERV_ID": AUTHSERV_ID,
         "PIZZABOT_PUBLIC_URL": "http://pizzabot.test",
     }
 

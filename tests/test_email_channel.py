@@ -28,9 +28,11 @@ from tests.peers.email_bot import (
     USERS,
     EmailBot,
     email_skill,
+    passed,
     reply_to,
     send,
     stop_imap_dropping_clients,
+    verified,
 )
 from tests.peers.mailserver import MailServer, free_port
 from tests.peers.required import require
@@ -243,7 +245,9 @@ async def test_allowed_sender_starts_a_run_with_the_tagged_skill(
     mail: MailServer, tmp_path: Path
 ) -> None:
     async with EmailBot(mail, tmp_path, allowed_senders=frozenset({ALICE})) as bot:
-        msg = _mail(f"Alice <{ALICE}>", bot.address, "[test] Quote for Ann", "She wants 3 copies.")
+        msg = verified(
+            _mail(f"Alice <{ALICE}>", bot.address, "[test] Quote for Ann", "She wants 3 copies.")
+        )
         await send(mail, msg)
         outcome = await bot.next_outcome()
         assert outcome.startswith("started: ")
@@ -446,6 +450,7 @@ def _mail(sender: str, to: str, subject: str, body: str) -> EmailMessage:
 
 def _undeclared_8bit(got: EmailMessage, *, to: str) -> bytes:
     head = (
+        f"Authentication-Results: {passed(ALICE)}\r\n"
         f"From: Alice <{ALICE}>\r\nTo: {to}\r\nSubject: Re: {got['Subject']}\r\n"
         f"Message-ID: {make_msgid(domain='example.test')}\r\n"
         f"In-Reply-To: {got['Message-ID']}\r\nReferences: {got['Message-ID']}\r\n"

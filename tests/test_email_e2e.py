@@ -15,7 +15,7 @@ import aiosmtplib
 import pytest
 
 from agent.testing.scripts import count_role, last_tool_result, last_user_text
-from tests.peers.email_bot import reply_to
+from tests.peers.email_bot import AUTHSERV_ID, reply_to, verified
 from tests.peers.mailserver import DEFAULT_USERS, MailServer
 from tests.peers.required import require
 from tests.peers.stack import Reply, Stack, ToolCall
@@ -61,6 +61,7 @@ def env(mail: MailServer) -> dict[str, str]:
         "PIZZABOT_IMAP_PASSWORD": DEFAULT_USERS["bot"],
         "PIZZABOT_IMAP_BACKOFF_MAX": "1",
         "PIZZABOT_EMAIL_ALLOWED_SENDERS": ALICE,
+        "PIZZABOT_EMAIL_AUTHSERV_ID": AUTHSERV_ID,
         "PIZZABOT_PUBLIC_URL": "http://pizzabot.test",
     }
 
@@ -165,7 +166,7 @@ async def test_mailing_the_bot_starts_a_run(mail: MailServer, tmp_path: Path) ->
         msg["Subject"] = "[test] quote for Ann"
         msg["Message-ID"] = make_msgid(domain="example.test")
         msg.set_content("Three copies, please.\n\n-- \nAlice")
-        await send(mail, msg)
+        await send(mail, verified(msg))
         ack = await answer_to(mail, msg)
         assert "Started run" in text_of(ack)
 

@@ -15,7 +15,7 @@ import aiosmtplib
 import pytest
 
 from agent.testing.scripts import count_role, last_tool_result
-from tests.peers.email_bot import reply_to
+from tests.peers.email_bot import AUTHSERV_ID, reply_to
 from tests.peers.mailserver import DEFAULT_USERS, MailServer
 from tests.peers.oauth_server import OAuthServer
 from tests.peers.required import require
@@ -64,6 +64,7 @@ async def test_a_run_decided_by_mail_over_starttls_and_xoauth2(
         "PIZZABOT_IMAP_TLS": "starttls",
         "PIZZABOT_IMAP_AUTH": "xoauth2",
         "PIZZABOT_IMAP_BACKOFF_MAX": "1",
+        "PIZZABOT_EMAIL_AUTHSERV_ID": AUTHSERV_ID,
         "PIZZABOT_OAUTH_PROVIDER": "custom",
         "PIZZABOT_OAUTH_TOKEN_URL": provider.token_url,
         "PIZZABOT_OAUTH_CLIENT_ID": grant.client_id,

@@ -23,8 +23,10 @@ from channels.email.headers import clean
 from channels.email.keys import MailKey
 from channels.email.links import BadLink, sign_link, verify_link
 from channels.email.trust import (
+    MailTrust,
     address_of,
     auth_failure,
+    authenticated,
     check_reply,
     is_automatic,
     normalize_address,
@@ -39,6 +41,8 @@ NOW = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 KEY = MailKey(b"k" * 32)
 SECRET = KEY.reply_token("i1", "alice@example.test")  # Alice's token for item i1
 ITEM_MID = BOT.item_message_id("d1", SECRET)
+TRUST = MailTrust(authserv_id="mx.example.test")
+PASSED = "mx.example.test; dkim=pass header.d=example.test; dmarc=pass header.from=example.test"
 
 
 def item(**over: object) -> Item:
@@ -168,12 +172,12 @@ def test_thread_refs_nearest_first() -> None:
 
 def test_a_proper_reply_counts() -> None:
     verdict = check_reply(
-        reply(),
+        reply(headers={"Authentication-Results": PASSED}),
         sender="alice@example.test",
         token=SECRET,
         ref=ITEM_MID.strip("<>"),
         bot_address="bot@example.test",
-        authserv_id=None,
+        trust=TRUST,
     )
     assert verdict.ok, verdict.problems
 
@@ -181,14 +185,30 @@ def test_a_proper_reply_counts() -> None:
 def test_token_only_in_the_message_id_is_enough() -> None:
     # A server without plus-addressing: the reply went to bot@, the token is in References.
     verdict = check_reply(
-        reply(to="bot@example.test"),
+        reply(to="bot@example.test", headers={"Authentication-Results": PASSED}),
         sender="alice@example.test",
         token=SECRET,
         ref=ITEM_MID.strip("<>"),
         bot_address="bot@example.test",
-        authserv_id=None,
+        trust=TRUST,
     )
     assert verdict.ok
+
+
+def test_a_proper_reply_without_a_verdict_counts_only_under_the_mailbox_rule() -> None:
+    def problems(trust: MailTrust) -> tuple[str, ...]:
+        return check_reply(
+            reply(),
+            sender="alice@example.test",
+            token=SECRET,
+            ref=ITEM_MID.strip("<>"),
+            bot_address="bot@example.test",
+            trust=trust,
+        ).problems
+
+    assert problems(MailTrust(rule="mailbox")) == ()
+    [why] = problems(TRUST)
+    assert "no Authentication-Results from mx.example.test" in why
 
 
 def test_missing_token_and_forgery_each_count_against() -> None:
@@ -204,7 +224,7 @@ def test_missing_token_and_forgery_each_count_against() -> None:
         token=SECRET,
         ref="pizzabot.d1.wrong@example.test",
         bot_address="bot@example.test",
-        authserv_id=None,
+        trust=TRUST,
     )
     assert len(verdict.problems) == 2
     assert "token" in verdict.problems[0]
@@ -451,3 +471,72 @@ def test_a_tampered_link_or_another_key_fails() -> None:
         verify_link(MailKey(b"another key" * 3), token, now=NOW)
     with pytest.raises(BadLink):
         verify_link(KEY, "garbage", now=NOW)
+
+
+def _mail(*auth_results: str) -> EmailMessage:
+    msg = EmailMessage()
+    for header in auth_results:
+        msg["Authentication-Results"] = header
+    msg["From"] = "alice@example.test"
+    return msg
+
+
+@pytest.mark.parametrize(
+    ("headers", "why"),
+    [
+        ([], "no Authentication-Results from mx.example.test"),
+        (["mx.google.com; dmarc=pass header.from=example.test"], "from another server"),
+        # Below our server's header anything may come from the sender: only the topmost counts.
+        (
+            [
+                "mx.example.test; dmarc=fail header.from=example.test",
+                "mx.example.test; dmarc=pass header.from=example.test",
+            ],
+            "DMARC failed",
+        ),
+        (["mx.example.test; dmarc=pass header.from=evil.test"], "no passing DMARC, DKIM or SPF"),
+        (["mx.example.test; dkim=pass header.d=evil.test"], "no passing DMARC, DKIM or SPF"),
+        (["mx.example.test; dmarc=none header.from=example.test"], "no passing"),
+        (["mx.example.test; dmarc=pass"], "no passing"),  # names no domain: proves nothing
+        (["mx.example.test; none"], "no passing"),
+        (["mx.example.test; spf=fail smtp.mailfrom=a@example.test"], "SPF failed"),
+        (["mx.example.test; dkim=pass header.d=example.test; dmarc=fail"], "DMARC failed"),
+    ],
+)
+def test_under_the_default_rule_a_mail_is_believed_only_with_a_passing_aligned_verdict(
+    headers: list[str], why: str
+) -> None:
+    got = authenticated(_mail(*headers), from_domain="example.test", trust=TRUST)
+    assert got is not None and why in got
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "mx.example.test; dmarc=pass (p=reject) header.from=example.test",
+        "MX.Example.Test; dmarc=pass header.from=Example.TEST",
+        "mx.example.test; dkim=pass header.d=example.test; dmarc=none",
+        "mx.example.test; dkim=pass header.i=@mail.example.test",
+        "mx.example.test; spf=pass smtp.mailfrom=bounce@example.test",
+        "mx.example.test; dmarc=pass header.from=example.test; dkim=fail header.d=example.test",
+    ],
+)
+def test_a_passing_aligned_verdict_from_our_server_is_believed(header: str) -> None:
+    got = authenticated(_mail(header), from_domain="example.test", trust=TRUST)
+    assert got is None
+
+
+def test_without_an_authserv_id_the_default_rule_believes_no_mail() -> None:
+    closed = MailTrust()
+    assert closed.closed and not TRUST.closed and not MailTrust(rule="mailbox").closed
+    got = authenticated(_mail(PASSED), from_domain="example.test", trust=closed)
+    assert got is not None and "which receiving server" in got
+
+
+def test_the_mailbox_rule_refuses_only_a_verdict_that_says_forged() -> None:
+    mailbox = MailTrust(rule="mailbox")
+    assert authenticated(_mail(), from_domain="example.test", trust=mailbox) is None
+    assert authenticated(_mail(PASSED), from_domain="example.test", trust=mailbox) is None
+    forged = _mail("mx.example.test; dmarc=fail header.from=example.test")
+    got = authenticated(forged, from_domain="example.test", trust=mailbox)
+    assert got is not None and "DMARC failed" in got

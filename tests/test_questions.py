@@ -172,10 +172,11 @@ def test_the_flat_forms_a_question_may_ask_for() -> None:
     assert check_schema([]) is not None
 
 
-def test_links_only_http_with_a_host() -> None:
+def test_links_only_https_with_a_host() -> None:
     assert link_refusal(LINK) is None
     for bad in ("javascript:alert(1)", "file:///etc/passwd", "https://", "https://a b.test/"):
         assert link_refusal(bad) is not None, bad
+    assert "https://" in (link_refusal("http://auth.example.test/") or "")
     assert link_refusal("https://x.test/" + "a" * 3000) is not None
 
 
@@ -308,7 +309,8 @@ async def test_the_question_card_works_without_javascript(tmp_path: Path) -> Non
 
             link = await question(web, schema=None, args={"url": LINK})
             html = (await c.get(f"/items/{link.id}")).text
-            assert "<b>auth.example.test</b>" in html and LINK.replace("&", "&amp;") in html
+            assert "<b>example.test</b>" in html and "(host auth.example.test)" in html
+            assert LINK.replace("&", "&amp;") in html
             assert 'rel="noopener noreferrer nofollow"' in html and "<details" in html
             declined = await c.post(
                 f"/items/{link.id}", data={"csrf": csrf_of(html), "decision": "reject"}

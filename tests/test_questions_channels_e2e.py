@@ -2,7 +2,8 @@
 Slack in HTTP mode (Slack's Web API played by the recorder, clicks and modals sent as signed
 payloads) and email (the real SMTP + IMAP peer), the scripted model, and the "ask" MCP server
 whose tools ask for input in the middle of a call. The tool's own log shows exactly what it
-got back, with the type of every value.
+got back, with the type of every value. A link that a browser would open elsewhere than it
+reads is refused before any channel shows it; an international one shows in ASCII everywhere.
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ from email.message import EmailMessage
 from typing import Any
 
 import aiosmtplib
+import httpx
 import pytest
 import pytest_asyncio
 
 from agent.argforms import form_fields
 from channels.slack.blocks import field_block
 from tests.peers import mcp_elicit, mcp_tools
-from tests.peers.email_bot import reply_to
+from tests.peers.email_bot import AUTHSERV_ID, reply_to
 from tests.peers.mailserver import DEFAULT_USERS, MailServer
 from tests.peers.required import require
+from tests.peers.server import TOKEN
 from tests.peers.slack_api import (
     Call,
     SlackApi,
@@ -79,10 +82,11 @@ async def stack(
         PIZZABOT_IMAP_USER="bot",
         PIZZABOT_IMAP_PASSWORD=DEFAULT_USERS["bot"],
         PIZZABOT_IMAP_BACKOFF_MAX="1",
+        PIZZABOT_EMAIL_AUTHSERV_ID=AUTHSERV_ID,
     )
     skill = {
         "mcp_servers": {"ask": mcp_elicit.server_entry(root / "tools.jsonl")},
-        "tools": {"ask.profile": "auto", "ask.connect": "auto"},
+        "tools": {"ask.profile": "auto", "ask.connect": "auto", "ask.link": "auto"},
         "deliver": {"slack": "C123", "email": [ALICE]},
         "approvers": {"slack": [APPROVER], "email": [ALICE]},
     }
@@ -252,10 +256,89 @@ async def test_a_link_is_done_from_slack(stack: Stack, slack: SlackApi) -> None:
     item = await asked(stack, "connect")
     post = await card(slack, item["id"])
     shown = json.dumps(post.args["blocks"])
-    assert "Opens *auth.example.test*" in shown
+    assert "Opens *example.test* (host `auth.example.test`)" in shown
     await click(stack, post, item["id"], "pizza_open_link")
     await click(stack, post, item["id"], "pizza_approve")
 
     got = await tool_got(stack, "connect", before + 1)
     assert got["action"] == "accept"
+    slack.check()
+
+
+#: Links that read as leading to bank.example but open evil.test (or are not https), and
+#: what the refusal says.
+MISLEADING = {
+    "backslash": ("https://evil.test\\@bank.example/login", "backslash"),
+    "userinfo": ("https://bank.example@evil.test/login", "user name or password"),
+    "http": ("http://bank.example/login", "only a link starting https:// is offered"),
+}
+
+
+async def web_page(stack: Stack, path: str) -> str:
+    """A page of the web inbox as a signed-in person gets it."""
+    async with httpx.AsyncClient(base_url=stack.server.url, follow_redirects=True) as web:
+        assert (await web.get("/login", params={"token": TOKEN})).status_code == 200
+        page = await web.get(path)
+    assert page.status_code == 200, page.text
+    return page.text
+
+
+async def alices_mail(mail: MailServer) -> list[EmailMessage]:
+    return await mail.fetch_all("alice", ALICE_PW)
+
+
+@pytest.mark.parametrize("case", list(MISLEADING))
+async def test_a_link_that_opens_elsewhere_than_it_reads_is_refused_and_shown_nowhere(
+    stack: Stack, slack: SlackApi, mail: MailServer, case: str
+) -> None:
+    url, reason = MISLEADING[case]
+    before = len(answers(stack, "link"))
+    run = await stack.start_run("test", f"link {url}")
+    got = await tool_got(stack, "link", before + 1)
+    assert got["action"] == "cancel"  # the tool hears no one will open it
+    done = await stack.wait_run(run["id"], {"done"})
+    [note] = [e["data"]["question"] for e in done["events"] if e["kind"] == "note"]
+    assert note["url"] == url and reason in note["refused"]
+
+    # No card anywhere: nothing in the inbox, nothing posted to Slack, nothing mailed.
+    async with stack.client() as c:
+        items = (await c.get("/api/inbox", params={"box": "action", "all": "true"})).json()
+    assert [i for i in items["items"] if i["run_id"] == run["id"]] == []
+    posted = json.dumps([c.args for c in slack.calls_to("chat.postMessage")])
+    assert "Opens *bank.example" not in posted and "Opens *evil.test" not in posted
+    mailed = [text_of(m) for m in await alices_mail(mail)]
+    assert not [t for t in mailed if "leads to: bank.example" in t or "leads to: evil" in t]
+    # The run's page says the question was refused and why, and names no host it leads to.
+    page = await web_page(stack, f"/runs/{run['id']}")
+    assert "asked a question that cannot be shown" in page and reason in page
+    assert "leads to" not in page and "Open link" not in page
+
+
+async def test_an_international_link_shows_as_punycode_on_every_channel(
+    stack: Stack, slack: SlackApi, mail: MailServer
+) -> None:
+    url = "https://b\u0430nk.example/login"  # a Cyrillic "а" in a look-alike of bank.example
+    puny = "xn--bnk-6cd.example"
+    before = len(answers(stack, "link"))
+    run = await stack.start_run("test", f"link {url}")
+    item = await stack.wait_item(run["id"], box="action")
+    assert item["kind"] == "question" and item["args"] == {"url": url}
+
+    post = await card(slack, item["id"])
+    shown = json.dumps(post.args["blocks"], ensure_ascii=False)
+    assert f"Opens *{puny}*" in shown and "b\u0430nk" not in shown
+    [row] = [b for b in post.args["blocks"] if b["type"] == "actions"]
+    [opener] = [e for e in row["elements"] if e["action_id"] == "pizza_open_link"]
+    assert opener["url"] == f"https://{puny}/login"
+
+    got_mail = await item_mail(mail, item["id"], "The link leads to")
+    assert f"The link leads to: {puny}" in text_of(got_mail)
+    assert f"https://{puny}/login" in text_of(got_mail) and "b\u0430nk" not in text_of(got_mail)
+
+    page = await web_page(stack, f"/items/{item['id']}")
+    assert f"It leads to <b>{puny}</b>" in page
+    assert f'href="https://{puny}/login"' in page and "b\u0430nk.example" not in page
+
+    assert (await stack.decide(item["id"], "reject")).status_code == 200
+    assert (await tool_got(stack, "link", before + 1))["action"] == "decline"
     slack.check()

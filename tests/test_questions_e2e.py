@@ -68,11 +68,13 @@ TYPES = {
 
 
 def call_the_named_tool(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
-    """Call the "ask" tool the run's input names; then repeat what it returned."""
+    """Call the "ask" tool the run's input names (`link` with the URL after it); then repeat
+    what it returned."""
     result = last_tool_result(messages)
     if result is None:
-        tool = (last_user_text(messages) or "").split()[0]
-        return Reply(text=f"I need to ask ({tool}).", tool_calls=[ToolCall(f"ask__{tool}", {})])
+        tool, _, rest = (last_user_text(messages) or "").partition(" ")
+        args = {"url": rest} if tool == "link" else {}
+        return Reply(text=f"I need to ask ({tool}).", tool_calls=[ToolCall(f"ask__{tool}", args)])
     return Reply(text=f"The tool said: {result}")
 
 
@@ -271,9 +273,11 @@ async def test_a_link_is_shown_with_its_domain_and_opened_only_when_asked(
     page = await signed_in(browser, stack, javascript=True)
     try:
         await page.goto(f"{stack.server.url}/items/{item['id']}")
-        await expect(page.locator(".link-domain b")).to_have_text("auth.example.test")
+        # The registrable domain in bold, the host beside it, then the whole link.
+        await expect(page.locator(".link-domain b")).to_have_text("example.test")
+        await expect(page.locator(".link-domain")).to_contain_text("(host auth.example.test)")
         await expect(page.get_by_text(mcp_elicit.LINK)).to_be_visible()
-        opener = page.get_by_role("link", name="Yes, open auth.example.test")
+        opener = page.get_by_role("link", name="Yes, open example.test")
         await expect(opener).to_be_hidden()  # asks first: nothing opens by itself
         await page.get_by_text("Open link").click()
         await expect(opener).to_be_visible()

@@ -7,8 +7,9 @@ SMTP and watches its own mailbox with IMAP IDLE. The approver reads the real mes
 their mailbox over IMAP and submits a real reply over SMTP: to the item's `Reply-To` (the
 bot's plus-address with the approver's token), `In-Reply-To`/`References` naming the item's
 mail, "approve" on the first line and the original quoted below. The reply passes the same
-checks as any approver's (the skill's approvers, the token); the peer adds no
-`Authentication-Results`, so there is no verdict to weigh, as with the email tests.
+checks as any approver's (the skill's approvers, the token, the sender's verdict): it carries
+the `Authentication-Results` a receiving server adds after a passing DMARC check, under the
+authserv-id the served bot is told to trust (`AUTHSERV_ID`), as with the email tests.
 
 Imported only when the channels part runs: aiosmtpd comes with the `bench` extra.
 """
@@ -34,6 +35,8 @@ from bot.bench.mailpeer import DOVECOT, MailPeerError, MailServer, fetch_bodies
 BOT = "bot"
 APPROVER = "approver"
 USERS = {BOT: "bench-bot-pw", APPROVER: "bench-approver-pw"}
+#: The receiving server whose verdicts the served bot trusts (PIZZABOT_EMAIL_AUTHSERV_ID).
+AUTHSERV_ID = "mx.bench.test"
 
 
 def missing() -> str | None:
@@ -60,18 +63,23 @@ def server_env(mail: MailServer) -> dict[str, str]:
         "PIZZABOT_IMAP_TLS": "none",
         "PIZZABOT_IMAP_USER": BOT,
         "PIZZABOT_IMAP_PASSWORD": USERS[BOT],
+        "PIZZABOT_EMAIL_AUTHSERV_ID": AUTHSERV_ID,
     }
 
 
 def reply_to(card: EmailMessage, text: str, *, sender: str) -> EmailMessage:
     """A reply as mail clients write one: to `Reply-To`, "Re:" subject, threading headers,
     the answer on top and the original quoted below."""
+    domain = sender.rpartition("@")[2]
     msg = EmailMessage()
+    msg["Authentication-Results"] = (
+        f"{AUTHSERV_ID}; dkim=pass header.d={domain}; dmarc=pass header.from={domain}"
+    )
     msg["From"] = f"Bench Approver <{sender}>"
     msg["To"] = str(card["Reply-To"] or card["From"])
     subject = str(card["Subject"])
     msg["Subject"] = subject if subject.lower().startswith("re:") else f"Re: {subject}"
-    msg["Message-ID"] = make_msgid(domain=sender.rpartition("@")[2])
+    msg["Message-ID"] = make_msgid(domain=domain)
     msg["In-Reply-To"] = str(card["Message-ID"])
     refs = str(card.get("References", "")).split()
     msg["References"] = " ".join([*refs, str(card["Message-ID"])])

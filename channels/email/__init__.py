@@ -6,6 +6,7 @@
     LinkDesk       the one-time, prefetch-safe decision links (`links_router` mounts them)
     MailKey        the server's key for decision links and per-recipient reply tokens
     MailLog        the protocol for "already handled" keys (store.mail.SqlMailLog)
+    MailTrust      which received mail is believed to come from its From (channels.email.trust)
 
 `bot.wire_email` builds these from the settings; nothing here reads the environment.
 """
@@ -17,6 +18,7 @@ from channels.email.keys import MailKey
 from channels.email.links import LinkDesk, links_router
 from channels.email.ports import MailLog, MailStore
 from channels.email.receiver import ImapConfig, ImapReceiver
+from channels.email.trust import MailTrust
 
 __all__ = [
     "EmailChannel",
@@ -29,6 +31,7 @@ __all__ = [
     "MailKey",
     "MailLog",
     "MailStore",
+    "MailTrust",
     "Mailer",
     "SmtpConfig",
     "SmtpMailer",

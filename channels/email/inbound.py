@@ -9,7 +9,8 @@ most one call of the engine's public functions:
 
 Every mail is handled once: its Message-ID is recorded in the `MailLog` first (a second
 copy, or the same mail after a restart, is a "duplicate"). `trust` says whether a mail
-really comes from its one sender; the policy (`agent.policy.Access`) says what that sender
+really comes from its one sender (by default only a passing, aligned verdict of the
+receiving server says so; `InboundConfig.trust`); the policy (`agent.policy.Access`) says what that sender
 may do: decide the item, follow up the run, start a run. A mail that fails either decides
 nothing, is written to the audit trail, and is answered only when the sender is someone
 the policy knows (an approver or an allowed sender): strangers, and forged senders who are
@@ -23,7 +24,7 @@ import hashlib
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from email.message import EmailMessage
 from email.policy import default as default_policy
@@ -51,7 +52,8 @@ from channels.email.ports import MailLog, MailStore
 from channels.email.questions import answer_errors, no_answer, read_answer
 from channels.email.replies import Command, UnreadableMail, body_text, read_reply, top_of_reply
 from channels.email.trust import (
-    auth_failure,
+    MailTrust,
+    authenticated,
     check_reply,
     is_automatic,
     plus_tokens,
@@ -80,7 +82,9 @@ class Answerer(Protocol):
 @dataclass(frozen=True)
 class InboundConfig:
     default_skill: str | None = None
-    authserv_id: str | None = None
+    #: Which mail is believed to come from its From (`trust.MailTrust`); the default
+    #: believes none until the receiving server's authserv-id is set.
+    trust: MailTrust = field(default_factory=MailTrust)
     max_bytes: int = 5_000_000
 
 
@@ -269,7 +273,7 @@ class MailHandler:
             token=self.key.reply_token(item.id, sender),
             ref=ref,
             bot_address=self.identity.address,
-            authserv_id=self.config.authserv_id,
+            trust=self.config.trust,
         )
         problems = list(authentic.problems)
         if not allowed:
@@ -373,13 +377,11 @@ class MailHandler:
         if not allowed:
             await self._policy_refused(msg, allowed, None)
             return await self._refuse(msg, sender, f"{sender} may not start runs by mail")
-        failure = auth_failure(
-            msg, from_domain=split_address(sender)[1], authserv_id=self.config.authserv_id
+        unverified = authenticated(
+            msg, from_domain=split_address(sender)[1], trust=self.config.trust
         )
-        if failure:
-            return await self._refuse(
-                msg, sender, f"the receiving server's Authentication-Results say: {failure}"
-            )
+        if unverified:
+            return await self._refuse(msg, sender, unverified)
         try:
             top = top_of_reply(body_text(msg))
         except UnreadableMail as exc:

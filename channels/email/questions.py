@@ -24,7 +24,7 @@ from typing import Any
 
 from agent.argforms import Field, form_fields
 from agent.model import Approve, Decision, Edit, Item, ItemStatus, Reject
-from agent.questions import link_domain, question_url, values_from_lines
+from agent.questions import question_url, read_link, values_from_lines
 from channels.email.signoffs import without_sign_off
 
 __all__ = [
@@ -155,9 +155,13 @@ def _how_to(item: Item) -> list[str]:
 
 
 def _link_lines(url: str) -> list[str]:
+    link = read_link(url)
+    if isinstance(link, str):
+        # Not even shown: a mail program would make the text a link that opens elsewhere.
+        return [f"The question asks you to open a link that is not offered: {link}."]
     return [
-        f"The link leads to: {link_domain(url)}",
-        f"  {url}",
+        f"The link leads to: {link.where}",
+        f"  {link.href}",
         "Open it only if you expected this request: it is the asker's link, not Pizza Bot's.",
     ]
 
@@ -202,11 +206,19 @@ def question_html(item: Item, *, can_decide: bool, page: str | None) -> list[str
     if url is not None:
         # The link is shown as text, never as an anchor: the person reads where it goes
         # (the domain, in bold) before they copy or click it in their own time.
-        blocks.append(
-            f"<p>The link leads to: <b>{e(link_domain(url))}</b><br><code>{e(url)}</code><br>"
-            "Open it only if you expected this request: it is the asker's link, not Pizza "
-            "Bot's.</p>"
-        )
+        link = read_link(url)
+        if isinstance(link, str):
+            blocks.append(
+                f"<p>The question asks you to open a link that is not offered: {e(link)}.</p>"
+            )
+        else:
+            host = "" if link.host == link.domain else f" (host {e(link.host)})"
+            blocks.append(
+                f"<p>The link leads to: <b>{e(link.domain)}</b>{host}<br>"
+                f"<code>{e(link.href)}</code><br>"
+                "Open it only if you expected this request: it is the asker's link, not Pizza "
+                "Bot's.</p>"
+            )
     rest = _how_to(item) if can_decide else question_text(item, can_decide=False, page=None)[-1:]
     blocks.append(f"<pre style='white-space:pre-wrap'>{e(chr(10).join(rest))}</pre>")
     if can_decide and page:

@@ -1,6 +1,7 @@
 """When does a mail count as a person's decision? The checks, as pure functions.
 
-Anyone can send a mail with any `From`. A reply decides only when all of these hold:
+Anyone can send a mail with any `From`. A reply decides, and a mail starts or follows up a
+run, only when all of these hold:
 
 - the sender is unambiguous: exactly one `From` header, holding exactly one mailbox, that
   the header parser read without a defect (`approver@corp <mallory@evil>` or a second
@@ -13,10 +14,21 @@ Anyone can send a mail with any `From`. A reply decides only when all of these h
   Bcc) or in the Message-ID of our mail it answers (`In-Reply-To` / `References`). A token
   is made per item and recipient with the server's key (see `keys`), so a copy that leaked
   or went to someone else cannot decide as anyone but its own recipient;
-- the receiving server's topmost `Authentication-Results` does not say the `From` was
-  forged: DMARC for the From domain failed, or SPF / DKIM aligned with the From domain
-  failed and none aligned passed. A DMARC result counts only for the domain in its
-  `header.from`; `dmarc=none` or `temperror` never outweighs an aligned failure.
+- the mail is believed to come from its `From` domain (`authenticated`, by `MailTrust`):
+
+  - rule `"authenticated"` (the default): the topmost `Authentication-Results` that the
+    receiving server wrote under its authserv-id (`MailTrust.authserv_id`) holds a passing
+    DMARC result for the From domain, or, without a DMARC verdict either way, a passing
+    DKIM or SPF result aligned with it. Without that header, with only other servers'
+    headers, with results for other domains, or with no authserv-id configured, the mail
+    is not believed: the From header alone proves nothing, so a leaked item mail forwarded
+    under an approver's forged `From` would otherwise decide as that approver.
+  - rule `"mailbox"`: for a mailbox whose server refuses forged mail itself before
+    delivery. Only a verdict that *says* the From was forged refuses: DMARC for the From
+    domain failed, or SPF / DKIM aligned with it failed and none aligned passed.
+
+  Under either rule a DMARC result counts only for the domain in its `header.from`, and
+  `dmarc=none` or `temperror` never outweighs an aligned failure.
 
 Everything here takes the parsed message and returns plain values; `inbound` acts on them.
 These checks say whether a mail really comes from its sender; what that sender may do is
@@ -31,15 +43,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from email.utils import getaddresses
+from typing import Literal
 
 from agent.policy import normalize_address
 
 __all__ = [
+    "TRUST_RULES",
     "AuthResult",
+    "MailTrust",
+    "TrustRule",
     "Verdict",
     "address_of",
     "addresses",
     "auth_failure",
+    "authenticated",
     "carries_token",
     "check_reply",
     "is_automatic",
@@ -235,29 +252,21 @@ def _dkim_or_spf_domain(r: AuthResult) -> str | None:
     return None
 
 
-def auth_failure(msg: EmailMessage, *, from_domain: str, authserv_id: str | None) -> str | None:
-    """Why the receiving server's verdict says the From is forged, or None.
+def _topmost(msg: EmailMessage, authserv_id: str | None) -> tuple[str, list[AuthResult]] | None:
+    """The topmost `Authentication-Results` (with `authserv_id`: the topmost one of that
+    server) as (authserv-id, results); None when there is none.
 
-    Only the topmost header counts (each server adds its own on top, below it anything may
-    have come from the sender); with `authserv_id`, only headers our server signed with that
-    id. No header at all means nothing was checked: that alone refuses nothing.
-
-    A DMARC result speaks for the domain in its `header.from`: a pass for another domain
-    (say, the second `From` of a doctored mail) proves nothing here, while a fail that does
-    not name its domain still counts. Without an aligned DMARC pass or fail, SPF and DKIM
-    aligned with the From domain decide: one passing is enough, else one failing forges.
-    """
-    headers = [str(h) for h in msg.get_all("Authentication-Results", [])]
-    chosen: list[AuthResult] | None = None
-    for header in headers:
-        serv, results = parse_auth_results(header)
+    Each server adds its own on top; below it, anything may have come from the sender."""
+    for header in msg.get_all("Authentication-Results", []):
+        serv, results = parse_auth_results(str(header))
         if authserv_id is None or serv == authserv_id.lower():
-            chosen = results
-            break
-    if chosen is None:
-        return None
-    from_domain = from_domain.lower()
-    for r in chosen:
+            return serv, results
+    return None
+
+
+def _forged(results: list[AuthResult], from_domain: str) -> str | None:
+    """Why these results say the From is forged, or None."""
+    for r in results:
         if r.method != "dmarc" or r.result != "fail":
             continue
         named = r.props.get("header.from")
@@ -267,15 +276,109 @@ def auth_failure(msg: EmailMessage, *, from_domain: str, authserv_id: str | None
         r.method == "dmarc"
         and r.result == "pass"
         and _aligned(r.props.get("header.from"), from_domain)
-        for r in chosen
+        for r in results
     ):
         return None
-    aligned = [r for r in chosen if _aligned(_dkim_or_spf_domain(r), from_domain)]
+    aligned = [r for r in results if _aligned(_dkim_or_spf_domain(r), from_domain)]
     if any(r.result == "pass" for r in aligned):
         return None
     methods = sorted({r.method.upper() for r in aligned if r.result in {"fail", "permerror"}})
     if methods:
         return f"{' and '.join(methods)} failed for the From domain"
+    return None
+
+
+def _passes(results: list[AuthResult], from_domain: str) -> bool:
+    """A passing DMARC result for the From domain, or a passing DKIM or SPF result aligned
+    with it, and nothing that says the From was forged."""
+    if _forged(results, from_domain) is not None:
+        return False
+    return any(
+        r.result == "pass"
+        and (
+            (r.method == "dmarc" and _aligned(r.props.get("header.from"), from_domain))
+            or (r.method in {"dkim", "spf"} and _aligned(_dkim_or_spf_domain(r), from_domain))
+        )
+        for r in results
+    )
+
+
+def auth_failure(msg: EmailMessage, *, from_domain: str, authserv_id: str | None) -> str | None:
+    """Why the receiving server's verdict says the From is forged, or None.
+
+    Only the topmost header counts; with `authserv_id`, only headers our server signed with
+    that id. No header at all means nothing was checked: that alone refuses nothing here
+    (the `"mailbox"` rule; `authenticated` is the default one).
+
+    A DMARC result speaks for the domain in its `header.from`: a pass for another domain
+    (say, the second `From` of a doctored mail) proves nothing here, while a fail that does
+    not name its domain still counts. Without an aligned DMARC pass or fail, SPF and DKIM
+    aligned with the From domain decide: one passing is enough, else one failing forges.
+    """
+    found = _topmost(msg, authserv_id)
+    if found is None:
+        return None
+    return _forged(found[1], from_domain.lower())
+
+
+TrustRule = Literal["authenticated", "mailbox"]
+TRUST_RULES: tuple[TrustRule, ...] = ("authenticated", "mailbox")
+
+
+@dataclass(frozen=True)
+class MailTrust:
+    """Which mail is believed to come from its `From` (see the module docstring).
+
+    `rule="authenticated"` believes a mail only with a passing aligned verdict in the
+    topmost `Authentication-Results` from `authserv_id` (none set: no mail is believed);
+    `rule="mailbox"` believes every mail its verdict does not call forged, for a mailbox
+    whose server refuses spoofed mail itself."""
+
+    rule: TrustRule = "authenticated"
+    #: The receiving server's authserv-id: the first word of the Authentication-Results
+    #: header it adds (`mx.google.com`, `mx.microsoft.com`'s tenant name, a host name).
+    authserv_id: str | None = None
+
+    @property
+    def closed(self) -> bool:
+        """True when no mail can be believed: the authenticated rule without a server."""
+        return self.rule == "authenticated" and not self.authserv_id
+
+
+def authenticated(msg: EmailMessage, *, from_domain: str, trust: MailTrust) -> str | None:
+    """Why this mail is not believed to come from `from_domain`, or None (it is).
+
+    The reason names what was missing: no Authentication-Results, only another server's,
+    no result aligned with the From domain, or a failed one."""
+    from_domain = from_domain.lower()
+    if trust.rule == "mailbox":
+        failure = auth_failure(msg, from_domain=from_domain, authserv_id=trust.authserv_id)
+        return f"the receiving server's Authentication-Results say: {failure}" if failure else None
+    if not trust.authserv_id:
+        return (
+            "the bot is not told which receiving server's Authentication-Results to trust, "
+            "so no mail is believed yet"
+        )
+    ours = trust.authserv_id.lower()
+    headers = msg.get_all("Authentication-Results", [])
+    if not headers:
+        return f"the mail has no Authentication-Results from {ours}: its sender is unverified"
+    found = _topmost(msg, ours)
+    if found is None:
+        others = sorted({parse_auth_results(str(h))[0] or "?" for h in headers})
+        return (
+            f"its Authentication-Results come from another server ({', '.join(others)[:200]}), "
+            f"not from {ours}: its sender is unverified"
+        )
+    results = found[1]
+    failure = _forged(results, from_domain)
+    if failure is not None:
+        return f"the receiving server's Authentication-Results say: {failure}"
+    if not _passes(results, from_domain):
+        return (
+            f"the Authentication-Results from {ours} hold no passing DMARC, DKIM or SPF "
+            f"result aligned with the From domain {from_domain}: its sender is unverified"
+        )
     return None
 
 
@@ -297,7 +400,7 @@ def check_reply(
     token: str,
     ref: str | None,
     bot_address: str,
-    authserv_id: str | None,
+    trust: MailTrust,
 ) -> Verdict:
     """Every reason this reply does not count as `sender`'s (none: it does). `token` is the
     one the bot gave `sender` for the item (`keys.MailKey.reply_token`)."""
@@ -307,7 +410,7 @@ def check_reply(
             "the mail does not carry this item's token for your address "
             "(reply to the item's mail you received)"
         )
-    failure = auth_failure(msg, from_domain=split_address(sender)[1], authserv_id=authserv_id)
-    if failure:
-        problems.append(f"the receiving server's Authentication-Results say: {failure}")
+    unverified = authenticated(msg, from_domain=split_address(sender)[1], trust=trust)
+    if unverified:
+        problems.append(unverified)
     return Verdict(tuple(problems))

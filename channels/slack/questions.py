@@ -18,11 +18,11 @@ import json
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 from agent.argforms import Field, form_fields
 from agent.model import Item, ItemStatus
-from agent.questions import question_url
+from agent.questions import Link, question_url, read_link
 from channels.slack.modals import FormWords, ModalRef, form_modal, reason_modal
 from channels.slack.mrkdwn import clip, context, esc, item_url, link, plain, section, when
 from channels.slack.mrkdwn import who as who_text
@@ -62,38 +62,15 @@ _ANSWER_WORDS = FormWords(
 )
 
 
-def _domain(url: str) -> str | None:
-    """The host a browser would open, in ASCII (an IDN as `xn--…`, so look-alike letters
-    show), or None for anything but an http(s) link with a host."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-    except ValueError:
-        return None
-    if parts.scheme.lower() not in {"http", "https"} or not host:
-        return None
-    try:
-        return host.encode("idna").decode("ascii")
-    except UnicodeError:
-        return None  # no name a browser would look up as it is written: not offered
+def _encoded(link: Link) -> str:
+    """The address the browser opens, with what would end or break a Slack link (`|`, `<`,
+    `>`, quotes) percent-encoded; what is already encoded stays as it is."""
+    return quote(link.href, safe="!#$%&'()*+,-./:;=?@[]_~")
 
 
-def _encoded(url: str) -> str:
-    """`url` with an international host in its ASCII form and what would end or break a
-    link (`|`, `<`, `>`, spaces, quotes, controls, other non-ASCII) percent-encoded; what is
-    already encoded stays as it is."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if not host.isascii():
-        user, at, rest = parts.netloc.rpartition("@")
-        ascii_host = host.encode("idna").decode("ascii")
-        url = parts._replace(netloc=user + at + rest.lower().replace(host, ascii_host)).geturl()
-    return quote(url, safe="!#$%&'()*+,-./:;=?@[]_~")
-
-
-def _safe_url(url: str) -> str:
-    """`url` as mrkdwn may hold it inside `<…|…>` (`&` escaped as Slack asks)."""
-    return _encoded(url).replace("&", "&amp;")
+def _safe_url(link: Link) -> str:
+    """The link as mrkdwn may hold it inside `<…|…>` (`&` escaped as Slack asks)."""
+    return _encoded(link).replace("&", "&amp;")
 
 
 def _labels(item: Item) -> dict[str, str]:
@@ -148,24 +125,27 @@ def answer_text(item: Item, values: Mapping[str, Any], *, more_url: str) -> str:
 
 
 def _url_blocks(url: str) -> list[dict[str, Any]]:
-    domain = _domain(url)
-    if domain is None:
+    link = read_link(url)
+    if isinstance(link, str):
+        # Read as a browser reads it, this link is refused: it is never said to lead
+        # anywhere, and it gets no button.
         return [
             section(
-                "🔗 The question asks you to open a link that is not a web address, so it is "
-                f"not offered here: `{esc(clip(url, 200))}`"
+                f"🔗 The question asks you to open a link that is not offered here: {esc(link)}."
+                f"\n`{esc(clip(url, 200))}`"
             )
         ]
-    shown = _safe_url(url)
+    shown = _safe_url(link)
     where = (
-        f"<{shown}|{esc(clip(_encoded(url), 500))}>"
+        f"<{shown}|{esc(clip(_encoded(link), 500))}>"
         if len(shown) <= _LINK_MAX
         else "The link is too long to show here: open the item on the web page to see it."
     )
+    host = "" if link.host == link.domain else f" (host `{esc(link.host)}`)"
     return [
-        section(f"🔗 Opens *{esc(domain)}*\n{where}"),
+        section(f"🔗 Opens *{esc(link.domain)}*{host}\n{where}"),
         context(
-            f"*Open link* takes you to *{esc(domain)}* in your browser at once (Slack does "
+            f"*Open link* takes you to *{esc(link.domain)}* in your browser at once (Slack does "
             "not ask first): open it only if you expected this. Then press *Done* when you "
             "have finished there, or *Decline*."
         ),
@@ -233,8 +213,9 @@ def question_buttons(item: Item) -> dict[str, Any]:
     if target is None:
         elements.append(_button(ANSWER, "Answer…", item.id, primary=True))
     else:
-        if _domain(target) is not None and len(_encoded(target)) <= _BUTTON_URL_MAX:
-            elements.append({**_button(OPEN_LINK, "Open link", item.id), "url": _encoded(target)})
+        link = read_link(target)
+        if not isinstance(link, str) and len(_encoded(link)) <= _BUTTON_URL_MAX:
+            elements.append({**_button(OPEN_LINK, "Open link", item.id), "url": _encoded(link)})
         elements.append(_button(DONE, "Done", item.id, primary=True))
     elements.append(decline)
     return {"type": "actions", "block_id": f"decide:{item.id}", "elements": elements}

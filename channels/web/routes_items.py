@@ -28,7 +28,7 @@ from agent.errors import (
     NotFound,
 )
 from agent.model import Approve, Box, Decision, Edit, Item, ItemKind, ItemStatus, Reject, Run
-from agent.questions import answer_of, link_domain, link_refusal, question_url
+from agent.questions import answer_of, question_url, read_link
 from channels.web._pages import error_page, fragment, go, not_found, page, safe_next
 from channels.web.deps import Post, Posted, SignedIn, SignedInLive, Visit
 from channels.web.forms import FieldView, field_views, read_form
@@ -246,9 +246,9 @@ async def _item_page(
         reason="",
         deliveries=await store.deliveries(item.id),
         link=link,
-        # A link that is not plain http(s) is shown, never offered to open.
-        openable=link is not None and link_refusal(link) is None,
-        domain=link_domain(link) if link else None,
+        # Read as a browser reads it: a link that is refused is shown as text with the
+        # reason, never offered to open and never said to lead anywhere.
+        opens=read_link(link) if link is not None else None,
         answer=answer_of(item) if item.kind is ItemKind.QUESTION else None,
         seen=card_digest(item),
     )

@@ -6,6 +6,11 @@
         await send(mail, reply_to(got, "approve"))      # alice answers like a mail client
         assert await bot.next_outcome() == "decided: approve"
 
+The bot believes a mail only with a passing verdict from the receiving server (the default
+mail trust rule): `AUTHSERV_ID` names that server, and `reply_to` writes the header it adds
+after a passing DMARC check (`passed`), as the topmost `Authentication-Results`. A test
+about forgery leaves it out (`verified=False`) or writes its own.
+
 No server process, no model, no worker: a SQLite `SqlStore`, the engine's `Inbox` and
 `Runs`, the outbox `Dispatcher` with the `EmailChannel` (wired by `bot.core.build`, as the
 server wires them), and the `ImapReceiver` feeding `MailHandler` — the parts `bot.wire_email`
@@ -54,6 +59,7 @@ from channels.email import (
     MailHandler,
     MailIdentity,
     MailKey,
+    MailTrust,
     SmtpConfig,
     SmtpMailer,
 )
@@ -67,6 +73,35 @@ ALICE = "alice@example.test"
 MALLORY = "mallory@example.test"
 ALICE_PW = DEFAULT_USERS["alice"]
 MALLORY_PW = DEFAULT_USERS["mallory"]
+
+#: The authserv-id of the server that receives the bot's mail: the bots and servers in the
+#: tests trust its `Authentication-Results` (PIZZABOT_EMAIL_AUTHSERV_ID).
+AUTHSERV_ID = "mx.example.test"
+TRUST = MailTrust(authserv_id=AUTHSERV_ID)
+
+
+def passed(sender: str, *, authserv_id: str = AUTHSERV_ID) -> str:
+    """The `Authentication-Results` the receiving server adds to a mail whose DMARC check
+    for `sender`'s domain passed (DKIM aligned)."""
+    domain = sender.rpartition("@")[2].rstrip(">").lower()
+    return (
+        f"{authserv_id}; dkim=pass (2048-bit key) header.d={domain} header.s=mail; "
+        f"spf=pass smtp.mailfrom={domain}; dmarc=pass (p=REJECT) header.from={domain}"
+    )
+
+
+def verified(msg: EmailMessage, *, authserv_id: str = AUTHSERV_ID) -> EmailMessage:
+    """`msg` as the receiving server delivers it after a passing DMARC check: its verdict
+    on top of the headers."""
+    sender = msg["From"].addresses[0].addr_spec
+    headers = list(msg.items())
+    for name in {name for name, _ in headers}:
+        del msg[name]
+    msg["Authentication-Results"] = passed(sender, authserv_id=authserv_id)
+    for name, value in headers:
+        msg[name] = value
+    return msg
+
 
 SEND_EMAIL_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -149,10 +184,16 @@ def reply_to(
     cc: str | None = None,
     to: str | None = None,
     headers: dict[str, str] | None = None,
+    verify: bool = True,
 ) -> EmailMessage:
     """A reply the way mail clients write one: to Reply-To, Re: subject, threading headers,
-    the answer on top and the original quoted below."""
+    the answer on top and the original quoted below. As delivered it carries the receiving
+    server's passing verdict (`passed`), unless `verify` is False or `headers` holds an
+    `Authentication-Results` of its own."""
     msg = EmailMessage()
+    own = any(name.lower() == "authentication-results" for name in headers or {})
+    if verify and not own:
+        msg["Authentication-Results"] = passed(sender)
     msg["From"] = sender
     msg["To"] = to or str(received["Reply-To"] or received["From"])
     if cc:
@@ -185,13 +226,14 @@ class EmailBot:
         max_bytes: int = 5_000_000,
         idle: bool = True,
         poll_interval: float = 0.3,
+        trust: MailTrust = TRUST,
     ) -> None:
         self.mail = mail
         self.db = f"sqlite+aiosqlite:///{tmp_path / f'bot-{uuid.uuid4().hex[:8]}.db'}"
         self.skills = SkillBook({(skill or email_skill()).name: skill or email_skill()})
         self.public_url = public_url
         self.allowed_senders = allowed_senders
-        self.inbound = InboundConfig(default_skill=default_skill, max_bytes=max_bytes)
+        self.inbound = InboundConfig(default_skill=default_skill, trust=trust, max_bytes=max_bytes)
         self.imap = ImapConfig(
             host=mail.host,
             port=mail.imap_port,

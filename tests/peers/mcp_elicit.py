@@ -11,6 +11,8 @@ From a test, `server_entry(log)` is the stdio server as a skill's `mcp_servers` 
   text, email, link, date, date-time, whole number, number, yes/no, a choice, a titled choice
   and several choices (plain and titled);
 - `connect` asks the person to open a link (URL mode);
+- `link` asks the person to open the link it is called with (URL mode: any text the asker
+  sends, so a test can offer one that reads differently than it opens);
 - `nested` asks for a form no channel can draw (a nested object): the client must refuse it.
 
 Each tool writes what it got back (`action`, `content`, with the Python type of every
@@ -148,6 +150,17 @@ async def connect(ctx: Context) -> str | InputRequiredResult:
     return _record("connect", got.action, None)
 
 
+async def link(url: str, ctx: Context) -> str | InputRequiredResult:
+    """Ask the person to open `url`."""
+    params = ElicitRequestURLParams(
+        message="Please sign in here.", url=url, elicitation_id="link-1"
+    )
+    got = await _ask(ctx, "link", ElicitRequest(params=params))
+    if isinstance(got, InputRequiredResult):
+        return got
+    return _record("link", got.action, None)
+
+
 async def nested(ctx: Context) -> str | InputRequiredResult:
     """Ask for a form with a nested object (which a client refuses)."""
     got = await _ask(ctx, "nested", _form("Where do you live?", NESTED))
@@ -158,7 +171,7 @@ async def nested(ctx: Context) -> str | InputRequiredResult:
 
 def build_server() -> MCPServer:
     server = MCPServer("ask", log_level="WARNING")
-    for tool in (profile, connect, nested):
+    for tool in (profile, connect, link, nested):
         server.add_tool(tool)
     return server
 

@@ -31,7 +31,7 @@ from channels.email.compose import (
     notice_mail,
     subject_for,
 )
-from tests.peers.email_bot import ALICE, MALLORY, MALLORY_PW, USERS, EmailBot, send
+from tests.peers.email_bot import ALICE, MALLORY, MALLORY_PW, USERS, EmailBot, passed, send
 from tests.peers.mailserver import MailServer
 from tests.peers.required import require
 
@@ -164,8 +164,10 @@ def test_no_source_of_header_text_adds_a_header(payload: str, utf8: bool) -> Non
 
 
 def _raw_mail(*, sender: str, to: str, subject: str) -> bytes:
-    """A mail with its Subject written raw, as an attacker's client can."""
+    """A mail with its Subject written raw, as an attacker's client can (with the receiving
+    server's passing verdict on top: the Subject is what is tested)."""
     return (
+        f"Authentication-Results: {passed(sender)}\r\n"
         f"From: {sender}\r\nTo: {to}\r\nSubject: {subject}\r\n"
         f"Message-ID: {make_msgid(domain='example.test')}\r\n"
         "MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nhello\r\n"

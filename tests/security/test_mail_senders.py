@@ -10,6 +10,8 @@ mail (say, forwarded to them), with its valid token. Each used to decide:
 - `dmarc=none` / `temperror` outweighed an aligned SPF or DKIM `fail`;
 - `From: \u212aate@example.test` (KELVIN SIGN) lower-cased to the approver `kate@`.
 
+Each reply carries the receiving server's passing verdict (DMARC for example.test), unless
+the attack writes its own: a verdict for the domain does not make an ambiguous From count.
 The mails go through the real SMTP and IMAP peers into the real inbound handler.
 """
 
@@ -23,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from agent.model import ItemStatus
-from tests.peers.email_bot import USERS, EmailBot, email_skill, send
+from tests.peers.email_bot import USERS, EmailBot, email_skill, passed, send
 from tests.peers.mailserver import MailServer
 from tests.peers.required import require
 
@@ -43,6 +45,14 @@ def mail() -> Iterator[MailServer]:
 
 def _ar(results: str) -> str:
     return f"Authentication-Results: mx.example.test; {results}\r\n"
+
+
+#: What the receiving server writes above a mail whose DMARC check for example.test passed.
+VERIFIED = f"Authentication-Results: {passed(KATE)}\r\n"
+
+
+def _verified(head: str) -> str:
+    return head if "Authentication-Results:" in head else VERIFIED + head
 
 
 ATTACKS: dict[str, Callable[[str], str]] = {
@@ -75,14 +85,14 @@ async def test_an_ambiguous_or_forged_from_decides_nothing(
         item = await bot.action()
         leaked = await bot.mail_for(item.id, user="kate", password=KATE_PW)
         to = leaked["Reply-To"].addresses[0].addr_spec
-        raw = _reply(leaked, to=to, head=ATTACKS[attack](to))
+        raw = _reply(leaked, to=to, head=_verified(ATTACKS[attack](to)))
         await send(mail, raw, to=[to])
         outcome = await bot.next_outcome()
         assert not outcome.startswith("decided"), outcome
         assert (await bot.store.get_item(item.id)).status is ItemStatus.PENDING
 
         # The same reply with Kate's plain From decides: only the From made the difference.
-        await send(mail, _reply(leaked, to=to, head=f"From: Kate <{KATE}>\r\n"), to=[to])
+        await send(mail, _reply(leaked, to=to, head=VERIFIED + f"From: Kate <{KATE}>\r\n"), to=[to])
         assert await bot.next_outcome() == "decided: approve"
 
 

@@ -31,7 +31,16 @@ from agent.model import ItemStatus
 from bot.server import create_app
 from bot.settings import Settings
 from channels.email.links import links_router
-from tests.peers.email_bot import ALICE, MALLORY, MALLORY_PW, USERS, EmailBot, email_skill, send
+from tests.peers.email_bot import (
+    ALICE,
+    MALLORY,
+    MALLORY_PW,
+    USERS,
+    EmailBot,
+    email_skill,
+    send,
+    verified,
+)
 from tests.peers.mailserver import MailServer
 from tests.peers.required import require
 
@@ -165,4 +174,6 @@ def _spoofed_reply(copy: EmailMessage, *, to: str) -> EmailMessage:
     msg["In-Reply-To"] = str(copy["Message-ID"])
     msg["References"] = str(copy["Message-ID"])
     msg.set_content("approve\n")
-    return msg
+    # Mallory sends from a mailbox of the same domain: DMARC for example.test passes, so
+    # only the token can tell her from Alice.
+    return verified(msg)
