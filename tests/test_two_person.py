@@ -326,3 +326,39 @@ async def test_an_edit_restarts_the_count_with_the_editor_as_its_first(
     decision = next(e["data"] for e in run["events"] if e["kind"] == "decision")
     assert decision["decision"] == "edit"
     assert decision["args_before"] == EMAIL and decision["args"] == bea
+
+
+async def test_a_reply_to_a_mail_from_before_an_edit_decides_nothing(
+    stack: Stack, slack: SlackApi, mail: MailServer
+) -> None:
+    """The owner edits the call after Carol got her mail. Her reply to that mail (still
+    showing the old recipient) is refused and the thread gets the call as it is now; her reply to
+    the newest mail counts, for the edited call."""
+    st = stack
+    to_ann = sent(st).count("ann@example.com")
+    item, post = await card(st, slack, "mail Ann, or Cleo after all")
+    carol_mail = await item_mail(mail, "carol", item["id"])
+    assert "ann@example.com" in plain(carol_mail)
+    cleo = {**EMAIL, "to": "cleo@example.com"}
+    async with st.client() as c:  # the owner edits: a new version, its count starts anew
+        r = await c.post(
+            f"/api/items/{item['id']}/decision", json={"decision": "edit", "args": cleo}
+        )
+    assert r.status_code == 200 and r.json()["version"] == 2, r.text
+
+    stale = await answer(mail, carol_mail, "approve", sender=f"Carol <{CAROL}>")
+    told = await mail.wait_for_mail(
+        "carol", USERS["carol"], lambda m: m["In-Reply-To"] == stale["Message-ID"], timeout=30
+    )
+    assert "Nothing changed: the call was changed after the mail you answered" in plain(told)
+    now = await item_now(st, item["id"])
+    assert now["status"] == "pending" and now["risk"]["approved"] == ["owner via the API"]
+    assert ("decision_refused", CAROL, "email") in await audit_of(st, item["id"])
+
+    newest = await mail_saying(mail, "carol", item["id"], "cleo@example.com")
+    await answer(mail, newest, "approve", sender=f"Carol <{CAROL}>")
+    decided = await item_becomes(st, item["id"], "edited")
+    assert decided["final_args"] == cleo
+    assert decided["risk"]["approved"] == ["owner via the API", "carol via email"]
+    await st.wait_run(item["run_id"], {"done"})
+    assert "cleo@example.com" in sent(st) and sent(st).count("ann@example.com") == to_ann

@@ -205,7 +205,7 @@ class EmailChannel:
         earlier = await self._earlier(item.run_id, delivery)
         thread = Thread.of(await self._subject(run, item, delivery), earlier)
         can = bool(self.access.may_decide(Principal.of(EMAIL, delivery.address), item))
-        token = self.key.reply_token(item.id, delivery.address) if can else None
+        token = self.key.reply_token(item.id, delivery.address, item.version) if can else None
         message_id = self.identity.item_message_id(delivery.id, token)
         now = self.clock()
         try:
@@ -247,6 +247,10 @@ class EmailChannel:
         earlier = await self._earlier(item.run_id, delivery)
         if isinstance(delivery.ref, EmailRef):
             earlier.append(delivery.ref.message_id)
+        # A count still open may follow an edit: its notice carries the approver's token for
+        # the item as it is now, so a reply to it decides what it shows.
+        can = counting and bool(self.access.may_decide(Principal.of(EMAIL, delivery.address), item))
+        token = self.key.reply_token(item.id, delivery.address, item.version) if can else None
         try:
             msg = notice_mail(
                 item,
@@ -255,6 +259,7 @@ class EmailChannel:
                 message_id=self.identity.notice_message_id(delivery.id, _state(item)),
                 thread=Thread.of(await self._subject(run, item, delivery), earlier),
                 now=self.clock(),
+                token=token,
             )
         except HeaderError as exc:
             raise DeliveryError(f"not mailed: {exc}", permanent=True) from exc

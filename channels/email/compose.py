@@ -416,9 +416,13 @@ def notice_mail(
     message_id: str,
     thread: Thread,
     now: datetime,
+    token: str | None = None,
 ) -> EmailMessage:
-    """The outcome of an action, in its thread, so every copy shows how it ended."""
+    """The outcome of an action, in its thread, so every copy shows how it ended; or a count
+    still open, whose notice carries an approver's `token` (a reply to it decides)."""
     msg = _base(identity=identity, to=to, thread=thread, message_id=message_id, now=now)
+    if token:
+        msg["Reply-To"] = identity.reply_to(token)
     msg["Auto-Submitted"] = headers.atom("Auto-Submitted", "auto-generated")
     msg["X-Pizzabot-Item"] = headers.atom("X-Pizzabot-Item", item.id)
     msg["X-Pizzabot-Run"] = headers.atom("X-Pizzabot-Run", item.run_id)

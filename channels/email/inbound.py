@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from agent.argforms import coerce_form, field_path, form_fields, validate_arguments
 from agent.batch import approve_all
+from agent.card_digest import card_digest
 from agent.context import utcnow
 from agent.errors import (
     AlreadyApproved,
@@ -61,6 +62,7 @@ from channels.email.trust import (
     split_address,
     thread_refs,
 )
+from channels.email.trust import Verdict as Authenticity
 
 log = logging.getLogger(__name__)
 
@@ -243,7 +245,7 @@ class MailHandler:
     async def _say(self, msg: EmailMessage, sender: str, item: Item, text: str) -> None:
         """Answer an approver on the item's thread, with their own token: a reply to the
         answer works like a reply to the item's mail."""
-        token = self.key.reply_token(item.id, sender)
+        token = self.key.reply_token(item.id, sender, item.version)
         await self.answerer.answer(msg, to=sender, text=text, token=token)
 
     # -- replies -------------------------------------------------------------------------
@@ -267,14 +269,11 @@ class MailHandler:
             if item.box is Box.UNREAD
             else self.access.may_decide(Principal.of(EMAIL, sender), item)
         )
-        authentic = check_reply(
-            msg,
-            sender=sender,
-            token=self.key.reply_token(item.id, sender),
-            ref=ref,
-            bot_address=self.identity.address,
-            trust=self.config.trust,
-        )
+        authentic = self._check(msg, sender, item, ref, item.version)
+        if authentic.problems and allowed and not item.decided:
+            older = await self._from_an_older_card(msg, sender, item, ref)
+            if older is not None:
+                return older
         problems = list(authentic.problems)
         if not allowed:
             await self._policy_refused(msg, allowed, item)
@@ -309,6 +308,44 @@ class MailHandler:
             decision = Edit(args)
         return await self._decide(msg, sender, item, decision)
 
+    def _check(
+        self, msg: EmailMessage, sender: str, item: Item, ref: str | None, version: int
+    ) -> Authenticity:
+        return check_reply(
+            msg,
+            sender=sender,
+            token=self.key.reply_token(item.id, sender, version),
+            ref=ref,
+            bot_address=self.identity.address,
+            trust=self.config.trust,
+        )
+
+    async def _from_an_older_card(
+        self, msg: EmailMessage, sender: str, item: Item, ref: str | None
+    ) -> str | None:
+        """An authentic reply to a mail that showed the item before its last edit decides
+        nothing: the sender is told, the refusal audited, and every copy shown again (the
+        thread gets the item as it is now). None: the reply is not one of those."""
+        for version in range(item.version - 1, 0, -1):
+            if not self._check(msg, sender, item, ref, version).problems:
+                why = (
+                    "the call was changed after the mail you answered, so your reply decides "
+                    "nothing; the newest mail in this thread shows it as it is now"
+                )
+                await self.store.show_again(item.id, now=self.clock())
+                await self._say(msg, sender, item, f"Nothing changed: {why}.")
+                await self.store.audit(
+                    action="decision_refused",
+                    actor=sender,
+                    channel=EMAIL,
+                    now=self.clock(),
+                    run_id=item.run_id,
+                    item_id=item.id,
+                    detail={"why": f"the card changed (now version {item.version})"},
+                )
+                return "card changed"
+        return None
+
     async def _answer(self, msg: EmailMessage, sender: str, item: Item, top: str) -> str:
         """A reply on a question's thread: its answer, or what is wrong with it."""
         reading = read_answer(item, top)
@@ -323,7 +360,9 @@ class MailHandler:
     async def _decide(self, msg: EmailMessage, sender: str, item: Item, decision: Decision) -> str:
         """Decide as `sender`, answering what the inbox refuses."""
         try:
-            await self.inbox.decide(item.id, decision, by=Principal.of(EMAIL, sender))
+            await self.inbox.decide(
+                item.id, decision, by=Principal.of(EMAIL, sender), seen=card_digest(item)
+            )
         except AlreadyDecided as exc:
             await self._say(msg, sender, item, f"Nothing changed: {outcome_text(exc.item)}")
             return "already decided"

@@ -43,11 +43,15 @@ class MailKey:
     def generate() -> bytes:
         return secrets.token_bytes(MIN_KEY_BYTES)
 
-    def reply_token(self, item_id: str, address: str) -> str:
-        """The token for `address` on `item_id`: 26 lower-case base32 characters (130 bits),
-        so a mail server that lower-cases local parts does not break it."""
+    def reply_token(self, item_id: str, address: str, version: int = 1) -> str:
+        """The token for `address` on `item_id` as its card shows version `version`: 26
+        lower-case base32 characters (130 bits), so a mail server that lower-cases local
+        parts does not break it. An edit moves the item to a new version, and the mails of
+        the old one carry a token that no longer decides it."""
         who = normalize_address(address) or "\0invalid"
-        mac = hmac.new(self._reply, f"{item_id}\0{who}".encode(), hashlib.sha256).digest()
+        # Version 1 is the item as first asked: its token is the one mails always carried.
+        bound = f"{item_id}\0{who}" if version == 1 else f"{item_id}\0{who}\0v{version}"
+        mac = hmac.new(self._reply, bound.encode(), hashlib.sha256).digest()
         return base64.b32encode(mac[:20]).decode().lower().rstrip("=")[:26]
 
     def sign(self, claim: dict[str, Any]) -> str:

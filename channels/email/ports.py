@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from agent.store import AuditTrail, DeliveryReader, ItemReader, MailLog, RunReader
+from agent.store import AuditTrail, CardRefresh, DeliveryReader, ItemReader, MailLog, RunReader
 
 __all__ = ["MailLog", "MailStore", "TokenSource"]
 
 
-class MailStore(ItemReader, RunReader, DeliveryReader, AuditTrail, Protocol):
+class MailStore(ItemReader, RunReader, DeliveryReader, AuditTrail, CardRefresh, Protocol):
     """What the email channel reads from the store, and where it audits."""
 
 
