@@ -336,7 +336,7 @@ async def test_a_reply_to_a_mail_from_before_an_edit_decides_nothing(
     the newest mail counts, for the edited call."""
     st = stack
     to_ann = sent(st).count("ann@example.com")
-    item, post = await card(st, slack, "mail Ann, or Cleo after all")
+    item, _ = await card(st, slack, "mail Ann, or Cleo after all")
     carol_mail = await item_mail(mail, "carol", item["id"])
     assert "ann@example.com" in plain(carol_mail)
     cleo = {**EMAIL, "to": "cleo@example.com"}
