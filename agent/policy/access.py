@@ -20,9 +20,9 @@ The asker is a `Principal` (`agent.policy.principal`); a channel only says who i
 - Lists fail closed: no approvers, nobody; a skill that is not loaded, nobody.
 
 Identities compare as `agent.policy.identity` says: exactly, after one strict normalisation
-per channel, in `_same_person` and nowhere else. A refused attempt is written to the audit
-trail by `audit_refusal`, as `<act>_refused` with the principal, its channel and the
-verdict's wording.
+per channel (`same_identity`), the one comparison every act uses. A refused attempt is
+written to the audit trail by `audit_refusal`, as `<act>_refused` with the principal, its
+channel and the verdict's wording.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from datetime import datetime
 from typing import Any
 
 from agent.model import Box, Item
-from agent.policy.identity import EMAIL, SLACK, identity_key
+from agent.policy.identity import EMAIL, SLACK, identity_key, same_identity
 from agent.policy.principal import Principal, Scope
 from agent.skills import Skill, SkillBook
 from agent.store import AuditTrail
@@ -216,7 +216,7 @@ class Access:
             return True
         targets = {SLACK: [skill.deliver.slack or ""], EMAIL: skill.deliver.email}
         return who.kind == "person" and any(
-            _same_person(who.channel, who.identity, t) for t in targets.get(who.channel, [])
+            same_identity(who.channel, who.identity, t) for t in targets.get(who.channel, [])
         )
 
     def _skill(self, name: str) -> Skill | None:
@@ -248,7 +248,7 @@ class Access:
             if who.channel not in PEOPLE_CHANNELS:
                 return False
             listed = skill.approvers_for(tool, who.channel)
-            return any(_same_person(who.channel, who.identity, a) for a in listed)
+            return any(same_identity(who.channel, who.identity, a) for a in listed)
         if who.kind != "token" or not who.person:
             return False
         if who.person == "owner":
@@ -259,13 +259,7 @@ class Access:
         if who.person in skill.approver_names(tool):
             return True
         return any(
-            _same_person(channel, person.on(channel), a)
+            same_identity(channel, person.on(channel), a)
             for channel in PEOPLE_CHANNELS
             for a in skill.approvers_for(tool, channel)
         )
-
-
-def _same_person(channel: str, a: str | None, b: str | None) -> bool:
-    """The one identity comparison: `a` and `b` are one identity on `channel`."""
-    ka = identity_key(channel, a)
-    return ka is not None and ka == identity_key(channel, b)
