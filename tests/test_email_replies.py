@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from agent.model import Box, Item, ItemKind, ItemStatus
-from channels.email.inbound import edit_arguments
+from channels.email.edits import edit_arguments
 from channels.email.replies import (
     Command,
     UnreadableMail,

@@ -94,12 +94,12 @@ async def test_a_requests_own_timeout_wins_over_its_tools(store: SqlStore) -> No
     assert await timers.tick() == []
     clock.now = T0 + timedelta(seconds=61)
     assert [(a.item_id, a.kind) for a in await timers.tick()] == [(own.item_id, "expired")]
-    expired = await requests.get(own.id)
+    expired = await requests.get(own.id, by=Principal.owner("api"))
     assert (expired.status, expired.reason) == ("expired", "no one answered within 1m")
 
     clock.now = T0 + timedelta(minutes=31)  # ask_human's time-out
     assert [a.item_id for a in await timers.tick()] == [question.item_id]
-    assert (await requests.get(question.id)).status == "expired"
+    assert (await requests.get(question.id, by=Principal.owner("api"))).status == "expired"
     clock.now = T0 + timedelta(hours=2)  # deploy.prod's
     assert [a.item_id for a in await timers.tick()] == [tools.item_id]
     assert (await store.get_item(tools.item_id)).status is ItemStatus.EXPIRED

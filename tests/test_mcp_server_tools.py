@@ -48,9 +48,9 @@ class ScriptedDesk:
             raise DeskError(self.refuse)
         self.asks.append((ask, key))
         if key not in self.by_key:
-            self.by_key[key] = _pending(
-                len(self.by_key) + 1, "question" if ask.question else "approval"
-            )
+            made = _pending(len(self.by_key) + 1, "question" if ask.question else "approval")
+            self.by_key[key] = made
+            return replace(made, created=True)
         return self.by_key[key]
 
     async def wait(self, request_id: str, seconds: float) -> Answer:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agent.argforms import coerce_form, form_fields
+from agent.card_digest import card_digest
 from agent.model import Box, Item, ItemKind, ItemStatus, Risk, Run, RunStatus
 from channels.slack import blocks
 from channels.slack.blocks import ModalRef
@@ -75,7 +76,8 @@ def actions(msg: blocks.Message) -> list[dict[str, Any]]:
 
 
 def test_a_pending_action_shows_tool_risk_arguments_and_three_buttons() -> None:
-    msg = blocks.message(action(), base_url=BASE)
+    item = action()
+    msg = blocks.message(item, base_url=BASE)
     shown = text_of(msg)
     assert msg.blocks[0] == {
         "type": "header",
@@ -88,12 +90,14 @@ def test_a_pending_action_shows_tool_risk_arguments_and_three_buttons() -> None:
     assert f"<{BASE}/items/it1|Open on the web page>" in shown
     [row] = actions(msg)
     approve, edit, reject = row["elements"]
+    # Each button carries the item and the digest of this card: a click counts for it only.
     assert (approve["action_id"], approve["style"], approve["value"]) == (
         "pizza_approve",
         "primary",
-        "it1",
+        f"it1:{card_digest(item)}",
     )
-    assert (edit["action_id"], edit["value"]) == ("pizza_edit", "it1") and "style" not in edit
+    assert edit["action_id"] == "pizza_edit" and "style" not in edit
+    assert edit["value"] == reject["value"] == approve["value"]
     assert (reject["action_id"], reject["style"]) == ("pizza_reject", "danger")
     assert reject["confirm"]["confirm"]["text"] == "Reject"
     assert msg.text == "sales wants to run crm.send_email"

@@ -96,8 +96,11 @@ class AsyncInbox:
     async def _create(self, body: dict[str, Any], key: str | None, kind: str) -> Decision:
         call = _wire.post_call(body, key or _wire.new_key(), timeout=self._timeout)
         decision = _wire.decision_from(await self._send(call), kind=kind)
+        if decision.pending:
+            return decision
         # A rule or grant of the skill may decide at once: fetch the whole decision then.
-        return decision if decision.pending else await self.get(decision.id)
+        whole = await self.get(decision.id)
+        return whole.model_copy(update={"created": decision.created})
 
     async def request(
         self,

@@ -98,8 +98,10 @@ class Inbox:
     def _create(self, body: dict[str, Any], key: str | None, kind: str) -> Decision:
         call = _wire.post_call(body, key or _wire.new_key(), timeout=self._timeout)
         decision = _wire.decision_from(self._send(call), kind=kind)
+        if decision.pending:
+            return decision
         # A rule or grant of the skill may decide at once: fetch the whole decision then.
-        return decision if decision.pending else self.get(decision.id)
+        return self.get(decision.id).model_copy(update={"created": decision.created})
 
     def request(
         self,

@@ -80,6 +80,11 @@ class Decision(BaseModel):
     via: str | None = None
     decided_at: datetime | None = None
     url: str = ""
+    #: Who asked (`token:NAME`, the person a token names, or `owner`).
+    requested_by: str | None = None
+    #: Set by the client, not the server: this call made the request (201), rather than
+    #: finding one made before under the same key (200) or reading it.
+    created: bool = False
 
     @property
     def pending(self) -> bool:
@@ -244,6 +249,7 @@ def decision_from(response: httpx.Response, *, kind: str | None = None) -> Decis
         raise InboxError("the answer is not a JSON object", status=response.status_code)
     if kind is not None and "kind" not in body:
         body = {**body, "kind": kind}
+    body = {**body, "created": response.status_code == 201}
     try:
         return Decision.model_validate(body)
     except ValidationError as exc:

@@ -56,6 +56,8 @@ class Answer:
     decided_at: datetime | None
     #: The item's web page.
     url: str
+    #: This submission made the request (it was not found again by its key).
+    created: bool = False
 
     @property
     def pending(self) -> bool:

@@ -16,7 +16,7 @@ from bot.mcp_server.desk import Answer, Ask, DeskError
 __all__ = ["LocalDesk"]
 
 
-def _answer(s: RequestState) -> Answer:
+def _answer(s: RequestState, *, created: bool = False) -> Answer:
     return Answer(
         id=s.id,
         item_id=s.item_id,
@@ -28,6 +28,7 @@ def _answer(s: RequestState) -> Answer:
         via=s.via,
         decided_at=s.decided_at,
         url=s.url,
+        created=created,
     )
 
 
@@ -63,10 +64,10 @@ class LocalDesk:
             question=ask.question,
         )
         try:
-            state, _ = await self._requests.create(new, by=self._by, idempotency_key=key)
+            state, created = await self._requests.create(new, by=self._by, idempotency_key=key)
         except PizzaBotError as exc:
             raise DeskError(str(exc)) from None
-        return _answer(state)
+        return _answer(state, created=created)
 
     async def wait(self, request_id: str, seconds: float) -> Answer:
         try:

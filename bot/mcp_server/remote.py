@@ -19,6 +19,7 @@ MAX_WAIT = 60.0
 
 
 def _answer(d: Decision) -> Answer:
+    """The desk's answer; `created` as the client saw it (this call made the request)."""
     return Answer(
         id=d.id,
         item_id=d.item_id,
@@ -30,6 +31,7 @@ def _answer(d: Decision) -> Answer:
         via=d.via,
         decided_at=d.decided_at,
         url=d.url,
+        created=d.created,
     )
 
 

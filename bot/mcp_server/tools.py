@@ -111,13 +111,14 @@ class Asking:
 
     async def file(self, desk: Desk, ask: Ask, key: str | None) -> Answer:
         """The request for `ask`: found by an explicit key, joined while the same content
-        is pending, or made anew."""
+        is pending, or made anew (a request the skill's rules or grants decide as it is
+        made is returned decided; one decided before is passed over)."""
         if key is not None:
             return await desk.submit(ask, key=key)
         base = _content_key(ask)
         for generation in range(self._generations.get(base, 0), MAX_GENERATIONS):
             answer = await desk.submit(ask, key=f"mcp-{base}-{generation}")
-            if answer.pending:
+            if answer.pending or answer.created:
                 self._generations[base] = generation
                 return answer
         raise DeskError("this request was asked too often; pass an idempotency_key")

@@ -30,7 +30,6 @@ from email.message import EmailMessage
 from email.policy import default as default_policy
 from typing import Any, Protocol
 
-from agent.argforms import coerce_form, field_path, form_fields, validate_arguments
 from agent.batch import approve_all
 from agent.card_digest import card_digest
 from agent.context import utcnow
@@ -48,10 +47,11 @@ from agent.policy import EMAIL, Access, Principal, Verdict, audit_refusal
 from agent.runs import Runs
 from agent.skills import SkillBook
 from channels.email.compose import SUBJECT_TAG, MailIdentity, outcome_text
+from channels.email.edits import edit_arguments, edit_errors
 from channels.email.keys import MailKey
 from channels.email.ports import MailLog, MailStore
 from channels.email.questions import answer_errors, no_answer, read_answer
-from channels.email.replies import Command, UnreadableMail, body_text, read_reply, top_of_reply
+from channels.email.replies import UnreadableMail, body_text, read_reply, top_of_reply
 from channels.email.trust import (
     MailTrust,
     authenticated,
@@ -303,7 +303,7 @@ class MailHandler:
         else:
             args, errors = edit_arguments(item, command)
             if errors:
-                await self._say(msg, sender, item, _edit_errors(errors))
+                await self._say(msg, sender, item, edit_errors(errors))
                 return "edit refused: " + ", ".join(sorted(errors))
             decision = Edit(args)
         return await self._decide(msg, sender, item, decision)
@@ -373,7 +373,7 @@ class MailHandler:
             return await self._refuse(msg, sender, str(exc), item=item)
         except InvalidArguments as exc:
             question = item.kind is ItemKind.QUESTION
-            text = answer_errors(item, exc.errors) if question else _edit_errors(exc.errors)
+            text = answer_errors(item, exc.errors) if question else edit_errors(exc.errors)
             await self._say(msg, sender, item, text)
             return ("answer" if question else "edit") + " refused: " + ", ".join(sorted(exc.errors))
         return f"decided: {decision.kind}"
@@ -455,54 +455,3 @@ class MailHandler:
             msg, to=sender, text=f"Started run {run.id} of skill {skill}. {where}"
         )
         return f"started: {run.id}"
-
-
-def edit_arguments(item: Item, command: Command) -> tuple[dict[str, Any], dict[str, str]]:
-    """The edited arguments: the proposed ones with the person's fields merged in, coerced
-    and checked by the tool's schema as the web form and the Slack modal do it. Returns the
-    arguments and errors by field (empty when they may run)."""
-    if item.kind is not ItemKind.TOOL:
-        return {}, {"": "this item can be approved or rejected, not edited"}
-    if command.problem:
-        return {}, {"": command.problem}
-    schema = item.schema or {}
-    current = dict(item.args or {})
-    errors: dict[str, str] = {}
-    if command.typed:
-        props = schema.get("properties")
-        if isinstance(props, dict):
-            for name in command.values:
-                if name not in props:
-                    errors[name] = f"no such field; the fields are {', '.join(props)}"
-        merged = {**current, **command.values}
-        for name, message in validate_arguments(schema, merged).items():
-            errors.setdefault(name, message)
-        return merged, errors
-    fields = form_fields(schema, current)
-    names = {f.name.lower(): f.name for f in fields}
-    raw: dict[str, str | bool | None] = {f.name: f.value for f in fields}
-    touched: set[str] = set()
-    for name, value in command.values.items():
-        real = names.get(name.lower())
-        if real is None:
-            errors[name] = "no such field; the fields are " + ", ".join(f.name for f in fields)
-        else:
-            raw[real] = value
-            touched.add(field_path(real)[0])
-    args, more = coerce_form(schema, raw)
-    for name, message in more.items():
-        errors.setdefault(name, message)
-    # The form fills in defaults for what the model left out; keep those out unless asked.
-    args = {k: v for k, v in args.items() if k in current or k in touched}
-    return args, errors
-
-
-def _edit_errors(errors: dict[str, str]) -> str:
-    lines = ["Your edit was not applied; the action still waits for a decision.", ""]
-    for name, message in errors.items():
-        lines.append(f"- {name or 'arguments'}: {message}")
-    lines += [
-        "",
-        'Reply again with "edit" and corrected "name: value" lines, or approve or reject.',
-    ]
-    return "\n".join(lines)
