@@ -308,13 +308,13 @@ async def test_pause_and_resume(server: Server, clock: FakeClock) -> None:
 
 async def test_the_kill_switch_refuses_a_fire(server: Server, clock: FakeClock) -> None:
     sid = await server.only_schedule()
-    await server.runs.kill(actor="owner")
+    await server.runs.kill(by=Principal.owner("api"))
     t = datetime(2026, 11, 30, 7, 0, tzinfo=UTC)
     clock.set(t)
     result = await server.sched.due(sid, t)
     assert result.status == "refused" and "kill switch" in (result.detail or "")
     assert await server.store.list_runs() == []
-    await server.runs.lift_kill(actor="owner")
+    await server.runs.lift_kill(by=Principal.owner("api"))
     assert (await server.sched.due(sid, t)).status == "duplicate"  # that fire is spent
     nxt = t + timedelta(days=1)
     clock.set(nxt)

@@ -136,9 +136,11 @@ async def test_without_a_place_to_count_nothing_is_approved(tmp_path: Path) -> N
 
 async def test_people_named_as_approvers_may_decide_on_each_of_their_channels() -> None:
     access = Access(skills=SkillBook({"test": SKILL}))
-    assert access.knows("U0ALICE", "slack") and access.knows("alice@corp.example", "email")
-    assert access.knows("U0BOB", "slack") and not access.knows("bob@corp.example", "email")
-    assert access.may_start("U0BOB", "slack")  # a Slack approver, as listed per channel
+    assert access.knows(Principal.of("slack", "U0ALICE"))
+    assert access.knows(Principal.of("email", "alice@corp.example"))
+    assert access.knows(Principal.of("slack", "U0BOB"))
+    assert not access.knows(Principal.of("email", "bob@corp.example"))
+    assert access.may_start(Principal.of("slack", "U0BOB"))  # a Slack approver, by name
 
 
 SKILL_FILE = """\

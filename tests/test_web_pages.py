@@ -359,7 +359,8 @@ async def test_tables_name_their_columns_in_every_cell_for_phones(web: WebApp) -
     item = await web.action_item(schema=SCHEMA, args={"to": "a@x"})
     await web.store.audit(
         action="decision",
-        by=Principal.owner("web"),
+        actor="owner",
+        channel="web",
         now=T0,
         item_id=item.id,
         detail={"decision": "edit", "args_before": {"body": "x" * 200}, "args_after": {"a": 1}},

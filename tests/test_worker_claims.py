@@ -63,7 +63,7 @@ async def test_an_idle_worker_claims_once_per_run_queued_elsewhere(tmp_path: Pat
         asked = await _quiet(h, concurrency=8)
         # Started as a process without a worker starts it (the CLI, a web-only server): it
         # queues, and wakes the workers.
-        run = await Runs(h.ctx).start("test", "one job")
+        run = await Runs(h.ctx).start("test", "one job", by=Principal.owner("api"))
         await h.wait(run.id, {"done"}, timeout=30)
         await eventually(lambda: not h.worker._tasks, what="the run's step to end")
         # One claim for all eight free slots; it came back short, so the queue was empty and

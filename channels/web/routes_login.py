@@ -73,7 +73,7 @@ async def _login(v: Visit, token: str, next_: str | None) -> Response:
             v,
             "login.html",
             status=401,
-            error="That is not a token of this server.",
+            error="That is not the API token of this server, nor a token made for you.",
             next=safe_next(next_),
         )
     throttle.succeeded(client)
