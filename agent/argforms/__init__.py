@@ -18,7 +18,7 @@ API edits (JSON) with the very same rules:
 - :func:`validate_arguments` is that validation alone, for arguments that arrive as JSON.
 - :func:`chosen` reads the options a multiple-choice field has chosen.
 - :func:`loads_json` reads JSON arguments with numbers bounded, for text from a model, a form
-  or a mail.
+  or a mail; :func:`loads_body` reads a whole HTTP body so, naming each refused number's place.
 
 Pure functions: no I/O. Two rules are stricter than JSON Schema on purpose, because
 arguments come from people and models: numbers are bounded (see ``numbers``) and a field the
@@ -31,6 +31,7 @@ The modules, each leaning only on those before it:
 - ``fields``: the prefilled form.
 - ``numbers``: bounded number text and JSON.
 - ``unknown``: fields the schema does not declare.
+- ``schema_shape``: schemas and arguments nested too deep, and ``$ref`` cycles.
 - ``messages``: validation errors in words, placed on their field.
 - ``validate``: the check itself.
 - ``coerce``: submitted text back to arguments.
@@ -39,21 +40,32 @@ The modules, each leaning only on those before it:
 from agent.argforms.coerce import coerce_form
 from agent.argforms.fields import Field, chosen, form_fields
 from agent.argforms.names import field_name, field_path
-from agent.argforms.numbers import MAX_INTEGER_DIGITS, MAX_NUMBER_TEXT, bounded_decoder, loads_json
+from agent.argforms.numbers import (
+    MAX_INTEGER_DIGITS,
+    MAX_NUMBER_TEXT,
+    NumbersOutOfRange,
+    bounded_decoder,
+    loads_body,
+    loads_json,
+)
+from agent.argforms.schema_shape import MAX_NESTING
 from agent.argforms.schema_walk import FieldKind
 from agent.argforms.validate import validate_arguments
 
 __all__ = [
     "MAX_INTEGER_DIGITS",
+    "MAX_NESTING",
     "MAX_NUMBER_TEXT",
     "Field",
     "FieldKind",
+    "NumbersOutOfRange",
     "bounded_decoder",
     "chosen",
     "coerce_form",
     "field_name",
     "field_path",
     "form_fields",
+    "loads_body",
     "loads_json",
     "validate_arguments",
 ]

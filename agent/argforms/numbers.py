@@ -19,7 +19,9 @@ from typing import Any
 __all__ = [
     "MAX_INTEGER_DIGITS",
     "MAX_NUMBER_TEXT",
+    "NumbersOutOfRange",
     "bounded_decoder",
+    "loads_body",
     "loads_json",
     "out_of_range",
     "parse_integer",
@@ -135,6 +137,74 @@ def loads_json(text: str) -> Any:
         raise ValueError(str(exc)) from None
     except RecursionError:
         raise ValueError("invalid JSON: nested too deeply") from None
+
+
+class NumbersOutOfRange(ValueError):
+    """JSON that holds numbers no field accepts; `errors` names each by its place in the
+    document (``args.copies``, ``items[2]``), as a 422 answer does."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(f"{k}: {v}" if k else v for k, v in errors.items()))
+
+
+class _Refused:
+    """Where a number was refused while parsing: found again by place once parsing is done."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+def loads_body(data: str | bytes) -> Any:
+    """A JSON document (an HTTP body) whose numbers are all finite and of bounded size.
+
+    Python's ``json`` reads ``NaN``, ``Infinity`` and ``-Infinity`` (JSON has none of them)
+    and turns ``1e500000`` into infinity, each of which would be judged, stored and shown as
+    something it is not. Here each such number is refused by its place in the document
+    (`NumbersOutOfRange`); invalid JSON raises ``json.JSONDecodeError``, and nesting too deep
+    for the parser ``RecursionError``.
+    """
+    refused = False
+
+    def refuse(message: str) -> _Refused:
+        nonlocal refused
+        refused = True
+        return _Refused(message)
+
+    def number(text: str) -> float | _Refused:
+        value = float(text)
+        return value if math.isfinite(value) else refuse(_NOT_FINITE)
+
+    def whole(text: str) -> int | _Refused:
+        if len(text.lstrip("-")) > MAX_INTEGER_DIGITS:
+            return refuse(_TOO_MANY_DIGITS)
+        return int(text)
+
+    document = json.loads(
+        data,
+        parse_float=number,
+        parse_int=whole,
+        parse_constant=lambda name: refuse(_NOT_FINITE),
+    )
+    if refused:
+        raise NumbersOutOfRange(_refused_places(document))
+    return document
+
+
+def _refused_places(document: Any) -> dict[str, str]:
+    found: dict[str, str] = {}
+    stack: list[tuple[str, Any]] = [("", document)]
+    while stack:
+        place, value = stack.pop()
+        if isinstance(value, _Refused):
+            found[place] = value.message
+        elif isinstance(value, dict):
+            stack.extend((f"{place}.{k}" if place else str(k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{place}[{i}]", v) for i, v in enumerate(value))
+    return dict(sorted(found.items()))
 
 
 # --- arguments that are already values ---------------------------------------------------

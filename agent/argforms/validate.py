@@ -3,8 +3,13 @@
 The engine checks arguments that arrive as JSON (an API edit, a model's call) and the form
 channels check what people typed with this same function, so a value is accepted or refused
 the same way whichever way it came in. On top of the schema, numbers are bounded
-(:mod:`agent.argforms.numbers`) and undeclared fields are refused
-(:mod:`agent.argforms.unknown`).
+(:mod:`agent.argforms.numbers`), undeclared fields are refused
+(:mod:`agent.argforms.unknown`), and a schema or arguments that no check could finish with
+(nested too deep, a ``$ref`` cycle: :mod:`agent.argforms.schema_shape`) are an error, never
+a ``RecursionError``.
+
+Checking a schema against JSON Schema's meta-schema costs about a millisecond, and the same
+tool schema is checked on every call of that tool, so that answer is kept per schema text.
 
 Remote ``$ref``s are never fetched (jsonschema would, by default), because a tool's schema is
 not trusted to make this process open URLs.
@@ -12,6 +17,8 @@ not trusted to make this process open URLs.
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,10 +28,11 @@ import referencing.exceptions
 
 from agent.argforms.messages import flatten, locate, messages, unknown_message, where
 from agent.argforms.numbers import out_of_range
+from agent.argforms.schema_shape import nesting_problem, schema_problem
 from agent.argforms.schema_walk import Schema, leaves, tree
 from agent.argforms.unknown import undeclared
 
-__all__ = ["add_error", "validate_arguments"]
+__all__ = ["add_error", "schema_error", "validate_arguments"]
 
 
 def validate_arguments(schema: Schema, args: Mapping[str, Any]) -> dict[str, str]:
@@ -35,7 +43,13 @@ def validate_arguments(schema: Schema, args: Mapping[str, Any]) -> dict[str, str
     declare is an error under its own dotted name (``copy``, ``address.zip``) that lists the
     known ones; a number out of range is an error before the schema is even consulted.
     """
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    deep = nesting_problem(args)
+    if deep is not None:
+        path, message = deep
+        return {where(path) if path else "": message}
+    broken = schema_error(schema)
+    if broken is not None:
+        return {"": f"the tool's input schema is invalid: {broken}"}
     fields = {leaf.path: leaf.name for leaf in leaves(tree(schema))}
     errors: dict[str, str] = {}
     # First, and alone: jsonschema's messages repr() the value, which fails past 4300 digits.
@@ -43,15 +57,15 @@ def validate_arguments(schema: Schema, args: Mapping[str, Any]) -> dict[str, str
         add_error(errors, *locate(fields, path, message))
     if errors:
         return errors
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
-        cls.check_schema(schema)
         # An empty registry: without one jsonschema fetches remote $refs over the network.
         validator = cls(schema, registry=referencing.Registry(), format_checker=cls.FORMAT_CHECKER)
         found = list(validator.iter_errors(dict(args)))
-    except jsonschema.SchemaError as exc:
-        return {"": f"the tool's input schema is invalid: {exc.message}"}
     except referencing.exceptions.Unresolvable as exc:
         return {"": f"the tool's input schema refers to something unavailable: {exc}"}
+    except RecursionError:  # the bounds above keep this away; never a crash if not
+        return {"": "the tool's input schema, with these arguments, nests too deeply to check"}
     unknown = undeclared(schema, args)
     for path, known in unknown:
         name, message = locate(fields, path, unknown_message(path, known))
@@ -66,6 +80,26 @@ def validate_arguments(schema: Schema, args: Mapping[str, Any]) -> dict[str, str
                     continue
                 add_error(errors, *locate(fields, path, message))
     return errors
+
+
+def schema_error(schema: Schema) -> str | None:
+    """Why `schema` cannot check anything (nested too deep, a `$ref` cycle, or what JSON
+    Schema's meta-schema says of it); None when it can."""
+    problem = schema_problem(schema)  # first: the rest walks the schema by recursion
+    if problem is not None:
+        return problem
+    return _checked(json.dumps(schema, sort_keys=True, default=str))
+
+
+@functools.lru_cache(maxsize=512)
+def _checked(text: str) -> str | None:
+    schema = json.loads(text)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return str(exc.message)
+    return None
 
 
 def add_error(errors: dict[str, str], name: str, message: str) -> None:
