@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 
+from agent.argforms import NumbersOutOfRange, loads_body
 from agent.card_digest import card_digest
 from agent.errors import (
     AlreadyDecided,
@@ -283,20 +284,26 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 class _JsonBody(Request):
-    """A request whose JSON body turns a number Python cannot read (an integer literal of
-    thousands of digits: `int` refuses past 4,300) into a JSON error FastAPI answers with 422,
-    not into the bare 400 it gives for any other exception while parsing."""
+    """A request whose JSON body has only numbers JSON has, each finite and of a size a form
+    field takes (`agent.argforms.loads_body`): `NaN`, `Infinity` or `1e500000` anywhere is a
+    422 naming its place (`args.amount`), and an integer literal of thousands of digits (which
+    `int` refuses past 4,300) is too, not the bare 400 FastAPI gives for any other exception
+    while parsing."""
 
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
             body = await self.body()
             try:
-                self._json = json.loads(body)
+                self._json = loads_body(body)
+            except NumbersOutOfRange as exc:
+                detail = {"message": str(InvalidArguments(exc.errors)), "errors": exc.errors}
+                raise HTTPException(422, detail) from None
             except json.JSONDecodeError:
                 raise
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 doc = body.decode("utf-8", "replace")
-                raise json.JSONDecodeError(f"a number is out of range ({exc})", doc, 0) from None
+                why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+                raise json.JSONDecodeError(f"not valid JSON ({why})", doc, 0) from None
         return self._json
 
 
