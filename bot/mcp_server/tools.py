@@ -27,6 +27,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from agent.request_checks import value_problems
 from bot.mcp_server.desk import Answer, Ask, Desk, DeskError
 
 __all__ = ["Approval", "Asking", "HumanAnswer", "RiskNotes", "build_server"]
@@ -139,7 +140,14 @@ def _content_key(ask: Ask) -> str:
 
 
 def _bounded(name: str, value: Any) -> None:
-    if value is not None and len(json.dumps(value, default=str).encode()) > MAX_JSON_BYTES:
+    """Refuse what the inbox would: too large, nested too deep, or a number that is not
+    finite (MCP's JSON reads `NaN` and `Infinity`) or has too many digits."""
+    if value is None:
+        return
+    problems = value_problems(name, value)
+    if problems:
+        raise ToolError("; ".join(f"{place}: {why}" for place, why in problems.items()))
+    if len(json.dumps(value, default=str).encode()) > MAX_JSON_BYTES:
         raise ToolError(f"{name} is larger than {MAX_JSON_BYTES} bytes of JSON")
 
 
