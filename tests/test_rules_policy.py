@@ -46,7 +46,8 @@ def one_rule(when: str, policy: str = "auto") -> Skill:
         ("{code: {ne: 1}}", {}, "ask"),
         ("{code: {present: false}}", {}, "auto"),
         ("{code: {present: false}}", {"code": None}, "auto"),
-        ("{code: {present: true}}", {"code": ""}, "auto"),
+        ("{code: {present: true}}", {"code": ""}, "ask"),  # given, but empty: only maybe
+        ("{code: {present: true}}", {"code": "A"}, "auto"),
         ("{ref: {matches: 'INV-[0-9]+'}}", {"ref": "INV-12"}, "auto"),
         ("{ref: {matches: 'INV-[0-9]+'}}", {"ref": "INV-12\\n"}, "ask"),
         ("{ref: {matches: 'INV-[0-9]+'}}", {"ref": "see INV-12"}, "ask"),

@@ -6,10 +6,31 @@ holds, the entry's `policy` applies, and a tool the skill does not list is asked
 module evaluates them (`judge`), and says which rule decided, so the card, the timeline and
 the model can say so too.
 
-Rules fail closed on type: a number comparison holds only for a JSON number (an amount sent
-as "100.0" or `true` does not match `lte: 100` and falls through to the next rule or the
-policy), `matches` only for a string, and an argument that is not there matches nothing but
-`present: false`.
+Rules fail closed. The arguments were checked against the tool's input schema before any
+rule reads them (`agent.settle`, `agent.request_checks`), and a value still holds, does not
+hold, or *maybe* holds a condition (`agent.policy.conditions`). A maybe is a doubt that a
+tool could resolve against the rule's intent: a type the rule does not compare (the tool
+may read "5000" as 5000, "Prod" as prod), text equal but for case, Unicode form or
+surrounding space, a value a `ne` or `not_in` cannot see (it is left out: the tool's default
+may be the one excluded), a command line that cannot be read. So a maybe makes a `deny` rule
+apply, an `ask` rule apply unless a rule after it denies, and an `auto` rule never: a rule
+that only may hold decides when it is at least as strict as what the rules after it and the
+policy decide (`judge`), and the ruling says the doubt. Per operator:
+
+| operator | a value of the rule's type | another JSON type (`"5000"`, `true`) | text equal but for case, form, spaces | left out, or null |
+| --- | --- | --- | --- | --- |
+| `eq`, `in` | holds when equal | maybe | maybe | no |
+| `ne`, `not_in` | holds when not equal | maybe | maybe | maybe |
+| `lt`, `lte`, `gt`, `gte` | compared | maybe | — | no |
+| `matches` | on the whole text | maybe | maybe | no |
+| `runs` | read as a shell would (`agent.shell`) | maybe | maybe | no |
+| `present: true` / `false` | yes / no (given but blank: maybe) | yes / no | — | no / yes |
+
+Blank is `""`, spaces alone, `[]` or `{}`, which a tool may take for absent. `eq: null`
+holds for null and maybe for a left-out argument; `1` and `1.0` are one number, and `true`
+is not `1`. A condition about a value that is not there does not hold (a deny rule on
+`customer.country` does not refuse a call that names no customer), except `ne`, `not_in` and
+`present: false`, which err toward matching.
 
 MCP tools may describe themselves (`readOnlyHint`, `destructiveHint`, ...): `ToolHints`.
 They are the tool server's claims, so they are shown on cards as hints and change a policy
@@ -22,24 +43,25 @@ Paths in rules are checked against the tools' JSON schemas once the MCP servers 
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, assert_never
 
-from agent.skills import Check, Policy, Problem, Rule, Skill, ToolRule
+from agent.policy.conditions import Finding, holds, matches
+from agent.shell import Truth, fold
+from agent.skills import Policy, Problem, Skill, ToolRule
 
 __all__ = [
+    "Finding",
     "Ruling",
     "ToolHints",
+    "Truth",
     "check_paths",
+    "fold",
     "holds",
     "judge",
     "matches",
 ]
-
-_MISSING = object()
 
 #: How a ruling came about: a rule of the tool's entry, the entry's policy, the hints with
 #: the skill's `defaults.read_only`, or the default for a tool the skill does not list.
@@ -109,7 +131,11 @@ class Ruling:
     source: Source
     entry: str | None = None
     number: int | None = None
+    #: The rule's reason, and why it applied where it only may have (`doubt`).
     reason: str | None = None
+    #: Why the rule may hold, where it applied without surely holding ("amount is the text
+    #: '5000', and the rule compares numbers"); None where it surely held, or no rule decided.
+    doubt: str | None = None
 
     @property
     def why(self) -> str:
@@ -154,93 +180,34 @@ def judge(
 ) -> Ruling:
     """The policy for calling `tool` ("server.tool") with `args` under `skill`: the first of
     its entry's rules that holds, else the entry's policy; for a tool the skill does not list,
-    `defaults.read_only` when its hints say harmless, else `ask`."""
+    `defaults.read_only` when its hints say harmless, else `ask`.
+
+    A rule that only may hold (see the module's table) decides when it is at least as strict
+    as what the rules after it and the policy decide, so a doubt never loosens a call: a
+    `deny` applies, an `ask` applies unless a later rule denies, and an `auto` does not."""
     listed = skill.entry(tool)
     if listed is None:
         if skill.defaults.read_only is not None and hints is not None and hints.harmless:
             return Ruling(skill.defaults.read_only, tool, "hints")
         return Ruling("ask", tool, "default")
     key, entry = listed
+    able: list[Ruling] = []
     for number, rule in enumerate(entry.rules, 1):
-        if matches(rule, args):
-            return Ruling(rule.policy, tool, "rule", key, number, rule.reason)
-    return Ruling(entry.policy, tool, "policy", key)
+        found = matches(rule, args)
+        if found.truth is Truth.NO or (found.truth is Truth.MAYBE and rule.policy == "auto"):
+            continue
+        said = rule.reason
+        if found.doubt is not None:
+            said = f"{said} ({found.doubt})" if said else found.doubt
+        able.append(Ruling(rule.policy, tool, "rule", key, number, said, found.doubt))
+        if found.truth is Truth.YES:
+            break
+    else:
+        able.append(Ruling(entry.policy, tool, "policy", key))
+    return max(able, key=lambda r: _STRICTNESS[r.policy])  # the first, of equals
 
 
-def matches(rule: Rule, args: Mapping[str, Any]) -> bool:
-    """Every condition of the rule's `when` holds for `args`."""
-    return all(holds(check, _at(args, path)) for path, check in rule.when.items())
-
-
-def holds(check: Check, value: Any) -> bool:
-    """Every operator of `check` holds for `value` (`_MISSING`: the argument is not there)."""
-    return all(_holds(op, operand, value) for op, operand in check.operators().items())
-
-
-def _holds(op: str, operand: Any, value: Any) -> bool:
-    if op == "present":
-        return (value is not _MISSING and value is not None) is operand
-    if value is _MISSING:
-        return False
-    match op:
-        case "eq":
-            return _same(value, operand)
-        case "ne":
-            return not _same(value, operand)
-        case "in":
-            return any(_same(value, v) for v in operand)
-        case "not_in":
-            return not any(_same(value, v) for v in operand)
-        case "matches":
-            return isinstance(value, str) and re.fullmatch(operand, value) is not None
-        case "lt" | "lte" | "gt" | "gte":
-            if not _number(value):
-                return False
-            # Python compares an int with a float exactly, however large the int.
-            return bool(
-                {
-                    "lt": value < operand,
-                    "lte": value <= operand,
-                    "gt": value > operand,
-                    "gte": value >= operand,
-                }[op]
-            )
-    raise ValueError(f"unknown operator {op!r}")  # the skill's schema admits no other
-
-
-def _number(value: Any) -> bool:
-    """A finite JSON number: not a string that looks like one, and not a bool (an int in
-    Python)."""
-    if isinstance(value, bool):
-        return False
-    # An int is always finite (and may be too large for a float: isfinite would raise).
-    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
-
-
-def _same(a: Any, b: Any) -> bool:
-    """JSON equality: 1 and 1.0 are the same number, but true is not 1 and "1" is not 1."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a is b
-    if _number(a) or _number(b):
-        return _number(a) and _number(b) and a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return type(a) is type(b) and bool(a == b)
-
-
-def _at(args: Mapping[str, Any], path: str) -> Any:
-    """The value at a dotted path ("customer.country"; a number steps into a list)."""
-    value: Any = args
-    for part in path.split("."):
-        if isinstance(value, Mapping) and part in value:
-            value = value[part]
-        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
-        else:
-            return _MISSING
-    return value
+_STRICTNESS: dict[Policy, int] = {"auto": 0, "ask": 1, "deny": 2}
 
 
 # -- paths against the tools' schemas -------------------------------------------------------

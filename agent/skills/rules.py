@@ -8,14 +8,15 @@ import math
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
+from agent.shell import parse_command
 from agent.skills._base import Strict
 
 Policy = Literal["auto", "ask", "deny"]
 
 #: The operators of a rule's condition (`Check`), in the order the docs list them.
-OPERATORS = ("eq", "ne", "lt", "lte", "gt", "gte", "in", "not_in", "matches", "present")
+OPERATORS = ("eq", "ne", "lt", "lte", "gt", "gte", "in", "not_in", "matches", "runs", "present")
 
 _PATH = re.compile(r"^[^.\s]+(\.[^.\s]+)*$")
 
@@ -61,9 +62,10 @@ def _bare_eq(value: Any) -> Any:
 class Check(Strict):
     """What one argument must be for a rule to match; every operator given must hold.
 
-    Comparisons are exact about JSON types, so a rule fails closed: `lt`/`lte`/`gt`/`gte`
-    match only a number (not "100" nor true), `matches` only a string, and an argument that
-    is not there matches nothing but `present: false`."""
+    A value holds, does not hold, or maybe holds (a JSON type the operands do not have, text
+    equal but for case or Unicode form, a command line that cannot be read): a maybe makes a
+    `deny` or `ask` rule apply and an `auto` rule not (`agent.policy.rules` has the table).
+    `runs` reads a shell command line (`agent.shell`)."""
 
     eq: Any = None
     ne: Any = None
@@ -74,6 +76,8 @@ class Check(Strict):
     in_: list[Any] | None = Field(default=None, alias="in")
     not_in: list[Any] | None = None
     matches: str | None = None
+    #: A command a shell command line must not run (`rm -r /`): for `deny` and `ask` rules.
+    runs: str | None = None
     present: bool | None = Field(default=None, strict=True)
 
     @field_validator("lt", "lte", "gt", "gte", mode="before")
@@ -107,6 +111,17 @@ class Check(Strict):
             raise ValueError(f"matches: {v!r} is not a regular expression: {exc}") from None
         return v
 
+    @field_validator("runs", mode="before")
+    @classmethod
+    def _command(cls, v: Any) -> Any:
+        if not isinstance(v, str):
+            raise ValueError(f"runs takes a command, like 'rm -r /', not {v!r}")
+        try:
+            parse_command(v)
+        except ValueError as exc:
+            raise ValueError(f"runs: {exc}") from None
+        return v
+
     def operators(self) -> dict[str, Any]:
         """The operators this test sets, with their operands (an operand may be None)."""
         return {
@@ -126,6 +141,18 @@ class Rule(Strict):
     policy: Policy
     #: Shown on the card; for `deny`, what the model reads.
     reason: str | None = None
+
+    @model_validator(mode="after")
+    def _auto_runs_nothing(self) -> Rule:
+        if self.policy == "auto":
+            for path, check in self.when.items():
+                if check.runs is not None:
+                    raise ValueError(
+                        f"{path}: runs finds a command in what a shell would run, and cannot "
+                        "prove a command line harmless: use it in deny and ask rules (an auto "
+                        "rule can name a whole command with matches)"
+                    )
+        return self
 
     @field_validator("when", mode="before")
     @classmethod
