@@ -14,6 +14,11 @@ hints), and each outcome carries which rule decided, for the log and the card. T
   reject or expiry tells the model, and an approved call whose start lost its result is asked
   again, saying it may already have happened.
 
+Before any of this, the call's arguments are checked against the tool's input schema
+(`agent.argforms.validate_arguments`, as an edit is): arguments that do not fit are never
+run, asked about or judged by a rule (a rule reads values of the types the schema says), and
+the model reads what is wrong as the call's result, to call it again.
+
 `deny` and a tool the servers do not offer tell the model so, and nothing runs; so does an
 edit whose arguments a rule denies (the inbox refuses such an edit; this holds even so).
 """
@@ -25,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, assert_never
 
+from agent.argforms import validate_arguments
 from agent.conversation import CallState
 from agent.events import DecisionMade
 from agent.model import Approve, Edit, Expired, Reject, Risk
@@ -71,7 +77,8 @@ class TellModel:
     rejected: bool = False
     expired: bool = False
     interrupted: bool = False
-    #: A `deny`: what denied it ("rule 2 of crm.refund", "the policy of crm.refund").
+    #: A `deny`: what denied it ("rule 2 of crm.refund", "the policy of crm.refund"), or
+    #: "the input schema of crm.refund" for arguments that do not fit it.
     denied_by: str | None = None
 
 
@@ -133,6 +140,14 @@ def plan(
     if tool is None:
         return TellModel(f"there is no tool named {call.wire_name!r}")
     qualified = tool.qualified
+    wrong = validate_arguments(tool.schema, call.args)
+    if wrong:
+        said = "; ".join(f"{name}: {why}" if name else why for name, why in wrong.items())
+        return TellModel(
+            f"the arguments do not fit the input schema of {call.wire_name}, so it did not "
+            f"run: {said}. Call it again with arguments that fit",
+            denied_by=f"the input schema of {qualified}",
+        )
     ruling = judge(skill, qualified, call.args, tool.hints)
     match ruling.policy:
         case "deny":

@@ -27,9 +27,10 @@ REFUND_RULES: dict[str, Any] = {
             "policy": "deny",
             "reason": "refunds over 5,000 go through finance",
         },
-        # 3: not_in, on a nested argument
+        # 3: not_in, on a nested argument (present: a refund naming no customer is left to
+        # the rules after it; without it, a deny rule's not_in counts it as matching)
         {
-            "when": {"customer.country": {"not_in": ["NL", "BE", "DE"]}},
+            "when": {"customer.country": {"present": True, "not_in": ["NL", "BE", "DE"]}},
             "policy": "deny",
             "reason": "we refund only in NL, BE and DE",
         },
@@ -150,26 +151,32 @@ async def test_each_operator_decides_a_refund_as_its_rule_says(tmp_path: Path) -
         assert len(refunds(st)) == 3
 
 
-async def test_an_amount_that_is_not_a_json_number_is_asked_about_not_run(
+async def test_an_amount_that_is_not_a_json_number_is_refused_before_any_rule(
     tmp_path: Path,
 ) -> None:
-    """The server would read "50" as 50 and refund it: the rule must not read it at all."""
+    """The server would read "6000" as 6000 and refund it: such a call does not fit the
+    tool's schema (a number), so it is neither run, nor asked about, nor judged by a rule that
+    reads numbers; the model is told what is wrong, and a call that fits is judged."""
     async with Stack(
         tmp_path, script=call_from_input, skill=shop_skill(tmp_path / "tools.jsonl")
     ) as st:
         for amount in ("50", "100.0", "100.0e0", True, "6000"):
             run = await run_call(st, "shop__refund", {"amount": amount, "currency": "EUR"})
-            # Neither rule 1's auto nor rule 2's deny: the tool's policy, ask.
-            assert run["status"] == "waiting", (amount, run)
-            assert "rule" not in event(run, "tool_request")
+            assert run["status"] == "done", (amount, run)
+            result = event(run, "tool_result")
+            assert result["denied_by"] == "the input schema of shop.refund"
+            assert "amount: must be a number" in result["text"], result
+            assert "amount: must be a number" in run["result"]
+            assert not any(e["kind"] == "tool_request" for e in run["events"])
+        async with st.client() as c:
+            pending = (await c.get("/api/inbox", params={"box": "action"})).json()["items"]
+        assert pending == []
         assert refunds(st) == []
 
-        # "6000" slipped past rule 2's deny as well, to a person, who may still approve it:
-        # the lenient server then refunds 6000.
-        item = await st.wait_item(run["id"])
-        assert (await st.decide(item["id"], "approve")).status_code == 200
-        await st.wait_run(run["id"], {"done"})
-        assert [r["amount"] for r in refunds(st)] == [6000]
+        # The same amount as a number: rule 2 denies it.
+        run = await run_call(st, "shop__refund", {"amount": 6000, "currency": "EUR"})
+        assert event(run, "tool_result")["denied_by"] == "rule 2 of shop.refund"
+        assert refunds(st) == []
 
 
 async def test_an_edit_is_checked_against_the_rules_and_the_card_and_timeline_say_which_rule(
