@@ -159,7 +159,7 @@ def _known_keys(loc: Iterable[int | str]) -> list[str]:
         step: list[Any] = []
         for t in types:
             if isinstance(t, type) and issubclass(t, BaseModel):
-                field = t.model_fields.get(str(part))
+                field = _fields(t).get(str(part))
                 if field is not None:
                     step.append(field.annotation)
             elif get_origin(t) is dict:
@@ -170,8 +170,13 @@ def _known_keys(loc: Iterable[int | str]) -> list[str]:
     keys: set[str] = set()
     for t in types:
         if isinstance(t, type) and issubclass(t, BaseModel):
-            keys |= set(t.model_fields)
+            keys |= set(_fields(t))
     return sorted(keys)
+
+
+def _fields(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's fields by the key a file writes (`in`, `self_approval`: an alias)."""
+    return {(f.alias or name): f for name, f in model.model_fields.items()}
 
 
 def _flatten(types: list[Any]) -> list[Any]:

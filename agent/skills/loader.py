@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -53,13 +54,21 @@ def parse_skill(text: str, path: str) -> Skill:
         # A model and instructions come together: a misspelling of one is named as required.
         together = {"model", "instructions"}
         needed = frozenset(together - set(data)) if together & set(data) else frozenset()
+        errors = [_placed(e) for e in exc.errors()]
         problems = [
-            Problem(_line_of(node, loc), message) for loc, message in _explain(exc.errors(), needed)
+            Problem(_line_of(node, loc), message) for loc, message in _explain(errors, needed)
         ]
         problems = sorted(dict.fromkeys(problems), key=lambda p: p.line or 0)
         raise SkillFileError(path, problems, name=name) from exc
     skill._origin = Origin(path, _rule_lines(skill, node))
     return skill
+
+
+def _placed(error: Any) -> Any:
+    """A check of the whole skill names the key it is about (`ctx["where"]`): the error is
+    reported there, at that key's line."""
+    where = (error.get("ctx") or {}).get("where")
+    return {**error, "loc": tuple(where)} if isinstance(where, tuple) else error
 
 
 def _rule_lines(skill: Skill, node: yaml.Node | None) -> dict[tuple[str, int, str], int]:

@@ -154,6 +154,70 @@ class Skill(Strict):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _people_apart(self) -> Skill:
+        """A tool that needs several people needs to tell them apart: an identity listed on
+        its own (not under `people:`) may be the same human as an approver on another
+        channel, who would then count twice."""
+        for key, entry in self.tools.items():
+            if not isinstance(entry, ToolRule) or entry.approvals.required < 2:
+                continue
+            lists = [self.approvers]
+            if entry.escalate_to is not None:
+                lists.append(entry.escalate_to.approvers)
+            pair = self._maybe_one_person(lists)
+            if pair is None:
+                continue
+            first, second = pair
+            raise PydanticCustomError(
+                "people_apart",
+                "{message}",
+                {
+                    "message": f"{entry.approvals.required} different people must approve "
+                    f"{key}, but {first} and {second} may be one person, who would count "
+                    "twice: list each approver under people: with every identity they have "
+                    "(alice: {slack: U012ABC, email: alice@example.com}) and name them in "
+                    "approvers (approvers: [alice, bob])",
+                    "where": ("tools", key, "approvals"),
+                },
+            )
+        return self
+
+    def _maybe_one_person(self, lists: list[Approvers]) -> tuple[str, str] | None:
+        """Two approvers of `lists` on different channels that nothing says are different
+        people: an identity no person owns, and another channel's approver (such an
+        identity, or a person with no identity on the first one's channel)."""
+        owner = {
+            (channel, identity): name
+            for name, person in self.people.items()
+            for channel in ("slack", "email")
+            if (identity := person.on(channel)) is not None
+        }
+        loose: list[tuple[str, str]] = []
+        named: dict[str, None] = {}
+        for listed in lists:
+            named.update(dict.fromkeys(listed.people))
+            for channel in ("slack", "email"):
+                for identity in getattr(listed, channel):
+                    name = owner.get((channel, identity))
+                    if name is None:
+                        loose.append((channel, identity))
+                    else:
+                        named[name] = None
+        for channel, identity in loose:
+            for other, elsewhere in loose:
+                if other != channel:
+                    return f"{channel} {identity}", f"{other} {elsewhere}"
+            for name in named:
+                person = self.people.get(name)
+                if (
+                    person is not None
+                    and person.on(channel) is None
+                    and any(person.on(c) is not None for c in ("slack", "email") if c != channel)
+                ):
+                    return f"{channel} {identity}", name
+        return None
+
     def approvers_for(self, tool: str | None, channel: str) -> list[str]:
         """Who may decide an item of `tool` ("server.tool"; None for a budget item) on a
         channel ("slack": user ids, "email": lowercased addresses): the skill's approvers plus

@@ -20,8 +20,10 @@ DEFAULT_GRANTS = ("run", "1h", "exact")
 class Approvals(Strict):
     """How many different people must approve a tool's call before it runs (`required`).
 
-    A person is counted once whatever channel they use (see `Skill.people`); one reject
-    ends the item, and an edit restarts the count (see `agent.policy.quorum`)."""
+    A person is counted once whatever channel they use (see `Skill.people`), so a skill that
+    asks for two cannot list an approver by a bare identity where that human may also
+    approve through another channel (the skill is refused). One reject ends the item, and an
+    edit restarts the count (see `agent.policy.quorum`)."""
 
     required: int = Field(default=1, ge=1, le=20)
 
