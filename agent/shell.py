@@ -28,7 +28,8 @@ it says "maybe", which a `deny` or `ask` rule counts as a match (`agent.policy.r
 - a word with `$` or a backquote (a variable, a command substitution) or a brace expansion
   may be any words at all: a maybe for the program, each flag and each argument. So is an
   argument `xargs` or `find -exec` fills in;
-- letters that differ only by case or Unicode form (`RM`, full-width `ｒｍ`) are a maybe.
+- letters that differ only by case or Unicode form (`RM`, full-width `ｒｍ`) are a maybe;
+- a line too long, or nesting too deep, to read in good time is a maybe.
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ _GLOB = re.compile(r"[*?\[]")
 _BRACES = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
 _GLOB_ONLY = re.compile(r"^[*?.]*\*[*?.]*$")
 _MAX_DEPTH = 8
+#: Longer command lines are not read (reading is linear, times the nesting): a maybe.
+_MAX_TEXT = 64_000
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,8 @@ def parse_command(text: str) -> Command:
 
 def runs(command: Command, value: str | Sequence[str]) -> tuple[Truth, str | None]:
     """Whether `value` (a command line, or an argv list) runs `command`; with a maybe, why."""
+    if sum(map(len, [value] if isinstance(value, str) else value)) > _MAX_TEXT:
+        return Truth.MAYBE, f"it is longer than {_MAX_TEXT} characters, too long to read"
     try:
         if isinstance(value, str):
             found = _line(command, value, 0)

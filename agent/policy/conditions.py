@@ -72,9 +72,12 @@ def _holds(op: str, operand: Any, value: Any, name: str) -> Finding:
         case "eq" | "in":
             return _one_of(value, [operand] if op == "eq" else operand, name)
         case "ne" | "not_in":
-            if absent and not (value is None and (operand is None or None in (operand or []))):
-                return Finding(Truth.MAYBE, f"{name} is not given: the tool's default may be")
-            found = _one_of(value, [operand] if op == "ne" else operand, name)
+            operands = [operand] if op == "ne" else operand
+            if value is _MISSING or (value is None and all(o is not None for o in operands)):
+                return Finding(
+                    Truth.MAYBE, f"{name} is not given, and the tool's default may be anything"
+                )
+            found = _one_of(value, operands, name)
             return Finding(Truth(Truth.YES - found.truth), found.doubt)
         case "lt" | "lte" | "gt" | "gte":
             if absent:
@@ -127,9 +130,12 @@ def _one_of(value: Any, operands: list[Any], name: str) -> Finding:
     if value is None:
         return _YES if any(o is None for o in operands) else _NO
     kind = _kind(value)
-    alike = [o for o in operands if _kind(o) == kind]
+    typed = [o for o in operands if o is not None]  # null is a value, not a type
+    alike = [o for o in typed if _kind(o) == kind]
     if not alike:
-        kinds = sorted({_KIND_WORDS[_kind(o)] for o in operands if o is not None})
+        if not typed:
+            return _NO
+        kinds = sorted({_KIND_WORDS[_kind(o)] for o in typed})
         return Finding(
             Truth.MAYBE, f"{name} is {_shown(value)}, and the rule has {' or '.join(kinds)}"
         )
@@ -158,7 +164,9 @@ def _same(value: Any, operand: Any, name: str) -> Finding:
                 return _YES
             if fold(value) == fold(operand):
                 return Finding(
-                    Truth.MAYBE, f"{name} is {value!r}: {operand!r} but for case or form"
+                    Truth.MAYBE,
+                    f"{name} is {value!r}, which is {operand!r} but for case, Unicode form "
+                    "or spaces",
                 )
             return _NO
         case "number":
@@ -228,6 +236,8 @@ def _shown(value: Any) -> str:
         case "boolean":
             return f"the value {'true' if value else 'false'}"
         case "number":
+            if isinstance(value, int) and value.bit_length() > 256:
+                return "a number of many digits"
             return f"the number {value}" if _number(value) else f"{value}, not a finite number"
         case "array":
             return "a list"
