@@ -55,7 +55,9 @@ SKILL: dict[str, Any] = {
 
 def send_once(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Reply:
     if last_tool_result(messages) is None:
-        return Reply(tool_calls=[ToolCall("crm__send_email", {"to": "a@b.c", "subject": "s"})])
+        return Reply(
+            tool_calls=[ToolCall("crm__send_email", {"to": "a@b.c", "subject": "s", "body": "b"})]
+        )
     return Reply(text="ok")
 
 
