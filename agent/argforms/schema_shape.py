@@ -73,13 +73,14 @@ def nesting_problem(value: Any) -> tuple[tuple[Any, ...], str] | None:
     return None
 
 
-def schema_problem(schema: Any) -> str | None:
+def schema_problem(schema: Any, *, cycles: bool = True) -> str | None:
     """Why no value can be checked against `schema` (nested too deep, or a ``$ref`` cycle
-    that never steps into the value), naming where; None when it can be."""
+    that never steps into the value), naming where; None when it can be. `cycles=False`
+    looks at the nesting alone (a walk of the schema's text, without resolving anything)."""
     deep = _too_deep(schema)
     if deep is not None:
         return f"nested deeper than {MAX_NESTING} levels (at {_short(deep)})"
-    if not isinstance(schema, Mapping):
+    if not cycles or not isinstance(schema, Mapping):
         return None
     return _cycle(schema)
 

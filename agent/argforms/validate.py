@@ -9,7 +9,8 @@ the same way whichever way it came in. On top of the schema, numbers are bounded
 a ``RecursionError``.
 
 Checking a schema against JSON Schema's meta-schema costs about a millisecond, and the same
-tool schema is checked on every call of that tool, so that answer is kept per schema text.
+tool schema is checked on every call of that tool, so that answer (with the search for
+``$ref`` cycles) is kept per schema text.
 
 Remote ``$ref``s are never fetched (jsonschema would, by default), because a tool's schema is
 not trusted to make this process open URLs.
@@ -85,15 +86,18 @@ def validate_arguments(schema: Schema, args: Mapping[str, Any]) -> dict[str, str
 def schema_error(schema: Schema) -> str | None:
     """Why `schema` cannot check anything (nested too deep, a `$ref` cycle, or what JSON
     Schema's meta-schema says of it); None when it can."""
-    problem = schema_problem(schema)  # first: the rest walks the schema by recursion
-    if problem is not None:
-        return problem
+    deep = schema_problem(schema, cycles=False)  # first: the rest walks it by recursion
+    if deep is not None:
+        return deep
     return _checked(json.dumps(schema, sort_keys=True, default=str))
 
 
 @functools.lru_cache(maxsize=512)
 def _checked(text: str) -> str | None:
     schema = json.loads(text)
+    cycle = schema_problem(schema)
+    if cycle is not None:
+        return cycle
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(schema)
