@@ -82,22 +82,22 @@ def test_self_approval_is_the_tools_else_the_skills() -> None:
         + "tools:\n  bank.transfer: {policy: ask, self_approval: true}\n  bank.*: ask\n"
     )
     skill = parse_skill(text, "pay.yaml")
-    assert skill.self_approval("bank.transfer") is True
-    assert skill.self_approval("bank.refund") is False  # the pattern's entry says nothing
-    assert skill.self_approval("crm.send") is False  # unlisted
-    assert skill.self_approval(None) is False  # a budget item
+    assert skill.self_approval_for("bank.transfer") is True
+    assert skill.self_approval_for("bank.refund") is False  # the pattern's entry says nothing
+    assert skill.self_approval_for("crm.send") is False  # unlisted
+    assert skill.self_approval_for(None) is False  # a budget item
 
     default = parse_skill(HEAD + "tools:\n  bank.transfer: {self_approval: false}\n", "pay.yaml")
-    assert default.self_approval("bank.transfer") is False
-    assert default.self_approval("bank.refund") is True
+    assert default.self_approval_for("bank.transfer") is False
+    assert default.self_approval_for("bank.refund") is True
 
 
 @pytest.mark.parametrize(
     ("line", "said"),
     [
-        ("self_approval: 'no'\n", "self_approval: Input should be a valid boolean"),
+        ("self_approval: maybe\n", "self_approval: Input should be a valid boolean"),
         ("self_aproval: false\n", "unknown key `self_aproval`: did you mean `self_approval`?"),
-        ("tools:\n  a.b: {self_approval: 1}\n", "tools.a.b.self_approval: Input should be"),
+        ("tools:\n  a.b: {self_approval: 7}\n", "tools.a.b.self_approval: Input should be"),
     ],
 )
 def test_a_wrong_self_approval_refuses_the_skill(line: str, said: str) -> None:
