@@ -36,19 +36,15 @@ from agent.skills import HttpServer, LoadReport, Reload, Skill, SkillBook, Stdio
 from agent.tools import ToolHub
 from agent.worker import Worker
 from bot import (
-    batch_api,
     demo,
-    grants_api,
-    requests_api,
-    tokens_api,
     tracing,
     wire_digest,
     wire_email,
+    wire_http,
     wire_slack,
     wire_triggers,
     wire_web,
 )
-from bot.api import install_error_handlers, router
 from bot.core import Core, Mind, Timing
 from bot.core import build as build_core
 from bot.mcp_server import http as mcp_http
@@ -294,6 +290,8 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         svc = await build(settings, token=token, with_worker=with_worker)
         app.state.services = svc
+        app.state.api = wire_http.deps(svc)
+        app.state.hooks = wire_triggers.hook_deps(settings, svc)
         try:
             await start(svc)
             yield
@@ -301,12 +299,7 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
             await shutdown(svc)
 
     app = FastAPI(title="Pizza Bot", version="0.1.0", lifespan=lifespan)
-    install_error_handlers(app)
-    app.include_router(router())
-    app.include_router(grants_api.router())
-    app.include_router(batch_api.router())
-    app.include_router(requests_api.router())
-    app.include_router(tokens_api.router())
+    wire_http.install(app)
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> JSONResponse:
@@ -321,7 +314,7 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
     wire_web.install(app, settings)
     wire_slack.install(app, settings)
     wire_email.install(app, settings)
-    wire_triggers.install(app, settings)
+    wire_triggers.install(app)
     mcp_http.install(app, settings)
     guard(app, settings, token=token)
     return app
@@ -347,9 +340,9 @@ async def start(svc: Services) -> None:
 
 
 def guard(app: FastAPI, settings: Settings, *, token: str) -> None:
-    """Checks that come before any route reads the body (see bot.http_guard); the last one
+    """Checks that come before any route reads the body (see channels.http.guard); the last one
     added runs first: the token, then the size and time limits, then Slack's signature."""
-    from bot.http_guard import BodyLimit, Limits, SlackSignatureGate, TokenGate
+    from channels.http.guard import BodyLimit, Limits, SlackSignatureGate, TokenGate
 
     secret = settings.slack_signing_secret
     if settings.slack_mode == "http" and secret is not None and secret.get_secret_value():

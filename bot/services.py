@@ -34,9 +34,9 @@ if TYPE_CHECKING:
     from slack_bolt.app.async_app import AsyncApp
 
     from agent.timers import Timers
-    from bot.scheduler import Scheduler
     from channels.email import EmailChannel, ImapReceiver, LinkDesk
     from channels.slack import HomeTabs, SlackChannel
+    from channels.triggers.scheduler import Scheduler
     from store.pg import Leadership
 
 

@@ -62,7 +62,7 @@ class Settings(BaseSettings):
     budget_day_cost_usd: float | None = None
     otel: bool = True  # export traces when OTEL_EXPORTER_OTLP_ENDPOINT is set
 
-    # HTTP limits (bot/http_guard.py, bot/listen.py)
+    # HTTP limits (channels/http/guard.py, bot/listen.py)
     max_body_bytes: int = 1024 * 1024  # every request body but webhooks' (webhook_max_bytes)
     body_timeout: float = 30.0  # seconds a request body may take to arrive (else 408)
     header_timeout: float = 10.0  # seconds a connection may take to send a request's headers

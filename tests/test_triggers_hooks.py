@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 from sqlalchemy import Connection, select
 
-from bot.hooks import sign
+from channels.triggers.hooks import sign
 from store.migrate import upgrade
 from store.sql import SqlStore, connect
 from store.tables_triggers import HookSignatureRow

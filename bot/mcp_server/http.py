@@ -4,7 +4,7 @@ requests in-process.
 The endpoint is stateless (each POST carries its own call), so any server process sharing
 the database can answer any call, and a call waiting on a person holds only its own
 response stream, on which its progress notifications travel. A bearer token guards it like
-`/api` (`bot.http_guard.TokenGate`, before the body is read), and each call's requests are
+`/api` (`channels.http.guard.TokenGate`, before the body is read), and each call's requests are
 filed as that token's principal: an `ask` token is enough, and is what an agent should hold.
 The MCP SDK's Host and Origin checks guard a server that listens on loopback against DNS
 rebinding.
@@ -80,10 +80,10 @@ class McpEndpoint:
         from mcp.server.mcpserver import Context
 
         from agent.policy.principal import Principal
-        from bot.http_guard import PRINCIPAL
         from bot.mcp_server.desk import DeskError
         from bot.mcp_server.local import LocalDesk
         from bot.mcp_server.tools import Asking, build_server
+        from channels.http.guard import PRINCIPAL
 
         settings = self._settings
         requests = svc.requests

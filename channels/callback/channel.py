@@ -11,7 +11,7 @@ keyed with the skill's secret (`callback_secret_env`), handed over by `bot/` as 
 without one the delivery fails for good.
 
 The label makes a callback's signature mean "a callback" and nothing else. Webhooks
-(`bot.hooks`) sign ``timestamp LF key LF body``, the same shape without it, so where one secret
+(`channels.triggers.hooks`) sign ``timestamp LF key LF body``, the same shape without it, so where one secret
 served both, a captured callback (its key is the request's id) was a valid webhook and
 started a run. A webhook's signed bytes begin with its timestamp's digits, so no callback's
 can be read as one, nor a webhook's as a callback's; webhook senders change nothing, and a

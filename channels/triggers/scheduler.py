@@ -44,10 +44,11 @@ from agent.context import new_id, utcnow
 from agent.errors import Conflict, InvalidArguments, KillSwitchOn, NotFound
 from agent.policy.principal import Principal
 from agent.runs import Runs
+from agent.schedules import ScheduleRecord, ScheduleStore
 from agent.skills import Schedule, SkillBook
-from bot.schedule_json import schedule_detail_json, schedules_json
-from bot.schedule_times import EPOCH, build_trigger, fire_key, latest_fire
-from store.triggers import ScheduleRecord, TriggerStore
+from agent.store import AuditTrail
+from channels.triggers.schedule_json import schedule_detail_json, schedules_json
+from channels.triggers.schedule_times import EPOCH, build_trigger, fire_key, latest_fire
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,8 @@ class Scheduler:
         self,
         *,
         runs: Runs,
-        triggers: TriggerStore,
+        triggers: ScheduleStore,
+        audit: AuditTrail,
         skills: SkillBook,
         clock: Callable[[], datetime] = utcnow,
         grace_seconds: float = 60.0,
@@ -93,6 +95,7 @@ class Scheduler:
     ) -> None:
         self.runs = runs
         self.triggers = triggers
+        self.trail = audit
         self.skills = skills
         self.clock = clock
         self.grace = timedelta(seconds=grace_seconds)
@@ -353,7 +356,7 @@ class Scheduler:
     async def _audit(
         self, action: str, schedule_id: str, actor: str, detail: dict[str, Any]
     ) -> None:
-        await self.triggers.store.audit(
+        await self.trail.audit(
             action=action,
             actor=actor,
             channel="api",

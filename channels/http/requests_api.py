@@ -13,7 +13,7 @@ The state: {"id", "item_id", "kind", "status", "args", "reason", "decided_by", "
 `ask` token files requests and reads its own; nothing else. The item is decided like any other (`POST /api/items/{id}/decision`,
 or on any channel). A `callback_url` receives the same body, signed, when it is decided
 (`channels.callback`); its secret is the environment variable the skill's
-`callback_secret_env` names, read here.
+`callback_secret_env` names, on the server.
 """
 
 from __future__ import annotations
@@ -21,17 +21,17 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent.errors import InvalidArguments
 from agent.model import Risk
 from agent.policy.principal import Principal
-from agent.requests import MAX_TIMEOUT, NewRequest, RequestState
-from bot.api import ASKING, BoundedJsonRoute, caller, services
-from bot.api_schema import errors
-from bot.services import Services
-from bot.settings import environment
+from agent.requests import MAX_TIMEOUT, NewRequest
+from channels.http.bodies import BoundedJsonRoute
+from channels.http.deps import ApiDeps, Deps
+from channels.http.schema import errors
+from channels.http.scopes import ASKING, caller
 
 #: The longest `?wait=` (seconds): a proxy between may cut a longer request.
 MAX_WAIT = 60.0
@@ -131,12 +131,11 @@ IdempotencyKey = Annotated[
 ]
 
 
-def _check_callback(svc: Services, body: RequestIn) -> None:
+def _check_callback(deps: ApiDeps, body: RequestIn) -> None:
     """A callback needs the skill's secret on this server: refused here, not at decision."""
-    if body.callback_url is None or body.skill not in svc.ctx.skills:
+    if body.callback_url is None or body.skill not in deps.skills:
         return
-    env = svc.ctx.skills.get(body.skill).callback_secret_env
-    if env is None or not environment().get(env):
+    if not deps.callback_secret(body.skill):
         raise InvalidArguments(
             {
                 "callback_url": f"skill {body.skill!r} has no callback secret: set "
@@ -145,59 +144,50 @@ def _check_callback(svc: Services, body: RequestIn) -> None:
         )
 
 
-def _json(state: RequestState) -> dict[str, Any]:
+router = APIRouter(
+    prefix="/api/requests",
+    route_class=BoundedJsonRoute,
+    dependencies=[Depends(caller)],
+    responses=errors(401, 403, 422),
+    tags=["requests"],
+)
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=RequestOut,
+    responses={
+        200: {"model": RequestOut, "description": "Seen before"},
+        **errors(400, 408, 409, 413),
+    },
+)
+async def create(
+    body: RequestIn,
+    deps: Deps,
+    response: Response,
+    idempotency_key: IdempotencyKey = None,
+    who: Principal = ASKING,
+) -> dict[str, Any]:
+    """Ask a person: an approval of a tool call, or a question. Rules and grants of the skill
+    may decide it at once (the answer says so)."""
+    _check_callback(deps, body)
+    state, created = await deps.requests.create(body.new(), by=who, idempotency_key=idempotency_key)
+    if not created:
+        response.status_code = 200
+    response.headers["Location"] = f"/api/requests/{state.id}"
     return state.as_json()
 
 
-def router() -> APIRouter:
-    api = APIRouter(
-        prefix="/api/requests",
-        route_class=BoundedJsonRoute,
-        dependencies=[Depends(caller)],
-        responses=errors(401, 403, 422),
-        tags=["requests"],
-    )
-
-    @api.post(
-        "",
-        status_code=201,
-        response_model=RequestOut,
-        responses={
-            200: {"model": RequestOut, "description": "Seen before"},
-            **errors(400, 408, 409, 413),
-        },
-    )
-    async def create(
-        body: RequestIn,
-        request: Request,
-        response: Response,
-        idempotency_key: IdempotencyKey = None,
-        who: Principal = ASKING,
-    ) -> dict[str, Any]:
-        """Ask a person: an approval of a tool call, or a question. Rules and grants of the
-        skill may decide it at once (the answer says so)."""
-        svc = services(request)
-        _check_callback(svc, body)
-        state, created = await svc.requests.create(
-            body.new(), by=who, idempotency_key=idempotency_key
-        )
-        if not created:
-            response.status_code = 200
-        response.headers["Location"] = f"/api/requests/{state.id}"
-        return _json(state)
-
-    @api.get("/{request_id}", response_model=RequestOut, responses=errors(404))
-    async def get(
-        request_id: str,
-        request: Request,
-        wait: float = Query(0, ge=0, le=MAX_WAIT),
-        who: Principal = ASKING,
-    ) -> dict[str, Any]:
-        """The request's state; with `wait`, held until it is decided (or halted by the kill
-        switch) or the wait ends. An ask token sees only its own requests."""
-        requests = services(request).requests
-        if wait > 0:
-            return _json(await requests.wait(request_id, wait, by=who))
-        return _json(await requests.get(request_id, by=who))
-
-    return api
+@router.get("/{request_id}", response_model=RequestOut, responses=errors(404))
+async def get(
+    request_id: str,
+    deps: Deps,
+    wait: float = Query(0, ge=0, le=MAX_WAIT),
+    who: Principal = ASKING,
+) -> dict[str, Any]:
+    """The request's state; with `wait`, held until it is decided (or halted by the kill
+    switch) or the wait ends. An ask token sees only its own requests."""
+    if wait > 0:
+        return (await deps.requests.wait(request_id, wait, by=who)).as_json()
+    return (await deps.requests.get(request_id, by=who)).as_json()

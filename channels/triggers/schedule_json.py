@@ -7,8 +7,8 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.schedule_times import build_trigger, next_fires
-from store.triggers import FireRecord, ScheduleRecord, TriggerStore
+from agent.schedules import FireRecord, ScheduleRecord, ScheduleStore
+from channels.triggers.schedule_times import build_trigger, next_fires
 
 
 def fire_json(f: FireRecord) -> dict[str, Any]:
@@ -52,7 +52,7 @@ def schedule_json(
 
 
 async def schedules_json(
-    triggers: TriggerStore, *, errors: list[dict[str, str]], now: datetime
+    triggers: ScheduleStore, *, errors: list[dict[str, str]], now: datetime
 ) -> dict[str, Any]:
     """Every schedule, and the skill schedules that could not be loaded (`errors`)."""
     last = await triggers.last_fires()
@@ -65,7 +65,7 @@ async def schedules_json(
 
 
 async def schedule_detail_json(
-    triggers: TriggerStore, schedule_id: str, *, now: datetime
+    triggers: ScheduleStore, schedule_id: str, *, now: datetime
 ) -> dict[str, Any]:
     """One schedule with its next ten fire times and its recent fires (newest first)."""
     rec = await triggers.get_schedule(schedule_id)

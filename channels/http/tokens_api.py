@@ -13,13 +13,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.policy.principal import Principal, Scope
 from agent.policy.tokens import Token
-from bot.api import ADMIN, BoundedJsonRoute, caller, services
-from bot.api_schema import errors
+from channels.http.bodies import BoundedJsonRoute
+from channels.http.deps import Deps
+from channels.http.schema import errors
+from channels.http.scopes import ADMIN, caller
 
 
 class TokenIn(BaseModel):
@@ -64,30 +66,28 @@ def token_json(token: Token) -> dict[str, Any]:
     }
 
 
-def router() -> APIRouter:
-    api = APIRouter(
-        prefix="/api/tokens",
-        route_class=BoundedJsonRoute,
-        dependencies=[Depends(caller)],
-        responses=errors(401, 403, 422),
-        tags=["tokens"],
-    )
+router = APIRouter(
+    prefix="/api/tokens",
+    route_class=BoundedJsonRoute,
+    dependencies=[Depends(caller)],
+    responses=errors(401, 403, 422),
+    tags=["tokens"],
+)
 
-    @api.post("", status_code=201, response_model=NewTokenOut, responses=errors(400, 408, 409, 413))
-    async def create(body: TokenIn, request: Request, who: Principal = ADMIN) -> dict[str, Any]:
-        """Make a named token; its secret is in this answer only."""
-        made = await services(request).token_desk.create(
-            name=body.name, scope=body.scope, person=body.person, by=who
-        )
-        return {**token_json(made.token), "token": made.secret}
 
-    @api.get("", response_model=TokenList)
-    async def list_tokens(request: Request, who: Principal = ADMIN) -> dict[str, Any]:
-        found = await services(request).token_desk.list_tokens(by=who)
-        return {"items": [token_json(t) for t in found]}
+@router.post("", status_code=201, response_model=NewTokenOut, responses=errors(400, 408, 409, 413))
+async def create(body: TokenIn, deps: Deps, who: Principal = ADMIN) -> dict[str, Any]:
+    """Make a named token; its secret is in this answer only."""
+    made = await deps.tokens.create(name=body.name, scope=body.scope, person=body.person, by=who)
+    return {**token_json(made.token), "token": made.secret}
 
-    @api.delete("/{token_id}", response_model=TokenOut, responses=errors(404))
-    async def revoke(token_id: str, request: Request, who: Principal = ADMIN) -> dict[str, Any]:
-        return token_json(await services(request).token_desk.revoke(token_id, by=who))
 
-    return api
+@router.get("", response_model=TokenList)
+async def list_tokens(deps: Deps, who: Principal = ADMIN) -> dict[str, Any]:
+    found = await deps.tokens.list_tokens(by=who)
+    return {"items": [token_json(t) for t in found]}
+
+
+@router.delete("/{token_id}", response_model=TokenOut, responses=errors(404))
+async def revoke(token_id: str, deps: Deps, who: Principal = ADMIN) -> dict[str, Any]:
+    return token_json(await deps.tokens.revoke(token_id, by=who))

@@ -36,7 +36,8 @@ that signs today goes on working.
 Each accepted signature is remembered in the database until its timestamp is stale everywhere,
 so a request is accepted once however many servers share the database. A retried delivery is
 signed again (a new timestamp); with the same `Idempotency-Key` and the same body it gets the
-first delivery's run. The secret is read here, in `bot/`, and never logged.
+first delivery's run. The secret is read from the environment by the composition root
+(`HookDeps.secret`), and never logged.
 """
 
 from __future__ import annotations
@@ -47,18 +48,18 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import parse_qs
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse
 
 from agent.policy.principal import Principal
+from agent.runs import Runs
+from agent.schedules import HookSignatures
 from agent.skills import Hook, Skill, SkillBook
-from bot.services import Services
-from bot.settings import environment
-from store.triggers import TriggerStore
 
 log = logging.getLogger(__name__)
 
@@ -164,63 +165,80 @@ def idempotency_key(name: str, key: str) -> str:
     return f"hook:{name}:sha256:{hashlib.sha256(key.encode()).hexdigest()}"
 
 
-def router(
-    *, max_bytes: int, tolerance: float, clock: Callable[[], float] = time.time
-) -> APIRouter:
-    hooks = APIRouter(tags=["webhooks"])
+@dataclass(frozen=True)
+class HookDeps:
+    """What the receiver needs from the running server (set on the app's state)."""
 
-    @hooks.post("/hooks/{name}", status_code=202)
-    async def receive(name: str, request: Request) -> JSONResponse:
-        svc: Services = request.app.state.services
-        found = find_hook(svc.ctx.skills, name)
-        if found is None:
-            raise HTTPException(404, f"no hook named {name!r}")
-        skill, hook = found
-        secret = environment().get(hook.secret_env, "")
-        if not secret:
-            log.error("hook %s: the environment variable %s is not set", name, hook.secret_env)
-            raise HTTPException(503, f"hook {name!r} has no secret configured on the server")
-        body = await read_limited(request, max_bytes)
-        key = (request.headers.get(IDEMPOTENCY_HEADER) or "").strip()
-        now = clock()
-        stamp, signature = check_signature(
-            secret, request.headers, body, key=key, now=now, tolerance=tolerance
+    runs: Runs
+    skills: SkillBook
+    signatures: HookSignatures
+    #: The secret in the environment variable a hook's `secret_env` names ("" when unset).
+    secret: Callable[[str], str]
+    max_bytes: int
+    tolerance: float
+    clock: Callable[[], float] = time.time
+
+
+def hook_deps(request: Request) -> HookDeps:
+    deps = getattr(request.app.state, "hooks", None)
+    if not isinstance(deps, HookDeps):
+        raise HTTPException(503, "the server is still starting")
+    return deps
+
+
+router = APIRouter(tags=["webhooks"])
+
+
+@router.post("/hooks/{name}", status_code=202)
+async def receive(
+    name: str, request: Request, deps: Annotated[HookDeps, Depends(hook_deps)]
+) -> JSONResponse:
+    found = find_hook(deps.skills, name)
+    if found is None:
+        raise HTTPException(404, f"no hook named {name!r}")
+    skill, hook = found
+    secret = deps.secret(hook.secret_env)
+    if not secret:
+        log.error("hook %s: the environment variable %s is not set", name, hook.secret_env)
+        raise HTTPException(503, f"hook {name!r} has no secret configured on the server")
+    body = await read_limited(request, deps.max_bytes)
+    key = (request.headers.get(IDEMPOTENCY_HEADER) or "").strip()
+    now = deps.clock()
+    stamp, signature = check_signature(
+        secret, request.headers, body, key=key, now=now, tolerance=deps.tolerance
+    )
+    text = run_input(body, request.headers.get("content-type", ""))
+    if not await deps.signatures.accept_signature(
+        signature,
+        hook=name,
+        expires_at=_utc(stamp + deps.tolerance + CLOCK_MARGIN),
+        now=_utc(now),
+    ):
+        raise HTTPException(409, "this signature was accepted before: sign each delivery anew")
+    try:
+        run = await deps.runs.start(
+            skill.name,
+            text,
+            trigger=f"hook:{name}",
+            by=Principal.system("hook", f"hook:{name}"),
+            idempotency_key=idempotency_key(name, key) if key else None,
         )
-        text = run_input(body, request.headers.get("content-type", ""))
-        triggers = TriggerStore(svc.store)
-        if not await triggers.accept_signature(
-            signature,
-            hook=name,
-            expires_at=_utc(stamp + tolerance + CLOCK_MARGIN),
-            now=_utc(now),
-        ):
-            raise HTTPException(409, "this signature was accepted before: sign each delivery anew")
-        try:
-            run = await svc.runs.start(
-                skill.name,
-                text,
-                trigger=f"hook:{name}",
-                by=Principal.system("hook", f"hook:{name}"),
-                idempotency_key=idempotency_key(name, key) if key else None,
+        if run.skill != skill.name or run.input != text:
+            raise HTTPException(
+                409,
+                f"this {IDEMPOTENCY_HEADER} was used with another request body; "
+                "use a new key for a new request",
             )
-            if run.skill != skill.name or run.input != text:
-                raise HTTPException(
-                    409,
-                    f"this {IDEMPOTENCY_HEADER} was used with another request body; "
-                    "use a new key for a new request",
-                )
-        except Exception:
-            # Refused after all: the same signed request may be sent again (say, once the
-            # kill switch is lifted) and be judged afresh.
-            await triggers.forget_signature(signature)
-            raise
-        return JSONResponse(
-            {"run_id": run.id, "skill": run.skill, "status": str(run.status)},
-            status_code=202,
-            headers={"Location": f"/api/runs/{run.id}"},
-        )
-
-    return hooks
+    except Exception:
+        # Refused after all: the same signed request may be sent again (say, once the kill
+        # switch is lifted) and be judged afresh.
+        await deps.signatures.forget_signature(signature)
+        raise
+    return JSONResponse(
+        {"run_id": run.id, "skill": run.skill, "status": str(run.status)},
+        status_code=202,
+        headers={"Location": f"/api/runs/{run.id}"},
+    )
 
 
 def _utc(seconds: float) -> datetime:
