@@ -8,11 +8,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: serve test install lint check bench lock clean
 
-$(STAMP): requirements.lock pyproject.toml
+$(STAMP): requirements.lock pyproject.toml client/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check uv==0.13.8
 	$(BIN)/uv pip install -q --python $(BIN)/python -r requirements.lock
-	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps -e .
+	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps -e ./client -e .
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -21,8 +21,8 @@ serve: $(STAMP)
 	$(BIN)/pizzabot serve
 
 lint: $(STAMP)
-	$(BIN)/ruff check agent bot channels store tests
-	$(BIN)/ruff format --check agent bot channels store tests
+	$(BIN)/ruff check agent bot channels store client tests
+	$(BIN)/ruff format --check agent bot channels store client tests
 	$(BIN)/mypy
 
 test: $(STAMP)
@@ -31,7 +31,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -p no:cacheprovider -n 2 --dist loadfile
 
 bench: $(STAMP)
-	$(BIN)/pizzabot bench
+	$(BIN)/python -m bench
 
 # Re-pin after changing dependencies in pyproject.toml.
 lock:

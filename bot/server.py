@@ -47,10 +47,10 @@ from bot import (
 )
 from bot.core import Core, Mind, Timing
 from bot.core import build as build_core
-from bot.mcp_server import http as mcp_http
 from bot.services import EmailParts, Services, SlackParts
 from bot.settings import Settings, environment, private_folder
 from bot.skill_reload import SkillFiles
+from channels.mcp import http as mcp_http
 from store.approvals import SqlApprovals
 from store.grants import SqlGrants
 from store.migrate import upgrade
@@ -69,7 +69,7 @@ def folder_servers(skill: Skill) -> dict[str, StdioServer | HttpServer]:
     """A skill with granted folders gets the built-in `files` server for exactly those."""
     if not skill.folders:
         return {}
-    from bot.files_server import launch_args
+    from tools.files import launch_args
 
     return {"files": StdioServer(command="python", args=launch_args(skill.folders))}
 
@@ -292,6 +292,7 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
         app.state.services = svc
         app.state.api = wire_http.deps(svc)
         app.state.hooks = wire_triggers.hook_deps(settings, svc)
+        app.state.mcp = mcp_http.McpDeps(requests=svc.requests, spawn=svc.spawn)
         try:
             await start(svc)
             yield
@@ -315,7 +316,15 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
     wire_slack.install(app, settings)
     wire_email.install(app, settings)
     wire_triggers.install(app)
-    mcp_http.install(app, settings)
+    mcp_http.install(
+        app,
+        mcp_http.McpConfig(
+            skill=settings.mcp_skill,
+            host=settings.host,
+            public_url=settings.public_url or "",
+            max_body_bytes=settings.max_body_bytes,
+        ),
+    )
     guard(app, settings, token=token)
     return app
 

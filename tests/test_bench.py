@@ -49,7 +49,7 @@ FIGURES = (
 @pytest.mark.timeout(450)  # the bench starts servers and workers: minutes on a busy 2-core machine
 def test_quick_bench_measures_every_figure_and_runs_nothing_twice(tmp_path: Path) -> None:
     output = tmp_path / "bench.json"
-    command = [sys.executable, "-m", "bot.bench", "--quick", "--output", str(output)]
+    command = [sys.executable, "-m", "bench", "--quick", "--output", str(output)]
     done = subprocess.run(
         [*command, "--postgres", PG_URL],
         cwd=ROOT,
@@ -79,7 +79,7 @@ def test_bench_without_its_extra_says_how_to_get_it(tmp_path: Path) -> None:
     `pizzabot bench` is told what to install, before anything starts."""
     output = tmp_path / "bench.json"
     no_psutil = (
-        "import sys; sys.modules['psutil'] = None; from bot.cli import main; "
+        "import sys; sys.modules['psutil'] = None; from bot.main import main; "
         f"sys.argv = ['pizzabot', 'bench', '--quick', '--output', {str(output)!r}]; main()"
     )
     done = subprocess.run(

@@ -21,6 +21,10 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 from openai import AsyncOpenAI
+from pizzabot.client import AsyncInbox, Decision, Inbox
+from pizzabot.client.langgraph import decide_interrupts, hitl_decision
+from pizzabot.client.openai_agents import decide_interruptions
+from pizzabot.client.pydantic_ai import decide_deferred
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai import DeferredToolRequests
 from pydantic_ai.models.openai import OpenAIChatModel
@@ -28,10 +32,6 @@ from pydantic_ai.providers.openai import OpenAIProvider
 
 from agent.testing.model_server import ScriptedModelServer
 from agent.testing.scripts import Reply, ToolCall, count_role, last_tool_result
-from bot.client import AsyncInbox, Decision, Inbox
-from bot.client.langgraph import decide_interrupts, hitl_decision
-from bot.client.openai_agents import decide_interruptions
-from bot.client.pydantic_ai import decide_deferred
 from tests.peers.server import TOKEN, ServerProcess
 from tests.waiting import eventually
 

@@ -3,8 +3,8 @@
 A package the code imports but does not declare works only while some other dependency
 happens to pull it in; an upgrade elsewhere can take it away. So every third-party import in
 the shipped packages names a distribution pinned in `[project].dependencies`, except the
-benchmark's (`bot/bench*`), which may also use the `bench` extra, and each framework adapter
-of the client (`bot/client/<extra>.py`), which may also use its own extra: a plain install of
+benchmark's (`bench*`), which may also use the `bench` extra, and each framework adapter
+of the client (`client/pizzabot/client/<extra>.py`), which may also use its own extra: a plain install of
 the server does not carry what only `pizzabot bench` or one adapter needs.
 """
 
@@ -17,7 +17,7 @@ import tomllib
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
-from bot.bench.compare.lgvenv import PINS
+from bench.compare.lgvenv import PINS
 
 ROOT = Path(__file__).resolve().parent.parent
 LANGGRAPH_SIDE = ROOT / "bot" / "bench" / "compare" / "langgraph_side.py"
@@ -59,7 +59,9 @@ def _extra(path: Path) -> str | None:
     if _is_bench(path):
         return "bench"
     if rel.parts[:2] == ("bot", "client") and not rel.name.startswith("_"):
-        return rel.stem.replace("_", "-")  # bot/client/pydantic_ai.py: the pydantic-ai extra
+        return rel.stem.replace(
+            "_", "-"
+        )  # client/pizzabot/client/pydantic_ai.py: the pydantic-ai extra
     return None
 
 

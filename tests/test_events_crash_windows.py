@@ -18,9 +18,9 @@ from agent.events import AssistantMessage, BudgetExtended, ModelCall, RunFinishe
 from agent.model import Approve, Box, Item, ItemStatus, NewEvent, Risk, Run, RunStatus
 from agent.policy import Principal
 from agent.testing.scripts import Reply, ToolCall, last_tool_result
+from agent.timeline import entries
 from channels.email.compose import MailIdentity, Thread, item_mail, subject_for
 from channels.slack.blocks import message
-from channels.web.timeline import entries
 from tests.peers.triggers import Harness
 from tests.peers.web import WebApp
 

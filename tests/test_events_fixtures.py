@@ -20,7 +20,7 @@ from sqlalchemy import text
 from agent import conversation
 from agent.events import UnknownEventVersion
 from agent.model import Event
-from channels.web.timeline import entries
+from agent.timeline import entries
 from store.migrate import upgrade
 from store.sql import SqlStore, connect
 

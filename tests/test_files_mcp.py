@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from agent.errors import UserError
-from bot import files_server
-from bot.files_server import Grants, PathRefused
+from tools import files as files_server
+from tools.files import Grants, PathRefused
 
 if TYPE_CHECKING:
     from mcp.client.stdio import StdioServerParameters
@@ -253,7 +253,7 @@ def test_launch_args_map_skill_folders_to_flags() -> None:
 
     folders = [Folder(path="/n"), Folder(path="/d", write=True)]
     assert files_server.launch_args(folders) == [
-        "-m", "bot.files_server", "--grant", "/n", "--grant-write", "/d"
+        "-m", "tools.files", "--grant", "/n", "--grant-write", "/d"
     ]  # fmt: skip
 
 
@@ -264,7 +264,7 @@ def _params(*args: str) -> StdioServerParameters:
     from mcp.client.stdio import StdioServerParameters
 
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "bot.files_server", *args], cwd=str(MAIN)
+        command=sys.executable, args=["-m", "tools.files", *args], cwd=str(MAIN)
     )
 
 

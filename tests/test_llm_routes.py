@@ -181,7 +181,7 @@ async def test_a_missing_key_is_a_configuration_error() -> None:
 
 
 async def test_calls_share_one_client_and_survive_the_server_closing_connections() -> None:
-    from bot.bench.model import BenchModelServer, BenchScript
+    from bench.model import BenchModelServer, BenchScript
 
     # The bench's model server answers every call with `Connection: close`.
     async with BenchModelServer(BenchScript()) as srv:

@@ -78,7 +78,7 @@ async def test_ctrl_c_prints_one_stop_line_and_exits_130(tmp_path: Path) -> None
     server = server_with_token_file(tmp_path)
     with open(server.log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "serve", "--no-worker"],
+            [sys.executable, "-m", "bot.main", "serve", "--no-worker"],
             env=server.env(),
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -114,7 +114,7 @@ async def test_a_worker_makes_its_data_folder_private(tmp_path: Path) -> None:
     data = tmp_path / "worker-data"
     env = {**server.env(), "PIZZABOT_DATA_DIR": str(data)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "worker"],
+        [sys.executable, "-m", "bot.main", "worker"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

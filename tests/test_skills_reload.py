@@ -49,7 +49,7 @@ def cli(st: Stack, *args: str) -> Done:
         "PYTHONPYCACHEPREFIX": str(BYTECODE),
     }
     done = subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
+        [sys.executable, "-m", "bot.main", *args],
         env=env,
         capture_output=True,
         text=True,

@@ -24,7 +24,7 @@ from agent.events import (
 )
 from agent.model import Approve, Event, EventKind, ItemKind, ItemStatus, NewEvent, Risk, RunStatus
 from agent.policy import Principal
-from channels.web.timeline import entries
+from agent.timeline import entries
 from tests.peers.web import T0, Form, WebApp, csrf_of
 
 SCHEMA = {

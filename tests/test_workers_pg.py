@@ -80,7 +80,7 @@ class Cluster:
         log = self.root / f"{name}.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "bot.cli", "worker"],
+                [sys.executable, "-m", "bot.main", "worker"],
                 env={**self.env, **env},
                 stdout=out,
                 stderr=subprocess.STDOUT,

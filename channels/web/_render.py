@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from agent.model import Usage
-from channels.web.timeline import money, pretty
+from agent.timeline import money, pretty
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

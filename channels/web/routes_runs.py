@@ -14,9 +14,9 @@ from fastapi.responses import HTMLResponse, Response
 from agent.conversation import derive
 from agent.errors import Conflict, KillSwitchOn, NotAllowed, NotFound
 from agent.model import ItemStatus
+from agent.timeline import entries
 from channels.web._pages import error_page, fragment, go, not_found, page
 from channels.web.deps import CHANNEL, Posted, SignedIn, SignedInLive, Visit
-from channels.web.timeline import entries
 
 __all__ = ["router"]
 

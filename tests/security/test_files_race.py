@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from bot import files_server
-from bot.files_server import Grants
+from tools.files import Grants
 
 ROUNDS = 1500
 _RENAME_EXCHANGE = 2

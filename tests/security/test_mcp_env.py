@@ -125,7 +125,7 @@ async def test_the_built_in_files_server_gets_no_secrets(
         [child] = [
             p
             for p in psutil.Process().children(recursive=True)
-            if "bot.files_server" in " ".join(p.cmdline())
+            if "tools.files" in " ".join(p.cmdline())
         ]
         env = child.environ()
     finally:

@@ -15,7 +15,7 @@ from typing import Any
 
 from agent.testing.model_server import ScriptedModelServer
 from agent.testing.scripts import Reply, ToolCall, count_role, last_tool_result
-from bot.cli_client import connect
+from cli.client import connect
 
 PROMPT = "Send Ann the quote."
 #: The skill that says who decides (`agents.yaml` here); PIZZABOT_SKILL names another.

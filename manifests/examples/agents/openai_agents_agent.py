@@ -15,8 +15,8 @@ from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
 from agents import set_tracing_disabled
 from openai import AsyncOpenAI
 
-from bot.client import AsyncInbox
-from bot.client.openai_agents import decide_interruptions
+from pizzabot.client import AsyncInbox
+from pizzabot.client.openai_agents import decide_interruptions
 
 
 async def main() -> None:
