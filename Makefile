@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test install lint check bench lock clean
+.PHONY: serve test install lint check bench lock clean typecheck-tree
 
 $(STAMP): requirements.lock pyproject.toml client/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,7 +20,13 @@ install: $(STAMP)
 serve: $(STAMP)
 	$(BIN)/pizzabot serve
 
-lint: $(STAMP)
+# mypy reads `pizzabot.*` through links to the repository's folders (the wheel maps them the
+# same way; see pyproject.toml).
+typecheck-tree:
+	@mkdir -p .typecheck/pizzabot
+	@for d in agent bot channels cli store tools; do ln -sfn ../../$$d .typecheck/pizzabot/$$d; done
+
+lint: $(STAMP) typecheck-tree
 	$(BIN)/ruff check agent bot channels store client tests
 	$(BIN)/ruff format --check agent bot channels store client tests
 	$(BIN)/mypy
@@ -38,4 +44,4 @@ lock:
 	$(BIN)/uv pip compile pyproject.toml --extra test --extra bench --python-version 3.11 -q -o requirements.lock
 
 clean:
-	rm -rf $(VENV) test-output bench-output
+	rm -rf $(VENV) test-output bench-output .typecheck

@@ -8,7 +8,7 @@ QUESTION for a question — with the events the engine writes for a call it asks
 timeline, the audit trail, every channel's card, reminders, escalation, time-outs, approvers
 and two-person approval all work as for the engine's own calls.
 
-The skill's rules (`agent.policy.rules.judge`) and its grants apply first: `auto` or a grant
+The skill's rules (`pizzabot.agent.policy.rules.judge`) and its grants apply first: `auto` or a grant
 approves at once and `deny` rejects with the rule's reason, with no card; `ask` makes the
 item. A decision re-queues the run, and the engine ends it (`answer_request`) with no model
 call: DONE, its result the decision. Waiting for the decision sleeps on `ctx.decisions`, the
@@ -20,15 +20,13 @@ same body is the same request; with another body it is a `Conflict`.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
-from agent.context import Context
-from agent.errors import (
+from pizzabot.agent.context import Context
+from pizzabot.agent.errors import (
     Conflict,
     InvalidArguments,
     KillSwitchOn,
@@ -36,30 +34,29 @@ from agent.errors import (
     NotFound,
     UserError,
 )
-from agent.events import DecisionMade, RunFinished, RunStarted, ToolRequest
-from agent.held import HeldRun
-from agent.model import (
+from pizzabot.agent.events import DecisionMade, NewEvent, RunFinished, RunStarted, ToolRequest
+from pizzabot.agent.held import HeldRun
+from pizzabot.agent.model import (
     Approve,
     Box,
     Decision,
     Item,
     ItemKind,
     ItemStatus,
-    NewEvent,
     Reject,
     Risk,
     RunStatus,
 )
-from agent.policy.grants import Grant, covering, make_grant, offered, scope_of
-from agent.policy.principal import Principal, Scope
-from agent.policy.quorum import person_of
-from agent.policy.rules import judge
-from agent.questions import FREE_TEXT_SCHEMA
-from agent.request_checks import MAX_JSON_BYTES, MAX_TIMEOUT, check_request
-from agent.request_state import RequestState, outcome_text, state_of
-from agent.skills import Skill, inbox_only
-from agent.store import StoredRequest, kill_reason
-from agent.targets import targets_for
+from pizzabot.agent.policy.grants import Grant, covering, make_grant, offered, scope_of
+from pizzabot.agent.policy.principal import Principal, Scope
+from pizzabot.agent.policy.quorum import person_of
+from pizzabot.agent.policy.rules import judge
+from pizzabot.agent.questions import FREE_TEXT_SCHEMA
+from pizzabot.agent.request_checks import MAX_JSON_BYTES, MAX_TIMEOUT, check_request
+from pizzabot.agent.request_state import NewRequest, RequestState, outcome_text, state_of
+from pizzabot.agent.skills import Skill, inbox_only
+from pizzabot.agent.store import StoredRequest, kill_reason
+from pizzabot.agent.targets import targets_for
 
 __all__ = [
     "MAX_JSON_BYTES",
@@ -75,34 +72,6 @@ log = logging.getLogger(__name__)
 
 #: The tool name a question's run records (a question calls no tool).
 ASK_HUMAN = "ask_human"
-
-
-@dataclass(frozen=True)
-class NewRequest:
-    """What an agent asks. `tool` None: a question (`question` is the text asked)."""
-
-    skill: str
-    title: str
-    tool: str | None = None
-    args: dict[str, Any] = field(default_factory=dict)
-    schema: dict[str, Any] | None = None
-    risk: Risk | None = None
-    description: str | None = None
-    #: Seconds; the item expires after it (else the skill's `timeout` for the tool).
-    timeout: float | None = None
-    callback_url: str | None = None
-    question: str | None = None
-
-    @property
-    def kind(self) -> Literal["approval", "question"]:
-        return "approval" if self.tool is not None else "question"
-
-    def body_hash(self) -> str:
-        """SHA-256 of the request's canonical JSON: what tells a repeat from another request."""
-        canonical = json.dumps(
-            asdict(self), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
-        )
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -2,20 +2,20 @@
 
 A pure function of the call's state (rebuilt from the event log), the skill and the tool,
 so the engine's loop only carries out what it says. The policy of the call comes from
-`agent.policy.rules.judge` (the tool's rules on the call's arguments, its policy, its
+`pizzabot.agent.policy.rules.judge` (the tool's rules on the call's arguments, its policy, its
 hints), and each outcome carries which rule decided, for the log and the card. Three ways:
 
 - `auto`: run it — unless a crash lost the result of a start: then it runs again only when
   the skill marks the tool idempotent, and otherwise the model is told the outcome is unknown;
 - `ask`: a person is asked (once per item), and the engine waits for the decision — unless
-  a grant covers the call (`agent.policy.grants`): then it runs, naming the grant. A call
+  a grant covers the call (`pizzabot.agent.policy.grants`): then it runs, naming the grant. A call
   that a grant let start and whose result a crash lost is asked about, not run again;
 - a decision (`apply_decision`): approve or edit runs the call with its final arguments,
   reject or expiry tells the model, and an approved call whose start lost its result is asked
   again, saying it may already have happened.
 
 Before any of this, the call's arguments are checked against the tool's input schema
-(`agent.argforms.validate_arguments`, as an edit is): arguments that do not fit are never
+(`pizzabot.agent.argforms.validate_arguments`, as an edit is): arguments that do not fit are never
 run, asked about or judged by a rule (a rule reads values of the types the schema says), and
 the model reads what is wrong as the call's result, to call it again.
 
@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, assert_never
 
-from agent.argforms import validate_arguments
-from agent.conversation import CallState
-from agent.events import DecisionMade
-from agent.model import Approve, Edit, Expired, Reject, Risk
-from agent.policy.grants import Grant, covering, offered
-from agent.policy.rules import Ruling, judge
-from agent.skills import Skill
-from agent.tools import ToolSpec
+from pizzabot.agent.argforms import validate_arguments
+from pizzabot.agent.conversation import CallState
+from pizzabot.agent.events import DecisionMade
+from pizzabot.agent.model import Approve, Edit, Expired, Reject, Risk
+from pizzabot.agent.policy.grants import Grant, covering, offered
+from pizzabot.agent.policy.rules import Ruling, judge
+from pizzabot.agent.skills import Skill
+from pizzabot.agent.tools import ToolSpec
 
 __all__ = [
     "INTERRUPTED_ASK",

@@ -6,8 +6,8 @@ escalations, so the two never disagree about where an item goes.
 
 from __future__ import annotations
 
-from agent.addresses import EmailTarget, SlackTarget, Target
-from agent.skills import Deliver, Skill
+from pizzabot.agent.addresses import EmailTarget, SlackTarget, Target
+from pizzabot.agent.skills import Deliver, Skill
 
 __all__ = ["deliver_targets", "targets_for"]
 

@@ -16,12 +16,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, assert_never
 
-from agent.events import (
+from pizzabot.agent.events import (
     AssistantMessage,
     BudgetExtended,
     BudgetReached,
     DecisionMade,
     ErrorNoted,
+    Event,
     ModelCall,
     Note,
     QuestionRemark,
@@ -33,7 +34,7 @@ from agent.events import (
     ToolStarted,
     UserMessage,
 )
-from agent.model import Approve, Edit, Event, Expired, Reject
+from pizzabot.agent.model import Approve, Edit, Expired, Reject
 
 __all__ = ["Block", "Entry", "entries", "money", "pretty", "tool_name"]
 

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from cli.client import CliError
-from cli.typer_app import App
+from pizzabot.cli.client import CliError
+from pizzabot.cli.typer_app import App
 
 app = App(
     help="Measure Pizza Bot: step overhead, decision latency, memory, workers, start-up.",

@@ -25,13 +25,20 @@ from typing import Any
 
 import yaml
 
-from agent.events import EventPayload, ModelCall, RunStarted, ToolResult, ToolStarted
-from agent.model import Approve, Box, Event, ItemStatus, Run, RunStatus
-from agent.policy.principal import Principal
 from bench.model import ModelProcess
 from bench.tools import LOG_ENV
-from bot.services import Services
-from store.sql import SqlStore
+from pizzabot.agent.events import (
+    Event,
+    EventPayload,
+    ModelCall,
+    RunStarted,
+    ToolResult,
+    ToolStarted,
+)
+from pizzabot.agent.model import Approve, Box, ItemStatus, Run, RunStatus
+from pizzabot.agent.policy.principal import Principal
+from pizzabot.bot.services import Services
+from pizzabot.store.sql import SqlStore
 
 #: Model calls per run in the step figures: four tool steps, then the answer.
 STEP_RUN_CALLS = 5
@@ -137,7 +144,7 @@ async def count_status(store: SqlStore, status: RunStatus, *, since: datetime | 
     poll than the runs being timed."""
     from sqlalchemy import func, select
 
-    from store.tables import RunRow
+    from pizzabot.store.tables import RunRow
 
     q = select(func.count()).select_from(RunRow).where(RunRow.status == status.value)
     if since is not None:
@@ -220,8 +227,8 @@ async def engine_here(
     """The server's engine, store and worker, built as `pizzabot serve` builds them, without
     HTTP: the bench times the engine, not FastAPI. `ends` is told of every run that ends;
     `concurrency` is how many runs the worker carries at once."""
-    from bot.server import build, shutdown, start_worker
-    from bot.settings import Settings
+    from pizzabot.bot.server import build, shutdown, start_worker
+    from pizzabot.bot.settings import Settings
 
     settings = Settings(
         database_url=url,

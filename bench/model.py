@@ -32,8 +32,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from agent.testing.model_server import ScriptedModelServer
-from agent.testing.scripts import Message, Reply, ToolCall, count_role
+from pizzabot.agent.testing.model_server import ScriptedModelServer
+from pizzabot.agent.testing.scripts import Message, Reply, ToolCall, count_role
 
 if TYPE_CHECKING:
     import httpx

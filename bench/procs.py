@@ -20,9 +20,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.events import RunFinished, RunStarted, ToolResult, ToolStarted
-from agent.model import RunStatus
-from agent.policy.principal import Principal
 from bench.engine import (
     Sizes,
     child_env,
@@ -33,14 +30,17 @@ from bench.engine import (
     write_skills,
 )
 from bench.model import ModelProcess
-from bot.services import Services
-from store.sql import SqlStore
+from pizzabot.agent.events import RunFinished, RunStarted, ToolResult, ToolStarted
+from pizzabot.agent.model import RunStatus
+from pizzabot.agent.policy.principal import Principal
+from pizzabot.bot.services import Services
+from pizzabot.store.sql import SqlStore
 
 
 def _pizzabot() -> list[str]:
     """The `pizzabot` a user runs: the console script next to this interpreter, if any."""
     script = Path(sys.executable).with_name("pizzabot")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "bot.main"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "pizzabot.bot.main"]
 
 
 @dataclass
@@ -277,8 +277,8 @@ async def bench_workers(
     sizes: Sizes,
 ) -> dict[str, Any]:
     """Runs finished per second by two, then one `pizzabot worker` process on PostgreSQL."""
-    from bot.server import build, shutdown
-    from bot.settings import Settings
+    from pizzabot.bot.server import build, shutdown
+    from pizzabot.bot.settings import Settings
 
     skills = work / "skills-workers"
     tools_log = work / "workers-tools.jsonl"

@@ -1,6 +1,6 @@
 """`pizzabot bench`: how fast the engine is, measured the same way every time.
 
-A fixed workload runs against the scripted model server (`agent.testing.model_server`, in a
+A fixed workload runs against the scripted model server (`pizzabot.agent.testing.model_server`, in a
 process of its own as a real provider is: `bench.model`; reached through the client
 Pizza Bot picks for its `openai/` model, the OpenAI SDK, one new TCP connection per request,
 as in the comparison with LangGraph) and a tool that does nothing (`bench.tools`). The
@@ -55,7 +55,7 @@ from bench.engine import (
 )
 from bench.model import ModelProcess
 from bench.procs import bench_start, bench_workers, scratch_postgres
-from cli.client import CliError
+from pizzabot.cli.client import CliError
 
 DEFAULT_OUTPUT = Path("bench-output/bench.json")
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -242,7 +242,7 @@ async def measure(opts: Options) -> dict[str, Any]:
             write_skills(skills, model.openai_base, tools_log=None)
             with run.section("import", "importing litellm"):
                 # Before any child starts, so children read the bytecode this compiles.
-                from agent.llm import import_litellm
+                from pizzabot.agent.llm import import_litellm
 
                 await asyncio.to_thread(import_litellm)
             pg = opts.postgres

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cli import app
+from pizzabot.cli import app
 
 __all__ = ["app", "main"]
 
@@ -35,10 +35,8 @@ def serve(
     ] = False,
 ) -> None:
     """Start the server: API, web page, channels and (unless --no-worker) a worker."""
-    from bot import banner, listen
-    from bot.boot import BootApp
-    from bot.logs import setup_logging
-    from bot.settings import Settings
+    from pizzabot.bot.logs import setup_logging
+    from pizzabot.bot.settings import Settings
 
     overrides: dict[str, Any] = {
         k: v
@@ -49,11 +47,19 @@ def serve(
     setup_logging(settings)
     token, created = settings.ensure_token()
     setup_logging(settings, token=token)  # the token made just now is a secret of the logs too
+    _run_server(settings, token=token, created=created, with_worker=not no_worker)
+
+
+def _run_server(settings: Any, *, token: str, created: bool, with_worker: bool) -> None:
+    """Listen at once (the app is built behind `/healthz` while it starts), say so, and run
+    until stopped."""
+    from pizzabot.bot import banner, listen
+    from pizzabot.bot.boot import BootApp
 
     def build() -> Any:
-        from bot.server import create_app
+        from pizzabot.bot.server import create_app
 
-        return create_app(settings, token=token, with_worker=not no_worker)
+        return create_app(settings, token=token, with_worker=with_worker)
 
     def stop() -> None:
         server.should_exit = True
@@ -95,9 +101,9 @@ def worker() -> None:
     """Run a worker only (no HTTP): claims and steps runs from the shared database."""
     import asyncio
 
-    from bot.logs import setup_logging
-    from bot.server import build, follow_skill_files, shutdown, start_worker, warm
-    from bot.settings import Settings
+    from pizzabot.bot.logs import setup_logging
+    from pizzabot.bot.server import build, follow_skill_files, shutdown, start_worker, warm
+    from pizzabot.bot.settings import Settings
 
     settings = Settings()
     setup_logging(settings)

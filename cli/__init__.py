@@ -11,12 +11,12 @@ server, so a terminal on another device works the same way (`--url`, `--token`).
     client.py     where the server and its token are, and every failure as one line
     render.py     tables, a run's timeline, an item's card
 
-The server's own commands (`serve`, `worker`) are added by `bot.main`.
+The server's own commands (`serve`, `worker`) are added by `pizzabot.bot.main`.
 """
 
-from cli import runs, items, control, grants, schedules  # noqa: I001 - the order of `--help`
-from cli.ask import register as register_ask
-from cli.common import app
+from pizzabot.cli import runs, items, control, grants, schedules  # noqa: I001 - the order of `--help`
+from pizzabot.cli.ask import register as register_ask
+from pizzabot.cli.common import app
 
 register_ask(app)
 

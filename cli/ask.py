@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli.client import Api, CliError, connect
-from cli.typer_app import App
+from pizzabot.cli.client import Api, CliError, connect
+from pizzabot.cli.typer_app import App
 
 if TYPE_CHECKING:
     from pizzabot.client import Decision

@@ -2,7 +2,7 @@
 
 A person at a terminal should never read a traceback or a Python repr: a server that is not
 running, a refused token, a 404 or a 422 each become one `CliError` whose message says what
-went wrong and what to do next. `cli.typer_app` prints it and exits non-zero.
+went wrong and what to do next. `pizzabot.cli.typer_app` prints it and exits non-zero.
 """
 
 from __future__ import annotations

@@ -13,11 +13,11 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from cli.client import Api, connect
-from cli.render import (
+from pizzabot.cli.client import Api, connect
+from pizzabot.cli.render import (
     console,
 )
-from cli.typer_app import App
+from pizzabot.cli.typer_app import App
 
 __all__ = [
     "JsonOpt",

@@ -7,8 +7,8 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from cli.common import JsonOpt, TokenOpt, UrlOpt, app, call, print_line
-from cli.render import (
+from pizzabot.cli.common import JsonOpt, TokenOpt, UrlOpt, app, call, print_line
+from pizzabot.cli.render import (
     arg_lines,
     console,
     dump_json,
@@ -19,7 +19,7 @@ from cli.render import (
     time_column,
     when,
 )
-from cli.typer_app import stderr
+from pizzabot.cli.typer_app import stderr
 
 
 @app.command()

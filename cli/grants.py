@@ -9,8 +9,8 @@ from urllib.parse import quote
 
 import typer
 
-from cli.common import JsonOpt, TokenOpt, UrlOpt, app, call, print_line
-from cli.render import (
+from pizzabot.cli.common import JsonOpt, TokenOpt, UrlOpt, app, call, print_line
+from pizzabot.cli.render import (
     compact,
     console,
     dump_json,
@@ -21,7 +21,7 @@ from cli.render import (
     time_column,
     when,
 )
-from cli.typer_app import App, stderr
+from pizzabot.cli.typer_app import App, stderr
 
 # -- grants ------------------------------------------------------------------------------
 

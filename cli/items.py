@@ -12,9 +12,9 @@ from urllib.parse import quote
 import typer
 from rich.table import Column
 
-from cli.client import ApiError, CliError
-from cli.common import BoxName, JsonOpt, TokenOpt, UrlOpt, api_of, app, call, print_line
-from cli.render import (
+from pizzabot.cli.client import ApiError, CliError
+from pizzabot.cli.common import BoxName, JsonOpt, TokenOpt, UrlOpt, api_of, app, call, print_line
+from pizzabot.cli.render import (
     arg_lines,
     compact,
     console,

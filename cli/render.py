@@ -254,6 +254,16 @@ def item_card(item: dict[str, Any], run: dict[str, Any] | None) -> None:
             _field("Read", when(item.get("read_at")))
         return
 
+    _what_it_is_doing(item, run, budget=budget)
+    if budget:
+        _section("Budget")
+        _block("Extending gives the run this much more", _pretty(item.get("args") or {}), code=True)
+    else:
+        _tool(item)
+    _decision(item, budget=budget)
+
+
+def _what_it_is_doing(item: dict[str, Any], run: dict[str, Any] | None, *, budget: bool) -> None:
     _section("What the run is doing")
     _field("Skill", str(item.get("skill", "")))
     if item.get("requested_by"):
@@ -265,30 +275,31 @@ def item_card(item: dict[str, Any], run: dict[str, Any] | None) -> None:
         _block("Run input", str(run.get("input") or "(none)"))
     _block("Why" if budget else "The model's last message", str(item.get("body") or "(none)"))
 
-    if budget:
-        _section("Budget")
-        _block("Extending gives the run this much more", _pretty(item.get("args") or {}), code=True)
-    else:
-        _section("Tool")
-        tool = str(item.get("tool") or "")
-        server = item.get("server")
-        name = tool.partition(".")[2] if server and tool.startswith(f"{server}.") else tool
-        _field("Tool", f"{name} on server {server}" if server else name)
-        risk = item.get("risk") or {}
-        notes = []
-        if risk.get("impact"):
-            notes.append(f"{risk['impact']} impact")
-        if risk.get("reversible") is not None:
-            notes.append("can be undone" if risk["reversible"] else "cannot be undone")
-        if risk.get("scope"):
-            notes.append(f"scope: {risk['scope']}")
-        _field("Risk", " · ".join(notes) or "the skill gives no risk notes for this tool")
-        if (risk.get("approvals_required") or 1) > 1:
-            approved = list(risk.get("approved") or [])
-            count = f"{len(approved)} of {risk['approvals_required']} approved"
-            _field("Approvals", f"{count}: {', '.join(approved)}" if approved else count)
-        _block("Proposed arguments", _pretty(item.get("args") or {}), code=True)
 
+def _tool(item: dict[str, Any]) -> None:
+    _section("Tool")
+    tool = str(item.get("tool") or "")
+    server = item.get("server")
+    name = tool.partition(".")[2] if server and tool.startswith(f"{server}.") else tool
+    _field("Tool", f"{name} on server {server}" if server else name)
+    risk = item.get("risk") or {}
+    notes = []
+    if risk.get("impact"):
+        notes.append(f"{risk['impact']} impact")
+    if risk.get("reversible") is not None:
+        notes.append("can be undone" if risk["reversible"] else "cannot be undone")
+    if risk.get("scope"):
+        notes.append(f"scope: {risk['scope']}")
+    _field("Risk", " · ".join(notes) or "the skill gives no risk notes for this tool")
+    if (risk.get("approvals_required") or 1) > 1:
+        approved = list(risk.get("approved") or [])
+        count = f"{len(approved)} of {risk['approvals_required']} approved"
+        _field("Approvals", f"{count}: {', '.join(approved)}" if approved else count)
+    _block("Proposed arguments", _pretty(item.get("args") or {}), code=True)
+
+
+def _decision(item: dict[str, Any], *, budget: bool) -> None:
+    """How to decide a pending item; who decided a decided one, and what."""
     status = str(item.get("status", ""))
     if status == "pending":
         _section("Decide")

@@ -9,9 +9,9 @@ from urllib.parse import quote
 
 import typer
 
-from cli.client import Api, ApiError, CliError
-from cli.common import JsonOpt, TokenOpt, UrlOpt, api_of, app, call, print_line
-from cli.render import (
+from pizzabot.cli.client import Api, ApiError, CliError
+from pizzabot.cli.common import JsonOpt, TokenOpt, UrlOpt, api_of, app, call, print_line
+from pizzabot.cli.render import (
     console,
     dump_json,
     empty,

@@ -8,8 +8,8 @@ from urllib.parse import quote
 import typer
 from rich.text import Text
 
-from cli.common import JsonOpt, TokenOpt, UrlOpt, app, call, print_line
-from cli.render import (
+from pizzabot.cli.common import JsonOpt, TokenOpt, UrlOpt, app, call, print_line
+from pizzabot.cli.render import (
     console,
     dump_json,
     empty,
@@ -18,7 +18,7 @@ from cli.render import (
     time_column,
     when,
 )
-from cli.typer_app import App, stderr
+from pizzabot.cli.typer_app import App, stderr
 
 # -- schedules ---------------------------------------------------------------------------
 

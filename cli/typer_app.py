@@ -22,7 +22,7 @@ from rich.text import Text
 from typer.core import TyperCommand, TyperGroup, TyperOption
 from typer.models import CommandFunctionType
 
-from cli.client import CliError
+from pizzabot.cli.client import CliError
 
 __all__ = ["App", "Command", "Group", "fail", "stderr"]
 

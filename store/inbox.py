@@ -3,7 +3,7 @@
 An item is written with its deliveries and the events that explain it, in one transaction;
 a decision is a conditional update of a pending item (the first decision wins) committed with
 its event, the run re-queued, every sent copy marked for update, and its audit entry.
-Implements `agent.store.Inbox`.
+Implements `pizzabot.agent.store.Inbox`.
 """
 
 from __future__ import annotations
@@ -15,26 +15,26 @@ from typing import Any, NoReturn, cast
 from sqlalchemy import Connection, Table, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
-from agent.errors import AlreadyDecided, CardChanged, NotFound
-from agent.model import (
+from pizzabot.agent.errors import AlreadyDecided, CardChanged, NotFound
+from pizzabot.agent.events import NewEvent
+from pizzabot.agent.model import (
     Box,
     Decision,
     Item,
     ItemKind,
     ItemStatus,
-    NewEvent,
     Risk,
     RunStatus,
     Target,
     transition,
 )
-from agent.store import ClaimedRun, LeaseLost, Take
-from store.audit import insert_audit
-from store.database import Database
-from store.events import RUNS, append_events, read_events, run_of
-from store.outbox import copies_need_update, insert_deliveries
-from store.switches import kill_switch
-from store.tables import ItemRow, RunRow, UtcDateTime
+from pizzabot.agent.store import ClaimedRun, LeaseLost, Take
+from pizzabot.store.audit import insert_audit
+from pizzabot.store.database import Database
+from pizzabot.store.events import RUNS, append_events, read_events, run_of
+from pizzabot.store.outbox import copies_need_update, insert_deliveries
+from pizzabot.store.switches import kill_switch
+from pizzabot.store.tables import ItemRow, RunRow, UtcDateTime
 
 ITEMS = cast(Table, ItemRow.__table__)
 

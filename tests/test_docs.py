@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import typer.main
 
-from agent.skills import parse_skill
 from bench.cli import app as bench_app
-from bot.main import app
+from pizzabot.agent.skills import parse_skill
+from pizzabot.bot.main import app
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

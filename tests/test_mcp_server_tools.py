@@ -12,6 +12,7 @@ from typing import Any
 
 from mcp.client import Client
 from mcp_types import CallToolResult, TextContent
+
 from pizzabot.client.mcp.desk import Answer, Ask, DeskError
 from pizzabot.client.mcp.tools import Asking, build_server
 

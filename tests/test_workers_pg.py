@@ -29,8 +29,8 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from agent.testing.model_server import ScriptedModelServer
-from agent.testing.scripts import Message, Reply, ToolCall, count_role
+from pizzabot.agent.testing.model_server import ScriptedModelServer
+from pizzabot.agent.testing.scripts import Message, Reply, ToolCall, count_role
 from tests.conftest import fresh_pg_database
 from tests.peers import mcp_tools
 from tests.peers.server import ServerProcess
@@ -80,7 +80,7 @@ class Cluster:
         log = self.root / f"{name}.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "bot.main", "worker"],
+                [sys.executable, "-m", "pizzabot.bot.main", "worker"],
                 env={**self.env, **env},
                 stdout=out,
                 stderr=subprocess.STDOUT,

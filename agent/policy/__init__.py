@@ -9,11 +9,17 @@ revokes named tokens. Channels only say who is asking.
 argument values, the tool's policy, and (where the skill opts in) the tool's own hints.
 """
 
-from agent.policy.access import Access, Act, Verdict, audit_refusal
-from agent.policy.identity import EMAIL, SLACK, identity_key, normalize_address, same_identity
-from agent.policy.principal import Principal, Scope
-from agent.policy.rules import Ruling, ToolHints, check_paths, judge
-from agent.store import AuditTrail
+from pizzabot.agent.policy.access import Access, Act, Verdict, audit_refusal
+from pizzabot.agent.policy.identity import (
+    EMAIL,
+    SLACK,
+    identity_key,
+    normalize_address,
+    same_identity,
+)
+from pizzabot.agent.policy.principal import Principal, Scope
+from pizzabot.agent.policy.rules import Ruling, ToolHints, check_paths, judge
+from pizzabot.agent.store import AuditTrail
 
 __all__ = [
     "EMAIL",

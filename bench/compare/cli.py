@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cli.client import CliError
+from pizzabot.cli.client import CliError
 
 ENGINES = ("langgraph",)
 

@@ -21,9 +21,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from agent.events import ModelCall, ToolResult
-from agent.model import RunStatus
-from agent.policy.principal import Principal
 from bench.engine import (
     STEP_RUN_CALLS,
     RunEnds,
@@ -39,6 +36,9 @@ from bench.engine import (
 )
 from bench.model import ModelProcess
 from bench.procs import Child, _first_run, _wait_answer
+from pizzabot.agent.events import ModelCall, ToolResult
+from pizzabot.agent.model import RunStatus
+from pizzabot.agent.policy.principal import Principal
 
 MIB = 1024 * 1024
 

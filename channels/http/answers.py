@@ -1,5 +1,5 @@
 """What the API answers with, made from the engine's nouns: the response models of
-`channels.http.schema` and nothing beside them, so `/openapi.json` and the server cannot say
+`pizzabot.channels.http.schema` and nothing beside them, so `/openapi.json` and the server cannot say
 two things.
 """
 
@@ -8,11 +8,12 @@ from __future__ import annotations
 from dataclasses import asdict
 from datetime import datetime
 
-from agent.card_digest import card_digest
-from agent.model import AuditEntry, Event, Item, ItemStatus, Run
-from agent.skills import SkillBook
-from agent.timeline import entries
-from channels.http import schema as out
+from pizzabot.agent.card_digest import card_digest
+from pizzabot.agent.events import Event
+from pizzabot.agent.model import AuditEntry, Item, ItemStatus, Run
+from pizzabot.agent.skills import SkillBook
+from pizzabot.agent.timeline import entries
+from pizzabot.channels.http import schema as out
 
 __all__ = ["audit_out", "item_out", "run_detail", "run_out", "skills_out"]
 

@@ -1,7 +1,7 @@
 """The HTTP API's documented shapes: what `/openapi.json` promises for each answer, so that a
 generated client and a conformance checker agree with the server.
 
-The routes answer with these models, made from the engine's nouns (`channels.http.answers`).
+The routes answer with these models, made from the engine's nouns (`pizzabot.channels.http.answers`).
 Times are ISO 8601 strings.
 """
 
@@ -50,7 +50,7 @@ class TimelineBlock(BaseModel):
 
 
 class TimelineEntry(BaseModel):
-    """One event in words, as the web page shows it (`agent.timeline`)."""
+    """One event in words, as the web page shows it (`pizzabot.agent.timeline`)."""
 
     seq: int
     #: start, message, model, assistant, request, decision, tool, error, budget, note, finish.

@@ -4,7 +4,7 @@ requests in-process.
 The endpoint is stateless (each POST carries its own call), so any server process sharing
 the database can answer any call, and a call waiting on a person holds only its own
 response stream, on which its progress notifications travel. A bearer token guards it like
-`/api` (`channels.http.guard.TokenGate`, before the body is read), and each call's requests are
+`/api` (`pizzabot.channels.http.guard.TokenGate`, before the body is read), and each call's requests are
 filed as that token's principal: an `ask` token is enough, and is what an agent should hold.
 The MCP SDK's Host and Origin checks guard a server that listens on loopback against DNS
 rebinding.
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
 
-    from agent.requests import Requests
+    from pizzabot.agent.requests import Requests
 
 __all__ = ["MCP_PATH", "McpConfig", "McpDeps", "McpEndpoint", "install", "transport_security"]
 
@@ -99,12 +99,12 @@ class McpEndpoint:
         """Build the MCP server over the services' requests and run its session manager.
         No await before `_manager` is set: concurrent first calls start it once."""
         from mcp.server.mcpserver import Context
+
+        from pizzabot.agent.policy.principal import Principal
+        from pizzabot.channels.http.guard import PRINCIPAL
+        from pizzabot.channels.mcp.local import LocalDesk
         from pizzabot.client.mcp.desk import DeskError
         from pizzabot.client.mcp.tools import Asking, build_server
-
-        from agent.policy.principal import Principal
-        from channels.http.guard import PRINCIPAL
-        from channels.mcp.local import LocalDesk
 
         config = self._config
         requests = deps.requests

@@ -1,4 +1,4 @@
-"""The desk of `/mcp`: the server's own requests (`agent.requests.Requests`), in-process.
+"""The desk of `/mcp`: the server's own requests (`pizzabot.agent.requests.Requests`), in-process.
 
 A call to `/mcp` files its request exactly as `POST /api/requests` would (the same skill's
 rules and grants, the same item on every channel) and waits on the same decision bell, so
@@ -7,12 +7,11 @@ a decision wakes it at once without reading the database in a loop.
 
 from __future__ import annotations
 
+from pizzabot.agent.errors import PizzaBotError
+from pizzabot.agent.model import Risk
+from pizzabot.agent.policy.principal import Principal
+from pizzabot.agent.requests import NewRequest, Requests, RequestState
 from pizzabot.client.mcp.desk import Answer, Ask, DeskError
-
-from agent.errors import PizzaBotError
-from agent.model import Risk
-from agent.policy.principal import Principal
-from agent.requests import NewRequest, Requests, RequestState
 
 __all__ = ["LocalDesk"]
 

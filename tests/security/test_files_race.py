@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from bot import files_server
-from tools.files import Grants
+from pizzabot.bot import files_server
+from pizzabot.tools.files import Grants
 
 ROUNDS = 1500
 _RENAME_EXCHANGE = 2

@@ -1,5 +1,5 @@
-"""`python -m tools.files`: the command line `launch_args` builds."""
+"""`python -m pizzabot.tools.files`: the command line `launch_args` builds."""
 
-from tools.files.server import main
+from pizzabot.tools.files.server import main
 
 main()

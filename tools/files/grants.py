@@ -25,8 +25,6 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.errors import UserError
-
 #: Flags for each folder of a walk: a link, a file or a FIFO in the way fails the open.
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: Flags for reading a file: never a link, and never blocking (a FIFO opens at once and is
@@ -34,6 +32,10 @@ DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 _ROOTS = frozenset({"", ".", "/"})
+
+
+class GrantsRefused(ValueError):
+    """The folders handed to the files server cannot be served (none, or not a folder)."""
 
 
 class PathRefused(Exception):
@@ -116,12 +118,12 @@ class Grants:
             spelled = Path(os.path.abspath(os.path.expanduser(raw)))
             root = Path(os.path.realpath(spelled))
             if not root.is_dir():
-                raise UserError(f"granted folder {str(raw)!r} is not an existing folder")
+                raise GrantsRefused(f"granted folder {str(raw)!r} is not an existing folder")
             by_root[root] = by_root.get(root, False) or writable
             # Named as the skill spelled it: a granted `~/notes` linking elsewhere is `notes`.
             given.setdefault(root, spelled)
         if not by_root:
-            raise UserError("the files server needs at least one granted folder")
+            raise GrantsRefused("the files server needs at least one granted folder")
         grants: list[Grant] = []
         taken: set[str] = set()
         for root, writable in by_root.items():

@@ -15,7 +15,15 @@ import stat
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 
-from tools.files.grants import DIR_FLAGS, READ_FLAGS, Folder, Grant, Grants, PathRefused, Spot
+from pizzabot.tools.files.grants import (
+    DIR_FLAGS,
+    READ_FLAGS,
+    Folder,
+    Grant,
+    Grants,
+    PathRefused,
+    Spot,
+)
 
 __all__ = [
     "Grant",

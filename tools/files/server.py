@@ -1,6 +1,6 @@
 """The `files` MCP server: the operations of `ops`, offered as tools over stdio.
 
-    python -m tools.files --grant /abs/notes --grant-write /abs/drafts
+    python -m pizzabot.tools.files --grant /abs/notes --grant-write /abs/drafts
 
 The write tools exist only when at least one folder is writable, so a read-only skill cannot
 even ask to write.
@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Protocol
 
 from pydantic import Field
 
-from agent.errors import UserError
-from tools.files.grants import Grants, PathRefused
-from tools.files.ops import (
+from pizzabot.tools.files.grants import Grants, GrantsRefused, PathRefused
+from pizzabot.tools.files.ops import (
     READ_CAP,
     SEARCH_CAP,
     SEARCH_DEFAULT,
@@ -167,7 +166,7 @@ def _add_writing_tools(server: MCPServer, grants: Grants) -> None:
 
 
 class FolderLike(Protocol):
-    """What a skill's folder entry offers (`agent.skills.Folder` fits)."""
+    """What a skill's folder entry offers (`pizzabot.agent.skills.Folder` fits)."""
 
     @property
     def path(self) -> str: ...
@@ -178,7 +177,7 @@ class FolderLike(Protocol):
 
 def launch_args(folders: Iterable[FolderLike]) -> list[str]:
     """Arguments after the Python executable that start this server for `folders`."""
-    args = ["-m", "tools.files"]
+    args = ["-m", "pizzabot.tools.files"]
     for folder in folders:
         args += ["--grant-write" if folder.write else "--grant", os.path.expanduser(folder.path)]
     return args
@@ -186,13 +185,13 @@ def launch_args(folders: Iterable[FolderLike]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m tools.files", description="Serve granted folders over MCP (stdio)."
+        prog="python -m pizzabot.tools.files", description="Serve granted folders over MCP (stdio)."
     )
     parser.add_argument("--grant", action="append", default=[], metavar="DIR", help="read-only")
     parser.add_argument("--grant-write", action="append", default=[], metavar="DIR")
     ns = parser.parse_args(argv)
     try:
         grants = Grants([(p, False) for p in ns.grant] + [(p, True) for p in ns.grant_write])
-    except UserError as exc:
+    except GrantsRefused as exc:
         parser.error(str(exc))
     build_server(grants).run()

@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any
 
 import httpx
+
 from pizzabot.client import _wire
 from pizzabot.client._wire import Call, Decision, InboxError, Retry
 

@@ -29,6 +29,7 @@ from typing import Any
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.types import Interrupt
+
 from pizzabot.client._async import AsyncInbox
 from pizzabot.client._wire import Decision
 

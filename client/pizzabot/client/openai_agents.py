@@ -25,6 +25,7 @@ from typing import Any
 
 from agents import FunctionTool, RunResult, RunResultStreaming, RunState
 from agents.items import ToolApprovalItem
+
 from pizzabot.client._async import AsyncInbox
 from pizzabot.client._wire import Decision
 

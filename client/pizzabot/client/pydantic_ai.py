@@ -22,11 +22,12 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+from pydantic_ai.messages import ToolCallPart
+
 from pizzabot.client._async import AsyncInbox
 from pizzabot.client._sync import Inbox
 from pizzabot.client._wire import Decision, expiry_wait
-from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
-from pydantic_ai.messages import ToolCallPart
 
 __all__ = ["decide_deferred", "decide_deferred_sync", "result_of"]
 

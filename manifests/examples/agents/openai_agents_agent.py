@@ -11,8 +11,7 @@ call with other arguments: an edit reaches the model as a reject carrying the ne
 import asyncio
 
 from _common import PROMPT, SKILL, model, send_email, server
-from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
-from agents import set_tracing_disabled
+from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
 from openai import AsyncOpenAI
 
 from pizzabot.client import AsyncInbox

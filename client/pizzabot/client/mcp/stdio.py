@@ -9,6 +9,7 @@ again and asks again gets the same item.
 from __future__ import annotations
 
 import anyio
+
 from pizzabot.client.mcp.tools import Asking, build_server
 
 __all__ = ["serve", "serve_async"]

@@ -25,10 +25,9 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pizzabot.client.mcp.desk import Answer, Ask, Desk, DeskError
 from pydantic import BaseModel, Field
 
-from agent.request_checks import value_problems
+from pizzabot.client.mcp.desk import Answer, Ask, Desk, DeskError
 
 __all__ = ["Approval", "Asking", "HumanAnswer", "RiskNotes", "build_server"]
 
@@ -140,13 +139,11 @@ def _content_key(ask: Ask) -> str:
 
 
 def _bounded(name: str, value: Any) -> None:
-    """Refuse what the inbox would: too large, nested too deep, or a number that is not
-    finite (MCP's JSON reads `NaN` and `Infinity`) or has too many digits."""
+    """Refuse what is too large to send at all. (What else the inbox refuses — a number
+    that is not finite, nesting too deep — it refuses before it files anything, and the
+    tool reports that as its error.)"""
     if value is None:
         return
-    problems = value_problems(name, value)
-    if problems:
-        raise ToolError("; ".join(f"{place}: {why}" for place, why in problems.items()))
     if len(json.dumps(value, default=str).encode()) > MAX_JSON_BYTES:
         raise ToolError(f"{name} is larger than {MAX_JSON_BYTES} bytes of JSON")
 
@@ -230,9 +227,17 @@ def _result(model: BaseModel, text: str) -> CallToolResult:
 def build_server(asking: Asking, *, name: str = "pizzabot") -> MCPServer:
     """An MCP server with `request_approval` and `ask_human`, asking through `asking`."""
     server = MCPServer(name, instructions=INSTRUCTIONS, log_level="WARNING")
-    waits = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
+    _add_request_approval(server, asking)
+    _add_ask_human(server, asking)
+    return server
 
-    @server.tool(annotations=waits)
+
+#: Both tools wait for a person, change nothing themselves, and reach outside the client.
+_WAITS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
+
+
+def _add_request_approval(server: MCPServer, asking: Asking) -> None:
+    @server.tool(annotations=_WAITS)
     async def request_approval(
         title: Annotated[str, Field(min_length=1, max_length=MAX_TITLE)],
         tool: Annotated[str, Field(min_length=1, max_length=MAX_TITLE)],
@@ -270,7 +275,9 @@ def build_server(asking: Asking, *, name: str = "pizzabot") -> MCPServer:
         approval = approval_of(answer)
         return _result(approval, approval_text(approval))
 
-    @server.tool(annotations=waits)
+
+def _add_ask_human(server: MCPServer, asking: Asking) -> None:
+    @server.tool(annotations=_WAITS)
     async def ask_human(
         question: Annotated[str, Field(min_length=1, max_length=MAX_TEXT)],
         ctx: Context,
@@ -295,8 +302,6 @@ def build_server(asking: Asking, *, name: str = "pizzabot") -> MCPServer:
         answer = await _decided(asking, ask, idempotency_key, ctx)
         human = human_answer_of(answer)
         return _result(human, answer_text(human))
-
-    return server
 
 
 async def _decided(asking: Asking, ask: Ask, key: str | None, ctx: Context) -> Answer:
