@@ -1,7 +1,7 @@
 """`pizzabot bench`: the benchmark of the engine, a tool Pizza Bot ships beside the server.
 
 The server never imports it. It needs psutil, which only the `bench` extra installs
-(`pip install 'pizzabot[bench]'`; the test environment has it).
+(`pip install -r requirements-dev.lock`; the test environment has it).
 
 - `runner`: the command: the workload's parts, the table and the JSON;
 - `engine`: the parts that run the engine in this process (steps, decisions, memory);

@@ -359,7 +359,7 @@ def _mail_missing() -> str | None:
     try:
         from bench import channels_email
     except ImportError as exc:
-        return f"{exc.name} is missing: pip install 'pizzabot[bench]'"
+        return f"{exc.name} is missing: pip install -r requirements-dev.lock"
     return channels_email.missing()
 
 

@@ -21,7 +21,7 @@ figures, printed next to the targets, and written as JSON:
 
 `--quick` uses small counts so CI can run it and the bench cannot rot; its figures are a smoke
 test, not a measurement. `python -m bench` is the same command as `pizzabot bench`; the server does not need
-the bench, and psutil, which it reads processes with, comes with `pizzabot[bench]`.
+the bench, and psutil, which it reads processes with, comes with requirements-dev.lock (the `bench` extra).
 """
 
 from __future__ import annotations
@@ -420,7 +420,7 @@ def require_psutil() -> None:
     except ImportError:
         raise CliError(
             "pizzabot bench needs psutil, which a plain install leaves out: "
-            "pip install 'pizzabot[bench]'",
+            "pip install -r requirements-dev.lock",
             code=2,
         ) from None
 

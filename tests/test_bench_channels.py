@@ -20,7 +20,7 @@ def test_without_dovecot_the_email_figure_is_skipped_and_the_others_measured(
     output = tmp_path / "bench.json"
     no_dovecot = (
         "import sys; import bench.channels_email as mail; "
-        f"mail.DOVECOT = {str(tmp_path / 'no-dovecot')!r}; from bot.main import main; "
+        f"mail.DOVECOT = {str(tmp_path / 'no-dovecot')!r}; from pizzabot.bot.main import main; "
         "sys.argv = ['pizzabot', 'bench', '--quick', '--only', 'channels', "
         f"'--output', {str(output)!r}]; main()"
     )

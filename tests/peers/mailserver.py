@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import mailpeer
+from tests.peers import mailpeer
 from tests.peers.certs import TestCertificates, make_certificates
 from tests.peers.mailpeer import (
     DEFAULT_USERS,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from pizzabot.bot import files_server
+from pizzabot.tools import files as files_server
 from pizzabot.tools.files import Grants
 
 ROUNDS = 1500
