@@ -5,6 +5,7 @@ the tests; the client's wheel holds `pizzabot.client` alone and needs only httpx
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -16,6 +17,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = ("agent", "bot", "channels", "cli", "store", "tools")
+
+
+def _copy(names: tuple[str, ...], source: Path, to: Path) -> Path:
+    """The files a build reads, copied out: building leaves `build/` and `*.egg-info` behind."""
+    junk = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    for name in names:
+        if (source / name).is_dir():
+            shutil.copytree(source / name, to / name, ignore=junk)
+        else:
+            shutil.copy2(source / name, to / name)
+    return to
 
 
 def _wheel(source: Path, out: Path) -> zipfile.ZipFile:
@@ -43,12 +55,16 @@ def _wheel(source: Path, out: Path) -> zipfile.ZipFile:
 
 @pytest.fixture(scope="module")
 def server_wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
-    return _wheel(ROOT, tmp_path_factory.mktemp("server"))
+    names = ("pyproject.toml", "README.md", *FOLDERS)
+    source = _copy(names, ROOT, tmp_path_factory.mktemp("server-source"))
+    return _wheel(source, tmp_path_factory.mktemp("server"))
 
 
 @pytest.fixture(scope="module")
 def client_wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
-    return _wheel(ROOT / "client", tmp_path_factory.mktemp("client"))
+    names = ("pyproject.toml", "README.md", "pizzabot")
+    source = _copy(names, ROOT / "client", tmp_path_factory.mktemp("client-source"))
+    return _wheel(source, tmp_path_factory.mktemp("client"))
 
 
 def _tops(wheel: zipfile.ZipFile) -> set[str]:
