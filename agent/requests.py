@@ -8,9 +8,9 @@ QUESTION for a question — with the events the engine writes for a call it asks
 timeline, the audit trail, every channel's card, reminders, escalation, time-outs, approvers
 and two-person approval all work as for the engine's own calls.
 
-The skill's rules (`pizzabot.agent.policy.rules.judge`) and its grants apply first: `auto` or a grant
-approves at once and `deny` rejects with the rule's reason, with no card; `ask` makes the
-item. A decision re-queues the run, and the engine ends it (`answer_request`) with no model
+A request gets the verdict the engine's own call would (`pizzabot.agent.policy.call_verdict`:
+the skill's rules, then its grants): `auto` or a grant approves at once and `deny` rejects
+with the rule's reason, with no card; `ask` makes the item. A decision re-queues the run, and the engine ends it (`answer_request`) with no model
 call: DONE, its result the decision. Waiting for the decision sleeps on `ctx.decisions`, the
 bell every decision rings, so a long-poll costs no database reads while nothing happens.
 
@@ -47,10 +47,10 @@ from pizzabot.agent.model import (
     Risk,
     RunStatus,
 )
-from pizzabot.agent.policy.grants import Grant, covering, make_grant, offered, scope_of
+from pizzabot.agent.policy.call_verdict import Granted, call_verdict
+from pizzabot.agent.policy.grants import Grant, make_grant
 from pizzabot.agent.policy.principal import Principal, Scope
 from pizzabot.agent.policy.quorum import person_of
-from pizzabot.agent.policy.rules import judge
 from pizzabot.agent.questions import FREE_TEXT_SCHEMA
 from pizzabot.agent.request_checks import MAX_JSON_BYTES, MAX_TIMEOUT, check_request
 from pizzabot.agent.request_state import NewRequest, RequestState, outcome_text, state_of
@@ -230,11 +230,12 @@ class Requests:
         return skill
 
     async def _verdict(self, skill: Skill, new: NewRequest, run_id: str, now: datetime) -> _Verdict:
-        """The skill's rules, then its grants, on an approval; a question is always asked."""
+        """The verdict an engine call would get (`pizzabot.agent.policy.call_verdict`): the
+        skill's rules, then its grants, on an approval; a question is always asked."""
         if new.tool is None:
             return _Verdict()
-        ruling = judge(skill, new.tool, new.args)
-        risk = _risk(skill, new, ruling.by_rule, ruling.reason)
+        verdict = call_verdict(skill, new.tool, new.args, claimed=new.risk, one_call=True)
+        ruling, risk = verdict.ruling, verdict.risk
         match ruling.policy:
             case "deny":
                 reason = ruling.reason or f"not allowed by {ruling.why}"
@@ -246,9 +247,10 @@ class Requests:
         grants = self.ctx.grants
         if grants is not None and risk.grants:
             found = await grants.for_call(skill=skill.name, tool=new.tool, run_id=run_id, now=now)
-            grant = covering(
-                found, skill=skill, tool=new.tool, run_id=run_id, args=new.args, now=now
-            )
+            granted = Granted(found, run_id, now)
+            grant = call_verdict(
+                skill, new.tool, new.args, claimed=new.risk, one_call=True, granted=granted
+            ).grant
             if grant is not None:
                 by = f"grant {grant.id} ({grant.describe()}, by {grant.granted_by})"
                 return _Verdict(Approve(), by, "grant", risk=risk, grant=grant)
@@ -329,23 +331,6 @@ class Requests:
         )
         finished = RunFinished(status=RunStatus.DONE, result=outcome_text(item))
         return [*events, NewEvent(decided), NewEvent(finished)]
-
-
-def _risk(skill: Skill, new: NewRequest, rule: str | None, reason: str | None) -> Risk:
-    """What the card says: the request's risk notes, else the skill's for the tool; the rule
-    that asked; the grants offered (none that lasts only a run: a request is a run of one
-    call); how many people must approve."""
-    assert new.tool is not None
-    notes = new.risk if new.risk is not None and new.risk.noted else skill.rule(new.tool).risk
-    required = skill.approvals_required(new.tool)
-    return Risk(
-        impact=notes.impact,
-        reversible=notes.reversible,
-        scope=notes.scope,
-        rule=f"{rule}: {reason}" if rule is not None and reason else rule,
-        grants=tuple(c for c in offered(skill, new.tool) if scope_of(c) != "run"),
-        approvals_required=required if required > 1 else None,
-    )
 
 
 async def answer_request(ctx: Context, held: HeldRun) -> RunStatus:

@@ -7,6 +7,8 @@ revokes named tokens. Channels only say who is asking.
 
 `rules` answers "auto, ask or deny, and why" for one tool call: the skill's rules on its
 argument values, the tool's policy, and (where the skill opts in) the tool's own hints.
+`call_verdict` adds the grants that may cover the call and the card a person would see: the
+one verdict the engine's calls and requests from outside agents share.
 """
 
 from pizzabot.agent.policy.access import Access, Act, Verdict, audit_refusal
