@@ -56,7 +56,8 @@ from pizzabot.agent.policy.principal import Principal
 from pizzabot.agent.policy.quorum import Count, count, person_of, required_for
 from pizzabot.agent.policy.rules import judge
 from pizzabot.agent.questions import question_url, validate_answer
-from pizzabot.agent.store import Handover, Take, kill_reason
+from pizzabot.agent.requests import request_end, request_ended
+from pizzabot.agent.store import Handover, RunEnd, Take, kill_reason
 
 log = logging.getLogger(__name__)
 
@@ -88,15 +89,20 @@ class Inbox:
                 return await store.get_item(item.id)
             decision, args_before = counted.decision()
             final_args = counted.args
-        take = self.handover.offer() if self.handover is not None else None
+        ends = request_end(item, decision, final_args, by=by.actor, via=by.channel)
+        take = self.handover.offer() if self.handover is not None and ends is None else None
         try:
             decided = await self._record(
-                item, decision, args_before, final_args, by=by, now=now, take=take
+                item, decision, args_before, final_args, by=by, now=now, take=take, ends=ends
             )
         except CardChanged as exc:
             await self._changed(exc.item, decision, by=by, now=now)
             raise
-        if take is not None and take.claimed is not None:
+        if ends is not None and await request_ended(
+            self.ctx, decided, decision, by=by.actor, via=by.channel
+        ):
+            self.ctx.decisions.ring()  # the requester waits on it; no worker has work
+        elif take is not None and take.claimed is not None:
             assert self.handover is not None
             self.handover.start(take)
             # No worker needs waking; whoever waits on an answer still does.
@@ -249,9 +255,10 @@ class Inbox:
         by: Principal,
         now: datetime,
         take: Take | None = None,
+        ends: RunEnd | None = None,
     ) -> Item:
         """Record the decision with its event, for the version of the item it was made on;
-        the first decision wins (`AlreadyDecided`)."""
+        the first decision wins (`AlreadyDecided`). A request's run ends with it (`ends`)."""
         event = NewEvent(
             DecisionMade(
                 item_id=item.id,
@@ -273,6 +280,7 @@ class Inbox:
             final_args=final_args,
             event=event,
             take=take,
+            ends=ends,
             # A reached count may have moved the version on (an edit on the way): the count
             # itself was taken at the version each person saw.
             version=None if counted else item.version,
@@ -347,6 +355,7 @@ class Inbox:
                 channel="timer",
             )
         )
+        ends = request_end(item, expired, None, by="timeout", via="timer")
         decided = await store.record_decision(
             item_id,
             expired,
@@ -356,8 +365,14 @@ class Inbox:
             final_args=None,
             event=event,
             status=ItemStatus.EXPIRED,
+            ends=ends,
         )
-        self.ctx.wake_workers()
+        if ends is not None and await request_ended(
+            self.ctx, decided, expired, by="timeout", via="timer"
+        ):
+            self.ctx.decisions.ring()
+        else:
+            self.ctx.wake_workers()
         self.ctx.wake_outbox()
         return decided
 

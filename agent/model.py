@@ -264,6 +264,14 @@ class Expired:
 #: the clock expires an item (`pizzabot.agent.inbox.Inbox.expire`).
 Decision = Approve | Edit | Reject | Expired
 
+#: The status an item gets from each kind of decision.
+DECIDED_STATUS = {
+    "approve": ItemStatus.APPROVED,
+    "edit": ItemStatus.EDITED,
+    "reject": ItemStatus.REJECTED,
+    "expired": ItemStatus.EXPIRED,
+}
+
 
 def decision_from(
     kind: str,

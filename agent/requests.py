@@ -37,6 +37,7 @@ from pizzabot.agent.errors import (
 from pizzabot.agent.events import DecisionMade, NewEvent, RunFinished, RunStarted, ToolRequest
 from pizzabot.agent.held import HeldRun
 from pizzabot.agent.model import (
+    DECIDED_STATUS,
     Approve,
     Box,
     Decision,
@@ -55,7 +56,7 @@ from pizzabot.agent.questions import FREE_TEXT_SCHEMA
 from pizzabot.agent.request_checks import MAX_JSON_BYTES, MAX_TIMEOUT, check_request
 from pizzabot.agent.request_state import NewRequest, RequestState, outcome_text, state_of
 from pizzabot.agent.skills import Skill, inbox_only
-from pizzabot.agent.store import StoredRequest, kill_reason
+from pizzabot.agent.store import RunEnd, StoredRequest, kill_reason
 from pizzabot.agent.targets import targets_for
 
 __all__ = [
@@ -65,6 +66,8 @@ __all__ = [
     "RequestState",
     "Requests",
     "answer_request",
+    "request_end",
+    "request_ended",
     "state_of",
 ]
 
@@ -72,6 +75,8 @@ log = logging.getLogger(__name__)
 
 #: The tool name a question's run records (a question calls no tool).
 ASK_HUMAN = "ask_human"
+#: The call id of a request's one call.
+REQUEST_CALL = "request"
 
 
 @dataclass(frozen=True)
@@ -130,7 +135,7 @@ class Requests:
             return await self._repeat(stored, body_hash, by), False
         if verdict.grant is not None and self.ctx.grants is not None:
             await self.ctx.grants.used(
-                verdict.grant, run_id=stored.run_id, call_id="request", now=now
+                verdict.grant, run_id=stored.run_id, call_id=REQUEST_CALL, now=now
             )
         self.ctx.wake_outbox()
         state = await self._state(stored)
@@ -271,7 +276,7 @@ class Requests:
             title=new.title,
             body=body,
             created_at=now,
-            call_id="request",
+            call_id=REQUEST_CALL,
             tool=new.tool,
             args=dict(new.args),
             schema=(new.schema or FREE_TEXT_SCHEMA) if question else new.schema,
@@ -310,7 +315,7 @@ class Requests:
             NewEvent(RunStarted(input=new.title, trigger="request", by=requester)),
             NewEvent(
                 ToolRequest(
-                    call_id="request",
+                    call_id=REQUEST_CALL,
                     item_id=item.id,
                     tool=tool,
                     args=dict(new.args),
@@ -322,7 +327,7 @@ class Requests:
             return events
         decided = DecisionMade(
             item_id=item.id,
-            call_id="request",
+            call_id=REQUEST_CALL,
             decision=verdict.decision,
             args_before=dict(new.args),
             args=item.final_args,
@@ -333,10 +338,45 @@ class Requests:
         return [*events, NewEvent(decided), NewEvent(finished)]
 
 
+def request_end(
+    item: Item, decision: Decision, final_args: dict[str, Any] | None, *, by: str, via: str
+) -> RunEnd | None:
+    """How a decision on a request's item ends its run, in the decision's own transaction
+    (None: the item is not a request's). A request's run has nothing left to do once its
+    item is decided: DONE, its result the decision in words."""
+    if item.requested_by is None or item.call_id != REQUEST_CALL:
+        return None
+    decided = replace(
+        item,
+        status=DECIDED_STATUS[decision.kind],
+        decided_by=by,
+        decided_via=via,
+        final_args=final_args,
+        reason=getattr(decision, "reason", None) or None,
+    )
+    text = outcome_text(decided)
+    return RunEnd(text, NewEvent(RunFinished(status=RunStatus.DONE, result=text)))
+
+
+async def request_ended(ctx: Context, item: Item, decision: Decision, *, by: str, via: str) -> bool:
+    """After a decision that may have ended a request's run: keep the grant an approval
+    asked for ("1h", "exact"), and run the end-of-run hook. False: the run did not end
+    (it was not waiting), and the engine ends it (`answer_request`)."""
+    run = await ctx.store.get_run(item.run_id)
+    if run.status is not RunStatus.DONE:
+        return False
+    choice = decision.grant if isinstance(decision, Approve) else None
+    if choice is not None:
+        await _keep_grant(ctx, run.skill, item, choice, by=by, via=via)
+    await _run_ended(ctx, run.id)
+    return True
+
+
 async def answer_request(ctx: Context, held: HeldRun) -> RunStatus:
-    """The engine's step for a run of an inbox-only skill: wait while its item is pending;
-    once decided, keep the grant an approval asked for and end the run with the decision
-    (no model is called, no Unread note is made: the requester has its answer)."""
+    """The engine's step for a run of an inbox-only skill: a decision ends such a run in its
+    own transaction (`request_end`), so this only finds it waiting, or ends one that was
+    decided while it was not waiting (no model is called, no Unread note is made: the
+    requester has its answer)."""
     store, run, now = ctx.store, held.run, ctx.clock()
     asked = [e.payload for e in held.events if isinstance(e.payload, ToolRequest)]
     if not asked:
@@ -345,41 +385,46 @@ async def answer_request(ctx: Context, held: HeldRun) -> RunStatus:
     if item.status is ItemStatus.PENDING:
         await store.set_status(run.id, RunStatus.WAITING, lease=held.lease, now=now)
         return RunStatus.WAITING
-    await _keep_grant(ctx, held, item)
-    text = outcome_text(item)
-    finished = NewEvent(RunFinished(status=RunStatus.DONE, result=text))
-    await store.finish_request(run.id, lease=held.lease, now=now, events=[finished], result=text)
-    if ctx.on_run_end is not None:
-        try:
-            await ctx.on_run_end(run.id)
-        except Exception:
-            log.warning("run %s: the end-of-run hook failed", run.id, exc_info=True)
-    return RunStatus.DONE
-
-
-async def _keep_grant(ctx: Context, held: HeldRun, item: Item) -> None:
-    """An approval that asked for a grant ("1h", "exact") makes it, once per item."""
     decided = [
         e.payload
         for e in held.events
         if isinstance(e.payload, DecisionMade) and e.payload.item_id == item.id
     ]
-    if not decided or ctx.grants is None or item.tool is None:
-        return
-    decision = decided[-1]
-    choice = decision.decision.grant if isinstance(decision.decision, Approve) else None
-    if choice is None:
+    if decided and isinstance(decided[-1].decision, Approve) and decided[-1].decision.grant:
+        last = decided[-1]
+        choice = decided[-1].decision.grant
+        await _keep_grant(ctx, run.skill, item, choice, by=last.actor, via=last.channel)
+    text = outcome_text(item)
+    finished = NewEvent(RunFinished(status=RunStatus.DONE, result=text))
+    await store.finish_request(run.id, lease=held.lease, now=now, events=[finished], result=text)
+    await _run_ended(ctx, run.id)
+    return RunStatus.DONE
+
+
+async def _run_ended(ctx: Context, run_id: str) -> None:
+    if ctx.on_run_end is not None:
+        try:
+            await ctx.on_run_end(run_id)
+        except Exception:
+            log.warning("run %s: the end-of-run hook failed", run_id, exc_info=True)
+
+
+async def _keep_grant(
+    ctx: Context, skill: str, item: Item, choice: str, *, by: str, via: str
+) -> None:
+    """An approval that asked for a grant ("1h", "exact") makes it, once per item."""
+    if ctx.grants is None or item.tool is None:
         return
     grant = make_grant(
         choice,
         id=ctx.ids(),
-        skill=held.skill.name,
+        skill=skill,
         tool=item.tool,
         args=item.final_args or {},
-        run_id=held.run.id,
+        run_id=item.run_id,
         item_id=item.id,
-        granted_by=decision.actor,
-        granted_via=decision.channel,
+        granted_by=by,
+        granted_via=via,
         now=item.decided_at or ctx.clock(),
     )
     await ctx.grants.add(grant)

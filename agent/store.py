@@ -61,6 +61,15 @@ class Take:
     claimed: ClaimedRun | None = None
 
 
+@dataclass(frozen=True)
+class RunEnd:
+    """A decision that ends its run in its own transaction: a request's run, which has
+    nothing left to do once decided, is DONE with `result`, its log closed by `event`."""
+
+    result: str
+    event: NewEvent
+
+
 class Handover(Protocol):
     """A worker in this process that takes runs the moment they become runnable, in the
     transaction that makes them so (`pizzabot.agent.worker.Worker`)."""
@@ -254,12 +263,14 @@ class InboxItems(ItemReader, CardRefresh, Protocol):
         status: ItemStatus | None = None,
         take: Take | None = None,
         version: int | None = None,
+        ends: RunEnd | None = None,
     ) -> Item:
         """The first decision wins: a conditional update of a pending item (at `version`,
         when given). In the same transaction: the decision event on the run, the run
-        re-queued (or, given `take`, claimed by the worker that offered it), every sent
-        delivery marked for update, and an audit entry. Raise AlreadyDecided when the item
-        was decided, CardChanged when it is pending at another version."""
+        re-queued (or, given `take`, claimed by the worker that offered it; given `ends`
+        and a waiting run, ended DONE at once), every sent delivery marked for update, and
+        an audit entry. Raise AlreadyDecided when the item was decided, CardChanged when it
+        is pending at another version."""
         ...
 
     async def mark_read(self, item_id: str, *, now: datetime) -> Item: ...
