@@ -10,14 +10,26 @@ argument values, the tool's policy, and (where the skill opts in) the tool's own
 """
 
 from agent.policy.access import Access, Act, Verdict, audit_refusal
-from agent.policy.identity import EMAIL, SLACK, identity_key, normalize_address, same_identity
+from agent.policy.identity import (
+    DISCORD,
+    EMAIL,
+    SLACK,
+    TEAMS,
+    TELEGRAM,
+    identity_key,
+    normalize_address,
+    same_identity,
+)
 from agent.policy.principal import Principal, Scope
 from agent.policy.rules import Ruling, ToolHints, check_paths, judge
 from agent.store import AuditTrail
 
 __all__ = [
+    "DISCORD",
     "EMAIL",
     "SLACK",
+    "TEAMS",
+    "TELEGRAM",
     "Access",
     "Act",
     "AuditTrail",

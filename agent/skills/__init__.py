@@ -21,7 +21,14 @@ from agent.skills.budget import Budget, DailyBudget
 from agent.skills.durations import Duration, parse_duration
 from agent.skills.errors import Problem, SkillFileError
 from agent.skills.loader import LoadReport, load_skills, parse_skill
-from agent.skills.people import Approvers, Deliver, Escalation, PeopleOrApprovers, Person
+from agent.skills.people import (
+    IDENTITY_CHANNELS,
+    Approvers,
+    Deliver,
+    Escalation,
+    PeopleOrApprovers,
+    Person,
+)
 from agent.skills.rules import OPERATORS, Check, Condition, Policy, Rule
 from agent.skills.servers import Folder, HttpServer, StdioServer
 from agent.skills.skill import Defaults, Origin, Skill, inbox_only
@@ -30,6 +37,7 @@ from agent.skills.triggers import DigestAt, Hook, Schedule
 
 __all__ = [
     "DEFAULT_GRANTS",
+    "IDENTITY_CHANNELS",
     "OPERATORS",
     "Approvals",
     "Approvers",
