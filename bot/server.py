@@ -42,6 +42,7 @@ from bot import (
     requests_api,
     tokens_api,
     tracing,
+    wire_chats,
     wire_digest,
     wire_email,
     wire_slack,
@@ -125,6 +126,8 @@ async def _assemble(
     )
     home_bell = asyncio.Event()  # Slack's Home tabs are republished whenever the outbox wakes
     outlets: list[Channel] = [c for c in (slack, mail.channel if mail else None) if c is not None]
+    chats = wire_chats.outlets(settings, store=store) if serving else []
+    outlets += chats
     # Items are addressed to the channels people are on; requests' callbacks are their own.
     addressed = frozenset(c.name for c in outlets) if serving else reach(settings)
     if serving:
@@ -167,6 +170,7 @@ async def _assemble(
         slack=_slack(settings, slack, core=core, store=store, access=access, bell=home_bell),
         email=_email(settings, mail, core=core, store=store, access=access),
         triggers=wire_triggers.build(settings, store=store, core=core) if serving else None,
+        chats=wire_chats.build(settings, chats, core=core, store=store, access=access),
     )
     if tracer is not None:
         svc.closers.append(_flusher(tracer))
@@ -218,6 +222,7 @@ def _callbacks(settings: Settings, store: SqlStore, skills: SkillBook) -> Channe
 def reach(settings: Settings) -> frozenset[str]:
     """The channels servers with these settings deliver on."""
     on = {"slack": wire_slack.reaches(settings), "email": wire_email.enabled(settings)}
+    on |= wire_chats.reach(settings)
     return frozenset(name for name, yes in on.items() if yes)
 
 
@@ -321,6 +326,7 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
     wire_web.install(app, settings)
     wire_slack.install(app, settings)
     wire_email.install(app, settings)
+    wire_chats.install(app, settings)
     wire_triggers.install(app, settings)
     mcp_http.install(app, settings)
     guard(app, settings, token=token)
@@ -334,6 +340,7 @@ async def start(svc: Services) -> None:
         wire_slack.start(svc, svc.slack)
     if svc.email is not None:
         wire_email.start(svc, svc.email)
+    wire_chats.start(svc)
     if svc.triggers is not None:
         await wire_triggers.start(svc, svc.triggers)
     wire_digest.start(svc)
@@ -348,7 +355,8 @@ async def start(svc: Services) -> None:
 
 def guard(app: FastAPI, settings: Settings, *, token: str) -> None:
     """Checks that come before any route reads the body (see bot.http_guard); the last one
-    added runs first: the token, then the size and time limits, then Slack's signature."""
+    added runs first: the token, then the size and time limits, then Slack's signature and
+    the other chat platforms' checks."""
     from bot.http_guard import BodyLimit, Limits, SlackSignatureGate, TokenGate
 
     secret = settings.slack_signing_secret
@@ -358,6 +366,7 @@ def guard(app: FastAPI, settings: Settings, *, token: str) -> None:
             signing_secret=secret.get_secret_value(),
             path=wire_slack.EVENTS_PATH,
         )
+    wire_chats.guard(app, settings)  # each chat platform's signature, on the limited body
     limits = Limits(
         max_bytes=settings.max_body_bytes,
         per_prefix=(("/hooks/", settings.webhook_max_bytes),),

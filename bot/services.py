@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agent.channel import Channel
 from agent.context import Context
 from agent.engine import Runner
 from agent.inbox import Inbox
@@ -60,6 +61,18 @@ class EmailParts:
 
 
 @dataclass(frozen=True)
+class ChatParts:
+    """A chat channel beside Slack (Teams, Discord, Telegram), as `bot.wire_chats` makes it:
+    the channel items are delivered on, what answers the platform, and what starts its
+    receivers (a poller, a webhook's registration) in the lifespan."""
+
+    channel: Channel
+    #: The platform's inbound side (its route finds it here), typed by its wiring module.
+    inbound: Any
+    start: Callable[[Services], None]
+
+
+@dataclass(frozen=True)
 class TriggerParts:
     #: The schedules (the schedules API and the web page list them).
     scheduler: Scheduler
@@ -88,6 +101,8 @@ class Services:
     email: EmailParts | None = None
     #: Schedules and approval timers; None in a process that only steps runs.
     triggers: TriggerParts | None = None
+    #: Teams, Discord and Telegram, by channel name: only those the settings turn on.
+    chats: dict[str, ChatParts] = field(default_factory=dict)
     #: Long-lived tasks (receivers, loops) cancelled at shutdown.
     background: list[asyncio.Task[Any]] = field(default_factory=list)
     #: Called at shutdown, newest first (close clients, stop servers).

@@ -1,0 +1,13 @@
+"""What Teams, Discord and Telegram share: a card's words apart from its markup (`card`), the
+engine calls behind a click, a form or a message (`desk`), and edit forms read back the way
+every channel reads them (`forms`).
+
+Each platform's package (`channels.teams`, `channels.discord`, `channels.telegram`) draws
+cards in its own format within its own limits, verifies its own inbound requests, and
+delivers through the outbox; this package knows none of them.
+"""
+
+from channels.chat.card import Card, card_of, card_value, read_value
+from channels.chat.desk import ChatDesk, ChatStore
+
+__all__ = ["Card", "ChatDesk", "ChatStore", "card_of", "card_value", "read_value"]
