@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.argforms import Field, coerce_form, field_path, form_fields
+from agent.argforms import Field, coerce_form, field_path, form_fields, validate_arguments
 from agent.model import Item, ItemKind
 from agent.questions import validate_answer
 
@@ -45,11 +45,15 @@ def edited_args(
         raw[name] = value
         touched.add(field_path(name)[0])
     args, more = coerce_form(schema, raw)
+    if not whole:
+        # What the person did not name stays as proposed, value for value (a form cannot
+        # always show it back: a model's 1e999); the whole is then checked as it would run.
+        kept = {k: v for k, v in (item.args or {}).items() if k not in touched}
+        args = {**kept, **{k: v for k, v in args.items() if k in touched}}
+        more = {n: m for n, m in more.items() if n and field_path(n)[0] in touched}
+        more |= validate_arguments(schema, args)
     for name, message in more.items():
         errors.setdefault(name, message)
-    if not whole:
-        current = item.args or {}
-        args = {k: v for k, v in args.items() if k in current or k in touched}
     if not errors and item.kind is ItemKind.QUESTION:
         errors = validate_answer(schema, args)  # an answer's formats too, on their fields
     return args, errors

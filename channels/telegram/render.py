@@ -116,13 +116,23 @@ def _args_lines(card: Card) -> list[str]:
 
 
 def card_message(item: Item, *, base_url: str, outcome: RunStatus | None = None) -> Message:
-    """The message for `item` as it is now: its card with buttons while it waits."""
+    """The message for `item` as it is now: its card with buttons while it waits. The body
+    gives way (cut shorter) until the whole fits Telegram's limit."""
     card = card_of(item, base_url=base_url, outcome=outcome)
+    body_limit = 3000 if not card.args_label else 1000
+    while True:
+        text = _card_text(card, body_limit)
+        if visible_length(text) <= TEXT_MAX or body_limit <= 0:
+            return Message(text, _keyboard(item, card.buttons))
+        body_limit = body_limit // 2 if body_limit > 100 else 0
+
+
+def _card_text(card: Card, body_limit: int) -> str:
     parts = [f"<b>{_esc(clip(card.heading, 200))}</b>"]
     if card.title:
         parts.append(f"<b>{_esc(clip(card.title, 300))}</b>")
-    if card.body:
-        parts.append(_esc(clip(card.body, 3000 if not card.args_label else 1000)))
+    if card.body and body_limit > 0:
+        parts.append(_esc(clip(card.body, body_limit)))
     parts.extend(_esc(clip(fact, 200)) for fact in card.facts[:6])
     if card.args_label:
         parts.append(f"<b>{_esc(card.args_label)}</b>")
@@ -130,7 +140,7 @@ def card_message(item: Item, *, base_url: str, outcome: RunStatus | None = None)
     if card.outcome:
         parts.append(_esc(clip(card.outcome, 500)))
     parts.append(_link(card.url, card.link_label))
-    return Message("\n".join(parts), _keyboard(item, card.buttons))
+    return "\n".join(parts)
 
 
 @dataclass(frozen=True)
