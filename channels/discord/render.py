@@ -213,9 +213,11 @@ def _shown(field: Field) -> str:
     return field.value or ""
 
 
-def _finite(value: str | None) -> bool:
+def _finite(value: str | bool | None) -> bool:
+    if not isinstance(value, str):
+        return True
     try:
-        return value is None or math.isfinite(float(value))
+        return math.isfinite(float(value))
     except ValueError:
         return False
 
