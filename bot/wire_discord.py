@@ -36,9 +36,7 @@ COMMAND: dict[str, Any] = {
     "name": "pizza",
     "type": 1,
     "description": "Start a Pizza Bot run: SKILL what to do",
-    "options": [
-        {"type": 3, "name": "text", "description": "SKILL what to do", "required": False}
-    ],
+    "options": [{"type": 3, "name": "text", "description": "SKILL what to do", "required": False}],
 }
 
 
@@ -103,7 +101,9 @@ def build(
         base_url=settings.base_url,
         default_skill=settings.discord_default_skill,
     )
-    return ChatParts(channel=channel, inbound=DiscordInbound(desk=desk, api=channel.api), start=start)
+    return ChatParts(
+        channel=channel, inbound=DiscordInbound(desk=desk, api=channel.api), start=start
+    )
 
 
 def start(svc: Services) -> None:
