@@ -186,6 +186,8 @@ class TeamsInbound:
     async def _message(self, activity: dict[str, Any], user: str) -> Reply:
         conversation = activity.get("conversation") or {}
         where = str(conversation.get("id") or "")
+        # The id a skill's `deliver.teams` names this conversation by, for whoever sets one up.
+        log.info("teams: a message from %s in conversation %s", user, where.partition(";")[0])
         text = plain_text(str(activity.get("text") or ""))
         answer: str | None
         run_id = await self.desk.run_of(where) if ";messageid=" in where else None
