@@ -368,3 +368,12 @@ async def test_start_with_pizza_and_follow_up_from_the_result(
     _, steer = await click(st, note.answer, "Reply to the run", user=STRANGER)
     await send(st, modal_submit(user=STRANGER, modal=steer["data"], values={"text": "to me"}))
     await discord.wait_for("edit_original", lambda c: "steer its runs" in c.args["content"])
+
+
+async def test_a_rate_limit_only_delays_the_card(stack: Stack, discord: DiscordPeer) -> None:
+    discord.fail_next(1, status=429, retry_after=1, methods={"create_message"})
+    item, card = await carded(stack, discord, "send Ann the quote, when Discord lets us")
+    limited = [c for c in discord.calls if c.method == "create_message" and c.status == 429]
+    assert len(limited) == 1 and limited[0].at < card.at
+    assert card.at - limited[0].at >= 0.9  # Discord's retry_after, honoured
+    await stack.decide(item["id"], "reject", reason="cleaning up")

@@ -446,3 +446,12 @@ async def test_start_in_a_personal_chat_and_follow_up_in_the_runs_thread(
     steer = message(service_url=teams.service_url, user=STRANGER, conversation=thread, text="to me")
     await send(st, teams, steer)
     await teams.wait_for("reply", lambda c: "steer its runs" in c.args.get("text", ""))
+
+
+async def test_a_throttled_connector_only_delays_the_card(stack: Stack, teams: TeamsPeer) -> None:
+    teams.fail_next(1, status=429, retry_after=1, methods={"send"})
+    item, sent = await carded(stack, teams, "send Ann the quote, when Teams lets us")
+    limited = [c for c in teams.calls if c.method == "send" and c.status == 429]
+    assert len(limited) == 1 and limited[0].at < sent.at
+    assert sent.at - limited[0].at >= 0.9  # the connector's Retry-After, honoured
+    await stack.decide(item["id"], "reject", reason="cleaning up")

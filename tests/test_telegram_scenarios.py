@@ -351,3 +351,12 @@ async def test_start_with_pizza_and_follow_up_by_replying_to_the_result(
     )
     await send(st, steer)
     await telegram.wait_for("sendMessage", lambda c: "steer its runs" in c.args["text"])
+
+
+async def test_a_rate_limit_only_delays_the_card(stack: Stack, telegram: TelegramPeer) -> None:
+    telegram.fail_next(1, status=429, retry_after=1, methods={"sendMessage"})
+    item, card = await carded(stack, telegram, "send Ann the quote, when Telegram lets us")
+    limited = [c for c in telegram.calls if c.method == "sendMessage" and c.status == 429]
+    assert len(limited) == 1 and limited[0].at < card.at
+    assert card.at - limited[0].at >= 0.9  # Telegram's retry_after, honoured
+    await stack.decide(item["id"], "reject", reason="cleaning up")
