@@ -44,6 +44,8 @@ class Wire(Protocol):
     def gate(self, app: FastAPI, settings: Settings) -> None: ...
 
 
+# Each module's `build` takes the channel its own `outlet` made (`build` is handed it by
+# name), a pairing a protocol cannot say: hence the ignore.
 _WIRES: tuple[Wire, ...] = (wire_teams, wire_discord, wire_telegram)  # type: ignore[assignment]
 
 
