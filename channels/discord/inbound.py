@@ -98,7 +98,11 @@ class DiscordInbound:
         base = f"/webhooks/{self.api.application_id}/{token}"
 
         async def later() -> None:
-            text = await work()
+            try:
+                text = await work()
+            except Exception:
+                log.exception("discord: an interaction's work failed")
+                text = "Something went wrong; nothing may have been done. Try the web page."
             try:
                 if update and text:
                     await self.api.request(

@@ -72,14 +72,18 @@ class TelegramInbound:
         return False
 
     async def handle(self, update: dict[str, Any]) -> None:
+        """Handle one update; a failure is logged (it runs after Telegram had its answer)."""
         if self._again(update.get("update_id")):
             return
         query = update.get("callback_query")
         message = update.get("message")
-        if isinstance(query, dict):
-            await self.on_callback(query)
-        elif isinstance(message, dict):
-            await self.on_message(message, key=f"telegram:update:{update.get('update_id')}")
+        try:
+            if isinstance(query, dict):
+                await self.on_callback(query)
+            elif isinstance(message, dict):
+                await self.on_message(message, key=f"telegram:update:{update.get('update_id')}")
+        except Exception:
+            log.exception("telegram: update %s failed", update.get("update_id"))
 
     # -- replies -------------------------------------------------------------------------
 
