@@ -4,7 +4,7 @@ Every card of an action item (a Slack message and its edit form, the App Home, a
 its links and reply address, the web form, the API's item) carries the digest of the item as
 that card shows it: the arguments, the item's version (bumped by every edit) and the policy
 that asked (the rule, how many people must approve). A decision sends it back (`seen`);
-`agent.inbox.Inbox.decide` refuses one whose digest is not the item's now (`CardChanged`),
+`pizzabot.agent.inbox.Inbox.decide` refuses one whose digest is not the item's now (`CardChanged`),
 and the store takes a decision only for the version it was made on, so an edit that lands
 between the two cannot slip under an approval either.
 
@@ -18,7 +18,7 @@ import hashlib
 import json
 from typing import Any
 
-from agent.model import Item
+from pizzabot.agent.model import Item
 
 __all__ = ["DIGEST_CHARS", "card_digest", "seen_matches"]
 

@@ -6,7 +6,7 @@ escalations, so the two never disagree about where an item goes.
 
 from __future__ import annotations
 
-from agent.addresses import (
+from pizzabot.agent.addresses import (
     DiscordTarget,
     EmailTarget,
     SlackTarget,
@@ -14,7 +14,7 @@ from agent.addresses import (
     TeamsTarget,
     TelegramTarget,
 )
-from agent.skills import Deliver, Skill
+from pizzabot.agent.skills import Deliver, Skill
 
 __all__ = ["deliver_targets", "targets_for"]
 

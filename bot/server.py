@@ -2,8 +2,8 @@
 settings, and serve them as one FastAPI app.
 
 `build` is the one place that reads the settings into parts; the engine's own wiring is
-`bot.core.build`, which the worker process and the tests' harnesses use too. Each part gets
-its collaborators when it is made, and each capability's module (`bot.wire_*`) makes its
+`pizzabot.bot.core.build`, which the worker process and the tests' harnesses use too. Each part gets
+its collaborators when it is made, and each capability's module (`pizzabot.bot.wire_*`) makes its
 parts and starts its loops when asked; none of them imports this module back.
 
 Nothing slow happens at import or before `/healthz` answers: the model libraries (the OpenAI
@@ -16,56 +16,58 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from agent.channel import Channel
-from agent.context import utcnow
-from agent.llm import LiteLLMClient, ModelRouter, freeze_after_import
-from agent.llm_openai import OpenAIClient
-from agent.outbox import Limits
-from agent.policy import Access, Principal
-from agent.policy.tokens import TokenDesk, principal_for
-from agent.redaction import Redactor
-from agent.skills import HttpServer, LoadReport, Reload, Skill, SkillBook, StdioServer, load_skills
-from agent.tools import ToolHub
-from agent.worker import Worker
-from bot import (
-    batch_api,
+from pizzabot.agent.channel import Channel
+from pizzabot.agent.context import utcnow
+from pizzabot.agent.llm import LiteLLMClient, ModelRouter, freeze_after_import
+from pizzabot.agent.llm_openai import OpenAIClient
+from pizzabot.agent.outbox import Limits
+from pizzabot.agent.policy import Access, Principal
+from pizzabot.agent.policy.tokens import TokenDesk, principal_for
+from pizzabot.agent.redaction import Redactor
+from pizzabot.agent.skills import (
+    HttpServer,
+    LoadReport,
+    Reload,
+    Skill,
+    SkillBook,
+    StdioServer,
+    load_skills,
+)
+from pizzabot.agent.tools import ToolHub
+from pizzabot.agent.worker import Worker
+from pizzabot.bot import (
     demo,
-    grants_api,
-    requests_api,
-    tokens_api,
     tracing,
     wire_chats,
     wire_digest,
     wire_email,
+    wire_http,
     wire_slack,
     wire_triggers,
     wire_web,
 )
-from bot.api import install_error_handlers, router
-from bot.core import Core, Mind, Timing
-from bot.core import build as build_core
-from bot.mcp_server import http as mcp_http
-from bot.services import EmailParts, Services, SlackParts
-from bot.settings import Settings, environment, private_folder
-from bot.skill_reload import SkillFiles
-from store.approvals import SqlApprovals
-from store.grants import SqlGrants
-from store.migrate import upgrade
-from store.sql import SqlStore, connect
-from store.tokens import SqlTokens
+from pizzabot.bot.core import Core, Mind, Timing
+from pizzabot.bot.core import build as build_core
+from pizzabot.bot.services import EmailParts, Services, SlackParts
+from pizzabot.bot.settings import Settings, environment, private_folder
+from pizzabot.bot.skill_reload import SkillFiles
+from pizzabot.channels.mcp import http as mcp_http
+from pizzabot.store.approvals import SqlApprovals
+from pizzabot.store.grants import SqlGrants
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.sql import SqlStore, connect
+from pizzabot.store.tokens import SqlTokens
 
 if TYPE_CHECKING:
-    from opentelemetry.sdk.trace import TracerProvider
-
-    from channels.slack import SlackChannel
+    from pizzabot.channels.slack import SlackChannel
 
 log = logging.getLogger("pizzabot")
 
@@ -74,7 +76,7 @@ def folder_servers(skill: Skill) -> dict[str, StdioServer | HttpServer]:
     """A skill with granted folders gets the built-in `files` server for exactly those."""
     if not skill.folders:
         return {}
-    from bot.files_server import launch_args
+    from pizzabot.tools.files import launch_args
 
     return {"files": StdioServer(command="python", args=launch_args(skill.folders))}
 
@@ -120,18 +122,8 @@ async def _assemble(
     redactor = Redactor.of(token, *settings.secret_values())
     tools = ToolHub(env=env, call_timeout=settings.tool_timeout, extra_servers=folder_servers)
     tracer = tracing.exporter(env) if settings.otel else None
-    slack = wire_slack.outlet(settings, store=store) if serving else None
-    mail = (
-        wire_email.outlet(settings, store=store, access=access, clock=utcnow) if serving else None
-    )
+    slack, mail, outlets, addressed = _outlets(settings, store, access, files.book, serving)
     home_bell = asyncio.Event()  # Slack's Home tabs are republished whenever the outbox wakes
-    outlets: list[Channel] = [c for c in (slack, mail.channel if mail else None) if c is not None]
-    chats = wire_chats.outlets(settings, store=store) if serving else []
-    outlets += chats
-    # Items are addressed to the channels people are on; requests' callbacks are their own.
-    addressed = frozenset(c.name for c in outlets) if serving else reach(settings)
-    if serving:
-        outlets.append(_callbacks(settings, store, files.book))
     mind = _mind(settings, env=env, redactor=redactor, tools=tools)
     core = build_core(
         store=store,
@@ -141,19 +133,14 @@ async def _assemble(
         mind=mind,
         with_worker=settings.worker if with_worker is None else with_worker,
         outbox_listeners=(home_bell,) if slack is not None else (),
-        clock=utcnow,
-        base_url=settings.base_url,
-        redactor=redactor,
         on_run_end=tracing.run_end_hook(store, tracer) if tracer is not None else None,
-        timing=_timing(settings),
-        grants=SqlGrants(store.db),
-        approvals=SqlApprovals(store.db),
+        **_engine_settings(settings, store, redactor),
         access=access,
     )
     await _audit_skills(store, files.report, now=utcnow())
     if not store.is_postgres and core.worker is not None:
         await store.release_leases(now=utcnow())
-    tokens = SqlTokens(store.db)
+    tokens, token_desk = _tokens(store, access, core)
     svc = Services(
         settings=settings,
         token=token,
@@ -161,22 +148,68 @@ async def _assemble(
         core=core,
         access=access,
         tokens=tokens,
-        token_desk=TokenDesk(
-            tokens=tokens, access=access, trail=store, clock=utcnow, ids=core.ctx.ids
-        ),
+        token_desk=token_desk,
         tools=tools,
         skill_files=files,
         schema_change=schema_change,
         slack=_slack(settings, slack, core=core, store=store, access=access, bell=home_bell),
         email=_email(settings, mail, core=core, store=store, access=access),
         triggers=wire_triggers.build(settings, store=store, core=core) if serving else None,
-        chats=wire_chats.build(settings, chats, core=core, store=store, access=access),
+        chats=wire_chats.build(settings, outlets, core=core, store=store, access=access),
     )
     if tracer is not None:
-        svc.closers.append(_flusher(tracer))
+        svc.closers.append(tracing.flusher(tracer))
     if isinstance(mind.model, ModelRouter):
         svc.closers.append(mind.model.aclose)
     return svc
+
+
+def _outlets(
+    settings: Settings, store: SqlStore, access: Access, skills: SkillBook, serving: bool
+) -> tuple[SlackChannel | None, wire_email.EmailOutlet | None, list[Channel], frozenset[str]]:
+    """The channels this process delivers on (none in a worker), and the ones items are
+    addressed to: the channels people are on (a worker's are its servers'), while requests'
+    callbacks are their own."""
+    slack = wire_slack.outlet(settings, store=store) if serving else None
+    mail = (
+        wire_email.outlet(settings, store=store, access=access, clock=utcnow) if serving else None
+    )
+    outlets: list[Channel] = [c for c in (slack, mail.channel if mail else None) if c is not None]
+    outlets += wire_chats.outlets(settings, store=store) if serving else []
+    addressed = frozenset(c.name for c in outlets) if serving else reach(settings)
+    if serving:
+        outlets.append(_callbacks(settings, store, skills))
+    return slack, mail, outlets, addressed
+
+
+class EngineParts(TypedDict):
+    """The engine's parts that come from the settings and the store."""
+
+    clock: Callable[[], datetime]
+    base_url: str
+    redactor: Redactor
+    timing: Timing
+    grants: SqlGrants
+    approvals: SqlApprovals
+
+
+def _engine_settings(settings: Settings, store: SqlStore, redactor: Redactor) -> EngineParts:
+    """What the engine is handed from the settings and the store, whatever the channels."""
+    return EngineParts(
+        clock=utcnow,
+        base_url=settings.base_url,
+        redactor=redactor,
+        timing=_timing(settings),
+        grants=SqlGrants(store.db),
+        approvals=SqlApprovals(store.db),
+    )
+
+
+def _tokens(store: SqlStore, access: Access, core: Core) -> tuple[SqlTokens, TokenDesk]:
+    """Named tokens: kept in the store, made and revoked by admins through the desk."""
+    tokens = SqlTokens(store.db)
+    desk = TokenDesk(tokens=tokens, access=access, trail=store, clock=utcnow, ids=core.ctx.ids)
+    return tokens, desk
 
 
 def _slack(
@@ -210,7 +243,7 @@ def _email(
 
 def _callbacks(settings: Settings, store: SqlStore, skills: SkillBook) -> Channel:
     """Requests' callbacks, signed with the secret their skill's `callback_secret_env` names."""
-    from channels.callback import CallbackChannel
+    from pizzabot.channels.callback import CallbackChannel
 
     def secret_for(skill: str) -> str | None:
         env = skills.get(skill).callback_secret_env if skill in skills else None
@@ -287,18 +320,14 @@ async def _audit_skills(store: SqlStore, report: LoadReport, *, now: datetime) -
         )
 
 
-def _flusher(tracer: TracerProvider) -> Callable[[], Awaitable[None]]:
-    async def flush() -> None:
-        tracer.shutdown()
-
-    return flush
-
-
 def create_app(settings: Settings, *, token: str, with_worker: bool | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         svc = await build(settings, token=token, with_worker=with_worker)
         app.state.services = svc
+        app.state.api = wire_http.deps(svc)
+        app.state.hooks = wire_triggers.hook_deps(settings, svc)
+        app.state.mcp = mcp_http.McpDeps(requests=svc.requests, spawn=svc.spawn)
         try:
             await start(svc)
             yield
@@ -306,12 +335,7 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
             await shutdown(svc)
 
     app = FastAPI(title="Pizza Bot", version="0.1.0", lifespan=lifespan)
-    install_error_handlers(app)
-    app.include_router(router())
-    app.include_router(grants_api.router())
-    app.include_router(batch_api.router())
-    app.include_router(requests_api.router())
-    app.include_router(tokens_api.router())
+    wire_http.install(app)
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> JSONResponse:
@@ -327,8 +351,16 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
     wire_slack.install(app, settings)
     wire_email.install(app, settings)
     wire_chats.install(app, settings)
-    wire_triggers.install(app, settings)
-    mcp_http.install(app, settings)
+    wire_triggers.install(app)
+    mcp_http.install(
+        app,
+        mcp_http.McpConfig(
+            skill=settings.mcp_skill,
+            host=settings.host,
+            public_url=settings.public_url or "",
+            max_body_bytes=settings.max_body_bytes,
+        ),
+    )
     guard(app, settings, token=token)
     return app
 
@@ -354,10 +386,9 @@ async def start(svc: Services) -> None:
 
 
 def guard(app: FastAPI, settings: Settings, *, token: str) -> None:
-    """Checks that come before any route reads the body (see bot.http_guard); the last one
-    added runs first: the token, then the size and time limits, then Slack's signature and
-    the other chat platforms' checks."""
-    from bot.http_guard import BodyLimit, Limits, SlackSignatureGate, TokenGate
+    """Checks that come before any route reads the body (see channels.http.guard); the last one
+    added runs first: the token, then the size and time limits, then Slack's signature."""
+    from pizzabot.channels.http.guard import BodyLimit, Limits, SlackSignatureGate, TokenGate
 
     secret = settings.slack_signing_secret
     if settings.slack_mode == "http" and secret is not None and secret.get_secret_value():
@@ -366,7 +397,6 @@ def guard(app: FastAPI, settings: Settings, *, token: str) -> None:
             signing_secret=secret.get_secret_value(),
             path=wire_slack.EVENTS_PATH,
         )
-    wire_chats.guard(app, settings)  # each chat platform's signature, on the limited body
     limits = Limits(
         max_bytes=settings.max_body_bytes,
         per_prefix=(("/hooks/", settings.webhook_max_bytes),),
@@ -409,7 +439,7 @@ def start_worker(svc: Services, worker: Worker) -> None:
 def listen_for_decisions(svc: Services, worker: Worker | None) -> None:
     """With PostgreSQL, another process's decision (a re-queued run) is announced on the
     runs channel: wake the worker and everyone waiting on an answer here."""
-    from store.pg import RunListener
+    from pizzabot.store.pg import RunListener
 
     bell = svc.ctx.decisions
 

@@ -1,6 +1,6 @@
 """Settings: the one place Pizza Bot reads its environment (prefix `PIZZABOT_`).
 
-Every other package takes what it needs as keyword arguments from `bot.server`.
+Every other package takes what it needs as keyword arguments from `pizzabot.bot.server`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from agent.skills import Budget, DailyBudget
+from pizzabot.agent.skills import Budget, DailyBudget
 
 DEFAULT_SKILLS = Path(__file__).resolve().parent.parent / "manifests" / "skills"
 
@@ -62,7 +62,7 @@ class Settings(BaseSettings):
     budget_day_cost_usd: float | None = None
     otel: bool = True  # export traces when OTEL_EXPORTER_OTLP_ENDPOINT is set
 
-    # HTTP limits (bot/http_guard.py, bot/listen.py)
+    # HTTP limits (channels/http/guard.py, bot/listen.py)
     max_body_bytes: int = 1024 * 1024  # every request body but webhooks' (webhook_max_bytes)
     body_timeout: float = 30.0  # seconds a request body may take to arrive (else 408)
     header_timeout: float = 10.0  # seconds a connection may take to send a request's headers
@@ -81,7 +81,7 @@ class Settings(BaseSettings):
     slack_api_url: str | None = None  # tests point the Web API at a local recorder
     slack_default_skill: str | None = None
 
-    # Telegram (bot/wire_telegram.py, docs/telegram.md): on when the bot token is set
+    # Telegram (bot/wire_chats.py, docs/telegram.md): on when the bot token is set
     telegram_bot_token: SecretStr | None = None  # from @BotFather: 123456:ABC…
     telegram_mode: Literal["polling", "webhook"] = "polling"  # webhook needs public_url
     telegram_webhook_secret: SecretStr | None = None  # X-Telegram-Bot-Api-Secret-Token
@@ -89,14 +89,14 @@ class Settings(BaseSettings):
     telegram_default_skill: str | None = None
     telegram_poll_timeout: float = Field(default=30.0, gt=0)  # seconds one long poll waits
 
-    # Discord (bot/wire_discord.py, docs/discord.md): on when all three are set
+    # Discord (bot/wire_chats.py, docs/discord.md): on when all three are set
     discord_application_id: str | None = None
     discord_public_key: str | None = None  # the app's Ed25519 key (hex), checks interactions
     discord_bot_token: SecretStr | None = None
     discord_api_url: str = "https://discord.com/api/v10"  # tests point it at a recorder
     discord_default_skill: str | None = None
 
-    # Microsoft Teams through the Bot Framework (bot/wire_teams.py, docs/teams.md): on when
+    # Microsoft Teams through the Bot Framework (bot/wire_chats.py, docs/teams.md): on when
     # the app id and its client secret are set
     teams_app_id: str | None = None  # the bot's Microsoft App ID: the audience of its tokens
     teams_app_password: SecretStr | None = None  # the app's client secret

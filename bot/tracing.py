@@ -10,8 +10,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
-from agent.store import Store
-from agent.tracing import export_run
+from pizzabot.agent.store import Store
+from pizzabot.agent.tracing import export_run
 
 log = logging.getLogger(__name__)
 
@@ -42,3 +42,12 @@ def exporter(env: Mapping[str, str]) -> TracerProvider | None:
 
     log.info("exporting run traces over OTLP")
     return provider(OTLPSpanExporter())
+
+
+def flusher(tp: TracerProvider) -> Callable[[], Awaitable[None]]:
+    """A closer that exports what is left at shutdown."""
+
+    async def flush() -> None:
+        tp.shutdown()
+
+    return flush

@@ -6,20 +6,29 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from agent.timers import Timers
-from bot import hooks, schedules_api
-from bot.core import Core
-from bot.scheduler import Scheduler
-from bot.services import Services, TriggerParts
-from bot.settings import Settings
-from store.sql import SqlStore
-from store.triggers import TriggerStore
+from pizzabot.agent.timers import Timers
+from pizzabot.bot.core import Core
+from pizzabot.bot.services import Services, TriggerParts
+from pizzabot.bot.settings import Settings, environment
+from pizzabot.channels.triggers import hooks
+from pizzabot.channels.triggers.scheduler import Scheduler
+from pizzabot.store.sql import SqlStore
+from pizzabot.store.triggers import TriggerStore
 
 
-def install(app: FastAPI, settings: Settings) -> None:
-    app.include_router(schedules_api.router())
-    app.include_router(
-        hooks.router(max_bytes=settings.webhook_max_bytes, tolerance=settings.webhook_tolerance)
+def install(app: FastAPI) -> None:
+    app.include_router(hooks.router)
+
+
+def hook_deps(settings: Settings, svc: Services) -> hooks.HookDeps:
+    """What the webhook receiver needs from the running server."""
+    return hooks.HookDeps(
+        runs=svc.runs,
+        skills=svc.ctx.skills,
+        signatures=TriggerStore(svc.store),
+        secret=lambda name: environment().get(name, ""),
+        max_bytes=settings.webhook_max_bytes,
+        tolerance=settings.webhook_tolerance,
     )
 
 
@@ -28,6 +37,7 @@ def build(settings: Settings, *, store: SqlStore, core: Core) -> TriggerParts:
     scheduler = Scheduler(
         runs=core.runs,
         triggers=triggers,
+        audit=store,
         skills=core.ctx.skills,
         clock=core.ctx.clock,
         grace_seconds=settings.schedule_misfire_grace,

@@ -7,57 +7,33 @@ one escalation per item, one accepted request per webhook signature. That holds 
 restarts and across servers sharing PostgreSQL, with no lock held between them. It runs its
 transactions through the run store's `Database` (on SQLite, behind the same writer lock), and
 an item's reminder writes its deliveries and its run's event with the outbox's and the event
-log's own functions. Implements `agent.store.ItemTimers`.
+log's own functions. Implements `pizzabot.agent.schedules.ScheduleStore` and `HookSignatures`, and
+`pizzabot.agent.store.ItemTimers`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
-from agent.errors import NotFound
-from agent.model import Box, ItemStatus, NewEvent, Target
-from store.events import append_events
-from store.outbox import insert_deliveries
-from store.sql import SqlStore
-from store.tables import ItemRow
-from store.tables_triggers import HookSignatureRow, ItemTimerRow, ScheduleFireRow, ScheduleRow
-
-#: What recording one fire of a schedule came to: this process fires it ("claimed"), another
-#: already did ("duplicate"), or the schedule is paused or gone.
-FireOutcome = Literal["claimed", "duplicate", "paused", "missing"]
-
-
-@dataclass(frozen=True)
-class ScheduleRecord:
-    id: str
-    skill: str
-    source: str  # "skill" | "api"
-    cron: str | None
-    every_seconds: float | None
-    input: str
-    timezone: str
-    misfire: str  # "skip" | "run_once"
-    paused: bool
-    created_at: datetime
-    updated_at: datetime
-    active_since: datetime
-
-
-@dataclass(frozen=True)
-class FireRecord:
-    schedule_id: str
-    fire_time: datetime
-    status: str  # claimed | started | skipped | refused | failed
-    run_id: str | None
-    detail: str | None
-    created_at: datetime
-    updated_at: datetime
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.events import NewEvent
+from pizzabot.agent.model import Box, ItemStatus, Target
+from pizzabot.agent.schedules import FireOutcome, FireRecord, ScheduleRecord
+from pizzabot.store.events import append_events
+from pizzabot.store.outbox import insert_deliveries
+from pizzabot.store.sql import SqlStore
+from pizzabot.store.tables import ItemRow
+from pizzabot.store.tables_triggers import (
+    HookSignatureRow,
+    ItemTimerRow,
+    ScheduleFireRow,
+    ScheduleRow,
+)
 
 
 def _schedule(row: ScheduleRow) -> ScheduleRecord:
@@ -91,7 +67,6 @@ def _fire(row: ScheduleFireRow) -> FireRecord:
 
 class TriggerStore:
     def __init__(self, store: SqlStore) -> None:
-        self.store = store  # its audit trail, for the scheduler
         self.db = store.db
 
     # -- schedules -----------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from agent.addresses import (
+from pizzabot.agent.addresses import (
     DiscordRef,
     DiscordTarget,
     TeamsRef,
@@ -20,10 +20,10 @@ from agent.addresses import (
     ref_to_json,
     target_of,
 )
-from agent.policy import DISCORD, TEAMS, TELEGRAM, Access, Principal, same_identity
-from agent.policy.quorum import person_of
-from agent.skills import Skill, SkillBook
-from agent.targets import targets_for
+from pizzabot.agent.policy import DISCORD, TEAMS, TELEGRAM, Access, Principal, same_identity
+from pizzabot.agent.policy.quorum import person_of
+from pizzabot.agent.skills import Skill, SkillBook
+from pizzabot.agent.targets import targets_for
 from tests.test_policy_access import item
 
 ALICE_TEAMS = "6f1c8e2a-1b2c-4d5e-8f90-0123456789ab"

@@ -12,12 +12,18 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from bot import wire_discord, wire_telegram
-from bot.server import reach
-from bot.settings import Settings
+from pizzabot.bot import wire_chats
+from pizzabot.bot.server import reach
+from pizzabot.bot.settings import Settings
 from tests.peers.server import BYTECODE
 
-CHAT_MODULES = ["channels.chat", "channels.teams", "channels.discord", "channels.telegram", "jwt"]
+CHAT_MODULES = [
+    "pizzabot.channels.chat",
+    "pizzabot.channels.teams",
+    "pizzabot.channels.discord",
+    "pizzabot.channels.telegram",
+    "jwt",
+]
 TELEGRAM = {"PIZZABOT_TELEGRAM_BOT_TOKEN": "1:x", "PIZZABOT_TELEGRAM_API_URL": "http://127.0.0.1:9"}
 
 
@@ -27,8 +33,8 @@ def loaded_by_a_server(tmp_path: Path, env: dict[str, str]) -> list[str]:
     code = (
         "import asyncio, json, os, sys\n"
         f"os.environ.update({env!r})\n"
-        "from bot.settings import Settings\n"
-        "from bot.server import build, create_app, shutdown\n"
+        "from pizzabot.bot.settings import Settings\n"
+        "from pizzabot.bot.server import build, create_app, shutdown\n"
         "async def main():\n"
         f"    s = Settings(data_dir={str(tmp_path / 'data')!r}, skills_dir={str(tmp_path)!r})\n"
         "    create_app(s, token='t')\n"
@@ -54,7 +60,7 @@ def loaded_by_a_server(tmp_path: Path, env: dict[str, str]) -> list[str]:
 def test_a_server_loads_only_the_chat_channels_it_is_configured_for(tmp_path: Path) -> None:
     assert loaded_by_a_server(tmp_path / "none", {}) == []
     only = loaded_by_a_server(tmp_path / "telegram", TELEGRAM)
-    assert only == ["channels.chat", "channels.telegram"]
+    assert only == ["pizzabot.channels.chat", "pizzabot.channels.telegram"]
 
 
 def test_a_worker_addresses_cards_to_the_chat_channels_its_servers_deliver_on() -> None:
@@ -72,10 +78,10 @@ def test_a_worker_addresses_cards_to_the_chat_channels_its_servers_deliver_on() 
 
 def test_a_half_configured_chat_channel_stays_off_and_says_why() -> None:
     discord = Settings(discord_bot_token=SecretStr("d"), discord_public_key="not-hex")
-    assert wire_discord.enabled(discord) and not wire_discord.reaches(discord)
-    assert any("PUBLIC_KEY" in p for p in wire_discord.problems(discord))
+    assert wire_chats.enabled(discord, "discord") and not wire_chats.reach(discord)["discord"]
+    assert any("PUBLIC_KEY" in p for p in wire_chats.problems(discord, "discord"))
     webhook = Settings(telegram_bot_token=SecretStr("1:x"), telegram_mode="webhook")
-    assert [p.split(" ")[0] for p in wire_telegram.problems(webhook)] == [
+    assert [p.split(" ")[0] for p in wire_chats.problems(webhook, "telegram")] == [
         "PIZZABOT_TELEGRAM_WEBHOOK_SECRET",
         "PIZZABOT_PUBLIC_URL",
     ]

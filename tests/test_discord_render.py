@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agent.card_digest import card_digest
-from channels.chat.forms import edit_fields, edited_args
-from channels.discord import render
+from pizzabot.agent.card_digest import card_digest
+from pizzabot.channels.chat.forms import edit_fields, edited_args
+from pizzabot.channels.discord import render
 from tests.peers.chat_cards import BASE_URL, HUGE, action, cards
 from tests.peers.discord_api import payload_problems, response_problems
 from tests.test_slack_modals import SCHEMAS

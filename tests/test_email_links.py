@@ -13,9 +13,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from agent.model import ItemStatus
-from channels.email.keys import MailKey
-from channels.email.links import links_router, sign_link
+from pizzabot.agent.model import ItemStatus
+from pizzabot.channels.email.keys import MailKey
+from pizzabot.channels.email.links import links_router, sign_link
 from tests.peers.email_bot import ALICE, MALLORY, PROPOSED, USERS, EmailBot, email_skill
 from tests.peers.mailserver import MailServer
 from tests.peers.required import require

@@ -9,9 +9,9 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from agent.card_digest import card_digest
-from channels.chat.forms import edit_fields, edited_args
-from channels.teams.cards import form_card, form_values, item_card
+from pizzabot.agent.card_digest import card_digest
+from pizzabot.channels.chat.forms import edit_fields, edited_args
+from pizzabot.channels.teams.cards import form_card, form_values, item_card
 from tests.peers.adaptive_cards import card_problems
 from tests.peers.chat_cards import BASE_URL, HUGE, action, cards
 from tests.test_slack_modals import SCHEMAS

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from agent.argforms import form_fields
-from agent.card_digest import card_digest
-from channels.chat.forms import edit_fields, edited_args, parse_lines
-from channels.telegram import Poller, TelegramApi
-from channels.telegram.render import (
+from pizzabot.agent.argforms import form_fields
+from pizzabot.agent.card_digest import card_digest
+from pizzabot.channels.chat.forms import edit_fields, edited_args, parse_lines
+from pizzabot.channels.telegram import Poller, TelegramApi
+from pizzabot.channels.telegram.render import (
     card_message,
     edit_prompt,
     read_callback,

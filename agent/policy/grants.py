@@ -12,7 +12,7 @@ than one approver, where its entry says `grants: []`, or where the server keeps 
 
 This module is the policy's part: the `Grant` noun, which grants a tool offers (`offered`),
 whether a grant covers a call (`covers`, `covering`) and the fingerprint of exact arguments
-(canonical JSON, SHA-256). Where grants are kept is the `Grants` protocol; `store.grants`
+(canonical JSON, SHA-256). Where grants are kept is the `Grants` protocol; `pizzabot.store.grants`
 implements it in SQL, writing the audit trail (created, used, revoked) with each change.
 """
 
@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, assert_never
 
-from agent.errors import NotAllowed
-from agent.policy.access import Access, audit_refusal
-from agent.policy.principal import Principal
-from agent.skills import Skill, ToolRule, parse_duration
-from agent.store import AuditTrail
+from pizzabot.agent.errors import NotAllowed
+from pizzabot.agent.policy.access import Access, audit_refusal
+from pizzabot.agent.policy.principal import Principal
+from pizzabot.agent.skills import Skill, ToolRule, parse_duration
+from pizzabot.agent.store import AuditTrail
 
 __all__ = [
     "Grant",

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from agent.card_digest import card_digest
-from agent.model import MAY_HAVE_HAPPENED, Box, Item, ItemKind, ItemStatus, Run, RunStatus
+from pizzabot.agent.card_digest import card_digest
+from pizzabot.agent.model import MAY_HAVE_HAPPENED, Box, Item, ItemKind, ItemStatus, Run, RunStatus
 
 __all__ = [
     "Button",
@@ -93,7 +93,7 @@ def value_text(value: Any) -> str:
 
 def card_value(item: Item) -> str:
     """What a decision button carries: the item and the digest of the card it is on
-    (`agent.card_digest`), so a click counts only for what the card showed."""
+    (`pizzabot.agent.card_digest`), so a click counts only for what the card showed."""
     return f"{item.id}:{card_digest(item)}"
 
 

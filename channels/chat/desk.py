@@ -3,7 +3,7 @@
 Teams, Discord and Telegram differ in how a click or a message reaches the bot, and not at
 all in what it means: a decision is `Inbox.decide` as the person who clicked, on the card
 they saw (`seen`); a message is `Runs.start` or `Runs.follow_up`. No rule lives here: the
-policy (`agent.policy.Access`) says who may do what and the engine audits its refusals; the
+policy (`pizzabot.agent.policy.Access`) says who may do what and the engine audits its refusals; the
 inbox says whether the first decision already won. What comes back is the note to show the
 person, in plain words, which the channel escapes and sends its own way.
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from agent.card_digest import seen_matches
-from agent.errors import (
+from pizzabot.agent.card_digest import seen_matches
+from pizzabot.agent.errors import (
     AlreadyDecided,
     CardChanged,
     Conflict,
@@ -23,13 +23,13 @@ from agent.errors import (
     NotFound,
     OwnRequest,
 )
-from agent.inbox import Inbox
-from agent.model import Decision, Item
-from agent.policy import Access, Principal, audit_refusal
-from agent.runs import Runs
-from agent.skills import SkillBook
-from agent.store import AuditTrail, CardRefresh, DeliveryReader, ItemReader, RunReader
-from channels.chat.card import run_url, stale_line
+from pizzabot.agent.inbox import Inbox
+from pizzabot.agent.model import Decision, Item
+from pizzabot.agent.policy import Access, Principal, audit_refusal
+from pizzabot.agent.runs import Runs
+from pizzabot.agent.skills import SkillBook
+from pizzabot.agent.store import AuditTrail, CardRefresh, DeliveryReader, ItemReader, RunReader
+from pizzabot.channels.chat.card import run_url, stale_line
 
 __all__ = ["CHANGED", "GONE", "ChatDesk", "ChatStore"]
 

@@ -1,4 +1,4 @@
-"""Edit forms on chat platforms: the fields of an item's form (`agent.argforms`, the very
+"""Edit forms on chat platforms: the fields of an item's form (`pizzabot.agent.argforms`, the very
 translation the web page, Slack and email use), what a person typed back merged into them,
 and the errors in words.
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.argforms import Field, coerce_form, field_path, form_fields, validate_arguments
-from agent.model import Item, ItemKind
-from agent.questions import validate_answer
+from pizzabot.agent.argforms import Field, coerce_form, field_path, form_fields, validate_arguments
+from pizzabot.agent.model import Item, ItemKind
+from pizzabot.agent.questions import validate_answer
 
 __all__ = ["edit_fields", "edited_args", "errors_text", "parse_lines", "prompt_text"]
 

@@ -4,10 +4,10 @@ same address, so a chat shows one thread per run, and a reply to any of them fin
 
 from __future__ import annotations
 
-from agent.addresses import DiscordRef, TeamsRef, TelegramRef
-from agent.channel import DeliveryError
-from agent.model import Delivery, DeliveryStatus
-from agent.store import DeliveryReader
+from pizzabot.agent.addresses import DiscordRef, TeamsRef, TelegramRef
+from pizzabot.agent.channel import DeliveryError
+from pizzabot.agent.model import Delivery, DeliveryStatus
+from pizzabot.agent.store import DeliveryReader
 
 __all__ = ["thread_of"]
 

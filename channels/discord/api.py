@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from agent.channel import DeliveryError
+from pizzabot.agent.channel import DeliveryError
 
 __all__ = ["DiscordApi", "DiscordError", "delivery_error"]
 

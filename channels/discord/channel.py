@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from agent.addresses import DiscordRef
-from agent.errors import NotFound
-from agent.model import Box, Delivery, Item, RunStatus
-from agent.store import DeliveryReader, RunReader
-from channels.chat.card import note_outcome
-from channels.chat.threads import thread_of
-from channels.discord.api import DiscordApi, DiscordError, delivery_error
-from channels.discord.render import card_message
+from pizzabot.agent.addresses import DiscordRef
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.model import Box, Delivery, Item, RunStatus
+from pizzabot.agent.store import DeliveryReader, RunReader
+from pizzabot.channels.chat.card import note_outcome
+from pizzabot.channels.chat.threads import thread_of
+from pizzabot.channels.discord.api import DiscordApi, DiscordError, delivery_error
+from pizzabot.channels.discord.render import card_message
 
 __all__ = ["DiscordChannel"]
 

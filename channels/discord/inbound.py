@@ -12,8 +12,8 @@ response), and its outcome is written into that answer afterwards:
   (errors come back with a button to try again), then decided after a deferred note;
 - Reply to the run (on a run's result): a modal, then the follow-up.
 
-The engine decides who may do what (`channels.chat.ChatDesk`); this module passes the Discord
-user id along and answers in Discord's terms.
+The engine decides who may do what (`pizzabot.channels.chat.ChatDesk`); this module passes
+the Discord user id along and answers in Discord's terms.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agent.model import Approve, Edit, Item, ItemKind, Reject
-from channels.chat.desk import ChatDesk
-from channels.chat.forms import edit_fields, edited_args, errors_text
-from channels.discord import render
-from channels.discord.api import DiscordApi, DiscordError
+from pizzabot.agent.model import Approve, Edit, Item, ItemKind, Reject
+from pizzabot.channels.chat.desk import ChatDesk
+from pizzabot.channels.chat.forms import edit_fields, edited_args, errors_text
+from pizzabot.channels.discord import render
+from pizzabot.channels.discord.api import DiscordApi, DiscordError
 
 __all__ = ["Answer", "DiscordInbound"]
 

@@ -4,14 +4,15 @@ and followed up in a run's thread.
 
 `TeamsChannel` posts and replaces cards through the connector (`Connector`, with the app's
 token); `TeamsInbound` answers activities, which reach it only once `TeamsTokenGate` verified
-their Bot Framework token (`BotFrameworkKeys`); `cards` draws the Adaptive Cards.
+their Bot Framework token (`BotFrameworkKeys`); `cards` draws the Adaptive Cards; `serve`
+puts the channel and the messaging endpoint on the app.
 """
 
-from channels.teams.auth import AppToken, BotFrameworkKeys, Caller, TokenRefused
-from channels.teams.channel import TeamsChannel
-from channels.teams.connector import Connector, ConnectorError
-from channels.teams.gate import CALLER, TeamsTokenGate
-from channels.teams.inbound import Reply, TeamsInbound
+from pizzabot.channels.teams.auth import AppToken, BotFrameworkKeys, Caller, TokenRefused
+from pizzabot.channels.teams.channel import TeamsChannel
+from pizzabot.channels.teams.connector import Connector, ConnectorError
+from pizzabot.channels.teams.gate import CALLER, TeamsTokenGate
+from pizzabot.channels.teams.inbound import Reply, TeamsInbound
 
 __all__ = [
     "CALLER",

@@ -21,10 +21,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.argforms import Field
-from agent.card_digest import card_digest
-from agent.model import Item, RunStatus
-from channels.chat.card import Card, card_of, clip
+from pizzabot.agent.argforms import Field
+from pizzabot.agent.card_digest import card_digest
+from pizzabot.agent.model import Item, RunStatus
+from pizzabot.channels.chat.card import Card, card_of, clip
 
 __all__ = [
     "CARD_BYTES_MAX",

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from agent.addresses import TeamsRef
-from agent.errors import NotFound
-from agent.model import Box, Delivery, Item, RunStatus
-from agent.store import DeliveryReader, RunReader
-from channels.chat.card import clip, note_outcome
-from channels.chat.threads import thread_of
-from channels.teams.cards import attachment, item_card
-from channels.teams.connector import Connector, ConnectorError, delivery_error
+from pizzabot.agent.addresses import TeamsRef
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.model import Box, Delivery, Item, RunStatus
+from pizzabot.agent.store import DeliveryReader, RunReader
+from pizzabot.channels.chat.card import clip, note_outcome
+from pizzabot.channels.chat.threads import thread_of
+from pizzabot.channels.teams.cards import attachment, item_card
+from pizzabot.channels.teams.connector import Connector, ConnectorError, delivery_error
 
 __all__ = ["TeamsChannel"]
 

@@ -13,8 +13,8 @@ from urllib.parse import quote
 
 import httpx
 
-from agent.channel import DeliveryError
-from channels.teams.auth import AppToken, TokenRefused
+from pizzabot.agent.channel import DeliveryError
+from pizzabot.channels.teams.auth import AppToken, TokenRefused
 
 __all__ = ["Connector", "ConnectorError", "delivery_error"]
 

@@ -1,5 +1,5 @@
 """The Bot Framework endpoint's check, before an activity's body is read: its bearer token
-must verify (`channels.teams.auth.BotFrameworkKeys`), else 401 and the body stays unread.
+must verify (`pizzabot.channels.teams.auth.BotFrameworkKeys`), else 401 and the body stays unread.
 
 What the token says (the service URL the activity must name, the channels its key is endorsed
 for) goes on to the route in the ASGI scope under `CALLER`; the route checks the activity
@@ -13,7 +13,7 @@ import logging
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from channels.teams.auth import BotFrameworkKeys, TokenRefused
+from pizzabot.channels.teams.auth import BotFrameworkKeys, TokenRefused
 
 __all__ = ["CALLER", "TeamsTokenGate"]
 

@@ -13,7 +13,8 @@ key is endorsed for. Then:
   the bot in a channel, a new run.
 
 People are known by their Microsoft Entra object id (`from.aadObjectId`), the identity the
-skills' `approvers.teams` lists. The engine decides who may do what (`channels.chat.ChatDesk`).
+skills' `approvers.teams` lists. The engine decides who may do what
+(`pizzabot.channels.chat.ChatDesk`).
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agent.errors import NotFound
-from agent.model import Approve, Edit, Item, ItemKind, Reject
-from channels.chat.card import clip
-from channels.chat.desk import GONE, ChatDesk
-from channels.chat.forms import edit_fields, edited_args
-from channels.teams.auth import Caller
-from channels.teams.cards import (
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.model import Approve, Edit, Item, ItemKind, Reject
+from pizzabot.channels.chat.card import clip
+from pizzabot.channels.chat.desk import GONE, ChatDesk
+from pizzabot.channels.chat.forms import edit_fields, edited_args
+from pizzabot.channels.teams.auth import Caller
+from pizzabot.channels.teams.cards import (
     CONTENT_TYPE,
     attachment,
     fields_digest,
@@ -39,7 +40,7 @@ from channels.teams.cards import (
     form_values,
     item_card,
 )
-from channels.teams.connector import Connector, ConnectorError
+from pizzabot.channels.teams.connector import Connector, ConnectorError
 
 __all__ = ["Reply", "TeamsInbound"]
 

@@ -4,14 +4,15 @@ replying to a run's card.
 
 `TelegramChannel` delivers and edits (the outbox's side); `TelegramInbound` turns updates
 into engine calls, whether they come from the webhook (`TelegramSecretGate` checks its secret
-token first) or from long polling (`Poller`); `render` draws the messages.
+token first) or from long polling (`Poller`); `render` draws the messages; `serve` puts the
+webhook on the app and starts hearing Telegram either way.
 """
 
-from channels.telegram.api import TelegramApi, TelegramError
-from channels.telegram.channel import TelegramChannel
-from channels.telegram.gate import TelegramSecretGate
-from channels.telegram.inbound import TelegramInbound
-from channels.telegram.polling import Poller
+from pizzabot.channels.telegram.api import TelegramApi, TelegramError
+from pizzabot.channels.telegram.channel import TelegramChannel
+from pizzabot.channels.telegram.gate import TelegramSecretGate
+from pizzabot.channels.telegram.inbound import TelegramInbound
+from pizzabot.channels.telegram.polling import Poller
 
 __all__ = [
     "Poller",

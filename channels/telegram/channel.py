@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from agent.addresses import TelegramRef
-from agent.errors import NotFound
-from agent.model import Box, Delivery, Item, RunStatus
-from agent.store import DeliveryReader, RunReader
-from channels.chat.card import note_outcome
-from channels.chat.threads import thread_of
-from channels.telegram.api import NOT_MODIFIED, TelegramApi, TelegramError, delivery_error
-from channels.telegram.render import card_message
+from pizzabot.agent.addresses import TelegramRef
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.model import Box, Delivery, Item, RunStatus
+from pizzabot.agent.store import DeliveryReader, RunReader
+from pizzabot.channels.chat.card import note_outcome
+from pizzabot.channels.chat.threads import thread_of
+from pizzabot.channels.telegram.api import NOT_MODIFIED, TelegramApi, TelegramError, delivery_error
+from pizzabot.channels.telegram.render import card_message
 
 __all__ = ["TelegramChannel"]
 

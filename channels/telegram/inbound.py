@@ -11,7 +11,7 @@ long polling, and means the same either way:
 - `/pizza SKILL what to do` anywhere, or any other message in a private chat with the bot:
   a new run.
 
-The engine decides who may do what (`channels.chat.ChatDesk`); this module passes the
+The engine decides who may do what (`pizzabot.channels.chat.ChatDesk`); this module passes the
 Telegram user id along and answers in Telegram's terms (a callback's toast or alert, a
 reply). An update Telegram sends again (it retries what it thinks was lost) is handled once.
 """
@@ -23,12 +23,12 @@ import logging
 from collections import OrderedDict
 from typing import Any
 
-from agent.model import Approve, Edit, Item, ItemKind, Reject
-from channels.chat.card import clip
-from channels.chat.desk import ChatDesk
-from channels.chat.forms import edit_fields, edited_args, parse_lines
-from channels.telegram.api import TelegramApi, TelegramError
-from channels.telegram.render import (
+from pizzabot.agent.model import Approve, Edit, Item, ItemKind, Reject
+from pizzabot.channels.chat.card import clip
+from pizzabot.channels.chat.desk import ChatDesk
+from pizzabot.channels.chat.forms import edit_fields, edited_args, parse_lines
+from pizzabot.channels.telegram.api import TelegramApi, TelegramError
+from pizzabot.channels.telegram.render import (
     Message,
     edit_prompt,
     read_callback,

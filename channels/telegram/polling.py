@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from channels.telegram.api import TelegramApi, TelegramError
+from pizzabot.channels.telegram.api import TelegramApi, TelegramError
 
 __all__ = ["Poller"]
 

@@ -19,11 +19,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent.argforms import Field
-from agent.card_digest import card_digest
-from agent.model import Item, RunStatus
-from channels.chat.card import Button, Card, card_of, card_value, clip, item_url
-from channels.chat.forms import errors_text, prompt_text
+from pizzabot.agent.argforms import Field
+from pizzabot.agent.card_digest import card_digest
+from pizzabot.agent.model import Item, RunStatus
+from pizzabot.channels.chat.card import Button, Card, card_of, card_value, clip, item_url
+from pizzabot.channels.chat.forms import errors_text, prompt_text
 
 __all__ = [
     "CALLBACK_MAX",

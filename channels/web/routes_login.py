@@ -15,11 +15,11 @@ from datetime import UTC, datetime, timedelta
 from fastapi import APIRouter
 from fastapi.responses import RedirectResponse, Response
 
-from agent.policy import Principal, Scope
-from agent.policy.tokens import principal_for
-from channels.web._pages import HEADERS, go, page, safe_next
-from channels.web._session import COOKIE, MAX_AGE
-from channels.web.deps import CHANNEL, Posted, Visit, Visitor, form_text
+from pizzabot.agent.policy import Principal, Scope
+from pizzabot.agent.policy.tokens import principal_for
+from pizzabot.channels.web._pages import HEADERS, go, page, safe_next
+from pizzabot.channels.web._session import COOKIE, MAX_AGE
+from pizzabot.channels.web.deps import CHANNEL, Posted, Visit, Visitor, form_text
 
 __all__ = ["router"]
 

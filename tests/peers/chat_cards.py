@@ -9,7 +9,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from agent.model import Box, Item, ItemKind, ItemStatus, Risk
+from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, Risk
 from tests.test_slack_modals import SCHEMAS
 
 AT = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)

@@ -1,0 +1,58 @@
+"""Who is calling, and the least scope each route needs.
+
+The token gate (`pizzabot.channels.http.guard.TokenGate`) turns a bearer token into a principal before
+a byte of the body is read; `caller` hands it to the route and declares the bearer scheme in
+the OpenAPI document. Every route names the least scope it needs with one of `ASKING`,
+`DECIDING` or `ADMIN`: 403 otherwise, saying what the token's scope allows. (What a principal
+may do with that — which items it may decide — is the policy's answer, asked by the engine.)
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from pizzabot.agent.policy.principal import Principal, Scope
+from pizzabot.channels.http.guard import PRINCIPAL
+
+__all__ = ["ADMIN", "ASKING", "DECIDING", "Caller", "caller", "needs"]
+
+bearer = HTTPBearer(auto_error=False)
+
+
+def caller(
+    request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)
+) -> Principal:
+    """Who is calling, as the token gate found it before the body was read."""
+    who = request.scope.get(PRINCIPAL)
+    if creds is None or not isinstance(who, Principal):
+        raise HTTPException(
+            401, "missing or wrong API token", headers={"WWW-Authenticate": "Bearer"}
+        )
+    return who
+
+
+Caller = Annotated[Principal, Depends(caller)]
+
+
+def needs(scope: Scope) -> Any:
+    """A route's dependency: 403 unless the caller's scope covers `scope`, saying what it
+    does allow."""
+
+    def check(who: Caller) -> Principal:
+        if not who.scope.covers(scope):
+            raise HTTPException(
+                403,
+                f"this token's scope is {who.scope}: it may {who.scope.allows()}; "
+                f"this needs scope {scope}",
+            )
+        return who
+
+    check.__name__ = f"needs_{scope}"
+    return Depends(check)
+
+
+#: The least scope of each kind of route.
+ASKING, DECIDING, ADMIN = needs(Scope.ASK), needs(Scope.DECIDE), needs(Scope.ADMIN)
