@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, TypedDict
@@ -46,6 +46,7 @@ from pizzabot.agent.worker import Worker
 from pizzabot.bot import (
     demo,
     tracing,
+    wire_chats,
     wire_digest,
     wire_email,
     wire_http,
@@ -66,8 +67,6 @@ from pizzabot.store.sql import SqlStore, connect
 from pizzabot.store.tokens import SqlTokens
 
 if TYPE_CHECKING:
-    from opentelemetry.sdk.trace import TracerProvider
-
     from pizzabot.channels.slack import SlackChannel
 
 log = logging.getLogger("pizzabot")
@@ -156,9 +155,10 @@ async def _assemble(
         slack=_slack(settings, slack, core=core, store=store, access=access, bell=home_bell),
         email=_email(settings, mail, core=core, store=store, access=access),
         triggers=wire_triggers.build(settings, store=store, core=core) if serving else None,
+        chats=wire_chats.build(settings, outlets, core=core, store=store, access=access),
     )
     if tracer is not None:
-        svc.closers.append(_flusher(tracer))
+        svc.closers.append(tracing.flusher(tracer))
     if isinstance(mind.model, ModelRouter):
         svc.closers.append(mind.model.aclose)
     return svc
@@ -175,6 +175,7 @@ def _outlets(
         wire_email.outlet(settings, store=store, access=access, clock=utcnow) if serving else None
     )
     outlets: list[Channel] = [c for c in (slack, mail.channel if mail else None) if c is not None]
+    outlets += wire_chats.outlets(settings, store=store) if serving else []
     addressed = frozenset(c.name for c in outlets) if serving else reach(settings)
     if serving:
         outlets.append(_callbacks(settings, store, skills))
@@ -254,6 +255,7 @@ def _callbacks(settings: Settings, store: SqlStore, skills: SkillBook) -> Channe
 def reach(settings: Settings) -> frozenset[str]:
     """The channels servers with these settings deliver on."""
     on = {"slack": wire_slack.reaches(settings), "email": wire_email.enabled(settings)}
+    on |= wire_chats.reach(settings)
     return frozenset(name for name, yes in on.items() if yes)
 
 
@@ -318,13 +320,6 @@ async def _audit_skills(store: SqlStore, report: LoadReport, *, now: datetime) -
         )
 
 
-def _flusher(tracer: TracerProvider) -> Callable[[], Awaitable[None]]:
-    async def flush() -> None:
-        tracer.shutdown()
-
-    return flush
-
-
 def create_app(settings: Settings, *, token: str, with_worker: bool | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -355,6 +350,7 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
     wire_web.install(app, settings)
     wire_slack.install(app, settings)
     wire_email.install(app, settings)
+    wire_chats.install(app, settings)
     wire_triggers.install(app)
     mcp_http.install(
         app,
@@ -376,6 +372,7 @@ async def start(svc: Services) -> None:
         wire_slack.start(svc, svc.slack)
     if svc.email is not None:
         wire_email.start(svc, svc.email)
+    wire_chats.start(svc)
     if svc.triggers is not None:
         await wire_triggers.start(svc, svc.triggers)
     wire_digest.start(svc)
