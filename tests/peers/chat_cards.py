@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, Risk
-from tests.test_slack_modals import SCHEMAS
+from tests.scenarios.test_slack_modals import SCHEMAS
 
 AT = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
 BASE_URL = "http://pizza.example"

@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from tests.e2e.test_cli import cli
 from tests.peers.stack import Stack
 from tests.peers.stories import send_then_summarise
-from tests.test_cli import cli
 
 
 async def test_an_edit_with_an_unknown_field_is_refused_on_the_api_and_the_cli(

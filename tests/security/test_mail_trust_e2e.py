@@ -28,12 +28,12 @@ from typing import Any
 import aiosmtplib
 import pytest
 
+from tests.e2e.test_email_e2e import SKILL, answer_to, item_mail, text_of, three_mails_then_report
+from tests.e2e.test_email_e2e import env as mail_env
 from tests.peers.email_bot import AUTHSERV_ID, passed, reply_to
 from tests.peers.mailserver import DEFAULT_USERS, MailServer
 from tests.peers.required import require
 from tests.peers.stack import Stack
-from tests.test_email_e2e import SKILL, answer_to, item_mail, text_of, three_mails_then_report
-from tests.test_email_e2e import env as mail_env
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.mail

@@ -22,6 +22,15 @@ import pytest_asyncio
 
 from pizzabot.agent.model import ItemStatus
 from pizzabot.channels.web.forms import PREFIX
+from tests.e2e.test_cli import cli
+from tests.e2e.test_slack_scenarios import (
+    APPROVER,
+    SECRET,
+    click,
+    events_url,
+    get_item,
+    posted_item,
+)
 from tests.peers.email_bot import USERS, EmailBot, reply_to, send
 from tests.peers.mailserver import MailServer
 from tests.peers.required import require
@@ -35,15 +44,6 @@ from tests.peers.slack_api import (
 from tests.peers.stack import Stack
 from tests.peers.stories import send_then_summarise
 from tests.peers.web import Form, WebApp, csrf_of
-from tests.test_cli import cli
-from tests.test_slack_scenarios import (
-    APPROVER,
-    SECRET,
-    click,
-    events_url,
-    get_item,
-    posted_item,
-)
 
 HUGE = "1e500000"
 OUT_OF_RANGE = "is out of range"
