@@ -48,7 +48,7 @@ from pizzabot.agent.settle import (
     TellModel,
 )
 from pizzabot.agent.targets import targets_for
-from pizzabot.agent.tools import ToolHub, ToolSpec, split_wire_name
+from pizzabot.agent.tools import Tools, ToolSpec, split_wire_name
 
 __all__ = ["ToolCallSteps"]
 
@@ -65,7 +65,7 @@ class ToolCallSteps:
     the runner's `_finish`."""
 
     ctx: Context
-    tools: ToolHub
+    tools: Tools
     redact: Redactor
 
     async def _finish(self, held: HeldRun, status: RunStatus, *, error: str | None = None) -> None:

@@ -61,7 +61,7 @@ from pizzabot.agent.requests import answer_request
 from pizzabot.agent.skills import Budget, Skill
 from pizzabot.agent.store import LeaseLost
 from pizzabot.agent.targets import targets_for
-from pizzabot.agent.tools import ToolHub
+from pizzabot.agent.tools import Tools
 
 __all__ = ["Engine", "HeldRun", "Outcome", "Runner", "cancel_in_flight", "finish_run"]
 
@@ -77,7 +77,7 @@ class Runner(ToolCallSteps):
         ctx: Context,
         *,
         model: ModelClient,
-        tools: ToolHub,
+        tools: Tools,
         lease_seconds: float = 30.0,
         default_budget: Budget | None = None,
         redactor: Redactor | None = None,

@@ -26,7 +26,7 @@ from pizzabot.agent.outbox import Limits
 from pizzabot.agent.skills import Budget, Skill, SkillBook
 from pizzabot.agent.testing.model_server import ScriptedModelServer
 from pizzabot.agent.testing.scripts import Script
-from pizzabot.agent.tools import ToolHub
+from pizzabot.agent.tools_mcp import ToolHub
 from pizzabot.bot.core import Mind, Timing, build
 from pizzabot.store.grants import SqlGrants
 from pizzabot.store.migrate import upgrade

@@ -128,7 +128,7 @@ class Harness:
         model = ModelRouter(
             OpenAIClient(env={}, attempts=1), fallback=LiteLLMClient(env={}, attempts=1)
         )
-        self.engine = Engine(self.ctx, model=model, tools=self.tools)  # type: ignore[arg-type]
+        self.engine = Engine(self.ctx, model=model, tools=self.tools)
         self.runs = Runs(self.ctx)
         self.inbox = Inbox(self.ctx)
         self.triggers = TriggerStore(self.store)
