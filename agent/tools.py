@@ -9,8 +9,9 @@ Tools reach the model as `server__tool` (provider-safe names) and policies speak
 `server.tool`.
 
 A skill's rules may name arguments (`customer.country`), which only the tools' schemas can
-confirm: `check_rules` refuses a skill whose rules lead into nothing a schema has, and a
-transport calls it when it lists a skill's tools.
+confirm: `check_rules` refuses a skill whose rules lead into nothing a schema has. A
+transport calls it when a skill's tools are listed anew (the skill loaded, or its servers
+listed again), not on every step of a run.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@ per configured server, shared by every run of a skill.
 
 Starting a stdio server costs about a second, so a resumed run must not wait for it: the
 `ToolHub` keeps each server's client open (keyed by the server's configuration) until the
-hub closes.
+hub closes. A server's tools are listed when its client opens; a skill's rules are checked
+against them (`pizzabot.agent.tools.check_rules`) when a version of the skill first meets that
+listing (at warm-up, or the first step of its first run), not on every step of a run.
 
 A stdio server is a child process, and a child inherits its parent's environment: here that
 would hand every MCP server the Slack token, the mail passwords and the model key. So a
@@ -51,6 +53,9 @@ log = logging.getLogger(__name__)
 
 # The call that is asking, inside the call's own task (the `input_required` path).
 _ASKING: contextvars.ContextVar[AskFn | None] = contextvars.ContextVar("asking", default=None)
+
+# Numbers each listing of a server's tools, so a hub can tell a listing it has checked.
+_LISTINGS = itertools.count(1)
 
 
 #: What every stdio server gets from the server's environment, whatever its skill says.
@@ -115,6 +120,8 @@ class _Connection:
         self.target = target
         self.client: Client | None = None
         self.tools: list[ToolSpec] = []
+        #: Which listing `tools` is (0: none yet); a new one on every (re)connection.
+        self.listing = 0
         self.lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
@@ -203,6 +210,7 @@ class _Connection:
                 )
                 for t in listing.tools
             ]
+            self.listing = next(_LISTINGS)
             self.client = client
             return client
 
@@ -260,6 +268,8 @@ class ToolHub:
         self._conns: dict[str, _Connection] = {}
         # A hook that adds servers a skill implies (the granted-folders server); set by bot/.
         self._extra_servers = extra_servers
+        # Per skill: the version whose rules were checked last, and against which listings.
+        self._checked: dict[str, tuple[Skill, tuple[int, ...]]] = {}
 
     def servers(self, skill: Skill) -> dict[str, StdioServer | HttpServer]:
         servers: dict[str, StdioServer | HttpServer] = dict(skill.mcp_servers)
@@ -276,14 +286,19 @@ class ToolHub:
 
     async def list_tools(self, skill: Skill) -> list[ToolSpec]:
         """Every tool of the skill's servers. The skill's rules are checked against the
-        tools' schemas here, the first moment they are known: a rule on an argument the
-        tool does not have is refused (`SkillFileError`, with the rule's line)."""
-        specs: list[ToolSpec] = []
-        for name, cfg in self.servers(skill).items():
-            conn = self._conn(name, cfg)
+        tools' schemas when this version of the skill first meets these listings (the
+        first moment the schemas are known, and again whenever a server lists anew): a rule
+        on an argument the tool does not have is refused (`SkillFileError`, with the rule's
+        line)."""
+        conns = [self._conn(name, cfg) for name, cfg in self.servers(skill).items()]
+        for conn in conns:
             await conn.open(self._connect_timeout)
-            specs.extend(conn.tools)
-        check_rules(skill, specs)
+        specs = [spec for conn in conns for spec in conn.tools]
+        listings = tuple(conn.listing for conn in conns)
+        checked = self._checked.get(skill.name)
+        if checked is None or checked[0] is not skill or checked[1] != listings:
+            check_rules(skill, specs)
+            self._checked[skill.name] = (skill, listings)
         return specs
 
     async def warm(self, skill: Skill) -> None:
