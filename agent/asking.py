@@ -48,8 +48,8 @@ MAX_MESSAGE = 4000
 
 
 class Asker:
-    """The questions of one tool call of a held run. `ask` is what `pizzabot.agent.tools.ToolHub.call`
-    hands to a server that elicits."""
+    """The questions of one tool call of a held run. `ask` is what `pizzabot.agent.tools.Tools.call`
+    hands to a tool that asks for input (an MCP server that elicits)."""
 
     def __init__(
         self, ctx: Context, held: HeldRun, *, call_id: str, tool: str, timeout: float | None = None

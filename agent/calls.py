@@ -2,8 +2,10 @@
 made, done against the store, the tool servers and the grants.
 
 Its own module because it is most of a step and apart from the loop around it: `Runner` in
-`pizzabot.agent.engine` decides *when* a call is settled (pending calls first, then the model), this
-decides *how* — run it, tell the model why not, or put it on a card and park the run.
+`pizzabot.agent.engine` decides *when* a call is settled (pending calls first, then the model), and
+holds a `CallSteps`, which decides *how* — run it, tell the model why not, or put it on a card
+and park the run. A call's plan may end the run: `CallSteps` is given the runner's way to end
+one (`Finish`), and knows nothing else of the runner.
 
 A call in flight may ask a person (an MCP elicitation, `pizzabot.agent.asking`): the run stays held
 while it waits. A call whose start a crash interrupted has its unanswered questions closed
@@ -18,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, assert_never
+from typing import Any, Protocol, assert_never
 
 from pizzabot.agent import settle
 from pizzabot.agent.asking import Asker
@@ -48,9 +50,9 @@ from pizzabot.agent.settle import (
     TellModel,
 )
 from pizzabot.agent.targets import targets_for
-from pizzabot.agent.tools import ToolHub, ToolSpec, split_wire_name
+from pizzabot.agent.tools import Tools, ToolSpec, split_wire_name
 
-__all__ = ["ToolCallSteps"]
+__all__ = ["CallSteps", "Finish"]
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -59,18 +61,24 @@ def _truncate(text: str, limit: int) -> str:
     return text[:limit] + f"\n… [cut: {len(text) - limit} more characters]"
 
 
-class ToolCallSteps:
-    """The tool-call half of `pizzabot.agent.engine.Runner`'s step, which it inherits. It reads the
-    runner's attributes on every call (a test may swap the redactor), and ends a run through
-    the runner's `_finish`."""
+class Finish(Protocol):
+    """How a run is ended (`pizzabot.agent.engine.Runner`'s): a call's plan may stop it."""
 
-    ctx: Context
-    tools: ToolHub
-    redact: Redactor
+    async def __call__(
+        self, held: HeldRun, status: RunStatus, *, error: str | None = None
+    ) -> None: ...
 
-    async def _finish(self, held: HeldRun, status: RunStatus, *, error: str | None = None) -> None:
-        """End the run (`Runner._finish`): a call's plan may stop it."""
-        raise NotImplementedError
+
+class CallSteps:
+    """The tool-call half of `pizzabot.agent.engine.Runner`'s step: settles one call at a time
+    (`carry_out`) with the run's context, the tools, the redactor for what is stored, and the
+    runner's way to end a run."""
+
+    def __init__(self, ctx: Context, *, tools: Tools, redact: Redactor, finish: Finish) -> None:
+        self.ctx = ctx
+        self.tools = tools
+        self.redact = redact
+        self._finish = finish
 
     async def _plan(self, held: HeldRun, call: CallState, spec: ToolSpec | None) -> settle.Plan:
         """`pizzabot.agent.settle.plan` for a call, with the grants that may let it run unasked."""
@@ -87,7 +95,7 @@ class ToolCallSteps:
                 step = settle.plan(call, held.skill, spec, Granted(found, held.run.id, now))
         return step
 
-    async def _settle_call(
+    async def carry_out(
         self,
         held: HeldRun,
         call: CallState,

@@ -27,7 +27,7 @@ from typing import Any, assert_never
 
 from pizzabot.agent import conversation
 from pizzabot.agent.budgets import BudgetCheck, check_budget, day_start
-from pizzabot.agent.calls import ToolCallSteps
+from pizzabot.agent.calls import CallSteps
 from pizzabot.agent.context import Context
 from pizzabot.agent.conversation import RunState
 from pizzabot.agent.errors import NotFound, RunError, UserError
@@ -61,23 +61,23 @@ from pizzabot.agent.requests import answer_request
 from pizzabot.agent.skills import Budget, Skill
 from pizzabot.agent.store import LeaseLost
 from pizzabot.agent.targets import targets_for
-from pizzabot.agent.tools import ToolHub
+from pizzabot.agent.tools import Tools
 
-__all__ = ["Engine", "HeldRun", "Outcome", "Runner", "cancel_in_flight", "finish_run"]
+__all__ = ["HeldRun", "Outcome", "Runner", "cancel_in_flight", "finish_run"]
 
 log = logging.getLogger(__name__)
 
 
-class Runner(ToolCallSteps):
-    """Steps runs: the engine's loop. (Not SQLAlchemy's `Engine`: that is the database.)
-    How each tool call is carried out is `pizzabot.agent.calls.ToolCallSteps`."""
+class Runner:
+    """Steps runs: the engine's loop. How each tool call is carried out is its `calls`
+    (`pizzabot.agent.calls.CallSteps`); the tools are any `pizzabot.agent.tools.Tools`."""
 
     def __init__(
         self,
         ctx: Context,
         *,
         model: ModelClient,
-        tools: ToolHub,
+        tools: Tools,
         lease_seconds: float = 30.0,
         default_budget: Budget | None = None,
         redactor: Redactor | None = None,
@@ -89,6 +89,7 @@ class Runner(ToolCallSteps):
         self.model = model
         self.tools = tools
         self.lease_seconds = lease_seconds
+        self.calls = CallSteps(ctx, tools=tools, redact=self.redact, finish=self._finish)
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -140,7 +141,7 @@ class Runner(ToolCallSteps):
             log = held.events
             for i, call in enumerate(pending):
                 later = [(c, specs.get(c.wire_name)) for c in pending[i + 1 :]]
-                outcome = await self._settle_call(held, call, specs.get(call.wire_name), later)
+                outcome = await self.calls.carry_out(held, call, specs.get(call.wire_name), later)
                 if outcome != "continue" or held.events is not log:
                     # The log was read anew (a decision came meanwhile): plan from it.
                     return outcome
@@ -326,7 +327,3 @@ async def cancel_in_flight(task: asyncio.Task[Any]) -> None:
     # The task's own end (usually CancelledError) is what we asked for.
     with contextlib.suppress(BaseException):
         await task
-
-
-#: The old name, until every caller in `bot/` says `Runner`.
-Engine = Runner

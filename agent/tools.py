@@ -1,59 +1,43 @@
-"""Tools through MCP: one warm client per configured server, shared by every run of a skill.
+"""What a run's tools are to the engine: the `Tools` protocol, and the nouns it speaks in.
 
-Starting a stdio server costs about a second, so a resumed run must not wait for it: the
-`ToolHub` keeps each server's client open (keyed by the server's configuration) until the
-hub closes. Tools reach the model as `server__tool` (provider-safe names) and policies
-speak of them as `server.tool`.
+The engine lists a skill's tools, shows them to the model and calls the ones it asks for;
+where the tools live and how they are reached is a transport's business. MCP is one
+(`pizzabot.agent.tools_mcp.ToolHub`, which the server wires); a test may bring a fake of a
+few lines (`tests/peers/triggers.py`).
 
-A stdio server is a child process, and a child inherits its parent's environment: here that
-would hand every MCP server the Slack token, the mail passwords and the model key. So a
-child's environment is built from nothing (`child_environment`), and what the MCP SDK adds on
-its own is taken away again at launch.
+Tools reach the model as `server__tool` (provider-safe names) and policies speak of them as
+`server.tool`.
 
-A server may ask the person behind a run for input in the middle of a call (MCP
-elicitation: a form, or a link to open). Every client declares that it can be asked, and
-routes a server's question to the call in flight that asked it (`ToolHub.call`'s `ask`): on
-the 2026 protocol's `input_required` results the SDK asks from inside the call itself, so
-the call is known; a server-to-client request (older protocol versions) names no call, so
-it goes to the connection's one call in flight, and is answered "cancel" when several runs
-have calls in flight on that server at once (which of them asked cannot be known).
+A skill's rules may name arguments (`customer.country`), which only the tools' schemas can
+confirm: `check_rules` refuses a skill whose rules lead into nothing a schema has. A
+transport calls it when a skill's tools are listed anew (the skill loaded, or its servers
+listed again), not on every step of a run.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import itertools
-import json
-import logging
-import os
-import shutil
-import sys
-import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from pizzabot.agent.errors import RunError
 from pizzabot.agent.policy.rules import ToolHints, check_paths
 from pizzabot.agent.questions import Answer, Question
-from pizzabot.agent.skills import HttpServer, Skill, SkillFileError, StdioServer
+from pizzabot.agent.skills import Skill, SkillFileError
 
-if TYPE_CHECKING:  # the SDK takes seconds to import: load it on the first connection
-    import mcp_types
-    from mcp.client import Client
-    from mcp.client.session import ClientRequestContext
-    from mcp.client.stdio import StdioServerParameters
-
-log = logging.getLogger(__name__)
+__all__ = [
+    "SEP",
+    "AskFn",
+    "ToolOutcome",
+    "ToolSpec",
+    "Tools",
+    "check_rules",
+    "split_wire_name",
+]
 
 SEP = "__"
 
 #: How a call in flight asks a person (`pizzabot.agent.asking.Asker.ask`).
 AskFn = Callable[[Question], Awaitable[Answer]]
-
-# The call that is asking, inside the call's own task (the `input_required` path).
-_ASKING: contextvars.ContextVar[AskFn | None] = contextvars.ContextVar("asking", default=None)
 
 
 @dataclass(frozen=True)
@@ -98,244 +82,23 @@ def split_wire_name(wire: str) -> tuple[str, str]:
     return server, name
 
 
-#: What every stdio server gets from the server's environment, whatever its skill says.
-BASE_ENV = ("PATH", "HOME", "LANG")
+def check_rules(skill: Skill, specs: Sequence[ToolSpec]) -> None:
+    """Refuse `skill` when one of its rules names an argument that none of the listed tools
+    it decides for has: a mistake in the skill file (`SkillFileError`, with the rule's
+    line)."""
+    problems = check_paths(skill, {s.qualified: s.schema for s in specs})
+    if problems:
+        where = skill.origin.path if skill.origin is not None else f"skill {skill.name}"
+        raise SkillFileError(where, problems, name=skill.name)
 
 
-def child_environment(cfg: StdioServer, parent: Mapping[str, str]) -> dict[str, str]:
-    """The whole environment of a stdio server started from a process whose environment is
-    `parent`: `BASE_ENV`, the names in `pass_env`, then `env`; or all of `parent` under `env`
-    when the skill says `inherit_env: true`."""
-    if cfg.inherit_env:
-        env = dict(parent)
-    else:
-        env = {k: parent[k] for k in (*BASE_ENV, *cfg.pass_env) if k in parent}
-    env.update(cfg.env)
-    return env
+class Tools(Protocol):
+    """The tools of a skill's runs: list them, call one, and close what is kept open."""
 
-
-def _launch(command: str, args: list[str], env: dict[str, str]) -> tuple[str, list[str]]:
-    """The command line that runs `command` with exactly `env`.
-
-    The SDK merges its own pick of the parent's variables (`USER`, `SHELL`, ...) under the
-    `env` it is given; `env -u` unsets the ones this child was not meant to have before the
-    server starts (it execs, so the server keeps the process the SDK watches).
-    """
-    from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS
-
-    extra = sorted(set(DEFAULT_INHERITED_ENV_VARS) - set(env))
-    # A command that cannot be found is left to the SDK, which says so plainly.
-    found = command if "/" in command else shutil.which(command, path=env.get("PATH", os.defpath))
-    if not extra or sys.platform == "win32" or _ENV_COMMAND is None or found is None:
-        return command, args
-    unset = [arg for name in extra for arg in ("-u", name)]
-    return _ENV_COMMAND, [*unset, "--", found, *args]
-
-
-# Looked up in the system's default path, not the server's PATH.
-_ENV_COMMAND = shutil.which("env", path=os.defpath)
-
-
-def _params(cfg: StdioServer | HttpServer, env: Mapping[str, str]) -> StdioServerParameters | str:
-    from mcp.client.stdio import StdioServerParameters
-
-    if isinstance(cfg, HttpServer):
-        return cfg.url
-    # "python" names the interpreter Pizza Bot runs on, so bundled servers work in any venv.
-    command = sys.executable if cfg.command in {"python", "python3"} else cfg.command
-    child_env = child_environment(cfg, env)
-    command, args = _launch(command, list(cfg.args), child_env)
-    return StdioServerParameters(command=command, args=args, env=child_env, cwd=cfg.cwd)
-
-
-class _Connection:
-    """One MCP client, owned by a task of its own.
-
-    The SDK's clients live in anyio task groups, which must be entered and left by the same
-    task; runs come and go in other tasks, so the connection gets a task that holds it open.
-    """
-
-    def __init__(self, name: str, target: StdioServerParameters | str) -> None:
-        self.name = name
-        self.target = target
-        self.client: Client | None = None
-        self.tools: list[ToolSpec] = []
-        self.lock = asyncio.Lock()
-        self._task: asyncio.Task[None] | None = None
-        self._stop = asyncio.Event()
-        #: The calls in flight, each with how it asks (None: it cannot).
-        self.in_flight: dict[int, AskFn | None] = {}
-        self._tokens = itertools.count()
-
-    def enter(self, ask: AskFn | None) -> int:
-        token = next(self._tokens)
-        self.in_flight[token] = ask
-        return token
-
-    def leave(self, token: int) -> None:
-        self.in_flight.pop(token, None)
-
-    async def _elicit(
-        self, context: ClientRequestContext, params: mcp_types.ElicitRequestParams
-    ) -> mcp_types.ElicitResult:
-        """A server asks for input: ask the person through the call in flight."""
-        import mcp_types
-
-        ask = _ASKING.get()
-        if ask is None and len(self.in_flight) == 1:
-            ask = next(iter(self.in_flight.values()))
-        if ask is None:
-            # No call that can ask, or several calls whose asker cannot be told apart.
-            log.warning(
-                "MCP server %s asked for input, but no single call in flight can ask "
-                "(%d in flight): answered cancel",
-                self.name,
-                len(self.in_flight),
-            )
-            return mcp_types.ElicitResult(action="cancel")
-        if isinstance(params, mcp_types.ElicitRequestURLParams):
-            question = Question(message=params.message, url=params.url)
-        else:
-            question = Question(message=params.message, schema=dict(params.requested_schema))
-        answer = await ask(question)
-        content = answer.content if answer.action == "accept" and question.url is None else None
-        return mcp_types.ElicitResult(action=answer.action, content=content)
-
-    async def _hold(self, ready: asyncio.Future[Client]) -> None:
-        from mcp.client import Client
-
-        _ASKING.set(None)  # this task's context is copied from whoever opened it
-        try:
-            async with Client(self.target, elicitation_callback=self._elicit) as client:
-                if not ready.done():
-                    ready.set_result(client)
-                await self._stop.wait()
-        except BaseException as exc:
-            if not ready.done():
-                ready.set_exception(exc if isinstance(exc, Exception) else RunError(repr(exc)))
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            log.warning("MCP server %s stopped: %r", self.name, exc)
-        finally:
-            self.client = None
-
-    async def open(self, timeout: float) -> Client:
-        async with self.lock:
-            if self.client is not None and self._task is not None and not self._task.done():
-                return self.client
-            self._stop = asyncio.Event()
-            ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
-            self._task = asyncio.create_task(self._hold(ready), name=f"mcp:{self.name}")
-            try:
-                # A timeout scope, not `wait_for`: on Python 3.11 `wait_for` can swallow a
-                # cancel that arrives as the inner call finishes (see agent/tasks.py).
-                async with asyncio.timeout(timeout):
-                    client = await asyncio.shield(ready)
-                    listing = await client.list_tools()
-            except asyncio.CancelledError:
-                await self._discard()
-                raise
-            except Exception as exc:
-                await self._discard()
-                raise RunError(f"MCP server {self.name!r} could not be reached: {exc!r}") from exc
-            self.tools = [
-                ToolSpec(
-                    self.name,
-                    t.name,
-                    t.description or "",
-                    dict(t.input_schema),
-                    ToolHints.of(t.annotations),
-                )
-                for t in listing.tools
-            ]
-            self.client = client
-            return client
-
-    async def _discard(self) -> None:
-        self.client = None
-        self._stop.set()
-        task, self._task = self._task, None
-        if task is not None:
-            # The holding task swallows its server's errors; a server that does not stop in
-            # time is cancelled by the scope (awaiting a task passes the cancel on to it).
-            try:
-                async with asyncio.timeout(5):
-                    await task
-            except TimeoutError:
-                log.debug("MCP server %s did not stop within 5s", self.name)
-
-    async def close(self) -> None:
-        async with self.lock:
-            await self._discard()
-
-
-def _paused(scope: asyncio.Timeout, ask: AskFn) -> AskFn:
-    """`ask`, with the call's time-out stopped while a person answers."""
-
-    async def asking(question: Question) -> Answer:
-        loop = asyncio.get_running_loop()
-        when = scope.when()
-        left = None if when is None else max(0.0, when - loop.time())
-        scope.reschedule(None)
-        try:
-            return await ask(question)
-        finally:
-            if left is not None:
-                scope.reschedule(loop.time() + left)
-
-    return asking
-
-
-class ToolHub:
-    """Keeps MCP clients warm and routes tool calls to them."""
-
-    def __init__(
-        self,
-        *,
-        env: dict[str, str] | None = None,
-        connect_timeout: float = 30.0,
-        call_timeout: float = 600.0,
-        extra_servers: Any = None,
-    ) -> None:
-        """`env` is the server's own environment: stdio servers take from it only what
-        `child_environment` lets through."""
-        self._env = dict(env or {})
-        self._connect_timeout = connect_timeout
-        self._call_timeout = call_timeout
-        self._conns: dict[str, _Connection] = {}
-        # A hook that adds servers a skill implies (the granted-folders server); set by bot/.
-        self._extra_servers = extra_servers
-
-    def servers(self, skill: Skill) -> dict[str, StdioServer | HttpServer]:
-        servers: dict[str, StdioServer | HttpServer] = dict(skill.mcp_servers)
-        if self._extra_servers is not None:
-            servers.update(self._extra_servers(skill))
-        return servers
-
-    def _conn(self, name: str, cfg: StdioServer | HttpServer) -> _Connection:
-        key = json.dumps([name, cfg.model_dump()], sort_keys=True)
-        conn = self._conns.get(key)
-        if conn is None:
-            conn = self._conns[key] = _Connection(name, _params(cfg, self._env))
-        return conn
-
-    async def list_tools(self, skill: Skill) -> list[ToolSpec]:
-        """Every tool of the skill's servers. The skill's rules are checked against the
-        tools' schemas here, the first moment they are known: a rule on an argument the
-        tool does not have is refused (`SkillFileError`, with the rule's line)."""
-        specs: list[ToolSpec] = []
-        for name, cfg in self.servers(skill).items():
-            conn = self._conn(name, cfg)
-            await conn.open(self._connect_timeout)
-            specs.extend(conn.tools)
-        problems = check_paths(skill, {s.qualified: s.schema for s in specs})
-        if problems:
-            where = skill.origin.path if skill.origin is not None else f"skill {skill.name}"
-            raise SkillFileError(where, problems, name=skill.name)
-        return specs
-
-    async def warm(self, skill: Skill) -> None:
-        await self.list_tools(skill)
+    async def list_tools(self, skill: Skill) -> Sequence[ToolSpec]:
+        """Every tool `skill` may call. A skill whose rules name an argument its tools do not
+        have is refused here, where the schemas are first known (`check_rules`)."""
+        ...
 
     async def call(
         self,
@@ -346,50 +109,11 @@ class ToolHub:
         *,
         ask: AskFn | None = None,
     ) -> ToolOutcome:
-        """Call a tool. `ask`: how the call asks a person when the server asks for input
-        (without it, the server is answered "cancel"); the time spent waiting for the
-        answer does not count against the call's time-out."""
-        cfg = self.servers(skill).get(server)
-        if cfg is None:
-            return ToolOutcome(f"no MCP server named {server!r} in skill {skill.name!r}", True, 0.0)
-        conn = self._conn(server, cfg)
-        client = await conn.open(self._connect_timeout)
-        started = time.perf_counter()
-        token = conn.enter(None)
-        try:
-            # A timeout scope, not `wait_for`: no extra task (and loop turn) on every call.
-            async with asyncio.timeout(self._call_timeout) as scope:
-                paused = _paused(scope, ask) if ask is not None else None
-                conn.in_flight[token] = paused
-                _ASKING.set(paused)
-                result = await client.call_tool(tool, args)
-        except TimeoutError:
-            return ToolOutcome(
-                f"the tool did not answer within {self._call_timeout:.0f}s",
-                True,
-                (time.perf_counter() - started) * 1000,
-            )
-        except Exception as exc:
-            # The server may have died; reconnect on the next call rather than keep a dead client.
-            await conn.close()
-            return ToolOutcome(
-                f"tool call failed: {exc!r}", True, (time.perf_counter() - started) * 1000
-            )
-        finally:
-            conn.leave(token)
-            _ASKING.set(None)
-        duration = (time.perf_counter() - started) * 1000
-        parts: list[str] = []
-        for block in result.content:
-            text = getattr(block, "text", None)
-            parts.append(
-                text if isinstance(text, str) else json.dumps(block.model_dump(mode="json"))
-            )
-        if not parts and result.structured_content is not None:
-            parts.append(json.dumps(result.structured_content))
-        return ToolOutcome("\n".join(parts), bool(result.is_error), duration)
+        """Call a tool of `skill`. A failure is an outcome (`is_error`), which the model reads
+        as the call's result. `ask`: how the call asks the person behind the run, should the
+        tool need their input while it runs."""
+        ...
 
     async def aclose(self) -> None:
-        conns, self._conns = list(self._conns.values()), {}
-        for conn in conns:
-            await conn.close()
+        """Let go of what is kept open (connections, processes)."""
+        ...

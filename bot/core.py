@@ -33,7 +33,7 @@ from pizzabot.agent.redaction import Redactor
 from pizzabot.agent.runs import Runs
 from pizzabot.agent.skills import Budget, SkillBook
 from pizzabot.agent.store import Store
-from pizzabot.agent.tools import ToolHub
+from pizzabot.agent.tools import Tools
 from pizzabot.agent.worker import Worker
 
 __all__ = ["Core", "Mind", "Timing", "build", "ring"]
@@ -57,10 +57,10 @@ class Timing:
 
 @dataclass(frozen=True)
 class Mind:
-    """What the engine thinks and acts with: a model route and the MCP tools."""
+    """What the engine thinks and acts with: a model route and the tools (MCP, in the server)."""
 
     model: ModelClient
-    tools: ToolHub
+    tools: Tools
     default_budget: Budget | None = None
 
 

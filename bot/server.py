@@ -41,7 +41,7 @@ from pizzabot.agent.skills import (
     StdioServer,
     load_skills,
 )
-from pizzabot.agent.tools import ToolHub
+from pizzabot.agent.tools_mcp import ToolHub
 from pizzabot.agent.worker import Worker
 from pizzabot.bot import (
     demo,

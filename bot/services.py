@@ -22,7 +22,7 @@ from pizzabot.agent.policy import Access
 from pizzabot.agent.policy.tokens import TokenDesk
 from pizzabot.agent.requests import Requests
 from pizzabot.agent.runs import Runs
-from pizzabot.agent.tools import ToolHub
+from pizzabot.agent.tools_mcp import ToolHub
 from pizzabot.agent.worker import Worker
 from pizzabot.bot.core import Core
 from pizzabot.bot.settings import Settings

@@ -23,10 +23,11 @@ from pizzabot.agent.llm import LiteLLMClient, ModelRouter
 from pizzabot.agent.llm_openai import OpenAIClient
 from pizzabot.agent.model import Run
 from pizzabot.agent.outbox import Limits
+from pizzabot.agent.redaction import Redactor
 from pizzabot.agent.skills import Budget, Skill, SkillBook
 from pizzabot.agent.testing.model_server import ScriptedModelServer
 from pizzabot.agent.testing.scripts import Script
-from pizzabot.agent.tools import ToolHub
+from pizzabot.agent.tools_mcp import ToolHub
 from pizzabot.bot.core import Mind, Timing, build
 from pizzabot.store.grants import SqlGrants
 from pizzabot.store.migrate import upgrade
@@ -46,6 +47,7 @@ class InProcess:
         clock: Callable[[], datetime] = utcnow,
         default_budget: Budget | None = None,
         channels: tuple[str, ...] = (),
+        redactor: Redactor | None = None,
     ) -> None:
         self.root = root
         self.script = script
@@ -54,6 +56,7 @@ class InProcess:
         self.clock = clock
         self.default_budget = default_budget
         self.channel_names = channels
+        self.redactor = redactor
         self.tools_log = root / "tools.jsonl"
         self._stack = contextlib.AsyncExitStack()
         self.recorded: dict[str, RecordingChannel] = {}
@@ -86,6 +89,7 @@ class InProcess:
             clock=self.clock,
             timing=Timing(poll_interval=0.05, watch_interval=0.2, outbox=Limits(backoff_base=0.01)),
             grants=SqlGrants(self.store.db),
+            redactor=self.redactor,
         )
         self.ctx, self.runs, self.inbox = core.ctx, core.runs, core.inbox
         assert core.engine is not None and core.worker is not None

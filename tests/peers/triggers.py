@@ -22,7 +22,7 @@ from typing import Any
 
 from pizzabot.agent.channel import RecordingChannel
 from pizzabot.agent.context import Context
-from pizzabot.agent.engine import Engine
+from pizzabot.agent.engine import Runner
 from pizzabot.agent.inbox import Inbox
 from pizzabot.agent.llm import LiteLLMClient, ModelRouter
 from pizzabot.agent.llm_openai import OpenAIClient
@@ -128,7 +128,7 @@ class Harness:
         model = ModelRouter(
             OpenAIClient(env={}, attempts=1), fallback=LiteLLMClient(env={}, attempts=1)
         )
-        self.engine = Engine(self.ctx, model=model, tools=self.tools)  # type: ignore[arg-type]
+        self.engine = Runner(self.ctx, model=model, tools=self.tools)
         self.runs = Runs(self.ctx)
         self.inbox = Inbox(self.ctx)
         self.triggers = TriggerStore(self.store)

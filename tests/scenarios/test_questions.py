@@ -28,7 +28,7 @@ from pizzabot.agent.questions import (
     validate_answer,
     values_from_lines,
 )
-from pizzabot.agent.tools import _Connection
+from pizzabot.agent.tools_mcp import _Connection
 from tests.peers.mcp_elicit import FORM, LINK, NESTED
 from tests.peers.web import T0, Form, WebApp, csrf_of
 

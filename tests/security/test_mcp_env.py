@@ -65,7 +65,7 @@ def _leaks(env: dict[str, str]) -> list[str]:
 async def test_a_stdio_server_gets_path_home_lang_and_its_declared_env_only(
     parent_env: dict[str, str],
 ) -> None:
-    from pizzabot.agent.tools import ToolHub
+    from pizzabot.agent.tools_mcp import ToolHub
 
     skill = _skill(probe={"command": "python", "args": [str(SCRIPT)], "env": {"PROBE_MODE": "on"}})
     hub = ToolHub(env=parent_env)
@@ -85,7 +85,7 @@ async def test_a_stdio_server_gets_path_home_lang_and_its_declared_env_only(
 async def test_pass_env_names_variables_and_inherit_env_is_an_explicit_choice(
     parent_env: dict[str, str],
 ) -> None:
-    from pizzabot.agent.tools import ToolHub
+    from pizzabot.agent.tools_mcp import ToolHub
 
     probe = {"command": "python", "args": [str(SCRIPT)]}
     skill = _skill(
@@ -114,7 +114,7 @@ async def test_the_built_in_files_server_gets_no_secrets(
 ) -> None:
     import psutil
 
-    from pizzabot.agent.tools import ToolHub
+    from pizzabot.agent.tools_mcp import ToolHub
     from pizzabot.bot.server import folder_servers
 
     skill = _skill().model_copy(update={"folders": _folders(tmp_path)})

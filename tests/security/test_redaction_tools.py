@@ -34,8 +34,7 @@ def fail_then_look_up(messages: list[dict[str, Any]], tools: list[dict[str, Any]
 async def test_tool_errors_and_results_are_stored_without_the_servers_secrets(
     tmp_path: Path,
 ) -> None:
-    async with InProcess(tmp_path, fail_then_look_up) as h:
-        h.engine.redact = Redactor.of(LEAKED)
+    async with InProcess(tmp_path, fail_then_look_up, redactor=Redactor.of(LEAKED)) as h:
         run = await h.runs.start("test", "look", by=Principal.owner("api"))
         await h.wait(run.id, {"done"})
 

@@ -1,0 +1,362 @@
+"""Tools through MCP: the `pizzabot.agent.tools.Tools` the server runs with. One warm client
+per configured server, shared by every run of a skill.
+
+Starting a stdio server costs about a second, so a resumed run must not wait for it: the
+`ToolHub` keeps each server's client open (keyed by the server's configuration) until the
+hub closes. A server's tools are listed when its client opens; a skill's rules are checked
+against them (`pizzabot.agent.tools.check_rules`) when a version of the skill first meets that
+listing (at warm-up, or the first step of its first run), not on every step of a run.
+
+A stdio server is a child process, and a child inherits its parent's environment: here that
+would hand every MCP server the Slack token, the mail passwords and the model key. So a
+child's environment is built from nothing (`child_environment`), and what the MCP SDK adds on
+its own is taken away again at launch.
+
+A server may ask the person behind a run for input in the middle of a call (MCP
+elicitation: a form, or a link to open). Every client declares that it can be asked, and
+routes a server's question to the call in flight that asked it (`ToolHub.call`'s `ask`): on
+the 2026 protocol's `input_required` results the SDK asks from inside the call itself, so
+the call is known; a server-to-client request (older protocol versions) names no call, so
+it goes to the connection's one call in flight, and is answered "cancel" when several runs
+have calls in flight on that server at once (which of them asked cannot be known).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import itertools
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pizzabot.agent.errors import RunError
+from pizzabot.agent.policy.rules import ToolHints
+from pizzabot.agent.questions import Answer, Question
+from pizzabot.agent.skills import HttpServer, Skill, StdioServer
+from pizzabot.agent.tools import AskFn, ToolOutcome, ToolSpec, check_rules
+
+if TYPE_CHECKING:  # the SDK takes seconds to import: load it on the first connection
+    import mcp_types
+    from mcp.client import Client
+    from mcp.client.session import ClientRequestContext
+    from mcp.client.stdio import StdioServerParameters
+
+__all__ = ["BASE_ENV", "ToolHub", "child_environment"]
+
+log = logging.getLogger(__name__)
+
+# The call that is asking, inside the call's own task (the `input_required` path).
+_ASKING: contextvars.ContextVar[AskFn | None] = contextvars.ContextVar("asking", default=None)
+
+# Numbers each listing of a server's tools, so a hub can tell a listing it has checked.
+_LISTINGS = itertools.count(1)
+
+
+#: What every stdio server gets from the server's environment, whatever its skill says.
+BASE_ENV = ("PATH", "HOME", "LANG")
+
+
+def child_environment(cfg: StdioServer, parent: Mapping[str, str]) -> dict[str, str]:
+    """The whole environment of a stdio server started from a process whose environment is
+    `parent`: `BASE_ENV`, the names in `pass_env`, then `env`; or all of `parent` under `env`
+    when the skill says `inherit_env: true`."""
+    if cfg.inherit_env:
+        env = dict(parent)
+    else:
+        env = {k: parent[k] for k in (*BASE_ENV, *cfg.pass_env) if k in parent}
+    env.update(cfg.env)
+    return env
+
+
+def _launch(command: str, args: list[str], env: dict[str, str]) -> tuple[str, list[str]]:
+    """The command line that runs `command` with exactly `env`.
+
+    The SDK merges its own pick of the parent's variables (`USER`, `SHELL`, ...) under the
+    `env` it is given; `env -u` unsets the ones this child was not meant to have before the
+    server starts (it execs, so the server keeps the process the SDK watches).
+    """
+    from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS
+
+    extra = sorted(set(DEFAULT_INHERITED_ENV_VARS) - set(env))
+    # A command that cannot be found is left to the SDK, which says so plainly.
+    found = command if "/" in command else shutil.which(command, path=env.get("PATH", os.defpath))
+    if not extra or sys.platform == "win32" or _ENV_COMMAND is None or found is None:
+        return command, args
+    unset = [arg for name in extra for arg in ("-u", name)]
+    return _ENV_COMMAND, [*unset, "--", found, *args]
+
+
+# Looked up in the system's default path, not the server's PATH.
+_ENV_COMMAND = shutil.which("env", path=os.defpath)
+
+
+def _params(cfg: StdioServer | HttpServer, env: Mapping[str, str]) -> StdioServerParameters | str:
+    from mcp.client.stdio import StdioServerParameters
+
+    if isinstance(cfg, HttpServer):
+        return cfg.url
+    # "python" names the interpreter Pizza Bot runs on, so bundled servers work in any venv.
+    command = sys.executable if cfg.command in {"python", "python3"} else cfg.command
+    child_env = child_environment(cfg, env)
+    command, args = _launch(command, list(cfg.args), child_env)
+    return StdioServerParameters(command=command, args=args, env=child_env, cwd=cfg.cwd)
+
+
+class _Connection:
+    """One MCP client, owned by a task of its own.
+
+    The SDK's clients live in anyio task groups, which must be entered and left by the same
+    task; runs come and go in other tasks, so the connection gets a task that holds it open.
+    """
+
+    def __init__(self, name: str, target: StdioServerParameters | str) -> None:
+        self.name = name
+        self.target = target
+        self.client: Client | None = None
+        self.tools: list[ToolSpec] = []
+        #: Which listing `tools` is (0: none yet); a new one on every (re)connection.
+        self.listing = 0
+        self.lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        #: The calls in flight, each with how it asks (None: it cannot).
+        self.in_flight: dict[int, AskFn | None] = {}
+        self._tokens = itertools.count()
+
+    def enter(self, ask: AskFn | None) -> int:
+        token = next(self._tokens)
+        self.in_flight[token] = ask
+        return token
+
+    def leave(self, token: int) -> None:
+        self.in_flight.pop(token, None)
+
+    async def _elicit(
+        self, context: ClientRequestContext, params: mcp_types.ElicitRequestParams
+    ) -> mcp_types.ElicitResult:
+        """A server asks for input: ask the person through the call in flight."""
+        import mcp_types
+
+        ask = _ASKING.get()
+        if ask is None and len(self.in_flight) == 1:
+            ask = next(iter(self.in_flight.values()))
+        if ask is None:
+            # No call that can ask, or several calls whose asker cannot be told apart.
+            log.warning(
+                "MCP server %s asked for input, but no single call in flight can ask "
+                "(%d in flight): answered cancel",
+                self.name,
+                len(self.in_flight),
+            )
+            return mcp_types.ElicitResult(action="cancel")
+        if isinstance(params, mcp_types.ElicitRequestURLParams):
+            question = Question(message=params.message, url=params.url)
+        else:
+            question = Question(message=params.message, schema=dict(params.requested_schema))
+        answer = await ask(question)
+        content = answer.content if answer.action == "accept" and question.url is None else None
+        return mcp_types.ElicitResult(action=answer.action, content=content)
+
+    async def _hold(self, ready: asyncio.Future[Client]) -> None:
+        from mcp.client import Client
+
+        _ASKING.set(None)  # this task's context is copied from whoever opened it
+        try:
+            async with Client(self.target, elicitation_callback=self._elicit) as client:
+                if not ready.done():
+                    ready.set_result(client)
+                await self._stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, Exception) else RunError(repr(exc)))
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            log.warning("MCP server %s stopped: %r", self.name, exc)
+        finally:
+            self.client = None
+
+    async def open(self, timeout: float) -> Client:
+        async with self.lock:
+            if self.client is not None and self._task is not None and not self._task.done():
+                return self.client
+            self._stop = asyncio.Event()
+            ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+            self._task = asyncio.create_task(self._hold(ready), name=f"mcp:{self.name}")
+            try:
+                # A timeout scope, not `wait_for`: on Python 3.11 `wait_for` can swallow a
+                # cancel that arrives as the inner call finishes (see agent/tasks.py).
+                async with asyncio.timeout(timeout):
+                    client = await asyncio.shield(ready)
+                    listing = await client.list_tools()
+            except asyncio.CancelledError:
+                await self._discard()
+                raise
+            except Exception as exc:
+                await self._discard()
+                raise RunError(f"MCP server {self.name!r} could not be reached: {exc!r}") from exc
+            self.tools = [
+                ToolSpec(
+                    self.name,
+                    t.name,
+                    t.description or "",
+                    dict(t.input_schema),
+                    ToolHints.of(t.annotations),
+                )
+                for t in listing.tools
+            ]
+            self.listing = next(_LISTINGS)
+            self.client = client
+            return client
+
+    async def _discard(self) -> None:
+        self.client = None
+        self._stop.set()
+        task, self._task = self._task, None
+        if task is not None:
+            # The holding task swallows its server's errors; a server that does not stop in
+            # time is cancelled by the scope (awaiting a task passes the cancel on to it).
+            try:
+                async with asyncio.timeout(5):
+                    await task
+            except TimeoutError:
+                log.debug("MCP server %s did not stop within 5s", self.name)
+
+    async def close(self) -> None:
+        async with self.lock:
+            await self._discard()
+
+
+def _paused(scope: asyncio.Timeout, ask: AskFn) -> AskFn:
+    """`ask`, with the call's time-out stopped while a person answers."""
+
+    async def asking(question: Question) -> Answer:
+        loop = asyncio.get_running_loop()
+        when = scope.when()
+        left = None if when is None else max(0.0, when - loop.time())
+        scope.reschedule(None)
+        try:
+            return await ask(question)
+        finally:
+            if left is not None:
+                scope.reschedule(loop.time() + left)
+
+    return asking
+
+
+class ToolHub:
+    """Keeps MCP clients warm and routes tool calls to them."""
+
+    def __init__(
+        self,
+        *,
+        env: dict[str, str] | None = None,
+        connect_timeout: float = 30.0,
+        call_timeout: float = 600.0,
+        extra_servers: Any = None,
+    ) -> None:
+        """`env` is the server's own environment: stdio servers take from it only what
+        `child_environment` lets through."""
+        self._env = dict(env or {})
+        self._connect_timeout = connect_timeout
+        self._call_timeout = call_timeout
+        self._conns: dict[str, _Connection] = {}
+        # A hook that adds servers a skill implies (the granted-folders server); set by bot/.
+        self._extra_servers = extra_servers
+        # Per skill: the version whose rules were checked last, and against which listings.
+        self._checked: dict[str, tuple[Skill, tuple[int, ...]]] = {}
+
+    def servers(self, skill: Skill) -> dict[str, StdioServer | HttpServer]:
+        servers: dict[str, StdioServer | HttpServer] = dict(skill.mcp_servers)
+        if self._extra_servers is not None:
+            servers.update(self._extra_servers(skill))
+        return servers
+
+    def _conn(self, name: str, cfg: StdioServer | HttpServer) -> _Connection:
+        key = json.dumps([name, cfg.model_dump()], sort_keys=True)
+        conn = self._conns.get(key)
+        if conn is None:
+            conn = self._conns[key] = _Connection(name, _params(cfg, self._env))
+        return conn
+
+    async def list_tools(self, skill: Skill) -> list[ToolSpec]:
+        """Every tool of the skill's servers. The skill's rules are checked against the
+        tools' schemas when this version of the skill first meets these listings (the
+        first moment the schemas are known, and again whenever a server lists anew): a rule
+        on an argument the tool does not have is refused (`SkillFileError`, with the rule's
+        line)."""
+        conns = [self._conn(name, cfg) for name, cfg in self.servers(skill).items()]
+        for conn in conns:
+            await conn.open(self._connect_timeout)
+        specs = [spec for conn in conns for spec in conn.tools]
+        listings = tuple(conn.listing for conn in conns)
+        checked = self._checked.get(skill.name)
+        if checked is None or checked[0] is not skill or checked[1] != listings:
+            check_rules(skill, specs)
+            self._checked[skill.name] = (skill, listings)
+        return specs
+
+    async def warm(self, skill: Skill) -> None:
+        await self.list_tools(skill)
+
+    async def call(
+        self,
+        skill: Skill,
+        server: str,
+        tool: str,
+        args: dict[str, Any],
+        *,
+        ask: AskFn | None = None,
+    ) -> ToolOutcome:
+        """Call a tool. `ask`: how the call asks a person when the server asks for input
+        (without it, the server is answered "cancel"); the time spent waiting for the
+        answer does not count against the call's time-out."""
+        cfg = self.servers(skill).get(server)
+        if cfg is None:
+            return ToolOutcome(f"no MCP server named {server!r} in skill {skill.name!r}", True, 0.0)
+        conn = self._conn(server, cfg)
+        client = await conn.open(self._connect_timeout)
+        started = time.perf_counter()
+        token = conn.enter(None)
+        try:
+            # A timeout scope, not `wait_for`: no extra task (and loop turn) on every call.
+            async with asyncio.timeout(self._call_timeout) as scope:
+                paused = _paused(scope, ask) if ask is not None else None
+                conn.in_flight[token] = paused
+                _ASKING.set(paused)
+                result = await client.call_tool(tool, args)
+        except TimeoutError:
+            return ToolOutcome(
+                f"the tool did not answer within {self._call_timeout:.0f}s",
+                True,
+                (time.perf_counter() - started) * 1000,
+            )
+        except Exception as exc:
+            # The server may have died; reconnect on the next call rather than keep a dead client.
+            await conn.close()
+            return ToolOutcome(
+                f"tool call failed: {exc!r}", True, (time.perf_counter() - started) * 1000
+            )
+        finally:
+            conn.leave(token)
+            _ASKING.set(None)
+        duration = (time.perf_counter() - started) * 1000
+        parts: list[str] = []
+        for block in result.content:
+            text = getattr(block, "text", None)
+            parts.append(
+                text if isinstance(text, str) else json.dumps(block.model_dump(mode="json"))
+            )
+        if not parts and result.structured_content is not None:
+            parts.append(json.dumps(result.structured_content))
+        return ToolOutcome("\n".join(parts), bool(result.is_error), duration)
+
+    async def aclose(self) -> None:
+        conns, self._conns = list(self._conns.values()), {}
+        for conn in conns:
+            await conn.close()
