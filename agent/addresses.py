@@ -6,7 +6,7 @@ Message-ID and its thread) and what a reply or a button click is traced back by
 (`external_id`). Both are stored as the deliveries table's columns and JSON, in the shape
 earlier versions wrote (the external id under "id"), so existing databases keep loading.
 
-    Target      = SlackTarget(conversation) | EmailTarget(address)
+    Target      = SlackTarget(conversation) | EmailTarget(address) | PushTarget(subscription)
     DeliveryRef = SlackRef(channel, ts, thread_ts) | EmailRef(message_id, thread, address)
 """
 
@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from typing import Any, Literal, assert_never
 
 __all__ = [
+    "SUBSCRIBERS",
     "DeliveryRef",
     "EmailRef",
     "EmailTarget",
+    "PushTarget",
     "SlackRef",
     "SlackTarget",
     "Target",
@@ -48,7 +50,25 @@ class EmailTarget:
     kind: Literal["email"] = "email"
 
 
-Target = SlackTarget | EmailTarget
+#: A push target's address before the push channel fans it out to devices.
+SUBSCRIBERS = "subscribers"
+
+
+@dataclass(frozen=True)
+class PushTarget:
+    """Web Push: one browser's subscription, by its id; or `SUBSCRIBERS`, every subscribed
+    device of whoever may see the item, which the push channel turns into one delivery per
+    device when it is due (so one device's push service never holds up another's)."""
+
+    subscription: str = SUBSCRIBERS
+    kind: Literal["push"] = "push"
+
+    @property
+    def address(self) -> str:
+        return self.subscription
+
+
+Target = SlackTarget | EmailTarget | PushTarget
 
 
 def target_of(channel: str, address: str) -> Target:
@@ -57,6 +77,8 @@ def target_of(channel: str, address: str) -> Target:
         return SlackTarget(address)
     if channel == "email":
         return EmailTarget(address)
+    if channel == "push":
+        return PushTarget(address)
     raise ValueError(f"no target kind for channel {channel!r}")
 
 

@@ -17,6 +17,7 @@ from agent.policy.access import Access
 from agent.policy.grants import Grants
 from agent.policy.quorum import Approvals
 from agent.skills import SkillBook
+from agent.step_up import Confirmer
 from agent.store import Store
 
 
@@ -60,6 +61,9 @@ class Context:
     #: Who may do what (`agent.policy.access`); by default from the skills alone (nobody
     #: starts runs by email).
     access: Access = field(default=None)  # type: ignore[assignment]
+    #: Checks the passkey assertion a step-up approval carries (`agent.step_up`); None: this
+    #: server checks none, so a call that needs one cannot be approved here.
+    step_up: Confirmer | None = None
 
     def __post_init__(self) -> None:
         if self.access is None:

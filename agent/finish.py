@@ -72,7 +72,10 @@ async def finish_run(
             NewEvent(RunFinished(status=status, result=result, error=error, by=actor)),
         ],
         unread=unread,
-        targets=targets_for(skill, ctx.channels) if skill is not None else [],
+        # A push is for a card that waits on a person, not for a run's note.
+        targets=[t for t in targets_for(skill, ctx.channels) if t.kind != "push"]
+        if skill is not None
+        else [],
         result=result,
         error=error,
         usage=usage,

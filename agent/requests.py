@@ -53,11 +53,12 @@ from agent.model import (
 from agent.policy.grants import Grant, covering, make_grant, offered, scope_of
 from agent.policy.principal import Principal, Scope
 from agent.policy.quorum import person_of
-from agent.policy.rules import judge
+from agent.policy.rules import Ruling, judge
 from agent.questions import FREE_TEXT_SCHEMA
 from agent.request_checks import MAX_JSON_BYTES, MAX_TIMEOUT, check_request
 from agent.request_state import RequestState, outcome_text, state_of
 from agent.skills import Skill, inbox_only
+from agent.step_up import step_up_for
 from agent.store import StoredRequest, kill_reason
 from agent.targets import targets_for
 
@@ -265,7 +266,7 @@ class Requests:
         if new.tool is None:
             return _Verdict()
         ruling = judge(skill, new.tool, new.args)
-        risk = _risk(skill, new, ruling.by_rule, ruling.reason)
+        risk = _risk(skill, new, ruling)
         match ruling.policy:
             case "deny":
                 reason = ruling.reason or f"not allowed by {ruling.why}"
@@ -362,20 +363,24 @@ class Requests:
         return [*events, NewEvent(decided), NewEvent(finished)]
 
 
-def _risk(skill: Skill, new: NewRequest, rule: str | None, reason: str | None) -> Risk:
+def _risk(skill: Skill, new: NewRequest, ruling: Ruling) -> Risk:
     """What the card says: the request's risk notes, else the skill's for the tool; the rule
     that asked; the grants offered (none that lasts only a run: a request is a run of one
-    call); how many people must approve."""
+    call; none where a passkey must confirm it); how many people must approve."""
     assert new.tool is not None
     notes = new.risk if new.risk is not None and new.risk.noted else skill.rule(new.tool).risk
     required = skill.approvals_required(new.tool)
+    rule, reason = ruling.by_rule, ruling.reason
+    step_up = step_up_for(skill, new.tool, ruling, notes)
+    grants = () if step_up else offered(skill, new.tool)
     return Risk(
         impact=notes.impact,
         reversible=notes.reversible,
         scope=notes.scope,
         rule=f"{rule}: {reason}" if rule is not None and reason else rule,
-        grants=tuple(c for c in offered(skill, new.tool) if scope_of(c) != "run"),
+        grants=tuple(c for c in grants if scope_of(c) != "run"),
         approvals_required=required if required > 1 else None,
+        step_up=step_up,
     )
 
 

@@ -37,6 +37,7 @@ from agent.model import Approve, Edit, Expired, Reject, Risk
 from agent.policy.grants import Grant, covering, offered
 from agent.policy.rules import Ruling, judge
 from agent.skills import Skill
+from agent.step_up import step_up_for
 from agent.tools import ToolSpec
 
 __all__ = [
@@ -183,21 +184,24 @@ def plan(
 
 def card_risk(skill: Skill, tool: ToolSpec, ruling: Ruling) -> Risk:
     """What the card says of the call: the skill's risk notes, else the tool's own hints;
-    and the rule that asked; how many people must approve, where more than one."""
+    and the rule that asked; how many people must approve, where more than one; whether a
+    passkey must confirm an approval (then no grant is offered)."""
     risk = skill.rule(tool.qualified).risk
     required = skill.approvals_required(tool.qualified)
     hints = tool.hints.words() if tool.hints is not None and not risk.noted else ()
     rule = ruling.by_rule
     if rule is not None and ruling.reason:
         rule = f"{rule}: {ruling.reason}"
+    step_up = step_up_for(skill, tool.qualified, ruling, risk)
     return Risk(
         impact=risk.impact,
         reversible=risk.reversible,
         scope=risk.scope,
         hints=hints,
         rule=rule,
-        grants=offered(skill, tool.qualified),
+        grants=() if step_up else offered(skill, tool.qualified),
         approvals_required=required if required > 1 else None,
+        step_up=step_up,
     )
 
 

@@ -1,12 +1,14 @@
 """Where a skill's items are delivered: its `deliver:` block, limited to configured channels.
 
 One function for the engine's first delivery of an item and the clock's reminders and
-escalations, so the two never disagree about where an item goes.
+escalations, so the two never disagree about where an item goes. Where Web Push is on, an
+item also goes to the subscribed devices of whoever may see it (`channels.push` fans that
+one target out per device).
 """
 
 from __future__ import annotations
 
-from agent.addresses import EmailTarget, SlackTarget, Target
+from agent.addresses import EmailTarget, PushTarget, SlackTarget, Target
 from agent.skills import Deliver, Skill
 
 __all__ = ["deliver_targets", "targets_for"]
@@ -19,6 +21,8 @@ def deliver_targets(deliver: Deliver, channels: frozenset[str]) -> list[Target]:
         targets.append(SlackTarget(deliver.slack))
     if "email" in channels:
         targets.extend(EmailTarget(a) for a in deliver.email)
+    if "push" in channels:
+        targets.append(PushTarget())
     return targets
 
 

@@ -146,6 +146,7 @@ class SwitchRow(Base):
 import store.tables_approvals  # noqa: E402
 import store.tables_grants  # noqa: E402
 import store.tables_mail  # noqa: E402
+import store.tables_phone  # noqa: E402
 import store.tables_requests  # noqa: E402
 import store.tables_tokens  # noqa: E402
 import store.tables_triggers  # noqa: E402,F401

@@ -17,6 +17,7 @@ from agent.skills.budget import Budget
 from agent.skills.people import _PERSON, Approvers, Deliver, PeopleOrApprovers, Person
 from agent.skills.rules import Policy
 from agent.skills.servers import Folder, HttpServer, StdioServer
+from agent.skills.step_up import StepUp, StepUpFor
 from agent.skills.tools import ToolRule
 from agent.skills.triggers import DigestAt, Hook, Schedule
 
@@ -80,6 +81,8 @@ class Skill(Strict):
     callback_secret_env: Annotated[str | None, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] = None
     #: False: whoever asked for a call may not approve it (a tool's entry may say otherwise).
     self_approval: bool = True
+    #: Which approvals need a fresh passkey assertion: all, or by risk (`agent.skills.step_up`).
+    step_up: StepUp | StepUpFor | None = None
     _origin: Origin | None = PrivateAttr(default=None)
 
     @property
