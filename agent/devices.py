@@ -89,6 +89,10 @@ class Subscriptions(Protocol):
         """A pending push delivery of the item to each subscription, in one transaction."""
         ...
 
+    async def item_of(self, delivery_id: str) -> str | None:
+        """The item a push delivery (the opaque id a push carries) was for; None: no such."""
+        ...
+
 
 @dataclass(frozen=True)
 class StoredPasskey:

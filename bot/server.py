@@ -41,6 +41,7 @@ from bot import (
     wire_digest,
     wire_email,
     wire_http,
+    wire_phone,
     wire_slack,
     wire_triggers,
     wire_web,
@@ -121,6 +122,9 @@ async def _assemble(
     )
     home_bell = asyncio.Event()  # Slack's Home tabs are republished whenever the outbox wakes
     outlets: list[Channel] = [c for c in (slack, mail.channel if mail else None) if c is not None]
+    phone = wire_phone.build(settings, store=store, access=access)
+    if serving and phone.channel is not None:
+        outlets.append(phone.channel)
     # Items are addressed to the channels people are on; requests' callbacks are their own.
     addressed = frozenset(c.name for c in outlets) if serving else reach(settings)
     if serving:
@@ -142,6 +146,7 @@ async def _assemble(
         grants=SqlGrants(store.db),
         approvals=SqlApprovals(store.db),
         access=access,
+        step_up=phone.deps.passkeys,
     )
     await _audit_skills(store, files.report, now=utcnow())
     if not store.is_postgres and core.worker is not None:
@@ -163,6 +168,7 @@ async def _assemble(
         slack=_slack(settings, slack, core=core, store=store, access=access, bell=home_bell),
         email=_email(settings, mail, core=core, store=store, access=access),
         triggers=wire_triggers.build(settings, store=store, core=core) if serving else None,
+        phone=phone.deps,
     )
     if tracer is not None:
         svc.closers.append(_flusher(tracer))
@@ -213,7 +219,11 @@ def _callbacks(settings: Settings, store: SqlStore, skills: SkillBook) -> Channe
 
 def reach(settings: Settings) -> frozenset[str]:
     """The channels servers with these settings deliver on."""
-    on = {"slack": wire_slack.reaches(settings), "email": wire_email.enabled(settings)}
+    on = {
+        "slack": wire_slack.reaches(settings),
+        "email": wire_email.enabled(settings),
+        "push": wire_phone.reaches(settings),
+    }
     return frozenset(name for name, yes in on.items() if yes)
 
 

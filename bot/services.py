@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from channels.email import EmailChannel, ImapReceiver, LinkDesk
     from channels.slack import HomeTabs, SlackChannel
     from channels.triggers.scheduler import Scheduler
+    from channels.web.phone import PhoneDeps
     from store.pg import Leadership
 
 
@@ -88,6 +89,8 @@ class Services:
     email: EmailParts | None = None
     #: Schedules and approval timers; None in a process that only steps runs.
     triggers: TriggerParts | None = None
+    #: Push subscriptions and passkeys, as the web page uses them (`bot.wire_phone`).
+    phone: PhoneDeps | None = None
     #: Long-lived tasks (receivers, loops) cancelled at shutdown.
     background: list[asyncio.Task[Any]] = field(default_factory=list)
     #: Called at shutdown, newest first (close clients, stop servers).

@@ -22,6 +22,7 @@ from agent.errors import Conflict
 from store.audit import insert_audit
 from store.database import Database
 from store.outbox import insert_deliveries
+from store.tables import DeliveryRow
 from store.tables_phone import PasskeyChallengeRow, PasskeyRow, PushSubscriptionRow
 
 SUBS = cast(Table, PushSubscriptionRow.__table__)
@@ -127,6 +128,17 @@ class SqlSubscriptions:
             return len(targets)
 
         return await self.db.session(tx)
+
+    async def item_of(self, delivery_id: str) -> str | None:
+        query = select(DeliveryRow.item_id).where(
+            DeliveryRow.id == delivery_id, DeliveryRow.channel == "push"
+        )
+
+        def tx(c: Connection) -> str | None:
+            row = c.execute(query).first()
+            return str(row.item_id) if row is not None else None
+
+        return await self.db.read(tx)
 
 
 class SqlPasskeys:

@@ -37,6 +37,7 @@ from agent.skills import SkillBook
 from agent.store import Store
 from channels.web._pages import HEADERS, error_page, page
 from channels.web._session import COOKIE, LoginThrottle, SessionEnds, Sessions, token_of
+from channels.web.phone import PhoneDeps
 
 __all__ = [
     "CHANNEL",
@@ -77,6 +78,8 @@ class WebDeps:
     tokens: Tokens | None = None
     #: Who may do what; by default the inbox's.
     access: Access | None = None
+    #: Web Push and passkeys (`channels.web.phone`); None: the page offers neither.
+    phone: PhoneDeps | None = None
 
     @property
     def policy(self) -> Access:
