@@ -49,9 +49,7 @@ def build(settings: Settings, *, store: SqlStore, access: Access) -> Phone:
     subscriptions = SqlSubscriptions(store.db)
     channel: PushChannel | None = None
     if settings.push:
-        key = VapidKey.load_or_create(
-            settings.data_dir / KEY_FILE, contact=settings.push_contact or settings.base_url
-        )
+        key = VapidKey.load_or_create(settings.data_dir / KEY_FILE, contact=_contact(settings))
         channel = PushChannel(subscriptions=subscriptions, access=access, tokens=tokens, key=key)
     passkeys = None
     site = relying_party(settings)
@@ -67,6 +65,15 @@ def build(settings: Settings, *, store: SqlStore, access: Access) -> Phone:
         loopback_push=settings.push_loopback,
     )
     return Phone(channel=channel, deps=deps)
+
+
+def _contact(settings: Settings) -> str:
+    """Where a push service can reach whoever runs the server (VAPID's `sub`): the setting,
+    else the public URL where it is https (push services take mailto: and https: only)."""
+    if settings.push_contact:
+        return settings.push_contact
+    base = settings.base_url
+    return base if base.startswith("https://") else "mailto:pizzabot@localhost"
 
 
 def relying_party(settings: Settings) -> tuple[str, list[str]] | None:
