@@ -43,6 +43,7 @@ from agent.errors import (
     KillSwitchOn,
     NotAllowed,
     NotFound,
+    StepUpRequired,
 )
 from agent.inbox import Inbox
 from agent.model import Box, Item, ItemKind, decision_from
@@ -312,6 +313,9 @@ class LinkDesk:
             return _message(409, "Halted", str(exc))
         except AlreadyApproved as exc:
             return _message(409, "Approved already", str(exc))
+        except StepUpRequired as exc:  # a link alone cannot approve it: the page says where
+            await self.log.release(key)
+            return _message(403, "Confirm with your passkey", str(exc))
         except NotAllowed:
             return _message(
                 403,
