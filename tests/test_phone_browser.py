@@ -158,6 +158,11 @@ async def test_a_subscribed_browser_is_pushed_that_a_card_waits_and_nothing_else
         await page.get_by_role("button", name="Notify this browser").click()
         await expect(page.locator("#notifications .devices li")).to_have_count(1)
         await expect(page.locator("#notifications .devices")).to_contain_text("Chrome on Linux")
+        async with stack.client() as api:  # listed by the API, without what would push to it
+            [listed] = (await api.get("/api/push/subscriptions")).json()["items"]
+            assert listed["label"] == "Chrome on Linux" and listed["service"] == "127.0.0.1"
+            assert "endpoint" not in listed and "keys" not in listed
+            assert (await api.delete("/api/push/subscriptions/nope")).status_code == 404
 
         run = await stack.start_run("test", "Send Ann the quote she asked for")
         item = await stack.wait_item(run["id"])
@@ -199,6 +204,8 @@ async def test_a_subscribed_browser_is_pushed_that_a_card_waits_and_nothing_else
         )
         await page.goto(f"{here(stack)}/phone")
         await expect(page.locator("#notifications .empty")).to_contain_text("No browser")
+        async with stack.client() as api:
+            assert (await api.get("/api/push/subscriptions")).json()["items"] == []
         audit = await (await page.request.get(f"{here(stack)}/audit")).text()
         assert "push_unsubscribed" in audit and "410" in audit
     finally:
