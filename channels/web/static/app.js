@@ -43,6 +43,7 @@
     if (!el) return;
     el.textContent = text || "";
     el.hidden = !text;
+    el.classList.toggle("error", !!text);
   }
 
   /* -- WebAuthn: the server's JSON options to the browser's, its answer back to JSON ------ */
