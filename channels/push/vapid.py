@@ -10,6 +10,7 @@ folder signs with the same key, so a subscription keeps working across restarts.
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import time
 from pathlib import Path
@@ -20,6 +21,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from py_vapid import Vapid02
 
 __all__ = ["KEY_FILE", "VapidKey"]
+
+log = logging.getLogger(__name__)
 
 #: The key's file in the data folder.
 KEY_FILE = "vapid-key.pem"
@@ -56,6 +59,10 @@ class VapidKey:
             else:
                 with os.fdopen(fd, "wb") as f:
                     f.write(pem)
+        mode = path.stat().st_mode & 0o777
+        if mode & 0o077:
+            path.chmod(0o600)
+            log.warning("VAPID key %s was open to other users (mode %03o); made it 600", path, mode)
         loaded = serialization.load_pem_private_key(path.read_bytes(), password=None)
         if not isinstance(loaded, ec.EllipticCurvePrivateKey):
             raise ValueError(f"{path} does not hold a P-256 key")
