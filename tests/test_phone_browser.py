@@ -275,6 +275,13 @@ async def test_a_passkey_signs_in_and_confirms_a_card_no_button_alone_can_approv
         )
         # A Slack approver's click alone: the same; they are told why, in Slack.
         [post] = await slack.wait_for("chat.postMessage", mentions(item["id"]))
+        raw = post.args["blocks"]
+        shown = json.loads(raw) if isinstance(raw, str) else raw
+        [approve] = [
+            e for b in shown for e in b.get("elements", []) if e.get("action_id") == "pizza_approve"
+        ]
+        assert approve["url"] == f"{stack.server.url}/items/{item['id']}"  # it opens the page
+        assert approve["text"]["text"] == "Approve with passkey"
         clicked = await post_interaction(
             events_url(stack), click(item["id"], post, "pizza_approve"), secret=SECRET
         )
@@ -321,5 +328,6 @@ async def test_a_passkey_signs_in_and_confirms_a_card_no_button_alone_can_approv
         assert replay.status == 403
         assert "not accepted" in await replay.text()
         assert (await stack.get_run(second["id"]))["status"] == "waiting"
+        slack.check()  # and Slack took every message as it was sent
     finally:
         await context.close()

@@ -124,6 +124,9 @@ def make_links(
 
     edit = url("edit") if item.kind is ItemKind.TOOL else None
     page = f"{base_url.rstrip('/')}/items/{item.id}"
+    if item.risk.step_up is not None:
+        # Approved only with a passkey, on the web page: a link alone cannot (`agent.step_up`).
+        return Links(approve=page, reject=url("reject"), edit=page, expires=expires, page=page)
     return Links(
         approve=url("approve"), reject=url("reject"), edit=edit, expires=expires, page=page
     )
