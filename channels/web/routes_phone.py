@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -77,7 +78,8 @@ async def service_worker() -> Response:
 
 @router.get("/offline")
 async def offline(v: Visitor) -> Response:
-    return await page(v, "offline.html")
+    # The service worker keeps this page: drawn as for nobody, it holds no session's token.
+    return await page(replace(v, sid=None, who=None), "offline.html")
 
 
 @router.get("/phone")
