@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -15,17 +15,20 @@ import pytest
 
 from agent.addresses import PushTarget
 from agent.context import Context
+from agent.inbox import Inbox
 from agent.devices import OWNER, Subscription
 from agent.model import Box, DeliveryStatus, Item, ItemKind, ItemStatus
 from agent.outbox import Dispatcher
 from agent.policy import Access, Scope
 from agent.policy.tokens import Token
 from agent.skills import SkillBook, parse_skill
+from agent.timers import Timers
 from channels.push import PushChannel, VapidKey
 from store.migrate import upgrade
 from store.phone import SqlSubscriptions
 from store.sql import SqlStore, connect
 from store.tokens import SqlTokens
+from store.triggers import TriggerStore
 from tests.peers.push_service import PushService
 
 T0 = datetime(2026, 12, 5, 9, 0, tzinfo=UTC)
@@ -35,7 +38,7 @@ name: ops
 people: {alice: {email: alice@example.com}}
 approvers: [alice]
 tools:
-  ops.restart: ask
+  ops.restart: {policy: ask, remind_after: 1h}
 """
 
 
@@ -47,6 +50,8 @@ class Outbox:
     dispatcher: Dispatcher
     answers: dict[str, httpx.Response]
     seen: list[str]
+    timers: Timers
+    now: list[datetime]
 
     async def device(self, name: str, holder: str, push: PushService) -> Subscription:
         sub = push.subscribe("unused")
@@ -76,6 +81,7 @@ async def outbox(sqlite_url: str, tmp_path: Path) -> AsyncIterator[Outbox]:
     skills = SkillBook({"ops": parse_skill(SKILL, "ops.yaml")})
     answers: dict[str, httpx.Response] = {}
     seen: list[str] = []
+    now = [T0]
 
     def service(request: httpx.Request) -> httpx.Response:
         seen.append(request.url.host)
@@ -90,11 +96,13 @@ async def outbox(sqlite_url: str, tmp_path: Path) -> AsyncIterator[Outbox]:
         tokens=tokens,
         key=VapidKey.load_or_create(tmp_path / "vapid.pem", contact="mailto:ops@example.com"),
         client=httpx.AsyncClient(transport=httpx.MockTransport(service)),
-        clock=lambda: T0,
+        clock=lambda: now[0],
     )
-    ctx = Context(store=store, skills=skills, clock=lambda: T0, channels=frozenset({"push"}))
+    ctx = Context(store=store, skills=skills, clock=lambda: now[0], channels=frozenset({"push"}))
+    timers = Timers(ctx, Inbox(ctx), TriggerStore(store))
+    dispatcher = Dispatcher(ctx, {"push": channel})
     try:
-        yield Outbox(store, subs, tokens, Dispatcher(ctx, {"push": channel}), answers, seen)
+        yield Outbox(store, subs, tokens, dispatcher, answers, seen, timers, now)
     finally:
         await channel.aclose()
         await store.aclose()
@@ -148,3 +156,19 @@ async def test_a_card_reaches_only_its_peoples_devices_each_on_its_own(
     assert await outbox.subs.get("sub-gone") is None
     actions = [e.action for e in await outbox.store.audit_log()]
     assert "push_unsubscribed" in actions and "delivery_dead" in actions
+
+
+async def test_a_reminder_pushes_the_card_again(outbox: Outbox) -> None:
+    async with PushService() as push:
+        await outbox.device("mine", OWNER, push)
+        item = await card(outbox.store)
+        await outbox.dispatcher.drain()
+        await outbox.dispatcher.drain()
+        assert outbox.seen == ["mine.push.test"]
+        outbox.now[0] = T0 + timedelta(hours=1, minutes=1)
+        assert [a.kind for a in await outbox.timers.tick()] == ["reminded"]
+        await outbox.dispatcher.drain()
+        await outbox.dispatcher.drain()
+    assert outbox.seen == ["mine.push.test", "mine.push.test"]
+    sent = [d for d in await outbox.store.deliveries(item.id) if d.address == "sub-mine"]
+    assert [d.status for d in sent] == [DeliveryStatus.SENT, DeliveryStatus.SENT]
