@@ -15,8 +15,8 @@ import pytest
 
 from agent.addresses import PushTarget
 from agent.context import Context
-from agent.inbox import Inbox
 from agent.devices import OWNER, Subscription
+from agent.inbox import Inbox
 from agent.model import Box, DeliveryStatus, Item, ItemKind, ItemStatus
 from agent.outbox import Dispatcher
 from agent.policy import Access, Scope
