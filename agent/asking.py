@@ -3,7 +3,7 @@
 An MCP server may ask for input in the middle of a tool call (elicitation). The call is in
 flight, so the run cannot be parked as rows the way an approval parks it: the run stays
 RUNNING, held by its worker (the worker's heartbeat keeps the lease), and the call waits. The
-question becomes an Action item of kind QUESTION (`agent.questions`) with its deliveries, in
+question becomes an Action item of kind QUESTION (`pizzabot.agent.questions`) with its deliveries, in
 one transaction with a note on the run's log; the wait sleeps on the decision bell
 (`ctx.decisions`), so an answer from any channel, in this process or (PostgreSQL) another,
 wakes it at once.
@@ -20,15 +20,22 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from agent.context import Context
-from agent.errors import AlreadyDecided
-from agent.events import Note, QuestionRemark
-from agent.held import HeldRun
-from agent.inbox import Inbox
-from agent.model import Box, Item, ItemKind, ItemStatus, NewEvent, Risk
-from agent.questions import MAX_URL, Answer, Question, answer_of, check_schema, link_refusal
-from agent.targets import targets_for
-from agent.timers import human_duration
+from pizzabot.agent.context import Context
+from pizzabot.agent.errors import AlreadyDecided
+from pizzabot.agent.events import NewEvent, Note, QuestionRemark
+from pizzabot.agent.held import HeldRun
+from pizzabot.agent.inbox import Inbox
+from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, Risk
+from pizzabot.agent.questions import (
+    MAX_URL,
+    Answer,
+    Question,
+    answer_of,
+    check_schema,
+    link_refusal,
+)
+from pizzabot.agent.targets import targets_for
+from pizzabot.agent.timers import human_duration
 
 __all__ = ["DEFAULT_TIMEOUT", "MAX_MESSAGE", "Asker", "refusal"]
 
@@ -41,7 +48,7 @@ MAX_MESSAGE = 4000
 
 
 class Asker:
-    """The questions of one tool call of a held run. `ask` is what `agent.tools.ToolHub.call`
+    """The questions of one tool call of a held run. `ask` is what `pizzabot.agent.tools.ToolHub.call`
     hands to a server that elicits."""
 
     def __init__(

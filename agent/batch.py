@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from agent.errors import AlreadyDecided, Conflict, InvalidArguments, NotAllowed, NotFound
-from agent.events import AssistantMessage
-from agent.inbox import Inbox
-from agent.model import Approve, Box, Event, Item, ItemKind, ItemStatus
-from agent.policy.principal import Principal
-from agent.store import ItemReader
+from pizzabot.agent.errors import AlreadyDecided, Conflict, InvalidArguments, NotAllowed, NotFound
+from pizzabot.agent.events import AssistantMessage, Event
+from pizzabot.agent.inbox import Inbox
+from pizzabot.agent.model import Approve, Box, Item, ItemKind, ItemStatus
+from pizzabot.agent.policy.principal import Principal
+from pizzabot.agent.store import ItemReader
 
 __all__ = ["Batch", "Outcome", "TurnReader", "approve_all", "required_approvals", "turn_items"]
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from agent.model import Run, Usage
-from agent.skills import Budget
+from pizzabot.agent.model import Run, Usage
+from pizzabot.agent.skills import Budget
 
 __all__ = ["BudgetCheck", "check_budget", "day_start"]
 

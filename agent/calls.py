@@ -1,11 +1,11 @@
-"""Carrying out a run's tool calls: what `agent.settle.plan` decides for each call the model
+"""Carrying out a run's tool calls: what `pizzabot.agent.settle.plan` decides for each call the model
 made, done against the store, the tool servers and the grants.
 
 Its own module because it is most of a step and apart from the loop around it: `Runner` in
-`agent.engine` decides *when* a call is settled (pending calls first, then the model), this
+`pizzabot.agent.engine` decides *when* a call is settled (pending calls first, then the model), this
 decides *how* — run it, tell the model why not, or put it on a card and park the run.
 
-A call in flight may ask a person (an MCP elicitation, `agent.asking`): the run stays held
+A call in flight may ask a person (an MCP elicitation, `pizzabot.agent.asking`): the run stays held
 while it waits. A call whose start a crash interrupted has its unanswered questions closed
 (cancelled) before the crash rules decide what happens to it.
 
@@ -20,17 +20,24 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, assert_never
 
-from agent import settle
-from agent.asking import Asker
-from agent.context import Context
-from agent.conversation import CallState
-from agent.errors import AlreadyDecided
-from agent.events import DecisionMade, ToolInterrupted, ToolRequest, ToolResult, ToolStarted
-from agent.held import HeldRun, Outcome
-from agent.model import Box, Expired, Item, ItemKind, ItemStatus, NewEvent, RunStatus
-from agent.policy.grants import Grant, make_grant
-from agent.redaction import Redactor
-from agent.settle import (
+from pizzabot.agent import settle
+from pizzabot.agent.asking import Asker
+from pizzabot.agent.context import Context
+from pizzabot.agent.conversation import CallState
+from pizzabot.agent.errors import AlreadyDecided
+from pizzabot.agent.events import (
+    DecisionMade,
+    NewEvent,
+    ToolInterrupted,
+    ToolRequest,
+    ToolResult,
+    ToolStarted,
+)
+from pizzabot.agent.held import HeldRun, Outcome
+from pizzabot.agent.model import Box, Expired, Item, ItemKind, ItemStatus, RunStatus
+from pizzabot.agent.policy.grants import Grant, make_grant
+from pizzabot.agent.redaction import Redactor
+from pizzabot.agent.settle import (
     INTERRUPTED_ASK,
     REASKED,
     AskPerson,
@@ -40,8 +47,8 @@ from agent.settle import (
     StopRun,
     TellModel,
 )
-from agent.targets import targets_for
-from agent.tools import ToolHub, ToolSpec, split_wire_name
+from pizzabot.agent.targets import targets_for
+from pizzabot.agent.tools import ToolHub, ToolSpec, split_wire_name
 
 __all__ = ["ToolCallSteps"]
 
@@ -53,7 +60,7 @@ def _truncate(text: str, limit: int) -> str:
 
 
 class ToolCallSteps:
-    """The tool-call half of `agent.engine.Runner`'s step, which it inherits. It reads the
+    """The tool-call half of `pizzabot.agent.engine.Runner`'s step, which it inherits. It reads the
     runner's attributes on every call (a test may swap the redactor), and ends a run through
     the runner's `_finish`."""
 
@@ -66,7 +73,7 @@ class ToolCallSteps:
         raise NotImplementedError
 
     async def _plan(self, held: HeldRun, call: CallState, spec: ToolSpec | None) -> settle.Plan:
-        """`agent.settle.plan` for a call, with the grants that may let it run unasked."""
+        """`pizzabot.agent.settle.plan` for a call, with the grants that may let it run unasked."""
         step = settle.plan(call, held.skill, spec)
         grants = self.ctx.grants
         if isinstance(step, AskPerson) and not step.again and grants is not None:
@@ -87,7 +94,7 @@ class ToolCallSteps:
         spec: ToolSpec | None,
         later: Sequence[tuple[CallState, ToolSpec | None]] = (),
     ) -> Outcome:
-        """Carry out what `agent.settle.plan` says for a call that has no result yet.
+        """Carry out what `pizzabot.agent.settle.plan` says for a call that has no result yet.
         `later`: the turn's calls after it, asked together with it when it asks."""
         server, name = split_wire_name(call.wire_name)
         qualified = f"{server}.{name}"

@@ -4,10 +4,10 @@ Every card of an action item (a Slack message and its edit form, the App Home, a
 its links and reply address, the web form, the API's item) carries the digest of the item as
 that card shows it: the arguments, the item's version (bumped by every edit) and the policy
 that asked (the rule, how many people must approve, whether a passkey must confirm it). A
-decision sends it back (`seen`); `agent.inbox.Inbox.decide` refuses one whose digest is not
-the item's now (`CardChanged`), and the store takes a decision only for the version it was
-made on, so an edit that lands between the two cannot slip under an approval either. A
-passkey's step-up assertion is bound to the same digest (`agent.step_up`).
+decision sends it back (`seen`); `pizzabot.agent.inbox.Inbox.decide` refuses one whose digest
+is not the item's now (`CardChanged`), and the store takes a decision only for the version it
+was made on, so an edit that lands between the two cannot slip under an approval either. A
+passkey's step-up assertion is bound to the same digest (`pizzabot.agent.step_up`).
 
 The digest is a keyed-free SHA-256 of canonical JSON, cut to 128 bits: it names a state, it
 proves nothing on its own (every way in is authenticated already).
@@ -19,7 +19,7 @@ import hashlib
 import json
 from typing import Any
 
-from agent.model import Item
+from pizzabot.agent.model import Item
 
 __all__ = ["DIGEST_CHARS", "card_digest", "seen_matches"]
 

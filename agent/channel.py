@@ -2,7 +2,7 @@
 
 A channel only translates between the engine's nouns and its own protocol (Slack messages,
 emails). It never decides anything: what comes back in (a button, a reply) becomes a call of
-`agent.inbox.decide`. Deliveries go through the outbox (`agent.outbox`), so a channel that is
+`pizzabot.agent.inbox.decide`. Deliveries go through the outbox (`pizzabot.agent.outbox`), so a channel that is
 down only delays delivery. A channel tells the outbox how it failed with `DeliveryError`;
 the outbox bounds everything a channel hands it (an attempt's time, a `Retry-After`), so a
 channel passes a receiver's answer on as it came.
@@ -16,8 +16,8 @@ from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import Protocol
 
-from agent.addresses import DeliveryRef, EmailRef, SlackRef
-from agent.model import Delivery, Item
+from pizzabot.agent.addresses import DeliveryRef, EmailRef, SlackRef
+from pizzabot.agent.model import Delivery, Item
 
 
 class DeliveryError(Exception):

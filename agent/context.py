@@ -12,13 +12,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from agent.bell import Bell
-from agent.policy.access import Access
-from agent.policy.grants import Grants
-from agent.policy.quorum import Approvals
-from agent.skills import SkillBook
-from agent.step_up import Confirmer
-from agent.store import Store
+from pizzabot.agent.bell import Bell
+from pizzabot.agent.policy.access import Access
+from pizzabot.agent.policy.grants import Grants
+from pizzabot.agent.policy.quorum import Approvals
+from pizzabot.agent.skills import SkillBook
+from pizzabot.agent.step_up import Confirmer
+from pizzabot.agent.store import Store
 
 
 def utcnow() -> datetime:
@@ -58,11 +58,11 @@ class Context:
     #: Rung on every decision, here or (PostgreSQL) in another process: what waiters for a
     #: person's answer sleep on (a request's long-poll, an elicitation in a running tool).
     decisions: Bell = field(default_factory=Bell)
-    #: Who may do what (`agent.policy.access`); by default from the skills alone (nobody
+    #: Who may do what (`pizzabot.agent.policy.access`); by default from the skills alone (nobody
     #: starts runs by email).
     access: Access = field(default=None)  # type: ignore[assignment]
-    #: Checks the passkey assertion a step-up approval carries (`agent.step_up`); None: this
-    #: server checks none, so a call that needs one cannot be approved here.
+    #: Checks the passkey assertion a step-up approval carries (`pizzabot.agent.step_up`);
+    #: None: this server checks none, so a call that needs one cannot be approved here.
     step_up: Confirmer | None = None
 
     def __post_init__(self) -> None:

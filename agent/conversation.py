@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, assert_never
 
-from agent.events import (
+from pizzabot.agent.events import (
     AssistantMessage,
     BudgetExtended,
     BudgetReached,
     DecisionMade,
     ErrorNoted,
+    Event,
     ModelCall,
     Note,
     RunFinished,
@@ -31,7 +32,7 @@ from agent.events import (
     UnknownEventVersion,
     UserMessage,
 )
-from agent.model import Edit, Event, Usage
+from pizzabot.agent.model import Edit, Usage
 
 __all__ = ["CallState", "RunState", "UnknownEventVersion", "derive", "messages"]
 

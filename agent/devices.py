@@ -5,9 +5,9 @@ holds the API token, `token:ID` for the person a named `decide` or `admin` token
 key is turned back into a principal on every use (`holder`), so a revoked token's devices
 stop at once, on every server sharing the database.
 
-The nouns are here; `store.phone` keeps them (`Subscriptions`, `PasskeyStore`), the push
-channel (`channels.push`) sends to subscriptions, and `agent.passkeys` runs the WebAuthn
-ceremonies over passkeys.
+The nouns are here; `pizzabot.store.phone` keeps them (`Subscriptions`, `PasskeyStore`), the
+push channel (`pizzabot.channels.push`) sends to subscriptions, and `pizzabot.agent.passkeys`
+runs the WebAuthn ceremonies over passkeys.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from agent.policy.principal import Principal
-from agent.policy.tokens import Tokens, principal_of
+from pizzabot.agent.policy.principal import Principal
+from pizzabot.agent.policy.tokens import Tokens, principal_of
 
 __all__ = [
     "OWNER",
@@ -64,7 +64,7 @@ class Subscription:
 
 
 class Subscriptions(Protocol):
-    """Where subscriptions are kept (`store.phone.SqlSubscriptions`)."""
+    """Where subscriptions are kept (`pizzabot.store.phone.SqlSubscriptions`)."""
 
     async def add(self, sub: Subscription, *, actor: str, channel: str) -> Subscription:
         """Keep `sub`, audited `push_subscribed`; the same endpoint again replaces the old
@@ -122,7 +122,7 @@ class Challenge:
 
 
 class PasskeyStore(Protocol):
-    """Where passkeys and open ceremonies are kept (`store.phone.SqlPasskeys`). Each change
+    """Where passkeys and open ceremonies are kept (`pizzabot.store.phone.SqlPasskeys`). Each change
     that matters to security writes its audit entry in the same transaction."""
 
     async def add(self, key: StoredPasskey, *, actor: str, channel: str) -> StoredPasskey:

@@ -5,7 +5,7 @@ A skill says when (`digest: {at: "08:30", timezone: Europe/Amsterdam}`), or the 
 one time for every skill that says nothing. `Digests.tick` is called by a loop (one leader
 among the servers) with the injected clock: for each time that has passed today in its
 timezone, it gathers the pending tool and budget items of those skills, finds who may decide
-each one on each channel (`agent.policy.Access`: the skill's and the tool's approvers), and
+each one on each channel (`pizzabot.agent.policy.Access`: the skill's and the tool's approvers), and
 hands each person their list through that channel's `DigestSender`.
 
 Each (day, time, channel, person) is recorded by a unique row before it is sent (`OnceKeys`,
@@ -22,11 +22,11 @@ from datetime import date, datetime, time, timedelta
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
-from agent.context import Context
-from agent.model import Box, Item, ItemStatus
-from agent.policy import Access, Principal
-from agent.policy.identity import identity_key
-from agent.skills import DigestAt
+from pizzabot.agent.context import Context
+from pizzabot.agent.model import Box, Item, ItemStatus
+from pizzabot.agent.policy import Access, Principal
+from pizzabot.agent.policy.identity import identity_key
+from pizzabot.agent.skills import DigestAt
 
 __all__ = ["Digest", "DigestSender", "Digests", "OnceKeys", "age_text", "due_day"]
 

@@ -10,7 +10,7 @@ outlives the held, so a crash at any point resumes from the last recorded event:
   tool `idempotent`; otherwise the model is told the outcome is unknown.
 
 A run of an inbox-only skill is a request from an agent Pizza Bot does not run: it has no
-model, and its one item's decision ends it (`agent.requests.answer_request`).
+model, and its one item's decision ends it (`pizzabot.agent.requests.answer_request`).
 
 Text that comes from outside (a run's failure, a tool's error) passes the engine's
 `Redactor` before it is stored: the event log is also the trace, the API's answer and every
@@ -25,43 +25,43 @@ import logging
 from collections.abc import Sequence
 from typing import Any, assert_never
 
-from agent import conversation
-from agent.budgets import BudgetCheck, check_budget, day_start
-from agent.calls import ToolCallSteps
-from agent.context import Context
-from agent.conversation import RunState
-from agent.errors import NotFound, RunError, UserError
-from agent.events import (
+from pizzabot.agent import conversation
+from pizzabot.agent.budgets import BudgetCheck, check_budget, day_start
+from pizzabot.agent.calls import ToolCallSteps
+from pizzabot.agent.context import Context
+from pizzabot.agent.conversation import RunState
+from pizzabot.agent.errors import NotFound, RunError, UserError
+from pizzabot.agent.events import (
     AssistantMessage,
     BudgetExtended,
     BudgetReached,
+    Event,
     ModelCall,
+    NewEvent,
     ProposedCall,
 )
-from agent.finish import finish_run
-from agent.held import HeldRun, Outcome
-from agent.llm import ModelClient
-from agent.model import (
+from pizzabot.agent.finish import finish_run
+from pizzabot.agent.held import HeldRun, Outcome
+from pizzabot.agent.llm import ModelClient
+from pizzabot.agent.model import (
     Approve,
     Box,
     Edit,
-    Event,
     Expired,
     Item,
     ItemKind,
     ItemStatus,
-    NewEvent,
     Reject,
     Run,
     RunStatus,
     Usage,
 )
-from agent.redaction import Redactor
-from agent.requests import answer_request
-from agent.skills import Budget, Skill
-from agent.store import LeaseLost
-from agent.targets import targets_for
-from agent.tools import ToolHub
+from pizzabot.agent.redaction import Redactor
+from pizzabot.agent.requests import answer_request
+from pizzabot.agent.skills import Budget, Skill
+from pizzabot.agent.store import LeaseLost
+from pizzabot.agent.targets import targets_for
+from pizzabot.agent.tools import ToolHub
 
 __all__ = ["Engine", "HeldRun", "Outcome", "Runner", "cancel_in_flight", "finish_run"]
 
@@ -70,7 +70,7 @@ log = logging.getLogger(__name__)
 
 class Runner(ToolCallSteps):
     """Steps runs: the engine's loop. (Not SQLAlchemy's `Engine`: that is the database.)
-    How each tool call is carried out is `agent.calls.ToolCallSteps`."""
+    How each tool call is carried out is `pizzabot.agent.calls.ToolCallSteps`."""
 
     def __init__(
         self,

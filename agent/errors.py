@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agent.model import Item
+    from pizzabot.agent.model import Item
 
 
 class PizzaBotError(Exception):

@@ -7,12 +7,13 @@ and the logs of earlier versions are kept as fixtures (`tests/fixtures/event_log
 
 A payload's JSON is the stored shape and the API's `data`: the kind lives in its own column,
 and a decision is stored flat (`"decision": "edit", "args": …, "reason": …`) as it always
-was, while in Python it is the `Decision` union (`agent.model`).
+was, while in Python it is the `Decision` union (`pizzabot.agent.model`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -27,14 +28,8 @@ from pydantic import (
 )
 from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
-from agent.errors import PizzaBotError
-from agent.model import (
-    EVENT_SCHEMA_VERSION,
-    Decision,
-    Event,
-    EventKind,
-    RunStatus,
-)
+from pizzabot.agent.errors import PizzaBotError
+from pizzabot.agent.model import EVENT_SCHEMA_VERSION, Decision, EventKind, RunStatus
 
 __all__ = [
     "AssistantMessage",
@@ -210,7 +205,7 @@ class ToolStarted(_Payload):
     #: What made it run without asking ("rule 1 of crm.refund", or the tool's read-only
     #: hints); absent: the tool's policy, or a person (`item_id`).
     rule: str | None = None
-    #: The id of the grant that let it run without asking (`agent.policy.grants`).
+    #: The id of the grant that let it run without asking (`pizzabot.agent.policy.grants`).
     grant: str | None = None
 
 
@@ -280,7 +275,7 @@ class TimerRemark(BaseModel):
 
 
 class QuestionRemark(BaseModel):
-    """A running tool asked a person (an MCP elicitation: `agent.asking`): the question
+    """A running tool asked a person (an MCP elicitation: `pizzabot.agent.asking`): the question
     item made for it, or why none was (`refused`: the tool was answered "cancel")."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -361,3 +356,42 @@ def load_event(
     except UnknownEventVersion as exc:
         raise UnknownEventVersion(f"event {seq} of run {run_id}: {exc}") from None
     return Event(run_id=run_id, seq=seq, payload=payload, at=at, version=version)
+
+
+# -- the envelope of a payload, stored or not yet -------------------------------------------
+
+
+@dataclass(frozen=True)
+class Event:
+    """One stored event; its payload is one of this module's models, checked when read
+    (`load_event`)."""
+
+    run_id: str
+    seq: int
+    payload: EventPayload
+    at: datetime
+    version: int = EVENT_SCHEMA_VERSION
+
+    @property
+    def kind(self) -> EventKind:
+        return self.payload.kind
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The payload as stored and as the API shows it."""
+        return self.payload.stored()
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event not yet stored: the store gives it its sequence number."""
+
+    payload: EventPayload
+
+    @property
+    def kind(self) -> EventKind:
+        return self.payload.kind
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.payload.stored()

@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from agent import conversation
-from agent.context import Context
-from agent.events import RunFinished
-from agent.model import Box, Item, ItemKind, ItemStatus, NewEvent, Run, RunStatus, Target, Usage
-from agent.skills import Skill
-from agent.targets import targets_for
+from pizzabot.agent import conversation
+from pizzabot.agent.context import Context
+from pizzabot.agent.events import NewEvent, RunFinished
+from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, Run, RunStatus, Target, Usage
+from pizzabot.agent.skills import Skill
+from pizzabot.agent.targets import targets_for
 
 __all__ = ["finish_run"]
 

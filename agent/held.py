@@ -1,6 +1,6 @@
 """A run while a worker steps it: the nouns the engine's loop and its tool-call steps share.
 
-Its own module so `agent.engine` (the loop) and `agent.calls` (carrying out tool calls) can
+Its own module so `pizzabot.agent.engine` (the loop) and `pizzabot.agent.calls` (carrying out tool calls) can
 both use it without importing each other.
 """
 
@@ -9,11 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agent import conversation
-from agent.context import Context
-from agent.conversation import RunState
-from agent.model import EVENT_SCHEMA_VERSION, Event, NewEvent, Run, RunStatus, Usage
-from agent.skills import Skill
+from pizzabot.agent import conversation
+from pizzabot.agent.context import Context
+from pizzabot.agent.conversation import RunState
+from pizzabot.agent.events import Event, NewEvent
+from pizzabot.agent.model import EVENT_SCHEMA_VERSION, Run, RunStatus, Usage
+from pizzabot.agent.skills import Skill
 
 __all__ = ["HeldRun", "Outcome"]
 

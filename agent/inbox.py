@@ -1,24 +1,24 @@
 """Decisions on inbox items: the one function every channel calls.
 
-`Inbox.decide` checks that the principal may decide the item (`agent.policy.access`:
+`Inbox.decide` checks that the principal may decide the item (`pizzabot.agent.policy.access`:
 approver lists fail closed, an `ask` token decides nothing), that the kill switch is off, that
-the decision was made on the card as it is now (`agent.card_digest`: a stale card is refused
+the decision was made on the card as it is now (`pizzabot.agent.card_digest`: a stale card is refused
 and shown again), and that nobody approves their own request where that counts; it validates
 edited arguments against the tool's JSON schema and the skill's rules (an
 edit a rule denies is refused with the rule's reason) and an approval's grant against those
 the card offers, and records the decision
 with a conditional update, so the first decision wins and a second is told who was first.
 Where a tool needs more than one person (`approvals.required`), an approval or an edit is
-counted first (`agent.policy.quorum`), and the decision is recorded once the count is reached.
+counted first (`pizzabot.agent.policy.quorum`), and the decision is recorded once the count is reached.
 The run is re-queued in the same transaction, and every channel's copy is marked for update;
 where a worker runs in this process and has room (`Handover`), the same transaction claims
 the run for it instead, and its step starts at once.
 
-A call that needs a passkey (`step_up: passkey`, see `agent.step_up`) is approved only with
-a fresh passkey assertion bound to its card's digest, checked here so that no channel can
-forget it; a reject never needs one.
+A call that needs a passkey (`step_up: passkey`, see `pizzabot.agent.step_up`) is approved
+only with a fresh passkey assertion bound to its card's digest, checked here so that no
+channel can forget it; a reject never needs one.
 
-A question item (`ItemKind.QUESTION`, see `agent.questions`) is answered with the same
+A question item (`ItemKind.QUESTION`, see `pizzabot.agent.questions`) is answered with the same
 decisions: an edit accepts the values it carries, an approval accepts the proposed values,
 both checked against the question's form; a reject declines. One person answers a question.
 """
@@ -30,10 +30,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, assert_never
 
-from agent.argforms import validate_arguments
-from agent.card_digest import card_digest, seen_matches
-from agent.context import Context
-from agent.errors import (
+from pizzabot.agent.argforms import validate_arguments
+from pizzabot.agent.card_digest import card_digest, seen_matches
+from pizzabot.agent.context import Context
+from pizzabot.agent.errors import (
     AlreadyDecided,
     CardChanged,
     InvalidArguments,
@@ -44,8 +44,8 @@ from agent.errors import (
     PasskeyRefused,
     StepUpRequired,
 )
-from agent.events import DecisionMade
-from agent.model import (
+from pizzabot.agent.events import DecisionMade, NewEvent
+from pizzabot.agent.model import (
     Approve,
     Box,
     Decision,
@@ -54,17 +54,17 @@ from agent.model import (
     Item,
     ItemKind,
     ItemStatus,
-    NewEvent,
     Reject,
 )
-from agent.policy import Verdict, audit_refusal
-from agent.policy.grants import same_choice
-from agent.policy.principal import Principal
-from agent.policy.quorum import Count, count, person_of, required_for
-from agent.policy.rules import judge
-from agent.questions import question_url, validate_answer
-from agent.step_up import Assertion, item_step_up
-from agent.store import Handover, Take, kill_reason
+from pizzabot.agent.policy import Verdict, audit_refusal
+from pizzabot.agent.policy.grants import same_choice
+from pizzabot.agent.policy.principal import Principal
+from pizzabot.agent.policy.quorum import Count, count, person_of, required_for
+from pizzabot.agent.policy.rules import judge
+from pizzabot.agent.questions import question_url, validate_answer
+from pizzabot.agent.requests import request_end, request_ended
+from pizzabot.agent.step_up import Assertion, item_step_up
+from pizzabot.agent.store import Handover, RunEnd, Take, kill_reason
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class Inbox:
         self.handover = handover
 
     def may_decide(self, item: Item, *, by: Principal) -> Verdict:
-        """The policy's answer (`agent.policy.access`): admins may decide anything; people
+        """The policy's answer (`pizzabot.agent.policy.access`): admins may decide anything; people
         and decide tokens what they approve; ask tokens and triggers nothing."""
         return self.ctx.access.may_decide(by, item)
 
@@ -89,8 +89,9 @@ class Inbox:
         step_up: Assertion | None = None,
     ) -> Item:
         """Take `by`'s decision on the item, as the card whose digest is `seen` showed it
-        (`agent.card_digest`; None: as it is when read here). An approval of a call that needs
-        a passkey counts only with `step_up`, an assertion for this card (`agent.step_up`)."""
+        (`pizzabot.agent.card_digest`; None: as it is when read here). An approval of a call
+        that needs a passkey counts only with `step_up`, an assertion for this card
+        (`pizzabot.agent.step_up`)."""
         store, now = self.ctx.store, self.ctx.clock()
         item = await store.get_item(item_id)
         await self._check_decidable(item, decision, by=by, seen=seen, now=now)
@@ -105,15 +106,20 @@ class Inbox:
                 return await store.get_item(item.id)
             decision, args_before = counted.decision()
             final_args = counted.args
-        take = self.handover.offer() if self.handover is not None else None
+        ends = request_end(item, decision, final_args, by=by.actor, via=by.channel)
+        take = self.handover.offer() if self.handover is not None and ends is None else None
         try:
             decided = await self._record(
-                item, decision, args_before, final_args, by=by, now=now, take=take
+                item, decision, args_before, final_args, by=by, now=now, take=take, ends=ends
             )
         except CardChanged as exc:
             await self._changed(exc.item, decision, by=by, now=now)
             raise
-        if take is not None and take.claimed is not None:
+        if ends is not None and await request_ended(
+            self.ctx, decided, decision, by=by.actor, via=by.channel
+        ):
+            self.ctx.decisions.ring()  # the requester waits on it; no worker has work
+        elif take is not None and take.claimed is not None:
             assert self.handover is not None
             self.handover.start(take)
             # No worker needs waking; whoever waits on an answer still does.
@@ -306,9 +312,10 @@ class Inbox:
         by: Principal,
         now: datetime,
         take: Take | None = None,
+        ends: RunEnd | None = None,
     ) -> Item:
         """Record the decision with its event, for the version of the item it was made on;
-        the first decision wins (`AlreadyDecided`)."""
+        the first decision wins (`AlreadyDecided`). A request's run ends with it (`ends`)."""
         event = NewEvent(
             DecisionMade(
                 item_id=item.id,
@@ -330,6 +337,7 @@ class Inbox:
             final_args=final_args,
             event=event,
             take=take,
+            ends=ends,
             # A reached count may have moved the version on (an edit on the way): the count
             # itself was taken at the version each person saw.
             version=None if counted else item.version,
@@ -344,7 +352,7 @@ class Inbox:
 
     async def _count(self, item: Item, decision: Approve | Edit, *, by: Principal) -> Count:
         """Count a person's approval (or edit) of an item that needs more than one
-        (`agent.policy.quorum`), at the version of the item they saw."""
+        (`pizzabot.agent.policy.quorum`), at the version of the item they saw."""
         required = self._required(item)
         if self.ctx.approvals is None:
             why = f"{item.tool} needs {required} people's approval; this server keeps no count"
@@ -404,6 +412,7 @@ class Inbox:
                 channel="timer",
             )
         )
+        ends = request_end(item, expired, None, by="timeout", via="timer")
         decided = await store.record_decision(
             item_id,
             expired,
@@ -413,8 +422,14 @@ class Inbox:
             final_args=None,
             event=event,
             status=ItemStatus.EXPIRED,
+            ends=ends,
         )
-        self.ctx.wake_workers()
+        if ends is not None and await request_ended(
+            self.ctx, decided, expired, by="timeout", via="timer"
+        ):
+            self.ctx.decisions.ring()
+        else:
+            self.ctx.wake_workers()
         self.ctx.wake_outbox()
         return decided
 

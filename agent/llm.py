@@ -1,8 +1,8 @@
 """Model calls: the routes a skill's model is reached by, and what every route guarantees.
 
 A skill's `model` picks its route (`ModelRouter`): `openai/...` models whose options the
-OpenAI SDK understands go straight through it (`agent.llm_openai`), the offline demo model
-has a route of its own (`bot.demo`), and everything else goes through litellm, which knows
+OpenAI SDK understands go straight through it (`pizzabot.agent.llm_openai`), the offline demo model
+has a route of its own (`pizzabot.bot.demo`), and everything else goes through litellm, which knows
 every other provider. litellm costs seconds and ~200 MiB to import, so it is imported on
 the first call that needs it, never at module import: the server must answer `/healthz` at
 once, and a server whose skills never need litellm never loads it.
@@ -27,10 +27,10 @@ from typing import Any, Protocol, TypeVar
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from agent.argforms import loads_json
-from agent.errors import ModelError, UserError
-from agent.redaction import Redactor
-from agent.skills import Skill
+from pizzabot.agent.argforms import loads_json
+from pizzabot.agent.errors import ModelError, UserError
+from pizzabot.agent.redaction import Redactor
+from pizzabot.agent.skills import Skill
 
 #: Model options whose string values are secrets: what a provider's error may echo.
 _SECRET_OPTION = re.compile(r"key|secret|token|password|credential", re.IGNORECASE)

@@ -6,7 +6,7 @@ layer is all cost: ~200 MiB and seconds of import, and per call a logging object
 price lookup. The OpenAI SDK is the protocol's own client; this route uses it directly when
 every model option of the skill is one it understands, and leaves anything else to litellm
 so a skill behaves as before. Prices come from litellm's price map read as data
-(`agent.llm_prices`), so USD budgets hold on this route too.
+(`pizzabot.agent.llm_prices`), so USD budgets hold on this route too.
 
 One `AsyncOpenAI` client is kept per (base URL, key, organization), so calls share its
 connection pool; the SDK's own retries are off (the route retries with backoff itself).
@@ -19,8 +19,8 @@ import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import UserError
-from agent.llm import (
+from pizzabot.agent.errors import UserError
+from pizzabot.agent.llm import (
     ModelReply,
     Retries,
     Tally,
@@ -30,9 +30,9 @@ from agent.llm import (
     secret_options,
     tool_calls,
 )
-from agent.llm_prices import Price, known_price, own_price
-from agent.redaction import Redactor
-from agent.skills import Skill
+from pizzabot.agent.llm_prices import Price, known_price, own_price
+from pizzabot.agent.redaction import Redactor
+from pizzabot.agent.skills import Skill
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

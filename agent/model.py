@@ -10,14 +10,11 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, assert_never
+from typing import Any, Literal, assert_never
 
 # Re-exported: a delivery's target and ref are nouns of the engine like the others.
-from agent.addresses import DeliveryRef as DeliveryRef
-from agent.addresses import Target as Target
-
-if TYPE_CHECKING:
-    from agent.events import EventPayload
+from pizzabot.agent.addresses import DeliveryRef as DeliveryRef
+from pizzabot.agent.addresses import Target as Target
 
 #: Version of the event payloads written by this code. Stored with every event; a reader
 #: refuses versions it does not know instead of guessing.
@@ -85,42 +82,6 @@ class EventKind(enum.StrEnum):
     ERROR = "error"
     NOTE = "note"
     RUN_FINISHED = "run_finished"
-
-
-@dataclass(frozen=True)
-class Event:
-    """One stored event; its payload is one of `agent.events`' models, checked when read
-    (`agent.events.load_event`)."""
-
-    run_id: str
-    seq: int
-    payload: EventPayload
-    at: datetime
-    version: int = EVENT_SCHEMA_VERSION
-
-    @property
-    def kind(self) -> EventKind:
-        return self.payload.kind
-
-    @property
-    def data(self) -> dict[str, Any]:
-        """The payload as stored and as the API shows it."""
-        return self.payload.stored()
-
-
-@dataclass(frozen=True)
-class NewEvent:
-    """An event not yet stored: the store gives it its sequence number."""
-
-    payload: EventPayload
-
-    @property
-    def kind(self) -> EventKind:
-        return self.payload.kind
-
-    @property
-    def data(self) -> dict[str, Any]:
-        return self.payload.stored()
 
 
 @dataclass(frozen=True)
@@ -195,14 +156,14 @@ class Risk:
     #: The rule that asked ("rule 2 of crm.refund", with its reason); None: the tool's policy.
     rule: str | None = None
     #: The grants the card offers next to Approve ("run", "1h", "exact"; see
-    #: `agent.policy.grants`); empty: none.
+    #: `pizzabot.agent.policy.grants`); empty: none.
     grants: tuple[str, ...] = ()
     #: How many different people must approve (None: one decides); `approved`: who has, in
-    #: the current count ("alice via Slack"; see `agent.policy.quorum`).
+    #: the current count ("alice via Slack"; see `pizzabot.agent.policy.quorum`).
     approvals_required: int | None = None
     approved: tuple[str, ...] = ()
     #: "passkey": an approval needs a fresh passkey assertion bound to this card
-    #: (`agent.step_up`); None: a channel's button is enough.
+    #: (`pizzabot.agent.step_up`); None: a channel's button is enough.
     step_up: str | None = None
 
     def __post_init__(self) -> None:
@@ -259,11 +220,11 @@ class Item:
     # A random secret, used by channels that cannot authenticate the replier otherwise (email).
     secret: str = ""
     #: Bumped by every change to what the card shows (an edit on the way to two approvals):
-    #: part of the card's digest (`agent.card_digest`).
+    #: part of the card's digest (`pizzabot.agent.card_digest`).
     version: int = 1
     #: Who asked (`Principal.actor` of a request's filer, or of whoever started the run),
     #: as every card and the audit show it; `requester_person` the person that is, for the
-    #: self-approval rules (`agent.policy.quorum.person_of`).
+    #: self-approval rules (`pizzabot.agent.policy.quorum.person_of`).
     requested_by: str | None = None
     requester_person: str | None = None
 
@@ -275,7 +236,7 @@ class Item:
 @dataclass(frozen=True)
 class Approve:
     """`grant`: and don't ask again for this tool — "run", a duration the tool offers ("1h")
-    or "exact" (see `agent.policy.grants`)."""
+    or "exact" (see `pizzabot.agent.policy.grants`)."""
 
     grant: str | None = None
     kind: Literal["approve"] = "approve"
@@ -303,8 +264,16 @@ class Expired:
 
 
 #: What is decided on an item. A person approves, edits or rejects (`decision_from`); only
-#: the clock expires an item (`agent.inbox.Inbox.expire`).
+#: the clock expires an item (`pizzabot.agent.inbox.Inbox.expire`).
 Decision = Approve | Edit | Reject | Expired
+
+#: The status an item gets from each kind of decision.
+DECIDED_STATUS = {
+    "approve": ItemStatus.APPROVED,
+    "edit": ItemStatus.EDITED,
+    "reject": ItemStatus.REJECTED,
+    "expired": ItemStatus.EXPIRED,
+}
 
 
 def decision_from(

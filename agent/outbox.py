@@ -38,11 +38,11 @@ from datetime import timedelta
 
 from tenacity import RetryCallState, Retrying, wait_exponential, wait_random_exponential
 
-from agent.channel import Channel, DeliveryError
-from agent.context import Context
-from agent.model import Delivery, DeliveryStatus
-from agent.redaction import Redactor
-from agent.tasks import stop_if_cancelled
+from pizzabot.agent.channel import Channel, DeliveryError
+from pizzabot.agent.context import Context
+from pizzabot.agent.model import Delivery, DeliveryStatus
+from pizzabot.agent.redaction import Redactor
+from pizzabot.agent.tasks import stop_if_cancelled
 
 __all__ = ["MAX_ERROR", "Dispatcher", "Limits"]
 

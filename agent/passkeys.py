@@ -4,11 +4,11 @@ Three ceremonies, each with a one-time challenge kept by the server (`PasskeySto
 then `take`n by the one verification that may use it):
 
 - **register**: a signed-in person (the owner, or a named token's person) adds a passkey. It
-  belongs to that principal (`agent.devices`), is discoverable (so it can sign in with no name
-  typed) and must verify its user (a PIN, a fingerprint, a face).
+  belongs to that principal (`pizzabot.agent.devices`), is discoverable (so it can sign in
+  with no name typed) and must verify its user (a PIN, a fingerprint, a face).
 - **login**: a passkey alone signs its principal in. A passkey of a token that was revoked
   signs nobody in.
-- **step-up**: a fresh assertion for one card (`agent.step_up`): its challenge is derived
+- **step-up**: a fresh assertion for one card (`pizzabot.agent.step_up`): its challenge is derived
   from the card's digest and the nonce, so it confirms that card as it was shown, once, and
   only for the principal that decides.
 
@@ -19,8 +19,9 @@ assertion cannot be used twice at once either. Logins are audited (`passkey_logi
 `passkey_login_refused`); a step-up's outcome is audited by the inbox.
 
 The relying party's id is the page's host name and the origins its addresses
-(`bot.wire_phone` derives them from the public URL): a browser signs only for the site it is
-on, so a passkey made here cannot be used for any other site, nor another's for this one.
+(`pizzabot.bot.wire_phone` derives them from the public URL): a browser signs only for the
+site it is on, so a passkey made here cannot be used for any other site, nor another's for
+this one.
 """
 
 from __future__ import annotations
@@ -46,14 +47,14 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
-from agent.context import new_id, utcnow
-from agent.devices import Challenge, PasskeyStore, StoredPasskey, holder
-from agent.errors import PasskeyRefused
-from agent.model import Item
-from agent.policy.principal import Principal
-from agent.policy.tokens import Tokens
-from agent.step_up import Assertion, challenge_for
-from agent.store import AuditTrail
+from pizzabot.agent.context import new_id, utcnow
+from pizzabot.agent.devices import Challenge, PasskeyStore, StoredPasskey, holder
+from pizzabot.agent.errors import PasskeyRefused
+from pizzabot.agent.model import Item
+from pizzabot.agent.policy.principal import Principal
+from pizzabot.agent.policy.tokens import Tokens
+from pizzabot.agent.step_up import Assertion, challenge_for
+from pizzabot.agent.store import AuditTrail
 
 __all__ = ["Passkeys"]
 
@@ -205,7 +206,7 @@ class Passkeys:
         return {"options": options_to_json_dict(options), "nonce": nonce}
 
     async def confirm(self, item: Item, *, digest: str, by: Principal, assertion: Assertion) -> str:
-        """`agent.step_up.Confirmer`: the name of `by`'s passkey that signed this card's
+        """`pizzabot.agent.step_up.Confirmer`: the name of `by`'s passkey that signed this card's
         challenge; `PasskeyRefused` for anything else (the inbox audits it)."""
         opened = await self.store.take(assertion.nonce, purpose="step_up", now=self._clock())
         if opened is None or opened.item_id != item.id or opened.principal != by.requester:

@@ -17,7 +17,7 @@ without titles, several choices); `item.args` holds the proposed values. A link 
 no schema and `item.args == {"url": ...}` (`question_url`). Channels that read a typed reply
 (`field: value` lines in an email) turn it into values with `values_from_lines`.
 
-How a running tool call asks and waits is `agent.asking`.
+How a running tool call asks and waits is `pizzabot.agent.asking`.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from datetime import date, datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from agent.argforms import coerce_form, form_fields, validate_arguments
-from agent.model import Item, ItemKind, ItemStatus
+from pizzabot.agent.argforms import coerce_form, form_fields, validate_arguments
+from pizzabot.agent.model import Item, ItemKind, ItemStatus
 
 __all__ = [
     "FREE_TEXT_SCHEMA",
@@ -281,7 +281,7 @@ def _check_choices(node: Mapping[str, Any], kind: str) -> str | None:
 
 def validate_answer(schema: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, str]:
     """Check an answer against its question's schema, with the messages of
-    `agent.argforms.validate_arguments`, and the formats checked even where jsonschema
+    `pizzabot.agent.argforms.validate_arguments`, and the formats checked even where jsonschema
     leaves them to optional packages (uri, date-time)."""
     errors = validate_arguments(schema, values)
     props = schema.get("properties")
@@ -332,7 +332,7 @@ def values_from_lines(
 
     A field is named by its name or its title, case ignored; lines that name no field are
     ignored, and fields not given keep the proposed values. Each value is read as the web
-    form reads it (`agent.argforms.coerce_form`): `yes`/`no` for yes/no, a choice by its value
+    form reads it (`pizzabot.agent.argforms.coerce_form`): `yes`/`no` for yes/no, a choice by its value
     or its title, several choices separated by commas (or as a JSON list). A question with a
     single text field takes the whole text when no line names it."""
     fields = form_fields(schema, dict(proposed or {}))

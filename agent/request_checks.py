@@ -4,11 +4,11 @@ field (`InvalidArguments`), so an agent sending a bad request is told what to ch
 Sizes are bounded (the arguments and the schema as JSON, the time-out), and so is their
 shape: every number finite and of a size a form field takes (`NaN`, `Infinity` or `1e500000`
 would be judged by the rules as something they are not, and stored as null), and nothing
-nested deeper than `agent.argforms.MAX_NESTING`. An approval's schema must be a JSON schema of
+nested deeper than `pizzabot.agent.argforms.MAX_NESTING`. An approval's schema must be a JSON schema of
 an object (JSON Schema's own meta-schema says whether it is one) that a value can be checked
 against in finite time (no `$ref` cycle that never steps into the value), and the proposed
-arguments must pass it; a question's schema is a flat form (`agent.questions.check_schema`),
-which every channel can draw. The rules (`agent.policy.rules.judge`) only ever see
+arguments must pass it; a question's schema is a flat form (`pizzabot.agent.questions.check_schema`),
+which every channel can draw. The rules (`pizzabot.agent.policy.rules.judge`) only ever see
 arguments that passed all this.
 
 `value_problems` is the check of a value's shape and numbers alone, for the MCP tools that
@@ -18,18 +18,16 @@ hand requests in, so an agent there is told before anything is filed.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from agent.argforms import validate_arguments
-from agent.argforms.messages import where
-from agent.argforms.numbers import out_of_range
-from agent.argforms.schema_shape import nesting_problem, schema_problem
-from agent.argforms.validate import schema_error
-from agent.errors import InvalidArguments
-from agent.questions import check_schema
-
-if TYPE_CHECKING:
-    from agent.requests import NewRequest
+from pizzabot.agent.argforms import validate_arguments
+from pizzabot.agent.argforms.messages import where
+from pizzabot.agent.argforms.numbers import out_of_range
+from pizzabot.agent.argforms.schema_shape import nesting_problem, schema_problem
+from pizzabot.agent.argforms.validate import schema_error
+from pizzabot.agent.errors import InvalidArguments
+from pizzabot.agent.questions import check_schema
+from pizzabot.agent.request_state import NewRequest
 
 __all__ = ["MAX_JSON_BYTES", "MAX_TIMEOUT", "check_request", "number_problems", "value_problems"]
 
@@ -86,7 +84,7 @@ def _place(name: str, path: tuple[Any, ...]) -> str:
 
 def value_problems(name: str, value: Any) -> dict[str, str]:
     """What a request's `args` (or any JSON it hands in) may not hold: nesting deeper than
-    `agent.argforms.MAX_NESTING`, and the numbers `number_problems` finds; by place."""
+    `pizzabot.agent.argforms.MAX_NESTING`, and the numbers `number_problems` finds; by place."""
     deep = nesting_problem(value)
     if deep is not None:
         path, message = deep

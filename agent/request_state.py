@@ -1,5 +1,6 @@
-"""Where a request stands, read from its item: the one shape the API answers with, the MCP
-tools translate and a callback posts (`RequestState`), and a decision in words.
+"""What an agent asks (`NewRequest`), and where its request stands, read from its item: the
+one shape the API answers with, the MCP tools translate and a callback posts
+(`RequestState`), and a decision in words.
 
 A pending request is `halted` while the kill switch is on: its agent must not go ahead, and
 no decision is taken until the switch is lifted.
@@ -7,15 +8,16 @@ no decision is taken until the switch is lifted.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from agent.model import Item, ItemStatus
-from agent.store import StoredRequest, kill_reason
+from pizzabot.agent.model import Item, ItemStatus, Risk
+from pizzabot.agent.store import StoredRequest, kill_reason
 
-__all__ = ["RequestState", "outcome_text", "state_of"]
+__all__ = ["NewRequest", "RequestState", "outcome_text", "state_of"]
 
 _APPROVAL_STATUS = {
     ItemStatus.PENDING: "pending",
@@ -33,6 +35,34 @@ _QUESTION_STATUS = {
     ItemStatus.EXPIRED: "expired",
     ItemStatus.CANCELLED: "expired",
 }
+
+
+@dataclass(frozen=True)
+class NewRequest:
+    """What an agent asks. `tool` None: a question (`question` is the text asked)."""
+
+    skill: str
+    title: str
+    tool: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    schema: dict[str, Any] | None = None
+    risk: Risk | None = None
+    description: str | None = None
+    #: Seconds; the item expires after it (else the skill's `timeout` for the tool).
+    timeout: float | None = None
+    callback_url: str | None = None
+    question: str | None = None
+
+    @property
+    def kind(self) -> Literal["approval", "question"]:
+        return "approval" if self.tool is not None else "question"
+
+    def body_hash(self) -> str:
+        """SHA-256 of the request's canonical JSON: what tells a repeat from another request."""
+        canonical = json.dumps(
+            asdict(self), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+        )
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)

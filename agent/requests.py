@@ -8,9 +8,9 @@ QUESTION for a question — with the events the engine writes for a call it asks
 timeline, the audit trail, every channel's card, reminders, escalation, time-outs, approvers
 and two-person approval all work as for the engine's own calls.
 
-The skill's rules (`agent.policy.rules.judge`) and its grants apply first: `auto` or a grant
-approves at once and `deny` rejects with the rule's reason, with no card; `ask` makes the
-item. A decision re-queues the run, and the engine ends it (`answer_request`) with no model
+A request gets the verdict the engine's own call would (`pizzabot.agent.policy.call_verdict`:
+the skill's rules, then its grants): `auto` or a grant approves at once and `deny` rejects
+with the rule's reason, with no card; `ask` makes the item. A decision re-queues the run, and the engine ends it (`answer_request`) with no model
 call: DONE, its result the decision. Waiting for the decision sleeps on `ctx.decisions`, the
 bell every decision rings, so a long-poll costs no database reads while nothing happens.
 
@@ -20,15 +20,13 @@ same body is the same request; with another body it is a `Conflict`.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
-from agent.context import Context
-from agent.errors import (
+from pizzabot.agent.context import Context
+from pizzabot.agent.errors import (
     Conflict,
     InvalidArguments,
     KillSwitchOn,
@@ -36,31 +34,30 @@ from agent.errors import (
     NotFound,
     UserError,
 )
-from agent.events import DecisionMade, RunFinished, RunStarted, ToolRequest
-from agent.held import HeldRun
-from agent.model import (
+from pizzabot.agent.events import DecisionMade, NewEvent, RunFinished, RunStarted, ToolRequest
+from pizzabot.agent.held import HeldRun
+from pizzabot.agent.model import (
+    DECIDED_STATUS,
     Approve,
     Box,
     Decision,
     Item,
     ItemKind,
     ItemStatus,
-    NewEvent,
     Reject,
     Risk,
     RunStatus,
 )
-from agent.policy.grants import Grant, covering, make_grant, offered, scope_of
-from agent.policy.principal import Principal, Scope
-from agent.policy.quorum import person_of
-from agent.policy.rules import Ruling, judge
-from agent.questions import FREE_TEXT_SCHEMA
-from agent.request_checks import MAX_JSON_BYTES, MAX_TIMEOUT, check_request
-from agent.request_state import RequestState, outcome_text, state_of
-from agent.skills import Skill, inbox_only
-from agent.step_up import step_up_for
-from agent.store import StoredRequest, kill_reason
-from agent.targets import targets_for
+from pizzabot.agent.policy.call_verdict import Granted, call_verdict
+from pizzabot.agent.policy.grants import Grant, make_grant
+from pizzabot.agent.policy.principal import Principal, Scope
+from pizzabot.agent.policy.quorum import person_of
+from pizzabot.agent.questions import FREE_TEXT_SCHEMA
+from pizzabot.agent.request_checks import MAX_JSON_BYTES, MAX_TIMEOUT, check_request
+from pizzabot.agent.request_state import NewRequest, RequestState, outcome_text, state_of
+from pizzabot.agent.skills import Skill, inbox_only
+from pizzabot.agent.store import RunEnd, StoredRequest, kill_reason
+from pizzabot.agent.targets import targets_for
 
 __all__ = [
     "MAX_JSON_BYTES",
@@ -69,6 +66,8 @@ __all__ = [
     "RequestState",
     "Requests",
     "answer_request",
+    "request_end",
+    "request_ended",
     "state_of",
 ]
 
@@ -76,34 +75,8 @@ log = logging.getLogger(__name__)
 
 #: The tool name a question's run records (a question calls no tool).
 ASK_HUMAN = "ask_human"
-
-
-@dataclass(frozen=True)
-class NewRequest:
-    """What an agent asks. `tool` None: a question (`question` is the text asked)."""
-
-    skill: str
-    title: str
-    tool: str | None = None
-    args: dict[str, Any] = field(default_factory=dict)
-    schema: dict[str, Any] | None = None
-    risk: Risk | None = None
-    description: str | None = None
-    #: Seconds; the item expires after it (else the skill's `timeout` for the tool).
-    timeout: float | None = None
-    callback_url: str | None = None
-    question: str | None = None
-
-    @property
-    def kind(self) -> Literal["approval", "question"]:
-        return "approval" if self.tool is not None else "question"
-
-    def body_hash(self) -> str:
-        """SHA-256 of the request's canonical JSON: what tells a repeat from another request."""
-        canonical = json.dumps(
-            asdict(self), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
-        )
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+#: The call id of a request's one call.
+REQUEST_CALL = "request"
 
 
 @dataclass(frozen=True)
@@ -162,7 +135,7 @@ class Requests:
             return await self._repeat(stored, body_hash, by), False
         if verdict.grant is not None and self.ctx.grants is not None:
             await self.ctx.grants.used(
-                verdict.grant, run_id=stored.run_id, call_id="request", now=now
+                verdict.grant, run_id=stored.run_id, call_id=REQUEST_CALL, now=now
             )
         self.ctx.wake_outbox()
         state = await self._state(stored)
@@ -262,11 +235,12 @@ class Requests:
         return skill
 
     async def _verdict(self, skill: Skill, new: NewRequest, run_id: str, now: datetime) -> _Verdict:
-        """The skill's rules, then its grants, on an approval; a question is always asked."""
+        """The verdict an engine call would get (`pizzabot.agent.policy.call_verdict`): the
+        skill's rules, then its grants, on an approval; a question is always asked."""
         if new.tool is None:
             return _Verdict()
-        ruling = judge(skill, new.tool, new.args)
-        risk = _risk(skill, new, ruling)
+        verdict = call_verdict(skill, new.tool, new.args, claimed=new.risk, one_call=True)
+        ruling, risk = verdict.ruling, verdict.risk
         match ruling.policy:
             case "deny":
                 reason = ruling.reason or f"not allowed by {ruling.why}"
@@ -278,9 +252,10 @@ class Requests:
         grants = self.ctx.grants
         if grants is not None and risk.grants:
             found = await grants.for_call(skill=skill.name, tool=new.tool, run_id=run_id, now=now)
-            grant = covering(
-                found, skill=skill, tool=new.tool, run_id=run_id, args=new.args, now=now
-            )
+            granted = Granted(found, run_id, now)
+            grant = call_verdict(
+                skill, new.tool, new.args, claimed=new.risk, one_call=True, granted=granted
+            ).grant
             if grant is not None:
                 by = f"grant {grant.id} ({grant.describe()}, by {grant.granted_by})"
                 return _Verdict(Approve(), by, "grant", risk=risk, grant=grant)
@@ -301,7 +276,7 @@ class Requests:
             title=new.title,
             body=body,
             created_at=now,
-            call_id="request",
+            call_id=REQUEST_CALL,
             tool=new.tool,
             args=dict(new.args),
             schema=(new.schema or FREE_TEXT_SCHEMA) if question else new.schema,
@@ -340,7 +315,7 @@ class Requests:
             NewEvent(RunStarted(input=new.title, trigger="request", by=requester)),
             NewEvent(
                 ToolRequest(
-                    call_id="request",
+                    call_id=REQUEST_CALL,
                     item_id=item.id,
                     tool=tool,
                     args=dict(new.args),
@@ -352,7 +327,7 @@ class Requests:
             return events
         decided = DecisionMade(
             item_id=item.id,
-            call_id="request",
+            call_id=REQUEST_CALL,
             decision=verdict.decision,
             args_before=dict(new.args),
             args=item.final_args,
@@ -363,31 +338,45 @@ class Requests:
         return [*events, NewEvent(decided), NewEvent(finished)]
 
 
-def _risk(skill: Skill, new: NewRequest, ruling: Ruling) -> Risk:
-    """What the card says: the request's risk notes, else the skill's for the tool; the rule
-    that asked; the grants offered (none that lasts only a run: a request is a run of one
-    call; none where a passkey must confirm it); how many people must approve."""
-    assert new.tool is not None
-    notes = new.risk if new.risk is not None and new.risk.noted else skill.rule(new.tool).risk
-    required = skill.approvals_required(new.tool)
-    rule, reason = ruling.by_rule, ruling.reason
-    step_up = step_up_for(skill, new.tool, ruling, notes)
-    grants = () if step_up else offered(skill, new.tool)
-    return Risk(
-        impact=notes.impact,
-        reversible=notes.reversible,
-        scope=notes.scope,
-        rule=f"{rule}: {reason}" if rule is not None and reason else rule,
-        grants=tuple(c for c in grants if scope_of(c) != "run"),
-        approvals_required=required if required > 1 else None,
-        step_up=step_up,
+def request_end(
+    item: Item, decision: Decision, final_args: dict[str, Any] | None, *, by: str, via: str
+) -> RunEnd | None:
+    """How a decision on a request's item ends its run, in the decision's own transaction
+    (None: the item is not a request's). A request's run has nothing left to do once its
+    item is decided: DONE, its result the decision in words."""
+    if item.requested_by is None or item.call_id != REQUEST_CALL:
+        return None
+    decided = replace(
+        item,
+        status=DECIDED_STATUS[decision.kind],
+        decided_by=by,
+        decided_via=via,
+        final_args=final_args,
+        reason=getattr(decision, "reason", None) or None,
     )
+    text = outcome_text(decided)
+    return RunEnd(text, NewEvent(RunFinished(status=RunStatus.DONE, result=text)))
+
+
+async def request_ended(ctx: Context, item: Item, decision: Decision, *, by: str, via: str) -> bool:
+    """After a decision that may have ended a request's run: keep the grant an approval
+    asked for ("1h", "exact"), and run the end-of-run hook. False: the run did not end
+    (it was not waiting), and the engine ends it (`answer_request`)."""
+    run = await ctx.store.get_run(item.run_id)
+    if run.status is not RunStatus.DONE:
+        return False
+    choice = decision.grant if isinstance(decision, Approve) else None
+    if choice is not None:
+        await _keep_grant(ctx, run.skill, item, choice, by=by, via=via)
+    await _run_ended(ctx, run.id)
+    return True
 
 
 async def answer_request(ctx: Context, held: HeldRun) -> RunStatus:
-    """The engine's step for a run of an inbox-only skill: wait while its item is pending;
-    once decided, keep the grant an approval asked for and end the run with the decision
-    (no model is called, no Unread note is made: the requester has its answer)."""
+    """The engine's step for a run of an inbox-only skill: a decision ends such a run in its
+    own transaction (`request_end`), so this only finds it waiting, or ends one that was
+    decided while it was not waiting (no model is called, no Unread note is made: the
+    requester has its answer)."""
     store, run, now = ctx.store, held.run, ctx.clock()
     asked = [e.payload for e in held.events if isinstance(e.payload, ToolRequest)]
     if not asked:
@@ -396,41 +385,46 @@ async def answer_request(ctx: Context, held: HeldRun) -> RunStatus:
     if item.status is ItemStatus.PENDING:
         await store.set_status(run.id, RunStatus.WAITING, lease=held.lease, now=now)
         return RunStatus.WAITING
-    await _keep_grant(ctx, held, item)
-    text = outcome_text(item)
-    finished = NewEvent(RunFinished(status=RunStatus.DONE, result=text))
-    await store.finish_request(run.id, lease=held.lease, now=now, events=[finished], result=text)
-    if ctx.on_run_end is not None:
-        try:
-            await ctx.on_run_end(run.id)
-        except Exception:
-            log.warning("run %s: the end-of-run hook failed", run.id, exc_info=True)
-    return RunStatus.DONE
-
-
-async def _keep_grant(ctx: Context, held: HeldRun, item: Item) -> None:
-    """An approval that asked for a grant ("1h", "exact") makes it, once per item."""
     decided = [
         e.payload
         for e in held.events
         if isinstance(e.payload, DecisionMade) and e.payload.item_id == item.id
     ]
-    if not decided or ctx.grants is None or item.tool is None:
-        return
-    decision = decided[-1]
-    choice = decision.decision.grant if isinstance(decision.decision, Approve) else None
-    if choice is None:
+    if decided and isinstance(decided[-1].decision, Approve) and decided[-1].decision.grant:
+        last = decided[-1]
+        choice = decided[-1].decision.grant
+        await _keep_grant(ctx, run.skill, item, choice, by=last.actor, via=last.channel)
+    text = outcome_text(item)
+    finished = NewEvent(RunFinished(status=RunStatus.DONE, result=text))
+    await store.finish_request(run.id, lease=held.lease, now=now, events=[finished], result=text)
+    await _run_ended(ctx, run.id)
+    return RunStatus.DONE
+
+
+async def _run_ended(ctx: Context, run_id: str) -> None:
+    if ctx.on_run_end is not None:
+        try:
+            await ctx.on_run_end(run_id)
+        except Exception:
+            log.warning("run %s: the end-of-run hook failed", run_id, exc_info=True)
+
+
+async def _keep_grant(
+    ctx: Context, skill: str, item: Item, choice: str, *, by: str, via: str
+) -> None:
+    """An approval that asked for a grant ("1h", "exact") makes it, once per item."""
+    if ctx.grants is None or item.tool is None:
         return
     grant = make_grant(
         choice,
         id=ctx.ids(),
-        skill=held.skill.name,
+        skill=skill,
         tool=item.tool,
         args=item.final_args or {},
-        run_id=held.run.id,
+        run_id=item.run_id,
         item_id=item.id,
-        granted_by=decision.actor,
-        granted_via=decision.channel,
+        granted_by=by,
+        granted_via=via,
         now=item.decided_at or ctx.clock(),
     )
     await ctx.grants.add(grant)

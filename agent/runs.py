@@ -1,25 +1,25 @@
 """Starting, following up, cancelling and killing runs: the engine's public entry points.
 
 Every trigger (CLI, API, web, Slack, email, schedule, webhook) ends here, and says who is
-asking (a `Principal`): whether they may is the policy's answer (`agent.policy.access`),
+asking (a `Principal`): whether they may is the policy's answer (`pizzabot.agent.policy.access`),
 asked here and audited when refused, not left to each channel to remember. These functions
 only write rows and wake a worker, or hand a new run straight to this process's worker
-(claimed in the transaction that creates it); the work happens in `agent.engine`.
+(claimed in the transaction that creates it); the work happens in `pizzabot.agent.engine`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from agent.context import Context
-from agent.errors import Conflict, InboxOnly, KillSwitchOn, NotAllowed
-from agent.events import RunStarted, UserMessage
-from agent.finish import finish_run
-from agent.model import NewEvent, Run, RunStatus
-from agent.policy.access import Verdict, audit_refusal
-from agent.policy.principal import Principal
-from agent.skills import inbox_only
-from agent.store import Handover, kill_reason
+from pizzabot.agent.context import Context
+from pizzabot.agent.errors import Conflict, InboxOnly, KillSwitchOn, NotAllowed
+from pizzabot.agent.events import NewEvent, RunStarted, UserMessage
+from pizzabot.agent.finish import finish_run
+from pizzabot.agent.model import Run, RunStatus
+from pizzabot.agent.policy.access import Verdict, audit_refusal
+from pizzabot.agent.policy.principal import Principal
+from pizzabot.agent.skills import inbox_only
+from pizzabot.agent.store import Handover, kill_reason
 
 
 class Runs:

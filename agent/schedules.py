@@ -1,8 +1,8 @@
 """Runs started by the clock and by webhooks, as the store keeps them: a schedule's record,
 each fire of it, and the signatures of webhooks already accepted.
 
-The scheduler and the webhook receiver (`channels.triggers`) program against these
-protocols; `store.triggers` implements them. Every "at most once" is the store's: one fire
+The scheduler and the webhook receiver (`pizzabot.channels.triggers`) program against these
+protocols; `pizzabot.store.triggers` implements them. Every "at most once" is the store's: one fire
 per (schedule, fire time), one accepted request per webhook signature, across restarts and
 across servers sharing the database.
 """

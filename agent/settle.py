@@ -2,20 +2,20 @@
 
 A pure function of the call's state (rebuilt from the event log), the skill and the tool,
 so the engine's loop only carries out what it says. The policy of the call comes from
-`agent.policy.rules.judge` (the tool's rules on the call's arguments, its policy, its
+`pizzabot.agent.policy.rules.judge` (the tool's rules on the call's arguments, its policy, its
 hints), and each outcome carries which rule decided, for the log and the card. Three ways:
 
 - `auto`: run it — unless a crash lost the result of a start: then it runs again only when
   the skill marks the tool idempotent, and otherwise the model is told the outcome is unknown;
 - `ask`: a person is asked (once per item), and the engine waits for the decision — unless
-  a grant covers the call (`agent.policy.grants`): then it runs, naming the grant. A call
+  a grant covers the call (`pizzabot.agent.policy.grants`): then it runs, naming the grant. A call
   that a grant let start and whose result a crash lost is asked about, not run again;
 - a decision (`apply_decision`): approve or edit runs the call with its final arguments,
   reject or expiry tells the model, and an approved call whose start lost its result is asked
   again, saying it may already have happened.
 
 Before any of this, the call's arguments are checked against the tool's input schema
-(`agent.argforms.validate_arguments`, as an edit is): arguments that do not fit are never
+(`pizzabot.agent.argforms.validate_arguments`, as an edit is): arguments that do not fit are never
 run, asked about or judged by a rule (a rule reads values of the types the schema says), and
 the model reads what is wrong as the call's result, to call it again.
 
@@ -25,20 +25,18 @@ edit whose arguments a rule denies (the inbox refuses such an edit; this holds e
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, assert_never
 
-from agent.argforms import validate_arguments
-from agent.conversation import CallState
-from agent.events import DecisionMade
-from agent.model import Approve, Edit, Expired, Reject, Risk
-from agent.policy.grants import Grant, covering, offered
-from agent.policy.rules import Ruling, judge
-from agent.skills import Skill
-from agent.step_up import step_up_for
-from agent.tools import ToolSpec
+from pizzabot.agent.argforms import validate_arguments
+from pizzabot.agent.conversation import CallState
+from pizzabot.agent.events import DecisionMade
+from pizzabot.agent.model import Approve, Edit, Expired, Reject, Risk
+from pizzabot.agent.policy.call_verdict import Granted, call_verdict, card_risk
+from pizzabot.agent.policy.grants import Grant
+from pizzabot.agent.policy.rules import Ruling, judge
+from pizzabot.agent.skills import Skill
+from pizzabot.agent.tools import ToolSpec
 
 __all__ = [
     "INTERRUPTED_ASK",
@@ -52,7 +50,6 @@ __all__ = [
     "StopRun",
     "TellModel",
     "apply_decision",
-    "card_risk",
     "plan",
 ]
 
@@ -124,15 +121,6 @@ class StopRun:
 Plan = TellModel | Execute | AskPerson | AwaitDecision | StopRun
 
 
-@dataclass(frozen=True)
-class Granted:
-    """The grants that may cover a call (`Grants.for_call`), for the run at the time."""
-
-    grants: Sequence[Grant]
-    run_id: str
-    now: datetime
-
-
 def plan(
     call: CallState, skill: Skill, tool: ToolSpec | None, granted: Granted | None = None
 ) -> Plan:
@@ -149,7 +137,8 @@ def plan(
             f"run: {said}. Call it again with arguments that fit",
             denied_by=f"the input schema of {qualified}",
         )
-    ruling = judge(skill, qualified, call.args, tool.hints)
+    verdict = call_verdict(skill, qualified, call.args, hints=tool.hints, granted=granted)
+    ruling = verdict.ruling
     match ruling.policy:
         case "deny":
             return _denied(ruling)
@@ -163,46 +152,14 @@ def plan(
             if call.started:
                 # A grant let it start, and a crash lost the result: a person looks.
                 return _ask_again(skill, tool, call)
-            if granted is not None and not call.item_ids:
-                grant = covering(
-                    granted.grants,
-                    skill=skill,
-                    tool=qualified,
-                    run_id=granted.run_id,
-                    args=call.args,
-                    now=granted.now,
-                )
-                if grant is not None:
-                    return Execute(call.args, grant=grant)
-            ask = AskPerson(risk=card_risk(skill, tool, ruling), rule=ruling.by_rule)
+            if verdict.grant is not None and not call.item_ids:
+                return Execute(call.args, grant=verdict.grant)
+            ask = AskPerson(risk=verdict.risk, rule=ruling.by_rule)
             if call.item_ids:
                 return AwaitDecision(call.item_ids[-1], ask)
             return ask
         case _:
             assert_never(ruling.policy)
-
-
-def card_risk(skill: Skill, tool: ToolSpec, ruling: Ruling) -> Risk:
-    """What the card says of the call: the skill's risk notes, else the tool's own hints;
-    and the rule that asked; how many people must approve, where more than one; whether a
-    passkey must confirm an approval (then no grant is offered)."""
-    risk = skill.rule(tool.qualified).risk
-    required = skill.approvals_required(tool.qualified)
-    hints = tool.hints.words() if tool.hints is not None and not risk.noted else ()
-    rule = ruling.by_rule
-    if rule is not None and ruling.reason:
-        rule = f"{rule}: {ruling.reason}"
-    step_up = step_up_for(skill, tool.qualified, ruling, risk)
-    return Risk(
-        impact=risk.impact,
-        reversible=risk.reversible,
-        scope=risk.scope,
-        hints=hints,
-        rule=rule,
-        grants=() if step_up else offered(skill, tool.qualified),
-        approvals_required=required if required > 1 else None,
-        step_up=step_up,
-    )
 
 
 def _denied(ruling: Ruling) -> TellModel:
@@ -237,4 +194,5 @@ def apply_decision(call: CallState, decided: DecisionMade, *, skill: Skill, tool
 def _ask_again(skill: Skill, tool: ToolSpec, call: CallState) -> AskPerson:
     """Ask again about an approved call whose start lost its result."""
     ruling = judge(skill, tool.qualified, call.args, tool.hints)
-    return AskPerson(again=True, risk=card_risk(skill, tool, ruling), rule=ruling.by_rule)
+    risk = card_risk(skill, tool.qualified, ruling, hints=tool.hints)
+    return AskPerson(again=True, risk=risk, rule=ruling.by_rule)

@@ -8,7 +8,7 @@ runs, and asks of each whether it is that program with at least those flags and 
 
 Reading a command line fully needs the shell itself (variables, aliases, `eval`, a script
 that writes a script), so this reading is sound in one direction only: where it cannot tell,
-it says "maybe", which a `deny` or `ask` rule counts as a match (`agent.policy.rules`), and a
+it says "maybe", which a `deny` or `ask` rule counts as a match (`pizzabot.agent.policy.rules`), and a
 `runs` condition cannot decide `auto` at all. What it reads:
 
 - the line is split with `shlex` (quotes and backslashes as the shell takes them) into simple

@@ -1,7 +1,7 @@
 """Step-up: an approval of a risky call counts only with a fresh passkey assertion for its card.
 
-A skill, a tool's entry or one of its rules says `step_up: passkey` (`agent.skills.step_up`);
-`step_up_for` reads which calls that covers, and the card records it (`Risk.step_up`, part of
+A skill, a tool's entry or one of its rules says `step_up: passkey`
+(`pizzabot.agent.skills.step_up`); `step_up_for` reads which calls that covers, and the card records it (`Risk.step_up`, part of
 the card's digest). `Inbox.decide` then refuses an approval or an edit of such an item unless
 it carries an `Assertion`: a WebAuthn assertion whose challenge was derived from the card's
 digest and a server nonce (`challenge_for`), made by a passkey of the same principal that
@@ -12,7 +12,7 @@ honoured (a reload that adds a step-up applies at once; one that removes it does
 from a card that showed it).
 
 A grant ("don't ask again") would let later calls skip the passkey, so a call that needs a
-step-up is offered none and covered by none (`agent.policy.grants`).
+step-up is offered none and covered by none (`pizzabot.agent.policy.grants`).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import hashlib
 from dataclasses import dataclass
 from typing import Protocol
 
-from agent.model import Item, ItemKind, Risk
-from agent.policy.principal import Principal
-from agent.policy.rules import Ruling, judge
-from agent.skills import Skill, StepUp, StepUpFor, ToolRule
+from pizzabot.agent.model import Item, ItemKind, Risk
+from pizzabot.agent.policy.principal import Principal
+from pizzabot.agent.policy.rules import Ruling, judge
+from pizzabot.agent.skills import Skill, StepUp, StepUpFor, ToolRule
 
 __all__ = [
     "Assertion",
@@ -96,7 +96,7 @@ class Assertion:
 
 
 class Confirmer(Protocol):
-    """Checks a step-up assertion (`agent.passkeys.Passkeys`)."""
+    """Checks a step-up assertion (`pizzabot.agent.passkeys.Passkeys`)."""
 
     async def confirm(self, item: Item, *, digest: str, by: Principal, assertion: Assertion) -> str:
         """The name of `by`'s passkey that confirmed the card whose digest is `digest`;

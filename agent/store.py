@@ -3,14 +3,14 @@
 Each part of the server names the roles it uses, and nothing more: the engine the whole
 `Store`; a channel a few readers (`RunReader`, `ItemReader`, `DeliveryReader`) and the
 `AuditTrail`; the outbox dispatcher the `Outbox`; the clock `ItemTimers`; the email channel
-its `MailLog`. `store.SqlStore` implements `Store` on SQLAlchemy (SQLite or PostgreSQL), and
+its `MailLog`. `pizzabot.store.SqlStore` implements `Store` on SQLAlchemy (SQLite or PostgreSQL), and
 the contract tests in `tests/test_store_contract.py` hold every backend to the same behaviour.
 Methods that change a run take its lease token: a worker that lost its lease cannot write
 (fencing).
 
     Store = RunStore + InboxItems + Outbox + AuditLog + Switches + RequestStore
     RunStore ⊃ RunReader · InboxItems ⊃ ItemReader · Outbox ⊃ DeliveryReader · AuditLog ⊃ AuditTrail
-    ItemTimers, MailLog: kept beside the store (`store.triggers`, `store.mail`)
+    ItemTimers, MailLog: kept beside the store (`pizzabot.store.triggers`, `pizzabot.store.mail`)
 """
 
 from __future__ import annotations
@@ -20,16 +20,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from agent.addresses import DeliveryRef
-from agent.model import (
+from pizzabot.agent.addresses import DeliveryRef
+from pizzabot.agent.events import Event, NewEvent
+from pizzabot.agent.model import (
     AuditEntry,
     Box,
     Decision,
     Delivery,
-    Event,
     Item,
     ItemStatus,
-    NewEvent,
     Run,
     RunStatus,
     Target,
@@ -62,9 +61,18 @@ class Take:
     claimed: ClaimedRun | None = None
 
 
+@dataclass(frozen=True)
+class RunEnd:
+    """A decision that ends its run in its own transaction: a request's run, which has
+    nothing left to do once decided, is DONE with `result`, its log closed by `event`."""
+
+    result: str
+    event: NewEvent
+
+
 class Handover(Protocol):
     """A worker in this process that takes runs the moment they become runnable, in the
-    transaction that makes them so (`agent.worker.Worker`)."""
+    transaction that makes them so (`pizzabot.agent.worker.Worker`)."""
 
     def offer(self) -> Take | None: ...
 
@@ -130,7 +138,7 @@ class RunStore(RunReader, Protocol):
         usage: Usage | None = None,
         killed_by: str | None = None,
     ) -> Run:
-        """Move a run through `agent.model.transition`; with `lease`, only while it is held."""
+        """Move a run through `pizzabot.agent.model.transition`; with `lease`, only while it is held."""
         ...
 
     async def finish_run(
@@ -255,12 +263,14 @@ class InboxItems(ItemReader, CardRefresh, Protocol):
         status: ItemStatus | None = None,
         take: Take | None = None,
         version: int | None = None,
+        ends: RunEnd | None = None,
     ) -> Item:
         """The first decision wins: a conditional update of a pending item (at `version`,
         when given). In the same transaction: the decision event on the run, the run
-        re-queued (or, given `take`, claimed by the worker that offered it), every sent
-        delivery marked for update, and an audit entry. Raise AlreadyDecided when the item
-        was decided, CardChanged when it is pending at another version."""
+        re-queued (or, given `take`, claimed by the worker that offered it; given `ends`
+        and a waiting run, ended DONE at once), every sent delivery marked for update, and
+        an audit entry. Raise AlreadyDecided when the item was decided, CardChanged when it
+        is pending at another version."""
         ...
 
     async def mark_read(self, item_id: str, *, now: datetime) -> Item: ...
@@ -282,7 +292,7 @@ class DeliveryReader(Protocol):
 
 
 class Outbox(DeliveryReader, Protocol):
-    """What the dispatcher (`agent.outbox`) does with deliveries."""
+    """What the dispatcher (`pizzabot.agent.outbox`) does with deliveries."""
 
     async def due_deliveries(
         self,
@@ -355,7 +365,7 @@ def kill_reason(kill: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class StoredRequest:
-    """A request from an agent Pizza Bot does not run (`agent.requests`): the run and item it
+    """A request from an agent Pizza Bot does not run (`pizzabot.agent.requests`): the run and item it
     is, who asked, and what makes a repeat recognisable (the key, the body's hash)."""
 
     id: str

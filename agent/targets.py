@@ -2,14 +2,14 @@
 
 One function for the engine's first delivery of an item and the clock's reminders and
 escalations, so the two never disagree about where an item goes. Where Web Push is on, an
-item also goes to the subscribed devices of whoever may see it (`channels.push` fans that
+item also goes to the subscribed devices of whoever may see it (`pizzabot.channels.push` fans that
 one target out per device).
 """
 
 from __future__ import annotations
 
-from agent.addresses import EmailTarget, PushTarget, SlackTarget, Target
-from agent.skills import Deliver, Skill
+from pizzabot.agent.addresses import EmailTarget, PushTarget, SlackTarget, Target
+from pizzabot.agent.skills import Deliver, Skill
 
 __all__ = ["deliver_targets", "targets_for"]
 

@@ -9,7 +9,7 @@ A loop looks at the pending action items whose tool rule (in the skill) has `tim
 - `remind_after`: the item is sent again to the same places, once.
 - `escalate_after`: the item is sent to `escalate_to`, once; those approvers may decide it.
 
-A request from an agent (`agent.requests`) may set its own `timeout`, which wins over its
+A request from an agent (`pizzabot.agent.requests`) may set its own `timeout`, which wins over its
 tool's; an expired request is never a halt (its run has nothing to stop).
 
 Ages come from the injected clock, so tests need not wait. Each act happens once however many
@@ -25,15 +25,15 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
-from agent.context import Context
-from agent.errors import AlreadyDecided
-from agent.events import Note, TimerRemark
-from agent.inbox import Inbox
-from agent.model import Box, Item, ItemKind, ItemStatus, NewEvent, Target
-from agent.skills import Skill, ToolRule
-from agent.store import ItemTimers
-from agent.targets import deliver_targets, targets_for
-from agent.tasks import stop_if_cancelled
+from pizzabot.agent.context import Context
+from pizzabot.agent.errors import AlreadyDecided
+from pizzabot.agent.events import NewEvent, Note, TimerRemark
+from pizzabot.agent.inbox import Inbox
+from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, Target
+from pizzabot.agent.skills import Skill, ToolRule
+from pizzabot.agent.store import ItemTimers
+from pizzabot.agent.targets import deliver_targets, targets_for
+from pizzabot.agent.tasks import stop_if_cancelled
 
 log = logging.getLogger(__name__)
 

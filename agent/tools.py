@@ -34,10 +34,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agent.errors import RunError
-from agent.policy.rules import ToolHints, check_paths
-from agent.questions import Answer, Question
-from agent.skills import HttpServer, Skill, SkillFileError, StdioServer
+from pizzabot.agent.errors import RunError
+from pizzabot.agent.policy.rules import ToolHints, check_paths
+from pizzabot.agent.questions import Answer, Question
+from pizzabot.agent.skills import HttpServer, Skill, SkillFileError, StdioServer
 
 if TYPE_CHECKING:  # the SDK takes seconds to import: load it on the first connection
     import mcp_types
@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 
 SEP = "__"
 
-#: How a call in flight asks a person (`agent.asking.Asker.ask`).
+#: How a call in flight asks a person (`pizzabot.agent.asking.Asker.ask`).
 AskFn = Callable[[Question], Awaitable[Answer]]
 
 # The call that is asking, inside the call's own task (the `input_required` path).

@@ -14,8 +14,8 @@ from datetime import datetime, timedelta
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, set_span_in_context
 
-from agent.events import DecisionMade, ModelCall, ToolResult, ToolStarted
-from agent.model import Event, EventKind, Run
+from pizzabot.agent.events import DecisionMade, Event, ModelCall, ToolResult, ToolStarted
+from pizzabot.agent.model import EventKind, Run
 
 
 def _ns(at: datetime) -> int:

@@ -19,11 +19,11 @@ import os
 import socket
 from typing import Any
 
-from agent.context import Context
-from agent.engine import Runner, cancel_in_flight
-from agent.model import RunStatus
-from agent.store import ClaimedRun, LeaseLost, Take
-from agent.tasks import stop_if_cancelled
+from pizzabot.agent.context import Context
+from pizzabot.agent.engine import Runner, cancel_in_flight
+from pizzabot.agent.model import RunStatus
+from pizzabot.agent.store import ClaimedRun, LeaseLost, Take
+from pizzabot.agent.tasks import stop_if_cancelled
 
 log = logging.getLogger(__name__)
 

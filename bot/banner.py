@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import uvicorn
 
-from bot.settings import Settings
+from pizzabot.bot.settings import Settings
 
 if TYPE_CHECKING:  # the start block is printed before the app's heavy imports are made
-    from bot.services import Services
+    from pizzabot.bot.services import Services
 
 #: Skill names the ready line lists before it says "and N more".
 MAX_NAMES = 8

@@ -19,23 +19,23 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from agent.bell import Bell
-from agent.channel import Channel
-from agent.context import Context, utcnow
-from agent.engine import Runner
-from agent.inbox import Inbox
-from agent.llm import ModelClient
-from agent.outbox import Dispatcher, Limits
-from agent.policy.access import Access
-from agent.policy.grants import Grants
-from agent.policy.quorum import Approvals
-from agent.redaction import Redactor
-from agent.runs import Runs
-from agent.skills import Budget, SkillBook
-from agent.step_up import Confirmer
-from agent.store import Store
-from agent.tools import ToolHub
-from agent.worker import Worker
+from pizzabot.agent.bell import Bell
+from pizzabot.agent.channel import Channel
+from pizzabot.agent.context import Context, utcnow
+from pizzabot.agent.engine import Runner
+from pizzabot.agent.inbox import Inbox
+from pizzabot.agent.llm import ModelClient
+from pizzabot.agent.outbox import Dispatcher, Limits
+from pizzabot.agent.policy.access import Access
+from pizzabot.agent.policy.grants import Grants
+from pizzabot.agent.policy.quorum import Approvals
+from pizzabot.agent.redaction import Redactor
+from pizzabot.agent.runs import Runs
+from pizzabot.agent.skills import Budget, SkillBook
+from pizzabot.agent.step_up import Confirmer
+from pizzabot.agent.store import Store
+from pizzabot.agent.tools import ToolHub
+from pizzabot.agent.worker import Worker
 
 __all__ = ["Core", "Mind", "Timing", "build", "ring"]
 

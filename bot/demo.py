@@ -13,8 +13,8 @@ import time
 import uuid
 from typing import Any
 
-from agent.llm import ModelReply, ToolCall
-from agent.skills import Skill
+from pizzabot.agent.llm import ModelReply, ToolCall
+from pizzabot.agent.skills import Skill
 
 MODEL = "pizzabot/demo"
 

@@ -5,7 +5,7 @@ uvicorn closes idle kept-alive connections, but has no time limit for a request'
 client that opens a connection and sends half a request line keeps it (and a slot) forever.
 `HeaderTimeoutProtocol` closes a connection that has not finished a request's headers within
 `header_timeout` seconds of opening or of its last response; a body that is slow to arrive is
-`channels.http.guard.BodyLimit`'s job. `max_connections` caps connections and requests in flight
+`pizzabot.channels.http.guard.BodyLimit`'s job. `max_connections` caps connections and requests in flight
 (more get 503), and forwarded headers (`X-Forwarded-For`, `-Proto`) count only from the
 addresses in `trusted_proxies` — by default from none, since anyone can set them.
 """

@@ -1,6 +1,6 @@
 """Logging setup: plain or JSON lines, and a filter that keeps secrets out of every record.
 
-The filter is the same :class:`agent.redaction.Redactor` that cleans what runs store, given the
+The filter is the same :class:`pizzabot.agent.redaction.Redactor` that cleans what runs store, given the
 server's own secret values (the API token, every secret setting) besides the shapes of
 well-known keys: a library that logs a request or an error with a password in it gets
 `[redacted]` there, in the message and in a traceback alike."""
@@ -12,8 +12,8 @@ import logging
 import re
 from typing import Any
 
-from agent.redaction import Redactor
-from bot.settings import Settings
+from pizzabot.agent.redaction import Redactor
+from pizzabot.bot.settings import Settings
 
 _shapes = Redactor()
 # Logs are read by more people than runs are: take any Slack-token-like or key=value secret,
@@ -79,6 +79,6 @@ def setup_logging(settings: Settings, *, token: str | None = None) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level.upper())
-    # Alembic tells every step of a migration at INFO; `store.migrate` sums it up in one line.
+    # Alembic tells every step of a migration at INFO; `pizzabot.store.migrate` sums it up in one line.
     for noisy in ("LiteLLM", "httpx", "mcp", "aiosqlite", "apscheduler", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

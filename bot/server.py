@@ -2,8 +2,8 @@
 settings, and serve them as one FastAPI app.
 
 `build` is the one place that reads the settings into parts; the engine's own wiring is
-`bot.core.build`, which the worker process and the tests' harnesses use too. Each part gets
-its collaborators when it is made, and each capability's module (`bot.wire_*`) makes its
+`pizzabot.bot.core.build`, which the worker process and the tests' harnesses use too. Each part gets
+its collaborators when it is made, and each capability's module (`pizzabot.bot.wire_*`) makes its
 parts and starts its loops when asked; none of them imports this module back.
 
 Nothing slow happens at import or before `/healthz` answers: the model libraries (the OpenAI
@@ -19,49 +19,56 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from agent.channel import Channel
-from agent.context import utcnow
-from agent.llm import LiteLLMClient, ModelRouter, freeze_after_import
-from agent.llm_openai import OpenAIClient
-from agent.outbox import Limits
-from agent.policy import Access, Principal
-from agent.policy.tokens import TokenDesk, principal_for
-from agent.redaction import Redactor
-from agent.skills import HttpServer, LoadReport, Reload, Skill, SkillBook, StdioServer, load_skills
-from agent.tools import ToolHub
-from agent.worker import Worker
-from bot import (
+from pizzabot.agent.context import utcnow
+from pizzabot.agent.llm import LiteLLMClient, ModelRouter, freeze_after_import
+from pizzabot.agent.llm_openai import OpenAIClient
+from pizzabot.agent.outbox import Limits
+from pizzabot.agent.policy import Access, Principal
+from pizzabot.agent.policy.tokens import TokenDesk, principal_for
+from pizzabot.agent.redaction import Redactor
+from pizzabot.agent.skills import (
+    HttpServer,
+    LoadReport,
+    Reload,
+    Skill,
+    SkillBook,
+    StdioServer,
+    load_skills,
+)
+from pizzabot.agent.tools import ToolHub
+from pizzabot.agent.worker import Worker
+from pizzabot.bot import (
     demo,
     tracing,
     wire_digest,
     wire_email,
     wire_http,
-    wire_phone,
     wire_slack,
     wire_triggers,
     wire_web,
 )
-from bot.core import Core, Mind, Timing
-from bot.core import build as build_core
-from bot.mcp_server import http as mcp_http
-from bot.services import EmailParts, Services, SlackParts
-from bot.settings import Settings, environment, private_folder
-from bot.skill_reload import SkillFiles
-from store.approvals import SqlApprovals
-from store.grants import SqlGrants
-from store.migrate import upgrade
-from store.sql import SqlStore, connect
-from store.tokens import SqlTokens
+from pizzabot.bot.core import Core, Mind, Timing
+from pizzabot.bot.core import build as build_core
+from pizzabot.bot.outlets import outlets
+from pizzabot.bot.services import EmailParts, Services, SlackParts
+from pizzabot.bot.settings import Settings, environment, private_folder
+from pizzabot.bot.skill_reload import SkillFiles
+from pizzabot.channels.mcp import http as mcp_http
+from pizzabot.store.approvals import SqlApprovals
+from pizzabot.store.grants import SqlGrants
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.sql import SqlStore, connect
+from pizzabot.store.tokens import SqlTokens
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
-    from channels.slack import SlackChannel
+    from pizzabot.channels.slack import SlackChannel
 
 log = logging.getLogger("pizzabot")
 
@@ -70,7 +77,7 @@ def folder_servers(skill: Skill) -> dict[str, StdioServer | HttpServer]:
     """A skill with granted folders gets the built-in `files` server for exactly those."""
     if not skill.folders:
         return {}
-    from bot.files_server import launch_args
+    from pizzabot.tools.files import launch_args
 
     return {"files": StdioServer(command="python", args=launch_args(skill.folders))}
 
@@ -116,42 +123,26 @@ async def _assemble(
     redactor = Redactor.of(token, *settings.secret_values())
     tools = ToolHub(env=env, call_timeout=settings.tool_timeout, extra_servers=folder_servers)
     tracer = tracing.exporter(env) if settings.otel else None
-    slack = wire_slack.outlet(settings, store=store) if serving else None
-    mail = (
-        wire_email.outlet(settings, store=store, access=access, clock=utcnow) if serving else None
-    )
+    out = outlets(settings, store, access, files.book, serving)
     home_bell = asyncio.Event()  # Slack's Home tabs are republished whenever the outbox wakes
-    outlets: list[Channel] = [c for c in (slack, mail.channel if mail else None) if c is not None]
-    phone = wire_phone.build(settings, store=store, access=access)
-    if serving and phone.channel is not None:
-        outlets.append(phone.channel)
-    # Items are addressed to the channels people are on; requests' callbacks are their own.
-    addressed = frozenset(c.name for c in outlets) if serving else reach(settings)
-    if serving:
-        outlets.append(_callbacks(settings, store, files.book))
     mind = _mind(settings, env=env, redactor=redactor, tools=tools)
     core = build_core(
         store=store,
         skills=files.book,
-        channels={c.name: c for c in outlets},
-        reach=addressed,
+        channels={c.name: c for c in out.channels},
+        reach=out.addressed,
         mind=mind,
         with_worker=settings.worker if with_worker is None else with_worker,
-        outbox_listeners=(home_bell,) if slack is not None else (),
-        clock=utcnow,
-        base_url=settings.base_url,
-        redactor=redactor,
+        outbox_listeners=(home_bell,) if out.slack is not None else (),
         on_run_end=tracing.run_end_hook(store, tracer) if tracer is not None else None,
-        timing=_timing(settings),
-        grants=SqlGrants(store.db),
-        approvals=SqlApprovals(store.db),
+        **_engine_settings(settings, store, redactor),
         access=access,
-        step_up=phone.deps.passkeys,
+        step_up=out.phone.deps.passkeys,
     )
     await _audit_skills(store, files.report, now=utcnow())
     if not store.is_postgres and core.worker is not None:
         await store.release_leases(now=utcnow())
-    tokens = SqlTokens(store.db)
+    tokens, token_desk = _tokens(store, access, core)
     svc = Services(
         settings=settings,
         token=token,
@@ -159,22 +150,50 @@ async def _assemble(
         core=core,
         access=access,
         tokens=tokens,
-        token_desk=TokenDesk(
-            tokens=tokens, access=access, trail=store, clock=utcnow, ids=core.ctx.ids
-        ),
+        token_desk=token_desk,
         tools=tools,
         skill_files=files,
         schema_change=schema_change,
-        slack=_slack(settings, slack, core=core, store=store, access=access, bell=home_bell),
-        email=_email(settings, mail, core=core, store=store, access=access),
+        slack=_slack(settings, out.slack, core=core, store=store, access=access, bell=home_bell),
+        email=_email(settings, out.mail, core=core, store=store, access=access),
         triggers=wire_triggers.build(settings, store=store, core=core) if serving else None,
-        phone=phone.deps,
+        phone=out.phone.deps,
     )
     if tracer is not None:
         svc.closers.append(_flusher(tracer))
     if isinstance(mind.model, ModelRouter):
         svc.closers.append(mind.model.aclose)
     return svc
+
+
+class EngineParts(TypedDict):
+    """The engine's parts that come from the settings and the store."""
+
+    clock: Callable[[], datetime]
+    base_url: str
+    redactor: Redactor
+    timing: Timing
+    grants: SqlGrants
+    approvals: SqlApprovals
+
+
+def _engine_settings(settings: Settings, store: SqlStore, redactor: Redactor) -> EngineParts:
+    """What the engine is handed from the settings and the store, whatever the channels."""
+    return EngineParts(
+        clock=utcnow,
+        base_url=settings.base_url,
+        redactor=redactor,
+        timing=_timing(settings),
+        grants=SqlGrants(store.db),
+        approvals=SqlApprovals(store.db),
+    )
+
+
+def _tokens(store: SqlStore, access: Access, core: Core) -> tuple[SqlTokens, TokenDesk]:
+    """Named tokens: kept in the store, made and revoked by admins through the desk."""
+    tokens = SqlTokens(store.db)
+    desk = TokenDesk(tokens=tokens, access=access, trail=store, clock=utcnow, ids=core.ctx.ids)
+    return tokens, desk
 
 
 def _slack(
@@ -204,27 +223,6 @@ def _email(
     if outlet is None:
         return None
     return wire_email.build(settings, outlet=outlet, core=core, store=store, access=access)
-
-
-def _callbacks(settings: Settings, store: SqlStore, skills: SkillBook) -> Channel:
-    """Requests' callbacks, signed with the secret their skill's `callback_secret_env` names."""
-    from channels.callback import CallbackChannel
-
-    def secret_for(skill: str) -> str | None:
-        env = skills.get(skill).callback_secret_env if skill in skills else None
-        return environment().get(env) if env else None
-
-    return CallbackChannel(store=store, secret_for=secret_for, base_url=settings.base_url)
-
-
-def reach(settings: Settings) -> frozenset[str]:
-    """The channels servers with these settings deliver on."""
-    on = {
-        "slack": wire_slack.reaches(settings),
-        "email": wire_email.enabled(settings),
-        "push": wire_phone.reaches(settings),
-    }
-    return frozenset(name for name, yes in on.items() if yes)
 
 
 async def _open_store(settings: Settings) -> tuple[SqlStore, str | None]:
@@ -302,6 +300,7 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
         app.state.services = svc
         app.state.api = wire_http.deps(svc)
         app.state.hooks = wire_triggers.hook_deps(settings, svc)
+        app.state.mcp = mcp_http.McpDeps(requests=svc.requests, spawn=svc.spawn)
         try:
             await start(svc)
             yield
@@ -325,7 +324,15 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
     wire_slack.install(app, settings)
     wire_email.install(app, settings)
     wire_triggers.install(app)
-    mcp_http.install(app, settings)
+    mcp_http.install(
+        app,
+        mcp_http.McpConfig(
+            skill=settings.mcp_skill,
+            host=settings.host,
+            public_url=settings.public_url or "",
+            max_body_bytes=settings.max_body_bytes,
+        ),
+    )
     guard(app, settings, token=token)
     return app
 
@@ -352,7 +359,7 @@ async def start(svc: Services) -> None:
 def guard(app: FastAPI, settings: Settings, *, token: str) -> None:
     """Checks that come before any route reads the body (see channels.http.guard); the last one
     added runs first: the token, then the size and time limits, then Slack's signature."""
-    from channels.http.guard import BodyLimit, Limits, SlackSignatureGate, TokenGate
+    from pizzabot.channels.http.guard import BodyLimit, Limits, SlackSignatureGate, TokenGate
 
     secret = settings.slack_signing_secret
     if settings.slack_mode == "http" and secret is not None and secret.get_secret_value():
@@ -403,7 +410,7 @@ def start_worker(svc: Services, worker: Worker) -> None:
 def listen_for_decisions(svc: Services, worker: Worker | None) -> None:
     """With PostgreSQL, another process's decision (a re-queued run) is announced on the
     runs channel: wake the worker and everyone waiting on an answer here."""
-    from store.pg import RunListener
+    from pizzabot.store.pg import RunListener
 
     bell = svc.ctx.decisions
 

@@ -1,8 +1,8 @@
-"""The running server's parts, as `bot.server.build` made them: what the routes, the CLI's
+"""The running server's parts, as `pizzabot.bot.server.build` made them: what the routes, the CLI's
 `worker` and the lifespan use, each under its own typed name.
 
 The parts of one capability (Slack, email, the triggers) are grouped, and a group is None
-when the settings leave it off. The wiring modules (`bot.wire_*`) make the groups and import
+when the settings leave it off. The wiring modules (`pizzabot.bot.wire_*`) make the groups and import
 this module for their shapes; this module imports none of them.
 """
 
@@ -13,32 +13,32 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agent.context import Context
-from agent.engine import Runner
-from agent.inbox import Inbox
-from agent.outbox import Dispatcher
-from agent.policy import Access
-from agent.policy.tokens import TokenDesk
-from agent.requests import Requests
-from agent.runs import Runs
-from agent.tools import ToolHub
-from agent.worker import Worker
-from bot.core import Core
-from bot.settings import Settings
-from bot.skill_reload import SkillFiles
-from store.sql import SqlStore
-from store.tokens import SqlTokens
+from pizzabot.agent.context import Context
+from pizzabot.agent.engine import Runner
+from pizzabot.agent.inbox import Inbox
+from pizzabot.agent.outbox import Dispatcher
+from pizzabot.agent.policy import Access
+from pizzabot.agent.policy.tokens import TokenDesk
+from pizzabot.agent.requests import Requests
+from pizzabot.agent.runs import Runs
+from pizzabot.agent.tools import ToolHub
+from pizzabot.agent.worker import Worker
+from pizzabot.bot.core import Core
+from pizzabot.bot.settings import Settings
+from pizzabot.bot.skill_reload import SkillFiles
+from pizzabot.store.sql import SqlStore
+from pizzabot.store.tokens import SqlTokens
 
 if TYPE_CHECKING:
     from slack_bolt.adapter.fastapi.async_handler import AsyncSlackRequestHandler
     from slack_bolt.app.async_app import AsyncApp
 
-    from agent.timers import Timers
-    from channels.email import EmailChannel, ImapReceiver, LinkDesk
-    from channels.slack import HomeTabs, SlackChannel
-    from channels.triggers.scheduler import Scheduler
-    from channels.web.phone import PhoneDeps
-    from store.pg import Leadership
+    from pizzabot.agent.timers import Timers
+    from pizzabot.channels.email import EmailChannel, ImapReceiver, LinkDesk
+    from pizzabot.channels.slack import HomeTabs, SlackChannel
+    from pizzabot.channels.triggers.scheduler import Scheduler
+    from pizzabot.channels.web.phone import PhoneDeps
+    from pizzabot.store.pg import Leadership
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class Services:
     settings: Settings
     token: str
     store: SqlStore
-    #: The engine's parts (context, runs, inbox, engine, worker, outbox), as `bot.core` wires them.
+    #: The engine's parts (context, runs, inbox, engine, worker, outbox), as `pizzabot.bot.core` wires them.
     core: Core
     #: Who may do what (decide, start, follow up, revoke, manage tokens): one for every channel.
     access: Access
@@ -89,7 +89,7 @@ class Services:
     email: EmailParts | None = None
     #: Schedules and approval timers; None in a process that only steps runs.
     triggers: TriggerParts | None = None
-    #: Push subscriptions and passkeys, as the web page uses them (`bot.wire_phone`).
+    #: Push subscriptions and passkeys, as the web page uses them (`pizzabot.bot.wire_phone`).
     phone: PhoneDeps | None = None
     #: Long-lived tasks (receivers, loops) cancelled at shutdown.
     background: list[asyncio.Task[Any]] = field(default_factory=list)
@@ -133,7 +133,7 @@ class Services:
         """Run `work()` in exactly one process of all that share the database (the outbox, the
         scheduler, mail and Slack receivers). On SQLite there is one process: it runs here."""
         if self.store.is_postgres:
-            from store.pg import Leadership
+            from pizzabot.store.pg import Leadership
 
             leader = Leadership(self.store.engine, name, work)
             self.leaders[name] = leader

@@ -1,6 +1,6 @@
 """Settings: the one place Pizza Bot reads its environment (prefix `PIZZABOT_`).
 
-Every other package takes what it needs as keyword arguments from `bot.server`.
+Every other package takes what it needs as keyword arguments from `pizzabot.bot.server`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from agent.skills import Budget, DailyBudget
+from pizzabot.agent.skills import Budget, DailyBudget
 
 DEFAULT_SKILLS = Path(__file__).resolve().parent.parent / "manifests" / "skills"
 

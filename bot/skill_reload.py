@@ -7,7 +7,7 @@ again; `POST /api/skills/reload` (`pizzabot skills --reload`) does it at once. P
 handful of small files costs nothing and works the same on bind mounts and network folders,
 where file-system events are unreliable.
 
-What a reload changes (see `agent.skills.SkillBook.update`): new runs get the new version;
+What a reload changes (see `pizzabot.agent.skills.SkillBook.update`): new runs get the new version;
 runs already started keep the version they started with; a refused file leaves its skill's
 last good version running. Hooks are looked up per request, so they follow at once; skill
 schedules are synced right after the reload. Every reload that changed something is written
@@ -23,8 +23,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agent.skills import LoadReport, Reload, SkillBook, load_skills
-from store.sql import SqlStore
+from pizzabot.agent.skills import LoadReport, Reload, SkillBook, load_skills
+from pizzabot.store.sql import SqlStore
 
 log = logging.getLogger("pizzabot")
 

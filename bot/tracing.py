@@ -10,8 +10,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
-from agent.store import Store
-from agent.tracing import export_run
+from pizzabot.agent.store import Store
+from pizzabot.agent.tracing import export_run
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Plugs the daily digest (`agent.digest`) into the server: Slack direct messages and mails
+"""Plugs the daily digest (`pizzabot.agent.digest`) into the server: Slack direct messages and mails
 through the channels the settings turn on, the server's default time (`PIZZABOT_DIGEST_AT`,
 `PIZZABOT_DIGEST_TIMEZONE`), and a loop that one leader among the servers runs. Each digest
 is also recorded by a row before it is sent, so a hand-over of the leadership cannot send
@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from agent.digest import Digests, DigestSender
-from agent.skills import DigestAt
-from agent.tasks import stop_if_cancelled
-from bot.services import Services
-from store.mail import SqlMailLog
+from pizzabot.agent.digest import Digests, DigestSender
+from pizzabot.agent.skills import DigestAt
+from pizzabot.agent.tasks import stop_if_cancelled
+from pizzabot.bot.services import Services
+from pizzabot.store.mail import SqlMailLog
 
 log = logging.getLogger(__name__)
 
@@ -23,11 +23,11 @@ def build(svc: Services) -> Digests | None:
     """The digests of this server, or None when no channel can carry them."""
     senders: dict[str, DigestSender] = {}
     if svc.slack is not None:
-        from channels.slack.digest import SlackDigest
+        from pizzabot.channels.slack.digest import SlackDigest
 
         senders["slack"] = SlackDigest(client=svc.slack.channel.client)
     if svc.email is not None:
-        from channels.email.digest import EmailDigest
+        from pizzabot.channels.email.digest import EmailDigest
 
         channel = svc.email.channel
         senders["email"] = EmailDigest(mailer=channel.mailer, identity=channel.identity)

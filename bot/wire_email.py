@@ -30,16 +30,16 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
 
-from agent.policy import Access
-from bot.core import Core
-from bot.services import EmailParts, Services
-from bot.settings import Settings
-from store.sql import SqlStore
+from pizzabot.agent.policy import Access
+from pizzabot.bot.core import Core
+from pizzabot.bot.services import EmailParts, Services
+from pizzabot.bot.settings import Settings
+from pizzabot.store.sql import SqlStore
 
 if TYPE_CHECKING:
     # Imported when email is on (see `outlet`, `install`): a server without it never loads
     # the mail stack (IMAP, OAuth, MIME parsing).
-    from channels.email import (
+    from pizzabot.channels.email import (
         EmailChannel,
         ImapReceiver,
         InboundConfig,
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
         MailKey,
         SmtpMailer,
     )
-    from channels.email.oauth import OAuthTokens
+    from pizzabot.channels.email.oauth import OAuthTokens
 
 log = logging.getLogger("pizzabot.email")
 
@@ -65,7 +65,7 @@ def _desk(request: Request) -> LinkDesk | None:
 def install(app: FastAPI, settings: Settings) -> None:
     # Without a public URL no mail carries a link, so no route takes one either.
     if enabled(settings) and settings.public_url:
-        from channels.email import links_router
+        from pizzabot.channels.email import links_router
 
         app.include_router(links_router(_desk))
 
@@ -90,7 +90,7 @@ def _key_file(path: Path) -> str:
 
 
 def mail_key(settings: Settings) -> MailKey:
-    from channels.email import MailKey
+    from pizzabot.channels.email import MailKey
 
     """The key that signs decision links and reply tokens; it never leaves the server."""
     if settings.email_key is not None:
@@ -140,7 +140,7 @@ def oauth_tokens(settings: Settings) -> OAuthTokens | None:
     s = settings
     if "xoauth2" not in (s.imap_auth, s.smtp_auth):
         return None
-    from channels.email.oauth import OAuthConfig, OAuthTokens, provider_defaults
+    from pizzabot.channels.email.oauth import OAuthConfig, OAuthTokens, provider_defaults
 
     if s.oauth_provider is None:
         raise ValueError("XOAUTH2 needs PIZZABOT_OAUTH_PROVIDER (google, microsoft or custom)")
@@ -179,7 +179,7 @@ def _secret(value: object) -> str | None:
 
 
 def _mailer(s: Settings, tokens: OAuthTokens | None) -> SmtpMailer:
-    from channels.email import SmtpConfig, SmtpMailer
+    from pizzabot.channels.email import SmtpConfig, SmtpMailer
 
     smtp_oauth = s.smtp_auth == "xoauth2"
     assert s.smtp_host is not None  # `start` checked it
@@ -207,7 +207,7 @@ def _warn_undecidable(svc: Services) -> None:
 
 
 def _inbound(s: Settings) -> InboundConfig:
-    from channels.email import InboundConfig, MailTrust
+    from pizzabot.channels.email import InboundConfig, MailTrust
 
     return InboundConfig(
         default_skill=s.email_default_skill,
@@ -238,7 +238,7 @@ def trust_warning(settings: Settings) -> str | None:
 
 
 def _receiver(s: Settings, handler: MailHandler, tokens: OAuthTokens | None) -> ImapReceiver:
-    from channels.email import ImapConfig, ImapReceiver
+    from pizzabot.channels.email import ImapConfig, ImapReceiver
 
     assert s.imap_host is not None and s.email_from is not None  # `start` checked both
     return ImapReceiver(
@@ -277,7 +277,7 @@ def outlet(
     s = settings
     if not enabled(s) or s.email_from is None or s.smtp_host is None:
         return None
-    from channels.email import EmailChannel, MailIdentity
+    from pizzabot.channels.email import EmailChannel, MailIdentity
 
     identity = MailIdentity(
         address=s.email_from.strip().lower(),
@@ -303,8 +303,8 @@ def build(
 ) -> EmailParts:
     """What reads mail: the decision links' desk (with a public URL) and the mailbox
     watcher (with an IMAP host), both answering through the channel."""
-    from channels.email import LinkDesk, MailHandler
-    from store.mail import SqlMailLog
+    from pizzabot.channels.email import LinkDesk, MailHandler
+    from pizzabot.store.mail import SqlMailLog
 
     s, channel, clock = settings, outlet.channel, core.ctx.clock
     mail_log = SqlMailLog(store)

@@ -7,9 +7,9 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from bot.services import Services
-from bot.settings import environment
-from channels import http
+from pizzabot.bot.services import Services
+from pizzabot.bot.settings import environment
+from pizzabot.channels import http
 
 
 def install(app: FastAPI) -> None:

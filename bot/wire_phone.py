@@ -7,8 +7,8 @@
 - **Passkeys** need a host name the browser can bind them to: the public URL's
   (`PIZZABOT_PUBLIC_URL`), or `localhost` for a server on this computer (then the page must
   be opened as http://localhost:PORT). A public URL on a bare IP address has none. The
-  passkey ceremonies also check step-up approvals (`agent.step_up`), so they are handed to
-  the engine's context.
+  passkey ceremonies also check step-up approvals (`pizzabot.agent.step_up`), so they are
+  handed to the engine's context.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ import ipaddress
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from agent.passkeys import Passkeys
-from agent.policy.access import Access
-from bot.settings import Settings
-from channels.push import KEY_FILE, PushChannel, VapidKey
-from channels.web.phone import PhoneDeps
-from store.phone import SqlPasskeys, SqlSubscriptions
-from store.sql import SqlStore
-from store.tokens import SqlTokens
+from pizzabot.agent.passkeys import Passkeys
+from pizzabot.agent.policy.access import Access
+from pizzabot.bot.settings import Settings
+from pizzabot.channels.push import KEY_FILE, PushChannel, VapidKey
+from pizzabot.channels.web.phone import PhoneDeps
+from pizzabot.store.phone import SqlPasskeys, SqlSubscriptions
+from pizzabot.store.sql import SqlStore
+from pizzabot.store.tokens import SqlTokens
 
 __all__ = ["Phone", "build", "reaches", "relying_party"]
 

@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
-from agent.policy import Access
-from bot.core import Core
-from bot.services import Services, SlackParts
-from bot.settings import Settings
-from store.sql import SqlStore
+from pizzabot.agent.policy import Access
+from pizzabot.bot.core import Core
+from pizzabot.bot.services import Services, SlackParts
+from pizzabot.bot.settings import Settings
+from pizzabot.store.sql import SqlStore
 
 if TYPE_CHECKING:
     from slack_bolt.app.async_app import AsyncApp
 
-    from channels.slack import SlackChannel
+    from pizzabot.channels.slack import SlackChannel
 
 log = logging.getLogger("pizzabot.slack")
 
@@ -62,7 +62,7 @@ def outlet(settings: Settings, *, store: SqlStore) -> SlackChannel | None:
         return None
     from slack_sdk.web.async_client import AsyncWebClient
 
-    from channels.slack import SlackChannel
+    from pizzabot.channels.slack import SlackChannel
 
     token = _secret(settings.slack_bot_token)
     client = (
@@ -90,7 +90,7 @@ def build(
     """What answers Slack: the listeners, the Home tabs (republished when `bell` rings: it is
     rung with the outbox, as whatever wakes the outbox changed someone's items) and, in HTTP
     mode, the handler of `POST /slack/events`."""
-    from channels.slack import HomeTabs, SlackInbound, build_app
+    from pizzabot.channels.slack import HomeTabs, SlackInbound, build_app
 
     inbound = SlackInbound(
         inbox=core.inbox,

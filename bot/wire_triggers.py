@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from agent.timers import Timers
-from bot.core import Core
-from bot.services import Services, TriggerParts
-from bot.settings import Settings, environment
-from channels.triggers import hooks
-from channels.triggers.scheduler import Scheduler
-from store.sql import SqlStore
-from store.triggers import TriggerStore
+from pizzabot.agent.timers import Timers
+from pizzabot.bot.core import Core
+from pizzabot.bot.services import Services, TriggerParts
+from pizzabot.bot.settings import Settings, environment
+from pizzabot.channels.triggers import hooks
+from pizzabot.channels.triggers.scheduler import Scheduler
+from pizzabot.store.sql import SqlStore
+from pizzabot.store.triggers import TriggerStore
 
 
 def install(app: FastAPI) -> None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from fastapi import FastAPI, Request
 
-from bot.services import Services
-from bot.settings import Settings
-from channels.web import WebDeps, WebSite
-from channels.web import install as install_web
-from store.web_sessions import SqlSessionEnds
+from pizzabot.bot.services import Services
+from pizzabot.bot.settings import Settings
+from pizzabot.channels.web import WebDeps, WebSite
+from pizzabot.channels.web import install as install_web
+from pizzabot.store.web_sessions import SqlSessionEnds
 
 
 def _deps(request: Request) -> WebDeps:

@@ -1,9 +1,9 @@
 """Persistence for the engine: SQLAlchemy tables, the `SqlStore`, and Alembic migrations.
 
 SQLite (embedded, the default) and PostgreSQL (to scale out) run the same code; the store
-contract tests hold both to the behaviour `agent.store.Store` promises.
+contract tests hold both to the behaviour `pizzabot.agent.store.Store` promises.
 """
 
-from store.sql import SqlStore, connect
+from pizzabot.store.sql import SqlStore, connect
 
 __all__ = ["SqlStore", "connect"]

@@ -4,7 +4,7 @@ Each counted approval is one transaction: the item locked (a pending one only), 
 checked against the current count, the row written with its audit entry (`approval`), the
 item's card (`Risk.approved`) showing the new count, and its sent copies marked for update,
 so Slack, email and the web page show who has approved. An edit also replaces the item's
-arguments and starts the next count. Implements `agent.policy.quorum.Approvals`, through
+arguments and starts the next count. Implements `pizzabot.agent.policy.quorum.Approvals`, through
 the run store's `Database`.
 """
 
@@ -16,14 +16,14 @@ from typing import Any, cast
 from sqlalchemy import Connection, Table, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from agent.errors import AlreadyApproved, AlreadyDecided, CardChanged, NotFound
-from agent.model import ItemStatus, Risk
-from agent.policy.quorum import Approval, Count
-from store.audit import insert_audit
-from store.database import Database
-from store.inbox import ITEMS, item_of
-from store.outbox import copies_need_update
-from store.tables_approvals import ItemApprovalRow
+from pizzabot.agent.errors import AlreadyApproved, AlreadyDecided, CardChanged, NotFound
+from pizzabot.agent.model import ItemStatus, Risk
+from pizzabot.agent.policy.quorum import Approval, Count
+from pizzabot.store.audit import insert_audit
+from pizzabot.store.database import Database
+from pizzabot.store.inbox import ITEMS, item_of
+from pizzabot.store.outbox import copies_need_update
+from pizzabot.store.tables_approvals import ItemApprovalRow
 
 APPROVALS = cast(Table, ItemApprovalRow.__table__)
 

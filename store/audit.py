@@ -2,7 +2,7 @@
 
 Writes that are audited as part of a larger change (a decision) call `insert_audit` in that
 change's transaction; everything else writes one entry on its own. Implements
-`agent.store.AuditLog`.
+`pizzabot.agent.store.AuditLog`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any, cast
 
 from sqlalchemy import Connection, Table, insert, select
 
-from agent.model import AuditEntry
-from store.database import Database
-from store.tables import AuditRow
+from pizzabot.agent.model import AuditEntry
+from pizzabot.store.database import Database
+from pizzabot.store.tables import AuditRow
 
 AUDIT = cast(Table, AuditRow.__table__)
 

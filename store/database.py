@@ -36,8 +36,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
-from store.pg import RUNS_CHANNEL
-from store.quiet_checkpoint import WAL_AUTOCHECKPOINT_PAGES, QuietCheckpointer
+from pizzabot.store.pg import RUNS_CHANNEL
+from pizzabot.store.quiet_checkpoint import WAL_AUTOCHECKPOINT_PAGES, QuietCheckpointer
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

@@ -33,11 +33,11 @@ from sqlalchemy import (
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import ARRAY
 
-from agent.errors import NotFound
-from agent.events import load_event
-from agent.model import EVENT_SCHEMA_VERSION, Event, NewEvent, Run, RunStatus, Usage
-from agent.store import LeaseLost
-from store.tables import EventRow, RunRow, UtcDateTime
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.events import Event, NewEvent, load_event
+from pizzabot.agent.model import EVENT_SCHEMA_VERSION, Run, RunStatus, Usage
+from pizzabot.agent.store import LeaseLost
+from pizzabot.store.tables import EventRow, RunRow, UtcDateTime
 
 RUNS = cast(Table, RunRow.__table__)
 EVENTS = cast(Table, EventRow.__table__)

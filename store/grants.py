@@ -2,7 +2,7 @@
 
 Every change is one transaction with its audit entry ("grant created", "grant used",
 "grant revoked"), so the trail says exactly what the table does. Implements
-`agent.policy.grants.Grants`, through the run store's `Database`.
+`pizzabot.agent.policy.grants.Grants`, through the run store's `Database`.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from typing import Any, cast
 
 from sqlalchemy import Connection, Table, and_, or_, select, update
 
-from agent.errors import NotFound
-from agent.model import TERMINAL
-from agent.policy.grants import Grant
-from store.audit import insert_audit
-from store.database import Database
-from store.tables import RunRow
-from store.tables_grants import GrantRow
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.model import TERMINAL
+from pizzabot.agent.policy.grants import Grant
+from pizzabot.store.audit import insert_audit
+from pizzabot.store.database import Database
+from pizzabot.store.tables import RunRow
+from pizzabot.store.tables_grants import GrantRow
 
 GRANTS = cast(Table, GrantRow.__table__)
 RUNS = cast(Table, RunRow.__table__)

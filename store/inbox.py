@@ -3,7 +3,7 @@
 An item is written with its deliveries and the events that explain it, in one transaction;
 a decision is a conditional update of a pending item (the first decision wins) committed with
 its event, the run re-queued, every sent copy marked for update, and its audit entry.
-Implements `agent.store.Inbox`.
+Implements `pizzabot.agent.store.Inbox`.
 """
 
 from __future__ import annotations
@@ -15,35 +15,30 @@ from typing import Any, NoReturn, cast
 from sqlalchemy import Connection, Table, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
-from agent.errors import AlreadyDecided, CardChanged, NotFound
-from agent.model import (
+from pizzabot.agent.errors import AlreadyDecided, CardChanged, NotFound
+from pizzabot.agent.events import NewEvent
+from pizzabot.agent.model import (
+    DECIDED_STATUS,
     Box,
     Decision,
     Item,
     ItemKind,
     ItemStatus,
-    NewEvent,
     Risk,
     RunStatus,
     Target,
     transition,
 )
-from agent.store import ClaimedRun, LeaseLost, Take
-from store.audit import insert_audit
-from store.database import Database
-from store.events import RUNS, append_events, read_events, run_of
-from store.outbox import copies_need_update, insert_deliveries
-from store.switches import kill_switch
-from store.tables import ItemRow, RunRow, UtcDateTime
+from pizzabot.agent.store import ClaimedRun, LeaseLost, RunEnd, Take
+from pizzabot.store.audit import insert_audit
+from pizzabot.store.database import Database
+from pizzabot.store.events import RUNS, append_events, read_events, run_of
+from pizzabot.store.outbox import copies_need_update, insert_deliveries
+from pizzabot.store.switches import kill_switch
+from pizzabot.store.tables import ItemRow, RunRow, UtcDateTime
 
 ITEMS = cast(Table, ItemRow.__table__)
 
-_DECIDED_STATUS = {
-    "approve": ItemStatus.APPROVED,
-    "edit": ItemStatus.EDITED,
-    "reject": ItemStatus.REJECTED,
-    "expired": ItemStatus.EXPIRED,
-}
 _NOW = bindparam("now", type_=UtcDateTime())
 _SELECT_ITEM = select(ITEMS).where(ITEMS.c.id == bindparam("item_id"))
 _DECIDE = (
@@ -65,6 +60,18 @@ _QUEUE_IF_WAITING = (
     update(RUNS)
     .where(RUNS.c.id == bindparam("run_id"), RUNS.c.status == RunStatus.WAITING.value)
     .values(status=RunStatus.QUEUED.value, updated_at=_NOW)
+)
+_END_IF_WAITING = (
+    update(RUNS)
+    .where(RUNS.c.id == bindparam("run_id"), RUNS.c.status == RunStatus.WAITING.value)
+    .values(
+        status=RunStatus.DONE.value,
+        result=bindparam("result"),
+        updated_at=_NOW,
+        finished_at=_NOW,
+        lease_owner=None,
+        lease_expires_at=None,
+    )
 )
 _TAKE_IF_WAITING = (
     update(RUNS)
@@ -273,8 +280,9 @@ class SqlInbox:
         status: ItemStatus | None = None,
         take: Take | None = None,
         version: int | None = None,
+        ends: RunEnd | None = None,
     ) -> Item:
-        new_status = status or _DECIDED_STATUS[decision.kind]
+        new_status = status or DECIDED_STATUS[decision.kind]
         reason = getattr(decision, "reason", None) or None
         decide = {
             "item_id": item_id,
@@ -295,7 +303,8 @@ class SqlInbox:
             if row is None:
                 _why_not_decided(c, item_id)
             run_id = row.run_id
-            self._go_on(c, run_id, event, take, now)
+            if ends is None or not self._end(c, run_id, event, ends, now):
+                self._go_on(c, run_id, event, take, now)
             copies_need_update(c, item_id, now)
             detail = {
                 "decision": decision.kind,
@@ -328,6 +337,18 @@ class SqlInbox:
             c.execute(_QUEUE_IF_WAITING, {"run_id": run_id, "now": now})
         # Also when taken: other processes' waiters on an answer listen for it.
         self.db.notify_runnable(c, run_id)
+
+    def _end(
+        self, c: Connection, run_id: str, event: NewEvent, ends: RunEnd, now: datetime
+    ) -> bool:
+        """End the decided run DONE if it waits (False: it does not, and goes on as any
+        run does), and announce it to other processes' waiters."""
+        params = {"run_id": run_id, "now": now, "result": ends.result}
+        if c.execute(_END_IF_WAITING, params).rowcount != 1:
+            return False
+        append_events(c, run_id, [event, ends.event], now)
+        self.db.notify_runnable(c, run_id)
+        return True
 
     @staticmethod
     def _take(c: Connection, run_id: str, take: Take, now: datetime) -> bool:

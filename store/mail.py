@@ -11,8 +11,8 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, select
 
-from store.sql import SqlStore
-from store.tables_mail import EmailProcessedRow
+from pizzabot.store.sql import SqlStore
+from pizzabot.store.tables_mail import EmailProcessedRow
 
 
 class SqlMailLog:

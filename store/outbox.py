@@ -1,9 +1,9 @@
 """The outbox in SQL: one delivery row per item per address, sent and updated by the
-dispatcher (`agent.outbox`), and found again by the channel's own reference to its copy.
+dispatcher (`pizzabot.agent.outbox`), and found again by the channel's own reference to its copy.
 
 Deliveries are inserted by whoever writes the item (`insert_deliveries`, in that write's
-transaction), so an item never exists without them. Implements `agent.store.Outbox` and
-`agent.store.Deliveries`.
+transaction), so an item never exists without them. Implements `pizzabot.agent.store.Outbox` and
+`pizzabot.agent.store.Deliveries`.
 
 A row's `attempts` counts the failed attempts in a row of what it is doing now (its send, or
 its latest update): a success sets it back to 0, so every update gets the outbox's full
@@ -22,13 +22,13 @@ from typing import Any, cast
 from sqlalchemy import Connection, Table, and_, bindparam, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from agent.addresses import DeliveryRef, ref_from_json, ref_to_json
-from agent.context import new_id
-from agent.errors import NotFound
-from agent.model import Box, Delivery, DeliveryStatus, ItemStatus, Target
-from store.audit import insert_audit
-from store.database import Database
-from store.tables import DeliveryRow, ItemRow, UtcDateTime
+from pizzabot.agent.addresses import DeliveryRef, ref_from_json, ref_to_json
+from pizzabot.agent.context import new_id
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.model import Box, Delivery, DeliveryStatus, ItemStatus, Target
+from pizzabot.store.audit import insert_audit
+from pizzabot.store.database import Database
+from pizzabot.store.tables import DeliveryRow, ItemRow, UtcDateTime
 
 DELIVERIES = cast(Table, DeliveryRow.__table__)
 

@@ -1,7 +1,7 @@
 """SQL for the phone: Web Push subscriptions, passkeys and the passkeys' open ceremonies.
 
-Implements `agent.devices.Subscriptions` and `agent.devices.PasskeyStore` through the run
-store's `Database`. Every change a person would want to find later (a device subscribed or
+Implements `pizzabot.agent.devices.Subscriptions` and `pizzabot.agent.devices.PasskeyStore`
+through the run store's `Database`. Every change a person would want to find later (a device subscribed or
 removed, a passkey registered or removed) is one transaction with its audit entry. A passkey's
 counter only moves forward, by a conditional update, so two uses of one assertion cannot both
 pass; a ceremony's challenge is deleted by the read that uses it.
@@ -16,14 +16,14 @@ from typing import Any, cast
 from sqlalchemy import Connection, Table, delete, insert, select, update
 from sqlalchemy.orm import Session
 
-from agent.addresses import PushTarget
-from agent.devices import Challenge, StoredPasskey, Subscription
-from agent.errors import Conflict
-from store.audit import insert_audit
-from store.database import Database
-from store.outbox import insert_deliveries
-from store.tables import DeliveryRow
-from store.tables_phone import PasskeyChallengeRow, PasskeyRow, PushSubscriptionRow
+from pizzabot.agent.addresses import PushTarget
+from pizzabot.agent.devices import Challenge, StoredPasskey, Subscription
+from pizzabot.agent.errors import Conflict
+from pizzabot.store.audit import insert_audit
+from pizzabot.store.database import Database
+from pizzabot.store.outbox import insert_deliveries
+from pizzabot.store.tables import DeliveryRow
+from pizzabot.store.tables_phone import PasskeyChallengeRow, PasskeyRow, PushSubscriptionRow
 
 SUBS = cast(Table, PushSubscriptionRow.__table__)
 KEYS = cast(Table, PasskeyRow.__table__)

@@ -4,7 +4,7 @@ in one transaction; its run ends without an Unread note (the requester has its a
 
 A callback URL is one more delivery of the item, on the `callback` channel: the outbox posts
 the decision there when the item's copies are updated, and retries it like any delivery.
-Implements `agent.store.RequestStore`.
+Implements `pizzabot.agent.store.RequestStore`.
 """
 
 from __future__ import annotations
@@ -17,29 +17,29 @@ from sqlalchemy import Connection, Table, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from agent.context import new_id
-from agent.errors import NotFound
-from agent.model import (
+from pizzabot.agent.context import new_id
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.events import NewEvent
+from pizzabot.agent.model import (
     DeliveryStatus,
     Item,
     ItemStatus,
-    NewEvent,
     Run,
     RunStatus,
     Target,
     transition,
 )
-from agent.store import LeaseLost, StoredRequest
-from store.audit import insert_audit
-from store.database import Database
-from store.events import append_events, run_of
-from store.inbox import close_pending, insert_item
-from store.tables import DeliveryRow, ItemRow, RunRow
-from store.tables_requests import RequestRow
+from pizzabot.agent.store import LeaseLost, StoredRequest
+from pizzabot.store.audit import insert_audit
+from pizzabot.store.database import Database
+from pizzabot.store.events import append_events, run_of
+from pizzabot.store.inbox import close_pending, insert_item
+from pizzabot.store.tables import DeliveryRow, ItemRow, RunRow
+from pizzabot.store.tables_requests import RequestRow
 
 REQUESTS = cast(Table, RequestRow.__table__)
 
-#: The channel a request's callback is delivered on (`channels.callback`).
+#: The channel a request's callback is delivered on (`pizzabot.channels.callback`).
 CALLBACK = "callback"
 
 

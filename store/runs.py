@@ -4,7 +4,7 @@ On PostgreSQL many workers in many processes share the database: a claim takes a
 `FOR UPDATE SKIP LOCKED`, and every write that belongs to a run's owner checks the lease in
 the same statement (fencing). A run's end is one transaction: its status, its last events,
 its pending actions closed and its Unread item with the deliveries (`finish_run`).
-Implements `agent.store.RunStore`.
+Implements `pizzabot.agent.store.RunStore`.
 """
 
 from __future__ import annotations
@@ -17,14 +17,15 @@ from sqlalchemy import Connection, Integer, and_, bindparam, func, or_, select, 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from agent.errors import NotFound
-from agent.model import Event, Item, ItemStatus, NewEvent, Run, RunStatus, Target, Usage, transition
-from agent.store import ClaimedRun, LeaseLost, Take
-from store.database import Database
-from store.events import RUNS, append_events, read_events, run_of
-from store.inbox import close_pending, insert_item
-from store.switches import kill_switch
-from store.tables import RunRow, UtcDateTime
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.events import Event, NewEvent
+from pizzabot.agent.model import Item, ItemStatus, Run, RunStatus, Target, Usage, transition
+from pizzabot.agent.store import ClaimedRun, LeaseLost, Take
+from pizzabot.store.database import Database
+from pizzabot.store.events import RUNS, append_events, read_events, run_of
+from pizzabot.store.inbox import close_pending, insert_item
+from pizzabot.store.switches import kill_switch
+from pizzabot.store.tables import RunRow, UtcDateTime
 
 _RUNNING = RunStatus.RUNNING.value
 

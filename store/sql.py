@@ -1,23 +1,23 @@
 """`SqlStore`: the engine's `Store` on SQLAlchemy 2, for SQLite and PostgreSQL.
 
-One object made of the role stores, each in its own module: the run store (`store.runs`),
-the inbox (`store.inbox`), the outbox (`store.outbox`), the audit trail (`store.audit`),
-the switches (`store.switches`) and the requests (`store.requests`). All of them run their transactions through one
-`store.database.Database`, which the stores kept beside it (`store.triggers`, `store.mail`,
-`store.web_sessions`, `store.grants`) share as well.
+One object made of the role stores, each in its own module: the run store (`pizzabot.store.runs`),
+the inbox (`pizzabot.store.inbox`), the outbox (`pizzabot.store.outbox`), the audit trail (`pizzabot.store.audit`),
+the switches (`pizzabot.store.switches`) and the requests (`pizzabot.store.requests`). All of them run their transactions through one
+`pizzabot.store.database.Database`, which the stores kept beside it (`pizzabot.store.triggers`, `pizzabot.store.mail`,
+`pizzabot.store.web_sessions`, `pizzabot.store.grants`) share as well.
 """
 
 from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from store.audit import SqlAudit
-from store.database import Database, connect
-from store.inbox import SqlInbox
-from store.outbox import SqlOutbox
-from store.requests import SqlRequests
-from store.runs import SqlRuns
-from store.switches import SqlSwitches
+from pizzabot.store.audit import SqlAudit
+from pizzabot.store.database import Database, connect
+from pizzabot.store.inbox import SqlInbox
+from pizzabot.store.outbox import SqlOutbox
+from pizzabot.store.requests import SqlRequests
+from pizzabot.store.runs import SqlRuns
+from pizzabot.store.switches import SqlSwitches
 
 __all__ = ["SqlStore", "connect"]
 

@@ -1,6 +1,6 @@
 """Switches in SQL: the global kill switch, one row that every server sharing the database
 reads. Claiming runs reads it in the claim's own transaction (`kill_is_on`), so no run is
-taken once it is seen on. Implements `agent.store.Switches`.
+taken once it is seen on. Implements `pizzabot.agent.store.Switches`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any, cast
 from sqlalchemy import Connection, Table, select
 from sqlalchemy.orm import Session
 
-from store.database import Database
-from store.tables import SwitchRow
+from pizzabot.store.database import Database
+from pizzabot.store.tables import SwitchRow
 
 SWITCHES = cast(Table, SwitchRow.__table__)
 

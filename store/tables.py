@@ -19,8 +19,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from store.tables_base import Base as Base
-from store.tables_base import UtcDateTime as UtcDateTime
+from pizzabot.store.tables_base import Base as Base
+from pizzabot.store.tables_base import UtcDateTime as UtcDateTime
 
 
 class RunRow(Base):
@@ -90,7 +90,7 @@ class ItemRow(Base):
     reason: Mapped[str | None] = mapped_column(Text)
     read_at: Mapped[datetime | None]
     secret: Mapped[str] = mapped_column(String(64))
-    #: Bumped by every change to what the item's card shows (`agent.card_digest`).
+    #: Bumped by every change to what the item's card shows (`pizzabot.agent.card_digest`).
     version: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
     requested_by: Mapped[str | None] = mapped_column(String(300))
     requester_person: Mapped[str | None] = mapped_column(String(300))
@@ -143,10 +143,10 @@ class SwitchRow(Base):
 
 
 # The other tables join the same metadata, so the migrations' check sees the whole schema.
-import store.tables_approvals  # noqa: E402
-import store.tables_grants  # noqa: E402
-import store.tables_mail  # noqa: E402
-import store.tables_phone  # noqa: E402
-import store.tables_requests  # noqa: E402
-import store.tables_tokens  # noqa: E402
-import store.tables_triggers  # noqa: E402,F401
+import pizzabot.store.tables_approvals  # noqa: E402
+import pizzabot.store.tables_grants  # noqa: E402
+import pizzabot.store.tables_mail  # noqa: E402
+import pizzabot.store.tables_phone  # noqa: E402
+import pizzabot.store.tables_requests  # noqa: E402
+import pizzabot.store.tables_tokens  # noqa: E402
+import pizzabot.store.tables_triggers  # noqa: E402,F401

@@ -1,5 +1,5 @@
 """The item_approvals table: each person's counted approval of an item that needs more than
-one (`agent.policy.quorum`).
+one (`pizzabot.agent.policy.quorum`).
 
 A row per counted approval; `round` is the count it belongs to (an edit starts the next), and
 the unique (item, round, person) keeps a person from being counted twice in one count even
@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import JSON, ForeignKey, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from store.tables_base import Base
+from pizzabot.store.tables_base import Base
 
 
 class ItemApprovalRow(Base):

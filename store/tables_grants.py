@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import JSON, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from store.tables_base import Base
+from pizzabot.store.tables_base import Base
 
 
 class GrantRow(Base):

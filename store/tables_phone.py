@@ -13,7 +13,7 @@ from datetime import datetime
 from sqlalchemy import Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from store.tables_base import Base
+from pizzabot.store.tables_base import Base
 
 
 class PushSubscriptionRow(Base):

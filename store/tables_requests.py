@@ -12,7 +12,7 @@ from datetime import datetime
 from sqlalchemy import Float, ForeignKey, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from store.tables_base import Base
+from pizzabot.store.tables_base import Base
 
 
 class RequestRow(Base):

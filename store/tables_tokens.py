@@ -12,14 +12,14 @@ from datetime import datetime
 from sqlalchemy import String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from store.tables_base import Base
+from pizzabot.store.tables_base import Base
 
 
 class TokenRow(Base):
     __tablename__ = "tokens"
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     name: Mapped[str] = mapped_column(String(100))
-    #: "ask", "decide" or "admin" (`agent.policy.principal.Scope`).
+    #: "ask", "decide" or "admin" (`pizzabot.agent.policy.principal.Scope`).
     scope: Mapped[str] = mapped_column(String(16))
     #: The person a decide token acts as (`people:`), or None.
     person: Mapped[str | None] = mapped_column(String(200))

@@ -14,7 +14,7 @@ from datetime import datetime
 from sqlalchemy import Boolean, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from store.tables_base import Base
+from pizzabot.store.tables_base import Base
 
 
 class ScheduleRow(Base):

@@ -2,7 +2,7 @@
 
 Every change is one transaction with its audit entry (`token_created`, `token_revoked`).
 A lookup reads the row each time, so a revoke holds at once on every server sharing the
-database. Implements `agent.policy.tokens.Tokens`, through the run store's `Database`.
+database. Implements `pizzabot.agent.policy.tokens.Tokens`, through the run store's `Database`.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from typing import Any, cast
 
 from sqlalchemy import Connection, Table, insert, select, update
 
-from agent.errors import Conflict, NotFound
-from agent.policy.principal import Scope
-from agent.policy.tokens import Token
-from store.audit import insert_audit
-from store.database import Database
-from store.tables_tokens import TokenRow
+from pizzabot.agent.errors import Conflict, NotFound
+from pizzabot.agent.policy.principal import Scope
+from pizzabot.agent.policy.tokens import Token
+from pizzabot.store.audit import insert_audit
+from pizzabot.store.database import Database
+from pizzabot.store.tables_tokens import TokenRow
 
 TOKENS = cast(Table, TokenRow.__table__)
 

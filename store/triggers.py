@@ -7,8 +7,8 @@ one escalation per item, one accepted request per webhook signature. That holds 
 restarts and across servers sharing PostgreSQL, with no lock held between them. It runs its
 transactions through the run store's `Database` (on SQLite, behind the same writer lock), and
 an item's reminder writes its deliveries and its run's event with the outbox's and the event
-log's own functions. Implements `agent.schedules.ScheduleStore` and `HookSignatures`, and
-`agent.store.ItemTimers`.
+log's own functions. Implements `pizzabot.agent.schedules.ScheduleStore` and `HookSignatures`, and
+`pizzabot.agent.store.ItemTimers`.
 """
 
 from __future__ import annotations
@@ -20,14 +20,20 @@ from typing import Any
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
-from agent.errors import NotFound
-from agent.model import Box, ItemStatus, NewEvent, Target
-from agent.schedules import FireOutcome, FireRecord, ScheduleRecord
-from store.events import append_events
-from store.outbox import insert_deliveries
-from store.sql import SqlStore
-from store.tables import ItemRow
-from store.tables_triggers import HookSignatureRow, ItemTimerRow, ScheduleFireRow, ScheduleRow
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.events import NewEvent
+from pizzabot.agent.model import Box, ItemStatus, Target
+from pizzabot.agent.schedules import FireOutcome, FireRecord, ScheduleRecord
+from pizzabot.store.events import append_events
+from pizzabot.store.outbox import insert_deliveries
+from pizzabot.store.sql import SqlStore
+from pizzabot.store.tables import ItemRow
+from pizzabot.store.tables_triggers import (
+    HookSignatureRow,
+    ItemTimerRow,
+    ScheduleFireRow,
+    ScheduleRow,
+)
 
 
 def _schedule(row: ScheduleRow) -> ScheduleRecord:

@@ -3,7 +3,7 @@
 A web session is a signed cookie with nothing stored while it lives; logging out is the one
 moment the server must remember something, or a copied cookie would keep working until it
 expires. The ended session ids live in the database, so every server sharing it refuses them.
-Implements `channels.web.SessionEnds`, through the run store's `Database`.
+Implements `pizzabot.channels.web.SessionEnds`, through the run store's `Database`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from datetime import datetime
 
 from sqlalchemy import Connection, delete, select
 
-from store.sql import SqlStore
-from store.tables_triggers import EndedSessionRow
+from pizzabot.store.sql import SqlStore
+from pizzabot.store.tables_triggers import EndedSessionRow
 
 
 class SqlSessionEnds:

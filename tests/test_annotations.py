@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agent.model import Item
-from agent.policy import Principal
-from channels.email.compose import MailIdentity, Thread, item_mail
-from channels.slack import blocks
+from pizzabot.agent.model import Item
+from pizzabot.agent.policy import Principal
+from pizzabot.channels.email.compose import MailIdentity, Thread, item_mail
+from pizzabot.channels.slack import blocks
 from tests.peers import mcp_tools
 from tests.peers.inproc import InProcess
 from tests.peers.stack import Stack

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 from pydantic import Field as PydanticField
 
-from agent.argforms import (
+from pizzabot.agent.argforms import (
     Field,
     coerce_form,
     field_name,

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from agent.errors import NotAllowed
-from agent.model import Approve, Box, Edit, ItemStatus, Reject
-from agent.policy import Principal
-from agent.testing.scripts import Reply, ToolCall, last_tool_result
+from pizzabot.agent.errors import NotAllowed
+from pizzabot.agent.model import Approve, Box, Edit, ItemStatus, Reject
+from pizzabot.agent.policy import Principal
+from pizzabot.agent.testing.scripts import Reply, ToolCall, last_tool_result
 from tests.peers.inproc import InProcess
 
 MAIL = {"to": "ann@example.com", "subject": "s", "body": "b"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agent.bell import Bell
+from pizzabot.agent.bell import Bell
 
 
 async def test_one_ring_answers_every_waiter() -> None:

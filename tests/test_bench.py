@@ -49,7 +49,7 @@ FIGURES = (
 @pytest.mark.timeout(450)  # the bench starts servers and workers: minutes on a busy 2-core machine
 def test_quick_bench_measures_every_figure_and_runs_nothing_twice(tmp_path: Path) -> None:
     output = tmp_path / "bench.json"
-    command = [sys.executable, "-m", "bot.bench", "--quick", "--output", str(output)]
+    command = [sys.executable, "-m", "bench", "--quick", "--output", str(output)]
     done = subprocess.run(
         [*command, "--postgres", PG_URL],
         cwd=ROOT,
@@ -75,16 +75,16 @@ def test_quick_bench_measures_every_figure_and_runs_nothing_twice(tmp_path: Path
 
 
 def test_bench_without_its_extra_says_how_to_get_it(tmp_path: Path) -> None:
-    """psutil comes with `pizzabot[bench]`, not with the server: a plain install that runs
+    """psutil comes with the bench's extra (requirements-dev.lock), not with the server: a run that
     `pizzabot bench` is told what to install, before anything starts."""
     output = tmp_path / "bench.json"
     no_psutil = (
-        "import sys; sys.modules['psutil'] = None; from bot.cli import main; "
+        "import sys; sys.modules['psutil'] = None; from pizzabot.bot.main import main; "
         f"sys.argv = ['pizzabot', 'bench', '--quick', '--output', {str(output)!r}]; main()"
     )
     done = subprocess.run(
         [sys.executable, "-c", no_psutil], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 2
-    assert "pip install 'pizzabot[bench]'" in done.stderr
+    assert "pip install -r requirements-dev.lock" in done.stderr
     assert not output.exists()

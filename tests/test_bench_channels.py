@@ -19,8 +19,8 @@ def test_without_dovecot_the_email_figure_is_skipped_and_the_others_measured(
 ) -> None:
     output = tmp_path / "bench.json"
     no_dovecot = (
-        "import sys; import bot.bench.channels_email as mail; "
-        f"mail.DOVECOT = {str(tmp_path / 'no-dovecot')!r}; from bot.cli import main; "
+        "import sys; import bench.channels_email as mail; "
+        f"mail.DOVECOT = {str(tmp_path / 'no-dovecot')!r}; from pizzabot.bot.main import main; "
         "sys.argv = ['pizzabot', 'bench', '--quick', '--only', 'channels', "
         f"'--output', {str(output)!r}]; main()"
     )

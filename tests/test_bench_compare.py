@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.bench.compare import lgvenv, run
+from bench.compare import lgvenv, run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,7 +26,7 @@ MAY_BE_SMALL = {"rss_waiting_mib", "overhead_ms", "inflight_overhead_p99_ms"}
 @pytest.mark.timeout(1500)  # a first run installs LangGraph's virtualenv; then ~3 minutes
 def test_quick_compare_measures_every_figure_on_both_sides(tmp_path: Path) -> None:
     output = tmp_path / "compare.json"
-    command = [sys.executable, "-m", "bot.bench", "--compare", "langgraph", "--quick"]
+    command = [sys.executable, "-m", "bench", "--compare", "langgraph", "--quick"]
     done = subprocess.run(
         [*command, "--output", str(output)],
         cwd=ROOT,

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHILD = """
 import gc, json
 before = gc.get_freeze_count()
-from agent.llm import import_litellm
+from pizzabot.agent.llm import import_litellm
 import_litellm()
 first = gc.get_freeze_count()
 kept = [[i] for i in range(1000)]  # objects made after the import stay in the collector's sight

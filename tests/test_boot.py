@@ -12,7 +12,7 @@ import httpx
 import psutil
 import yaml
 
-from bot.boot import BootApp
+from pizzabot.bot.boot import BootApp
 from tests.imports import loaded_by
 from tests.peers import mcp_tools
 from tests.peers.server import ServerProcess
@@ -23,7 +23,7 @@ async def test_alive_at_once_then_ready(tmp_path: Path) -> None:
     server = ServerProcess(data_dir=tmp_path / "data", skills_dir=tmp_path)
     server.data_dir.mkdir()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "serve"],
+        [sys.executable, "-m", "pizzabot.bot.main", "serve"],
         env=server.env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -71,7 +71,7 @@ async def test_a_failed_start_exits_non_zero(tmp_path: Path) -> None:
     )
     server.data_dir.mkdir()
     done = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "serve"],
+        [sys.executable, "-m", "pizzabot.bot.main", "serve"],
         env=server.env(),
         capture_output=True,
         timeout=60,
@@ -118,9 +118,16 @@ async def test_the_boot_app_hands_over_to_the_built_app() -> None:
 def test_what_serve_loads_before_it_listens_leaves_the_app_for_later() -> None:
     # Everything `serve` imports before uvicorn listens delays /healthz; the app's stack
     # (SQLAlchemy, FastAPI, the engine's store and channels) is built on the boot thread.
-    serve_needs = ["bot.cli", "bot.banner", "bot.boot", "bot.listen", "bot.logs", "bot.settings"]
+    serve_needs = [
+        "pizzabot.bot.main",
+        "pizzabot.bot.banner",
+        "pizzabot.bot.boot",
+        "pizzabot.bot.listen",
+        "pizzabot.bot.logs",
+        "pizzabot.bot.settings",
+    ]
     heavy = ["fastapi", "litellm", "openai", "sqlalchemy", "store", "channels", "mcp"]
-    app = ["bot.server", "bot.core", "bot.services"]
+    app = ["pizzabot.bot.server", "pizzabot.bot.core", "pizzabot.bot.services"]
     assert loaded_by(serve_needs, among=heavy + app) == []
 
 

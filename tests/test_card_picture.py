@@ -1,10 +1,10 @@
 """One approval card as a person sees it on Slack, in a mail and on the web page, side by side:
 the picture in the README (docs/images/card.png), made from the project's own renders.
 
-- Slack: the blocks `channels.slack.blocks.message` builds for the item, drawn as simple HTML
+- Slack: the blocks `pizzabot.channels.slack.blocks.message` builds for the item, drawn as simple HTML
   in the style of Slack's Block Kit (header, sections, fields, context, buttons). A faithful
   approximation, labelled as such: Slack itself draws the real thing.
-- Email: the HTML part of the mail `channels.email.compose.item_mail` composes for an
+- Email: the HTML part of the mail `pizzabot.channels.email.compose.item_mail` composes for an
   approver, under the headers a mail client shows.
 - Web: the item page of the web inbox, served by the real router over a real socket.
 
@@ -37,12 +37,12 @@ import pytest
 import uvicorn
 from playwright.async_api import Browser, async_playwright
 
-from agent.model import Item, Risk, Run
-from agent.skills import Approvers, Skill
-from channels.email.compose import MailIdentity, Thread, item_mail, subject_for
-from channels.email.keys import MailKey
-from channels.email.links import make_links
-from channels.slack.blocks import message
+from pizzabot.agent.model import Item, Risk, Run
+from pizzabot.agent.skills import Approvers, Skill
+from pizzabot.channels.email.compose import MailIdentity, Thread, item_mail, subject_for
+from pizzabot.channels.email.keys import MailKey
+from pizzabot.channels.email.links import make_links
+from pizzabot.channels.slack.blocks import message
 from tests.peers.required import CHROMIUM
 from tests.peers.web import T0, WebApp
 

@@ -22,7 +22,7 @@ def cli(st: Stack, *args: str) -> subprocess.CompletedProcess[str]:
         "COLUMNS": "80",
     }
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
+        [sys.executable, "-m", "pizzabot.bot.main", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -58,7 +58,7 @@ async def test_run_inbox_edit_and_show_from_the_terminal(tmp_path: Path) -> None
             and "already edited by owner" in again.stderr
         )
         wrong = subprocess.run(
-            [sys.executable, "-m", "bot.cli", "runs"],
+            [sys.executable, "-m", "pizzabot.bot.main", "runs"],
             capture_output=True,
             text=True,
             env={**os.environ, "PIZZABOT_URL": st.server.url, "PIZZABOT_API_TOKEN": "nope"},

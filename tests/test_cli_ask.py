@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from agent.skills import load_skills
+from pizzabot.agent.skills import load_skills
 from tests.peers.server import TOKEN, ServerProcess, free_port
 from tests.peers.web import csrf_of
 from tests.waiting import eventually

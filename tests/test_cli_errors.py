@@ -1,7 +1,7 @@
 """Every way a new user makes the CLI fail ends in one line that says what to do, and a
 non-zero exit: never a traceback, a Python repr or pydantic's error list.
 
-The CLI runs as a real process (`python -m bot.cli`) against a real `pizzabot serve` with the
+The CLI runs as a real process (`python -m pizzabot.bot.main`) against a real `pizzabot serve` with the
 offline demo skill and one skill file the server refused.
 """
 
@@ -55,7 +55,7 @@ class Cli:
             "PYTHONPYCACHEPREFIX": str(BYTECODE),
         }
         done = subprocess.run(
-            [sys.executable, "-m", "bot.cli", *args],
+            [sys.executable, "-m", "pizzabot.bot.main", *args],
             env={**base, **(env or {})},
             input=stdin if stdin is not None else "",
             capture_output=True,
@@ -221,7 +221,7 @@ def test_help_shows_flags_without_a_value_and_whole_defaults() -> None:
 
     def help_of(*args: str) -> str:
         done = subprocess.run(
-            [sys.executable, "-m", "bot.cli", *args, "--help"],
+            [sys.executable, "-m", "pizzabot.bot.main", *args, "--help"],
             env=env,
             capture_output=True,
             text=True,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from bot.client import AsyncInbox, Decision, Inbox, InboxError, Retry
+from pizzabot.client import AsyncInbox, Decision, Inbox, InboxError, Retry
 from tests.imports import loaded_by
 
 TOKEN = "client-test-token"
@@ -266,5 +266,5 @@ def test_bad_input_is_refused_before_anything_is_sent() -> None:
 
 def test_importing_the_client_loads_no_part_of_the_server() -> None:
     heavy = ["fastapi", "litellm", "sqlalchemy", "starlette", "agent", "store", "channels"]
-    server = ["uvicorn", "bot.server", "bot.core", "bot.settings"]
-    assert loaded_by(["bot.client"], among=heavy + server) == []
+    server = ["uvicorn", "pizzabot.bot.server", "pizzabot.bot.core", "pizzabot.bot.settings"]
+    assert loaded_by(["pizzabot.client"], among=heavy + server) == []

@@ -26,12 +26,12 @@ from pydantic_ai import DeferredToolRequests
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from agent.testing.model_server import ScriptedModelServer
-from agent.testing.scripts import Reply, ToolCall, count_role, last_tool_result
-from bot.client import AsyncInbox, Decision, Inbox
-from bot.client.langgraph import decide_interrupts, hitl_decision
-from bot.client.openai_agents import decide_interruptions
-from bot.client.pydantic_ai import decide_deferred
+from pizzabot.agent.testing.model_server import ScriptedModelServer
+from pizzabot.agent.testing.scripts import Reply, ToolCall, count_role, last_tool_result
+from pizzabot.client import AsyncInbox, Decision, Inbox
+from pizzabot.client.langgraph import decide_interrupts, hitl_decision
+from pizzabot.client.openai_agents import decide_interruptions
+from pizzabot.client.pydantic_ai import decide_deferred
 from tests.peers.server import TOKEN, ServerProcess
 from tests.waiting import eventually
 

@@ -2,7 +2,7 @@
 process addresses its cards to the channels the servers deliver on, and Slack and email ask
 one and the same policy.
 
-These build the parts the way `pizzabot serve` and `pizzabot worker` do (`bot.server.build`
+These build the parts the way `pizzabot serve` and `pizzabot worker` do (`pizzabot.bot.server.build`
 from `Settings`), with the scripted model server and the test MCP server behind the skill.
 """
 
@@ -18,12 +18,12 @@ import pytest
 import yaml
 from pydantic import SecretStr
 
-from agent.model import Box, DeliveryStatus, Item
-from agent.policy import Principal
-from agent.testing.model_server import ScriptedModelServer
-from bot.server import build, shutdown, start_worker
-from bot.services import Services
-from bot.settings import Settings
+from pizzabot.agent.model import Box, DeliveryStatus, Item
+from pizzabot.agent.policy import Principal
+from pizzabot.agent.testing.model_server import ScriptedModelServer
+from pizzabot.bot.server import build, shutdown, start_worker
+from pizzabot.bot.services import Services
+from pizzabot.bot.settings import Settings
 from tests.peers.stack import _merge, default_skill
 from tests.peers.stories import send_then_summarise
 from tests.waiting import eventually

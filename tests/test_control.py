@@ -9,11 +9,11 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agent.model import Approve, Box, ItemKind, ItemStatus, Reject
-from agent.policy import Principal
-from agent.skills import Budget
-from agent.testing.scripts import Reply, ToolCall, last_tool_result
-from agent.tracing import export_run
+from pizzabot.agent.model import Approve, Box, ItemKind, ItemStatus, Reject
+from pizzabot.agent.policy import Principal
+from pizzabot.agent.skills import Budget
+from pizzabot.agent.testing.scripts import Reply, ToolCall, last_tool_result
+from pizzabot.agent.tracing import export_run
 from tests.peers.inproc import InProcess
 from tests.waiting import eventually
 

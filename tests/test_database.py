@@ -1,4 +1,4 @@
-"""`store.database`: how the connections behind every store transaction are set up."""
+"""`pizzabot.store.database`: how the connections behind every store transaction are set up."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Connection, text
 from sqlalchemy.engine import make_url
 
-from store.database import Database, connect
+from pizzabot.store.database import Database, connect
 
 
 def _one(sql: str) -> Callable[[Connection], object]:

@@ -1,11 +1,12 @@
-"""What the code imports is what pyproject.toml declares.
+"""What the code imports is what its distribution declares.
 
 A package the code imports but does not declare works only while some other dependency
-happens to pull it in; an upgrade elsewhere can take it away. So every third-party import in
-the shipped packages names a distribution pinned in `[project].dependencies`, except the
-benchmark's (`bot/bench*`), which may also use the `bench` extra, and each framework adapter
-of the client (`bot/client/<extra>.py`), which may also use its own extra: a plain install of
-the server does not carry what only `pizzabot bench` or one adapter needs.
+happens to pull it in; an upgrade elsewhere can take it away. So every third-party import of
+the server's package names a distribution pinned in pyproject.toml's `[project].dependencies`
+(the client it ships beside is one of them); every import of the client (`client/`) one of
+the client's own, except each framework adapter (`pizzabot/client/<extra>.py`) and the MCP
+bridge (`pizzabot/client/mcp/`), which may also use their extra; and the bench (`bench/`),
+a development tool, may also use the `bench` extra.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ import tomllib
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
-from bot.bench.compare.lgvenv import PINS
+from bench.compare.lgvenv import PINS
 
 ROOT = Path(__file__).resolve().parent.parent
-LANGGRAPH_SIDE = ROOT / "bot" / "bench" / "compare" / "langgraph_side.py"
-SHIPPED = ("agent", "bot", "channels", "store")
-PROJECT = {*SHIPPED, "tests"}
+CLIENT = ROOT / "client"
+LANGGRAPH_SIDE = ROOT / "bench" / "compare" / "langgraph_side.py"
+SERVER = ("agent", "bot", "channels", "cli", "store", "tools")
 
 
 def _name(requirement: str) -> str:
@@ -43,46 +44,71 @@ def _third_party(path: Path) -> set[str]:
             continue
         for name in names:
             top = name.split(".")[0]
-            if top not in sys.stdlib_module_names and top not in PROJECT:
+            if top not in sys.stdlib_module_names and top not in {"pizzabot", "bench", "tests"}:
                 found.add(top)
     return found
 
 
-def _is_bench(path: Path) -> bool:
-    rel = path.relative_to(ROOT)
-    return rel.parts[0] == "bot" and rel.parts[1].startswith("bench")
+def _project(pyproject: Path) -> tuple[set[str], dict[str, set[str]]]:
+    """A distribution's runtime dependencies and its extras, by name."""
+    project = tomllib.loads(pyproject.read_text())["project"]
+    extras = project.get("optional-dependencies", {})
+    return (
+        {_name(r) for r in project["dependencies"]},
+        {k: {_name(r) for r in v} for k, v in extras.items()},
+    )
 
 
-def _extra(path: Path) -> str | None:
-    """The extra a module may use besides the runtime dependencies."""
-    rel = path.relative_to(ROOT)
-    if _is_bench(path):
-        return "bench"
-    if rel.parts[:2] == ("bot", "client") and not rel.name.startswith("_"):
-        return rel.stem.replace("_", "-")  # bot/client/pydantic_ai.py: the pydantic-ai extra
-    return None
-
-
-def test_every_imported_package_is_declared() -> None:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    runtime = {_name(r) for r in project["dependencies"]}
-    extras = project["optional-dependencies"]
+def _undeclared(path: Path, declared: set[str]) -> list[str]:
     installed = packages_distributions()
-    undeclared: list[str] = []
-    for package in SHIPPED:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            extra = _extra(path)
-            declared = runtime | {_name(r) for r in extras.get(extra, [])} if extra else runtime
-            if path == LANGGRAPH_SIDE:  # runs in the bench's own LangGraph virtualenv
-                declared = {_name(pin) for pin in PINS}
-            for module in sorted(_third_party(path)):
-                dists = {_name(d) for d in installed.get(module, [module])}
-                if not dists & declared:
-                    undeclared.append(f"{path.relative_to(ROOT)}: {module} ({', '.join(dists)})")
+    return [
+        f"{path.relative_to(ROOT)}: {module}"
+        for module in sorted(_third_party(path))
+        if not {_name(d) for d in installed.get(module, [module])} & declared
+    ]
+
+
+def test_the_server_declares_what_it_imports() -> None:
+    runtime, _ = _project(ROOT / "pyproject.toml")
+    assert "pizzabot-client" in runtime  # the MCP tools and the shapes it shares
+    undeclared = [
+        line
+        for part in SERVER
+        for path in sorted((ROOT / part).rglob("*.py"))
+        for line in _undeclared(path, runtime)
+    ]
+    assert undeclared == []
+
+
+def test_the_client_declares_what_it_imports() -> None:
+    runtime, extras = _project(CLIENT / "pyproject.toml")
+    package = CLIENT / "pizzabot" / "client"
+    undeclared = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package)
+        if rel.parts[0] == "mcp":
+            extra = "mcp"
+        elif not rel.name.startswith("_") and rel.stem != "__init__":
+            extra = rel.stem.replace("_", "-")  # langgraph.py: the langgraph extra
+        else:
+            extra = None
+        undeclared += _undeclared(path, runtime | extras.get(extra or "", set()))
+    assert undeclared == []
+
+
+def test_the_bench_declares_what_it_imports() -> None:
+    runtime, extras = _project(ROOT / "pyproject.toml")
+    client, _ = _project(CLIENT / "pyproject.toml")
+    undeclared = []
+    for path in sorted((ROOT / "bench").rglob("*.py")):
+        declared = {_name(p) for p in PINS} if path == LANGGRAPH_SIDE else runtime | client
+        undeclared += _undeclared(path, declared | extras["bench"])
     assert undeclared == []
 
 
 def test_the_check_sees_an_undeclared_import(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
-    module.write_text("import os\nimport referencing.jsonschema\nfrom agent import model\n")
+    module.write_text(
+        "import os\nimport referencing.jsonschema\nfrom pizzabot.agent import model\n"
+    )
     assert _third_party(module) == {"referencing"}

@@ -14,12 +14,12 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent.digest import Digests
-from agent.policy import Access, Principal
-from channels.email.compose import MailIdentity
-from channels.email.digest import EmailDigest
-from channels.slack.digest import SlackDigest
-from store.mail import SqlMailLog
+from pizzabot.agent.digest import Digests
+from pizzabot.agent.policy import Access, Principal
+from pizzabot.channels.email.compose import MailIdentity
+from pizzabot.channels.email.digest import EmailDigest
+from pizzabot.channels.slack.digest import SlackDigest
+from pizzabot.store.mail import SqlMailLog
 from tests.peers.batch_stories import three_at_once
 from tests.peers.inproc import InProcess
 from tests.peers.slack_api import SlackApi

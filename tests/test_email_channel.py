@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.channel import DeliveryError
-from agent.model import Approve, EventKind, ItemStatus, RunStatus
-from agent.policy import Principal
-from channels.email import SmtpConfig, SmtpMailer
+from pizzabot.agent.channel import DeliveryError
+from pizzabot.agent.model import Approve, EventKind, ItemStatus, RunStatus
+from pizzabot.agent.policy import Principal
+from pizzabot.channels.email import SmtpConfig, SmtpMailer
 from tests.peers.email_bot import (
     ALICE,
     MALLORY,

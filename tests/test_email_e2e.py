@@ -14,7 +14,7 @@ from typing import Any
 import aiosmtplib
 import pytest
 
-from agent.testing.scripts import count_role, last_tool_result, last_user_text
+from pizzabot.agent.testing.scripts import count_role, last_tool_result, last_user_text
 from tests.peers.email_bot import AUTHSERV_ID, reply_to, verified
 from tests.peers.mailserver import DEFAULT_USERS, MailServer
 from tests.peers.required import require

@@ -13,10 +13,10 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from agent.model import ItemStatus
-from agent.skills import StepUpFor
-from channels.email.keys import MailKey
-from channels.email.links import links_router, sign_link
+from pizzabot.agent.model import ItemStatus
+from pizzabot.agent.skills import StepUpFor
+from pizzabot.channels.email.keys import MailKey
+from pizzabot.channels.email.links import links_router, sign_link
 from tests.peers.email_bot import ALICE, MALLORY, PROPOSED, USERS, EmailBot, email_skill
 from tests.peers.mailserver import MailServer
 from tests.peers.required import require

@@ -22,11 +22,11 @@ import aiosmtplib
 import pytest
 from pydantic import SecretStr
 
-from agent.channel import DeliveryError
-from bot.settings import Settings
-from bot.wire_email import oauth_tokens
-from channels.email import ImapConfig, ImapReceiver, SmtpConfig, SmtpMailer
-from channels.email.oauth import (
+from pizzabot.agent.channel import DeliveryError
+from pizzabot.bot.settings import Settings
+from pizzabot.bot.wire_email import oauth_tokens
+from pizzabot.channels.email import ImapConfig, ImapReceiver, SmtpConfig, SmtpMailer
+from pizzabot.channels.email.oauth import (
     MICROSOFT_SCOPE,
     OAuthConfig,
     OAuthError,

@@ -14,7 +14,7 @@ from pathlib import Path
 import aiosmtplib
 import pytest
 
-from agent.testing.scripts import count_role, last_tool_result
+from pizzabot.agent.testing.scripts import count_role, last_tool_result
 from tests.peers.email_bot import AUTHSERV_ID, reply_to
 from tests.peers.mailserver import DEFAULT_USERS, MailServer
 from tests.peers.oauth_server import OAuthServer

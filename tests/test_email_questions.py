@@ -15,10 +15,20 @@ from typing import Any
 
 import pytest
 
-from agent.addresses import EmailTarget
-from agent.model import Approve, Box, Decision, Edit, Item, ItemKind, ItemStatus, Reject, RunStatus
-from agent.questions import FREE_TEXT_SCHEMA
-from channels.email.questions import Reading, question_text, read_answer
+from pizzabot.agent.addresses import EmailTarget
+from pizzabot.agent.model import (
+    Approve,
+    Box,
+    Decision,
+    Edit,
+    Item,
+    ItemKind,
+    ItemStatus,
+    Reject,
+    RunStatus,
+)
+from pizzabot.agent.questions import FREE_TEXT_SCHEMA
+from pizzabot.channels.email.questions import Reading, question_text, read_answer
 from tests.peers.email_bot import ALICE, MALLORY, USERS, EmailBot, reply_to, send
 from tests.peers.mailserver import MailServer
 from tests.peers.required import require

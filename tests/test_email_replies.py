@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from agent.model import Box, Item, ItemKind, ItemStatus
-from channels.email.edits import edit_arguments
-from channels.email.replies import (
+from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus
+from pizzabot.channels.email.edits import edit_arguments
+from pizzabot.channels.email.replies import (
     Command,
     UnreadableMail,
     body_text,

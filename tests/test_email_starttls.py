@@ -18,9 +18,9 @@ import aioimaplib
 import aiosmtplib
 import pytest
 
-from agent.channel import DeliveryError
-from channels.email import ImapConfig, ImapReceiver, SmtpConfig, SmtpMailer
-from channels.email.imap_ext import StartTlsError, starttls
+from pizzabot.agent.channel import DeliveryError
+from pizzabot.channels.email import ImapConfig, ImapReceiver, SmtpConfig, SmtpMailer
+from pizzabot.channels.email.imap_ext import StartTlsError, starttls
 from tests.peers.mailserver import DEFAULT_USERS, MailServer
 from tests.peers.required import require
 from tests.test_email_oauth import Inbox, message, send_as_alice, spare_user

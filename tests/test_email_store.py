@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from store.mail import SqlMailLog
-from store.migrate import upgrade
-from store.sql import SqlStore, connect
+from pizzabot.store.mail import SqlMailLog
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.sql import SqlStore, connect
 
 NOW = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 

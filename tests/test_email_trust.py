@@ -9,9 +9,9 @@ from email.message import EmailMessage
 
 import pytest
 
-from agent.model import Box, Item, ItemKind, ItemStatus, Risk, Run, RunStatus
-from agent.policy import same_identity
-from channels.email.compose import (
+from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, Risk, Run, RunStatus
+from pizzabot.agent.policy import same_identity
+from pizzabot.channels.email.compose import (
     MailIdentity,
     Thread,
     answer_mail,
@@ -19,10 +19,10 @@ from channels.email.compose import (
     notice_mail,
     subject_for,
 )
-from channels.email.headers import clean
-from channels.email.keys import MailKey
-from channels.email.links import BadLink, sign_link, verify_link
-from channels.email.trust import (
+from pizzabot.channels.email.headers import clean
+from pizzabot.channels.email.keys import MailKey
+from pizzabot.channels.email.links import BadLink, sign_link, verify_link
+from pizzabot.channels.email.trust import (
     MailTrust,
     address_of,
     auth_failure,

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from agent import conversation
-from agent.events import AssistantMessage, BudgetExtended, ModelCall, RunFinished
-from agent.model import Approve, Box, Item, ItemStatus, NewEvent, Risk, Run, RunStatus
-from agent.policy import Principal
-from agent.testing.scripts import Reply, ToolCall, last_tool_result
-from channels.email.compose import MailIdentity, Thread, item_mail, subject_for
-from channels.slack.blocks import message
-from channels.web.timeline import entries
+from pizzabot.agent import conversation
+from pizzabot.agent.events import AssistantMessage, BudgetExtended, ModelCall, NewEvent, RunFinished
+from pizzabot.agent.model import Approve, Box, Item, ItemStatus, Risk, Run, RunStatus
+from pizzabot.agent.policy import Principal
+from pizzabot.agent.testing.scripts import Reply, ToolCall, last_tool_result
+from pizzabot.agent.timeline import entries
+from pizzabot.channels.email.compose import MailIdentity, Thread, item_mail, subject_for
+from pizzabot.channels.slack.blocks import message
 from tests.peers.triggers import Harness
 from tests.peers.web import WebApp
 

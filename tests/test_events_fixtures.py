@@ -17,12 +17,11 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy import text
 
-from agent import conversation
-from agent.events import UnknownEventVersion
-from agent.model import Event
-from channels.web.timeline import entries
-from store.migrate import upgrade
-from store.sql import SqlStore, connect
+from pizzabot.agent import conversation
+from pizzabot.agent.events import Event, UnknownEventVersion
+from pizzabot.agent.timeline import entries
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.sql import SqlStore, connect
 
 FIXTURES = sorted((Path(__file__).parent / "fixtures" / "event_logs").glob("*.json"))
 LOGS = {path.stem: json.loads(path.read_text()) for path in FIXTURES}

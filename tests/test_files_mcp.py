@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from agent.errors import UserError
-from bot import files_server
-from bot.files_server import Grants, PathRefused
+from pizzabot.tools import files as files_server
+from pizzabot.tools.files import Grants, PathRefused
+from pizzabot.tools.files.grants import GrantsRefused
 
 if TYPE_CHECKING:
     from mcp.client.stdio import StdioServerParameters
@@ -178,7 +178,7 @@ def test_move_never_overwrites_and_never_moves_a_granted_folder(
 
 
 def test_grants_must_exist_and_same_names_get_suffixes(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="not an existing folder"):
+    with pytest.raises(GrantsRefused, match="not an existing folder"):
         Grants([(tmp_path / "missing", False)])
     (tmp_path / "a" / "notes").mkdir(parents=True)
     (tmp_path / "b" / "notes").mkdir(parents=True)
@@ -249,11 +249,11 @@ def test_root_listing_shows_folders_with_access(grants: Grants, tree: dict[str, 
 
 
 def test_launch_args_map_skill_folders_to_flags() -> None:
-    from agent.skills import Folder
+    from pizzabot.agent.skills import Folder
 
     folders = [Folder(path="/n"), Folder(path="/d", write=True)]
     assert files_server.launch_args(folders) == [
-        "-m", "bot.files_server", "--grant", "/n", "--grant-write", "/d"
+        "-m", "pizzabot.tools.files", "--grant", "/n", "--grant-write", "/d"
     ]  # fmt: skip
 
 
@@ -264,7 +264,7 @@ def _params(*args: str) -> StdioServerParameters:
     from mcp.client.stdio import StdioServerParameters
 
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "bot.files_server", *args], cwd=str(MAIN)
+        command=sys.executable, args=["-m", "pizzabot.tools.files", *args], cwd=str(MAIN)
     )
 
 

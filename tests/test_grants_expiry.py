@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.model import Approve, Box, Item, ItemStatus
-from agent.policy import Principal
+from pizzabot.agent.model import Approve, Box, Item, ItemStatus
+from pizzabot.agent.policy import Principal
 from tests.peers.grant_stories import calls, calls_from_input, sent
 from tests.peers.inproc import InProcess
 from tests.peers.mcp_tools import read_log

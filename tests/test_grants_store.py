@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from agent.errors import NotFound
-from agent.model import RunStatus
-from agent.policy.grants import Grant, make_grant
-from store.grants import SqlGrants
-from store.migrate import upgrade
-from store.sql import SqlStore, connect
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.model import RunStatus
+from pizzabot.agent.policy.grants import Grant, make_grant
+from pizzabot.store.grants import SqlGrants
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.sql import SqlStore, connect
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 

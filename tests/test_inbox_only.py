@@ -9,19 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from agent.context import Context
-from agent.errors import InboxOnly, InvalidArguments, NotFound, UserError
-from agent.inbox import Inbox
-from agent.llm import LiteLLMClient
-from agent.model import ItemStatus
-from agent.policy import Principal
-from agent.requests import NewRequest, Requests
-from agent.runs import Runs
-from agent.skills import SkillBook, SkillFileError, parse_skill
-from agent.timers import Timers
-from store.migrate import upgrade
-from store.sql import SqlStore, connect
-from store.triggers import TriggerStore
+from pizzabot.agent.context import Context
+from pizzabot.agent.errors import InboxOnly, InvalidArguments, NotFound, UserError
+from pizzabot.agent.inbox import Inbox
+from pizzabot.agent.llm import LiteLLMClient
+from pizzabot.agent.model import ItemStatus
+from pizzabot.agent.policy import Principal
+from pizzabot.agent.requests import NewRequest, Requests
+from pizzabot.agent.runs import Runs
+from pizzabot.agent.skills import SkillBook, SkillFileError, parse_skill
+from pizzabot.agent.timers import Timers
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.sql import SqlStore, connect
+from pizzabot.store.triggers import TriggerStore
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 

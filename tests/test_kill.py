@@ -6,7 +6,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agent.testing.scripts import last_tool_result
+from pizzabot.agent.testing.scripts import last_tool_result
 from tests.peers.stack import Reply, Stack, ToolCall
 from tests.waiting import eventually
 

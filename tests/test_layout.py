@@ -1,12 +1,19 @@
-"""Imports point inward: `agent` imports no other package of the project; `store` and
-`channels` plug into `agent` and never import `bot`; only `bot` imports everything. And no
-two modules of the project import each other, however roundabout the loop.
+"""The house: which part may import which, no loops, short modules, settings read in one
+place.
 
-The cycle walk counts every import statement that runs: at module level and inside functions
-alike. An import moved into a function still runs (later), so a loop through it is still a
-loop: it only hides which module needs which, and makes the order of first imports decide
-whether a name exists yet. Imports under `if TYPE_CHECKING:` never run; they let two types
-name each other in annotations, and are left out.
+The one package `pizzabot` is made of the repository's folders (pyproject.toml maps them):
+`agent` (the engine) imports no other part; `store` plugs into `agent`; `channels` (every face
+to the outside: Slack, mail, the web page, the HTTP API, the MCP endpoint, schedules and
+webhooks) plugs into `agent` and may use the client's shared shapes; `cli` is a client of the
+API and imports nothing of the server; `tools` (the files tool server) stands apart; `bot`
+only wires, and imports everything. The client (`client/`, `pizzabot.client`) is a
+distribution of its own and imports nothing of the server; the bench (`bench/`) is a
+development tool outside the wheel.
+
+No two modules import each other, however roundabout the loop: every import statement that
+runs counts, at module level and inside functions alike, and so do imports under
+`if TYPE_CHECKING:` — a loop that exists only for the type checker still says two modules
+know each other.
 """
 
 from __future__ import annotations
@@ -16,39 +23,96 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = {"agent", "store", "channels", "bot"}
+
+#: Each part of the house: its folder, and the import name its modules have.
+PARTS = {
+    "agent": ROOT / "agent",
+    "store": ROOT / "store",
+    "channels": ROOT / "channels",
+    "cli": ROOT / "cli",
+    "tools": ROOT / "tools",
+    "bot": ROOT / "bot",
+    "client": ROOT / "client" / "pizzabot" / "client",
+    "bench": ROOT / "bench",
+}
 ALLOWED = {
     "agent": {"agent"},
     "store": {"agent", "store"},
-    "channels": {"agent", "channels"},
-    "bot": PACKAGES,
+    "channels": {"agent", "channels", "client"},
+    "cli": {"cli", "client"},
+    "tools": {"tools"},
+    # The composition root wires everything; `pizzabot bench` runs the bench of a checkout.
+    "bot": {"agent", "store", "channels", "cli", "tools", "bot", "client", "bench"},
+    "client": {"client"},
+    "bench": set(PARTS),
 }
 
 
+def _part_of(module: str) -> str | None:
+    """The part a dotted module name belongs to (None: not the project's)."""
+    parts = module.split(".")
+    if parts[0] == "bench":
+        return "bench"
+    if parts[0] != "pizzabot" or len(parts) < 2:
+        return None
+    return parts[1] if parts[1] in PARTS else None
+
+
+def _name_of(root: Path, part: str, path: Path) -> str:
+    """A module's dotted name, its package by its `__init__`."""
+    rel = path.relative_to(root / _folder(part)).with_suffix("").parts
+    rel = rel[:-1] if rel[-1] == "__init__" else rel
+    base = ["bench"] if part == "bench" else ["pizzabot", part]
+    return ".".join([*base, *rel])
+
+
+def _folder(part: str) -> Path:
+    return PARTS[part].relative_to(ROOT)
+
+
 def _imports(path: Path) -> set[str]:
+    """Every module name an import statement in `path` names."""
     tree = ast.parse(path.read_text(), str(path))
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found.update(a.name.split(".")[0] for a in node.names)
+            found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module.split(".")[0])
-    return found & PACKAGES
+            found.add(node.module)
+    return found
 
 
 def test_imports_point_inward() -> None:
     wrong = []
-    for package, allowed in ALLOWED.items():
-        for path in sorted((ROOT / package).rglob("*.py")):
-            for imported in sorted(_imports(path) - allowed):
-                wrong.append(f"{path.relative_to(ROOT)} imports {imported}")
+    for part, allowed in ALLOWED.items():
+        for path in sorted(PARTS[part].rglob("*.py")):
+            for imported in sorted(_imports(path)):
+                other = _part_of(imported)
+                if other is not None and other not in allowed:
+                    wrong.append(f"{path.relative_to(ROOT)} imports {imported}")
+    assert wrong == []
+
+
+def test_nothing_imports_the_old_top_level_names() -> None:
+    """Every module is imported as `pizzabot.…`: a module loaded under two names would be two
+    modules, with two copies of its state."""
+    old = {"agent", "store", "channels", "cli", "tools", "bot"}
+    wrong = [
+        f"{path.relative_to(ROOT)} imports {imported}"
+        for part in PARTS
+        for path in sorted(PARTS[part].rglob("*.py"))
+        for imported in sorted(_imports(path))
+        if imported.split(".")[0] in old
+    ]
     assert wrong == []
 
 
 def test_the_walk_sees_a_wrong_arrow(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
-    bad.write_text("import os\nfrom bot.settings import Settings\nfrom store import sql\n")
-    assert _imports(bad) == {"bot", "store"}
+    bad.write_text(
+        "import os\nfrom pizzabot.bot.settings import Settings\nfrom pizzabot import store\n"
+    )
+    assert {_part_of(m) for m in _imports(bad)} == {None, "bot"}
 
 
 # -- cycles ---------------------------------------------------------------------------------
@@ -57,11 +121,10 @@ def test_the_walk_sees_a_wrong_arrow(tmp_path: Path) -> None:
 def _modules(root: Path) -> dict[str, Path]:
     """Every module of the project by its dotted name (a package by its `__init__`)."""
     found: dict[str, Path] = {}
-    for package in sorted(PACKAGES):
-        for path in sorted((root / package).rglob("*.py")):
-            parts = path.relative_to(root).with_suffix("").parts
-            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            found[name] = path
+    for part in PARTS:
+        folder = root / _folder(part)
+        for path in sorted(folder.rglob("*.py")) if folder.exists() else []:
+            found[_name_of(root, part, path)] = path
     return found
 
 
@@ -86,26 +149,15 @@ def _targets(
     return found
 
 
-def _type_checking_only(tree: ast.Module) -> set[ast.AST]:
-    """The statements under `if TYPE_CHECKING:`, which never run."""
-    skipped: set[ast.AST] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for stmt in node.body:
-                skipped.update(ast.walk(stmt))
-    return skipped
-
-
 def _edges(modules: Mapping[str, Path]) -> dict[str, set[str]]:
-    """Which project modules each module imports, anywhere in its code that runs."""
+    """Which project modules each module imports, anywhere in its code."""
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(), str(path))
-        skipped = _type_checking_only(tree)
         is_package = path.name == "__init__.py"
         out: set[str] = set()
         for node in ast.walk(tree):
-            if isinstance(node, ast.Import | ast.ImportFrom) and node not in skipped:
+            if isinstance(node, ast.Import | ast.ImportFrom):
                 out.update(t for t in _targets(node, name, is_package, modules) if t in modules)
         out.discard(name)
         graph[name] = out
@@ -152,35 +204,43 @@ def test_no_module_of_the_project_imports_itself_back() -> None:
 
 
 def test_the_walk_sees_a_planted_cycle(tmp_path: Path) -> None:
-    """A loop closed by an import inside a function, through a package's `__init__`, or by
-    a relative import is a loop all the same; one closed only for the type checker is not."""
+    """A loop closed by an import inside a function, through a package's `__init__`, by a
+    relative import, or only for the type checker, is a loop all the same."""
     files = {
         "bot/__init__.py": "",
-        "bot/server.py": "from bot.services import Services\n",
-        "bot/services.py": "def later():\n    from bot import wire_slack\n",
+        "bot/server.py": "from pizzabot.bot.services import Services\n",
+        "bot/services.py": "def later():\n    from pizzabot.bot import wire_slack\n",
         "bot/wire_slack.py": "from . import server\n",
         "channels/__init__.py": "",
-        "channels/slack/__init__.py": "from channels.slack.app import App\n",
-        "channels/slack/app.py": "if True:\n    import channels.slack\n",
-        "store/__init__.py": "from store import sql\n",
-        "store/sql.py": "import agent.model\n",
+        "channels/slack/__init__.py": "from pizzabot.channels.slack.app import App\n",
+        "channels/slack/app.py": "if True:\n    import pizzabot.channels.slack\n",
+        "store/__init__.py": "from pizzabot.store import sql\n",
+        "store/sql.py": "import pizzabot.agent.model\n",
         "agent/__init__.py": "",
-        "agent/model.py": "from agent import engine\n",
-        "agent/engine.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import agent.model\n",
+        "agent/model.py": "from pizzabot.agent import engine\n",
+        "agent/engine.py": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pizzabot.agent.model\n"
+        ),
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     assert _cycles(_edges(_modules(tmp_path))) == [
-        ["bot.server", "bot.services", "bot.wire_slack"],
-        ["channels.slack", "channels.slack.app"],
+        ["pizzabot.agent.engine", "pizzabot.agent.model"],
+        ["pizzabot.bot.server", "pizzabot.bot.services", "pizzabot.bot.wire_slack"],
+        ["pizzabot.channels.slack", "pizzabot.channels.slack.app"],
     ]
 
 
+# -- settings -------------------------------------------------------------------------------
+
+
 def test_only_bot_reads_the_environment() -> None:
+    """Settings are read in one place. (The CLI and the client take the server's address and
+    token from the person who runs them, as their own options do; they are clients.)"""
     offenders = []
-    for package in ("agent", "store", "channels"):
-        for path in sorted((ROOT / package).rglob("*.py")):
+    for part in ("agent", "store", "channels", "tools"):
+        for path in sorted(PARTS[part].rglob("*.py")):
             text = path.read_text()
             if "os.environ[" in text or "os.getenv(" in text or "os.environ.get(" in text:
                 offenders.append(str(path.relative_to(ROOT)))
@@ -188,16 +248,23 @@ def test_only_bot_reads_the_environment() -> None:
     assert offenders == []
 
 
-# The core, the channels and the store stay readable in one sitting: a module a person can
-# hold in their head, a function that fits on a screen. Migrations are generated history.
+# -- lengths --------------------------------------------------------------------------------
+
+# Every product module stays readable in one sitting: a module a person can hold in their
+# head, a function that fits on a screen. Migrations are generated history; the bench and
+# the tests are tools of development.
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
+#: `bot/` only wires: all of it fits in this many lines.
+MAX_BOT_LINES = 3000
+PRODUCT = ("agent", "channels", "store", "cli", "tools", "bot", "client")
 
 
 def _too_long(root: Path) -> list[str]:
     found = []
-    for package in ("agent", "channels", "store"):
-        for path in sorted((root / package).rglob("*.py")):
+    for part in PRODUCT:
+        folder = root / _folder(part)
+        for path in sorted(folder.rglob("*.py")) if folder.exists() else []:
             if "migrations" in path.parts:
                 continue
             source = path.read_text()
@@ -214,6 +281,11 @@ def _too_long(root: Path) -> list[str]:
 
 def test_modules_and_functions_stay_short() -> None:
     assert _too_long(ROOT) == []
+
+
+def test_bot_only_wires() -> None:
+    lines = sum(len(p.read_text().splitlines()) for p in PARTS["bot"].rglob("*.py"))
+    assert lines <= MAX_BOT_LINES
 
 
 def test_the_length_check_sees_a_long_function(tmp_path: Path) -> None:

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from agent.errors import ModelError, UserError
-from agent.llm import LiteLLMClient, ModelReply, ModelRoute, ModelRouter
-from agent.llm_openai import OpenAIClient, direct
-from agent.llm_prices import known_price
-from agent.skills import Skill
-from agent.testing.model_server import Reply, ScriptedModelServer, ToolCall, turns
-from bot.demo import DemoModel
+from pizzabot.agent.errors import ModelError, UserError
+from pizzabot.agent.llm import LiteLLMClient, ModelReply, ModelRoute, ModelRouter
+from pizzabot.agent.llm_openai import OpenAIClient, direct
+from pizzabot.agent.llm_prices import known_price
+from pizzabot.agent.skills import Skill
+from pizzabot.agent.testing.model_server import Reply, ScriptedModelServer, ToolCall, turns
+from pizzabot.bot.demo import DemoModel
 from tests.security.test_redaction import KEY, _EchoingProvider
 
 TOOLS = [
@@ -181,7 +181,7 @@ async def test_a_missing_key_is_a_configuration_error() -> None:
 
 
 async def test_calls_share_one_client_and_survive_the_server_closing_connections() -> None:
-    from bot.bench.model import BenchModelServer, BenchScript
+    from bench.model import BenchModelServer, BenchScript
 
     # The bench's model server answers every call with `Connection: close`.
     async with BenchModelServer(BenchScript()) as srv:
@@ -246,7 +246,7 @@ def test_a_known_price_is_litellm_s_price(tier: str | None) -> None:
 
 
 def _litellm() -> Any:
-    from agent.llm import import_litellm
+    from pizzabot.agent.llm import import_litellm
 
     return import_litellm()
 

@@ -6,7 +6,7 @@ import io
 import json
 import logging
 
-from bot.logs import JsonFormatter, RedactingFilter, redact
+from pizzabot.bot.logs import JsonFormatter, RedactingFilter, redact
 
 
 def test_secrets_are_redacted_from_messages_and_arguments() -> None:

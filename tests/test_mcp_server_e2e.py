@@ -52,7 +52,9 @@ async def _server(root: Path) -> AsyncIterator[ServerProcess]:
 @contextlib.asynccontextmanager
 async def _stdio(server: ServerProcess) -> AsyncIterator[ClientSession]:
     env = {**server.env(), "PIZZABOT_URL": server.url, "PIZZABOT_API_TOKEN": TOKEN}
-    params = StdioServerParameters(command=sys.executable, args=["-m", "bot.cli", "mcp"], env=env)
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "pizzabot.bot.main", "mcp"], env=env
+    )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session

@@ -13,8 +13,8 @@ from typing import Any
 from mcp.client import Client
 from mcp_types import CallToolResult, TextContent
 
-from bot.mcp_server.desk import Answer, Ask, DeskError
-from bot.mcp_server.tools import Asking, build_server
+from pizzabot.client.mcp.desk import Answer, Ask, DeskError
+from pizzabot.client.mcp.tools import Asking, build_server
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 

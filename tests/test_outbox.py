@@ -17,16 +17,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agent.addresses import DeliveryRef, EmailTarget, SlackTarget
-from agent.channel import Channel, DeliveryError, RecordingChannel, retry_after_seconds
-from agent.context import Context
-from agent.model import Box, Delivery, DeliveryStatus, Item, ItemKind, ItemStatus, Target
-from agent.outbox import Dispatcher, Limits
-from agent.redaction import Redactor
-from agent.skills import SkillBook
-from store.migrate import upgrade
-from store.outbox import copies_need_update
-from store.sql import SqlStore, connect
+from pizzabot.agent.addresses import DeliveryRef, EmailTarget, SlackTarget
+from pizzabot.agent.channel import Channel, DeliveryError, RecordingChannel, retry_after_seconds
+from pizzabot.agent.context import Context
+from pizzabot.agent.model import Box, Delivery, DeliveryStatus, Item, ItemKind, ItemStatus, Target
+from pizzabot.agent.outbox import Dispatcher, Limits
+from pizzabot.agent.redaction import Redactor
+from pizzabot.agent.skills import SkillBook
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.outbox import copies_need_update
+from pizzabot.store.sql import SqlStore, connect
 
 T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 

@@ -18,7 +18,7 @@ import aiosmtplib
 import psutil
 import pytest
 
-from bot.bench import mailpeer
+from tests.peers import mailpeer
 from tests.peers.mailserver import DEFAULT_USERS, MailPeerError, MailServer, fetch_bodies
 from tests.peers.required import require
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent.testing.model_server import (
+from pizzabot.agent.testing.model_server import (
     Reply,
     ScriptedModelServer,
     ToolCall,
@@ -249,8 +249,8 @@ def test_script_helpers() -> None:
 async def test_the_engine_client_reports_the_price_litellm_knows(
     model: str, options: dict[str, Any], priced: bool
 ) -> None:
-    from agent.llm import LiteLLMClient
-    from agent.skills import Skill
+    from pizzabot.agent.llm import LiteLLMClient
+    from pizzabot.agent.skills import Skill
 
     async with ScriptedModelServer(turns(Reply(text="Pizza's here."))) as srv:
         skill = Skill.model_validate(

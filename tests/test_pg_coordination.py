@@ -10,11 +10,10 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import text
 
-from agent.events import Note, RunStarted
-from agent.model import NewEvent
-from store.migrate import upgrade
-from store.pg import Leadership, RunListener
-from store.sql import SqlStore, connect
+from pizzabot.agent.events import NewEvent, Note, RunStarted
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.pg import Leadership, RunListener
+from pizzabot.store.sql import SqlStore, connect
 from tests.waiting import eventually
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -115,7 +114,7 @@ async def _drop_connections(url: str) -> int:
 async def test_connections_the_server_dropped_cost_no_transaction(
     pg_store: SqlStore, pg_url: str
 ) -> None:
-    from store.triggers import TriggerStore
+    from pizzabot.store.triggers import TriggerStore
 
     triggers = TriggerStore(pg_store)
     await pg_store.create_run(run_id="r0", skill="s", input="", trigger="t", now=T0, events=[])

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from agent.model import Box, Item, ItemKind, ItemStatus
-from agent.policy import EMAIL, SLACK, Access, Act, Principal, Scope, audit_refusal
-from agent.skills import Skill, SkillBook
-from store.migrate import upgrade
-from store.sql import SqlStore, connect
+from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus
+from pizzabot.agent.policy import EMAIL, SLACK, Access, Act, Principal, Scope, audit_refusal
+from pizzabot.agent.skills import Skill, SkillBook
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.sql import SqlStore, connect
 
 AT = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 

@@ -13,22 +13,22 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent.addresses import PushTarget
-from agent.context import Context
-from agent.devices import OWNER, Subscription
-from agent.inbox import Inbox
-from agent.model import Box, DeliveryStatus, Item, ItemKind, ItemStatus
-from agent.outbox import Dispatcher
-from agent.policy import Access, Scope
-from agent.policy.tokens import Token
-from agent.skills import SkillBook, parse_skill
-from agent.timers import Timers
-from channels.push import PushChannel, VapidKey
-from store.migrate import upgrade
-from store.phone import SqlSubscriptions
-from store.sql import SqlStore, connect
-from store.tokens import SqlTokens
-from store.triggers import TriggerStore
+from pizzabot.agent.addresses import PushTarget
+from pizzabot.agent.context import Context
+from pizzabot.agent.devices import OWNER, Subscription
+from pizzabot.agent.inbox import Inbox
+from pizzabot.agent.model import Box, DeliveryStatus, Item, ItemKind, ItemStatus
+from pizzabot.agent.outbox import Dispatcher
+from pizzabot.agent.policy import Access, Scope
+from pizzabot.agent.policy.tokens import Token
+from pizzabot.agent.skills import SkillBook, parse_skill
+from pizzabot.agent.timers import Timers
+from pizzabot.channels.push import PushChannel, VapidKey
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.phone import SqlSubscriptions
+from pizzabot.store.sql import SqlStore, connect
+from pizzabot.store.tokens import SqlTokens
+from pizzabot.store.triggers import TriggerStore
 from tests.peers.push_service import PushService
 
 T0 = datetime(2026, 12, 5, 9, 0, tzinfo=UTC)

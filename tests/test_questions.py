@@ -12,22 +12,12 @@ from typing import Any
 import mcp_types
 import pytest
 
-from agent.argforms import coerce_form, form_fields
-from agent.errors import AlreadyDecided, InvalidArguments
-from agent.events import RunFinished
-from agent.model import (
-    Approve,
-    Box,
-    Edit,
-    Item,
-    ItemKind,
-    ItemStatus,
-    NewEvent,
-    Reject,
-    RunStatus,
-)
-from agent.policy import Principal
-from agent.questions import (
+from pizzabot.agent.argforms import coerce_form, form_fields
+from pizzabot.agent.errors import AlreadyDecided, InvalidArguments
+from pizzabot.agent.events import NewEvent, RunFinished
+from pizzabot.agent.model import Approve, Box, Edit, Item, ItemKind, ItemStatus, Reject, RunStatus
+from pizzabot.agent.policy import Principal
+from pizzabot.agent.questions import (
     FREE_TEXT_SCHEMA,
     Answer,
     Question,
@@ -38,7 +28,7 @@ from agent.questions import (
     validate_answer,
     values_from_lines,
 )
-from agent.tools import _Connection
+from pizzabot.agent.tools import _Connection
 from tests.peers.mcp_elicit import FORM, LINK, NESTED
 from tests.peers.web import T0, Form, WebApp, csrf_of
 
@@ -320,7 +310,7 @@ async def test_the_question_card_works_without_javascript(tmp_path: Path) -> Non
 
 
 def test_a_links_domain_shows_an_international_name_in_ascii() -> None:
-    from agent.questions import link_domain
+    from pizzabot.agent.questions import link_domain
 
     # A Cyrillic "а" in a look-alike of example.com: shown as the xn-- name it really is.
     assert link_domain("https://ex\u0430mple.com/pay") == "xn--exmple-4nf.com"

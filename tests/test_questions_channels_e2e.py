@@ -19,8 +19,8 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from agent.argforms import form_fields
-from channels.slack.blocks import field_block
+from pizzabot.agent.argforms import form_fields
+from pizzabot.channels.slack.blocks import field_block
 from tests.peers import mcp_elicit, mcp_tools
 from tests.peers.email_bot import AUTHSERV_ID, reply_to
 from tests.peers.mailserver import DEFAULT_USERS, MailServer

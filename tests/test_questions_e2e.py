@@ -17,7 +17,7 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Locator, Page, async_playwright, expect
 
-from agent.testing.scripts import last_tool_result, last_user_text
+from pizzabot.agent.testing.scripts import last_tool_result, last_user_text
 from tests.peers import mcp_elicit, mcp_tools
 from tests.peers.required import CHROMIUM
 from tests.peers.server import TOKEN

@@ -9,13 +9,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agent.addresses import SlackTarget
-from agent.errors import NotFound
-from agent.events import RunStarted, ToolRequest
-from agent.model import Box, Item, ItemKind, ItemStatus, NewEvent, RunStatus
-from agent.store import LeaseLost, StoredRequest
-from store.migrate import upgrade
-from store.sql import SqlStore, connect
+from pizzabot.agent.addresses import SlackTarget
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.events import NewEvent, RunStarted, ToolRequest
+from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, RunStatus
+from pizzabot.agent.store import LeaseLost, StoredRequest
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.sql import SqlStore, connect
 
 T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 

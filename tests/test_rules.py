@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from agent.testing.scripts import last_tool_result, message_text
+from pizzabot.agent.testing.scripts import last_tool_result, message_text
 from tests.peers import mcp_tools
 from tests.peers.server import TOKEN
 from tests.peers.stack import Reply, Stack, ToolCall

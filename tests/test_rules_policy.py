@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from agent.policy.rules import ToolHints, check_paths, judge
-from agent.skills import Skill, parse_skill
+from pizzabot.agent.policy.rules import ToolHints, check_paths, judge
+from pizzabot.agent.skills import Skill, parse_skill
 
 HEAD = "name: shop\ninstructions: hi\nmodel: openai/gpt-4o\n"
 

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.errors import SkillError
-from agent.policy.rules import Truth, judge, matches
-from agent.skills import Skill, parse_skill
+from pizzabot.agent.errors import SkillError
+from pizzabot.agent.policy.rules import Truth, judge, matches
+from pizzabot.agent.skills import Skill, parse_skill
 
 HEAD = "name: shop\ninstructions: hi\nmodel: openai/gpt-4o\n"
 ABSENT = object()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent.testing.scripts import last_tool_result
+from pizzabot.agent.testing.scripts import last_tool_result
 from tests.peers.stack import Reply, Stack, ToolCall, turns
 from tests.peers.stories import EMAIL, send_then_summarise
 from tests.waiting import eventually

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from agent.argforms import MAX_NESTING, validate_arguments
-from agent.argforms.schema_shape import nesting_problem, schema_problem
+from pizzabot.agent.argforms import MAX_NESTING, validate_arguments
+from pizzabot.agent.argforms.schema_shape import nesting_problem, schema_problem
 
 
 def nested(levels: int, wrap: str = "properties") -> dict[str, Any]:

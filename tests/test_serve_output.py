@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from store.migrate import head_revision
+from pizzabot.store.migrate import head_revision
 from tests.peers.server import ServerProcess
 from tests.waiting import eventually
 
@@ -78,7 +78,7 @@ async def test_ctrl_c_prints_one_stop_line_and_exits_130(tmp_path: Path) -> None
     server = server_with_token_file(tmp_path)
     with open(server.log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "serve", "--no-worker"],
+            [sys.executable, "-m", "pizzabot.bot.main", "serve", "--no-worker"],
             env=server.env(),
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -114,7 +114,7 @@ async def test_a_worker_makes_its_data_folder_private(tmp_path: Path) -> None:
     data = tmp_path / "worker-data"
     env = {**server.env(), "PIZZABOT_DATA_DIR": str(data)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "worker"],
+        [sys.executable, "-m", "pizzabot.bot.main", "worker"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -133,8 +133,8 @@ async def test_the_database_is_summed_up_in_words_not_alembic_steps(tmp_path: Pa
     from alembic.script import ScriptDirectory
     from sqlalchemy import Connection
 
-    from store.migrate import alembic_config, upgrade
-    from store.sql import connect
+    from pizzabot.store.migrate import alembic_config, upgrade
+    from pizzabot.store.sql import connect
 
     head = head_revision()
     previous = ScriptDirectory.from_config(alembic_config()).get_revision(head).down_revision

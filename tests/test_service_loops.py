@@ -14,15 +14,15 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agent.addresses import DeliveryRef, SlackTarget
-from agent.channel import RecordingChannel
-from agent.context import Context
-from agent.model import Box, Delivery, Item, ItemKind, ItemStatus
-from agent.outbox import Dispatcher
-from agent.skills import SkillBook
-from agent.tasks import stop_if_cancelled
-from store.migrate import upgrade
-from store.sql import SqlStore, connect
+from pizzabot.agent.addresses import DeliveryRef, SlackTarget
+from pizzabot.agent.channel import RecordingChannel
+from pizzabot.agent.context import Context
+from pizzabot.agent.model import Box, Delivery, Item, ItemKind, ItemStatus
+from pizzabot.agent.outbox import Dispatcher
+from pizzabot.agent.skills import SkillBook
+from pizzabot.agent.tasks import stop_if_cancelled
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.sql import SqlStore, connect
 
 T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 

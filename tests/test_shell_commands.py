@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 
-from agent.shell import Truth, parse_command, runs
+from pizzabot.agent.shell import Truth, parse_command, runs
 
 RM_ROOT = parse_command("rm -r /")
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import SkillError
-from agent.skills import Budget, load_skills, parse_duration, parse_skill
+from pizzabot.agent.errors import SkillError
+from pizzabot.agent.skills import Budget, load_skills, parse_duration, parse_skill
 
 HEAD = "name: x\ninstructions: hi\nmodel: openai/gpt-4o\n"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import NotFound
-from agent.skills import SkillBook, SkillFileError, load_skills, parse_skill
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.skills import SkillBook, SkillFileError, load_skills, parse_skill
 
 GOOD = "name: triage\ninstructions: sort the mail\nmodel: openai/gpt-4o\n"
 

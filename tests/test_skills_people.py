@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.errors import SkillError
-from agent.skills import parse_skill
+from pizzabot.agent.errors import SkillError
+from pizzabot.agent.skills import parse_skill
 
 HEAD = "name: pay\ninstructions: pay\nmodel: openai/none\n"
 TWO = "tools:\n  bank.transfer:\n    policy: ask\n    approvals: {required: 2}\n"

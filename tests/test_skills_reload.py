@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.testing.scripts import last_tool_result, last_user_text, message_text
+from pizzabot.agent.testing.scripts import last_tool_result, last_user_text, message_text
 from tests.peers.server import BYTECODE, TOKEN
 from tests.peers.stack import Reply, Stack, ToolCall
 from tests.waiting import eventually
@@ -49,7 +49,7 @@ def cli(st: Stack, *args: str) -> Done:
         "PYTHONPYCACHEPREFIX": str(BYTECODE),
     }
     done = subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
+        [sys.executable, "-m", "pizzabot.bot.main", *args],
         env=env,
         capture_output=True,
         text=True,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.skills import SkillBook, load_skills
+from pizzabot.agent.skills import SkillBook, load_skills
 
 HEAD = "name: shop\ninstructions: hi\nmodel: openai/gpt-4o\n"
 

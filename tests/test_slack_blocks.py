@@ -7,11 +7,11 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agent.argforms import coerce_form, form_fields
-from agent.card_digest import card_digest
-from agent.model import Box, Item, ItemKind, ItemStatus, Risk, Run, RunStatus
-from channels.slack import blocks
-from channels.slack.blocks import ModalRef
+from pizzabot.agent.argforms import coerce_form, form_fields
+from pizzabot.agent.card_digest import card_digest
+from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, Risk, Run, RunStatus
+from pizzabot.channels.slack import blocks
+from pizzabot.channels.slack.blocks import ModalRef
 
 BASE = "http://pizza.example"
 AT = datetime(2026, 11, 29, 12, 30, tzinfo=UTC)

@@ -11,21 +11,21 @@ from typing import Any
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent.addresses import SlackRef
-from agent.channel import DeliveryError
-from agent.errors import NotFound
-from agent.model import (
+from pizzabot.agent.addresses import SlackRef
+from pizzabot.agent.channel import DeliveryError
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.events import Event
+from pizzabot.agent.model import (
     Box,
     Delivery,
     DeliveryStatus,
-    Event,
     Item,
     ItemKind,
     ItemStatus,
     Run,
     RunStatus,
 )
-from channels.slack import SlackChannel
+from pizzabot.channels.slack import SlackChannel
 from tests.peers.slack_api import SlackApi
 
 AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

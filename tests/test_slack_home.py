@@ -18,15 +18,15 @@ from fastapi import FastAPI, Request, Response
 from slack_bolt.adapter.fastapi.async_handler import AsyncSlackRequestHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent.context import Context
-from agent.inbox import Inbox
-from agent.model import Approve, Box, Item, ItemKind, ItemStatus
-from agent.policy import Access, Principal
-from agent.runs import Runs
-from agent.skills import Skill, SkillBook
-from channels.slack import HomeTabs, SlackInbound, build_app
-from store.migrate import upgrade
-from store.sql import SqlStore, connect
+from pizzabot.agent.context import Context
+from pizzabot.agent.inbox import Inbox
+from pizzabot.agent.model import Approve, Box, Item, ItemKind, ItemStatus
+from pizzabot.agent.policy import Access, Principal
+from pizzabot.agent.runs import Runs
+from pizzabot.agent.skills import Skill, SkillBook
+from pizzabot.channels.slack import HomeTabs, SlackInbound, build_app
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.sql import SqlStore, connect
 from tests.peers.slack_api import Call, SlackApi, app_home_opened, signed_headers
 from tests.waiting import eventually
 

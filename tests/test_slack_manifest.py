@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from channels.slack import SlackInbound
+from pizzabot.channels.slack import SlackInbound
 
 MANIFEST = Path(__file__).resolve().parent.parent / "manifests" / "slack-app.yaml"
 

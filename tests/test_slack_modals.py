@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent.argforms import form_fields
-from agent.model import Box, Item, ItemKind, ItemStatus
-from channels.slack import blocks
-from channels.slack.blocks import ModalRef
+from pizzabot.agent.argforms import form_fields
+from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus
+from pizzabot.channels.slack import blocks
+from pizzabot.channels.slack.blocks import ModalRef
 from tests.peers.slack_api import (
     block_actions,
     filled_values,

@@ -25,21 +25,21 @@ from fastapi import FastAPI, Request, Response
 from slack_bolt.adapter.fastapi.async_handler import AsyncSlackRequestHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent.addresses import SlackTarget
-from agent.argforms import form_fields
-from agent.model import Box, Item, ItemKind, ItemStatus, RunStatus
-from agent.outbox import Limits
-from agent.policy import Access
-from agent.questions import FREE_TEXT_SCHEMA
-from agent.skills import Skill, SkillBook
-from bot.core import Core, Timing, build
-from channels.slack import SlackChannel, SlackInbound, blocks, build_app
-from channels.slack.blocks import APPROVE, field_block
-from channels.slack.home import Inbox as HomeInbox
-from channels.slack.home import home_view
-from channels.slack.questions import ANSWER, DECLINE, DONE, OPEN_LINK
-from store.migrate import upgrade
-from store.sql import SqlStore, connect
+from pizzabot.agent.addresses import SlackTarget
+from pizzabot.agent.argforms import form_fields
+from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, RunStatus
+from pizzabot.agent.outbox import Limits
+from pizzabot.agent.policy import Access
+from pizzabot.agent.questions import FREE_TEXT_SCHEMA
+from pizzabot.agent.skills import Skill, SkillBook
+from pizzabot.bot.core import Core, Timing, build
+from pizzabot.channels.slack import SlackChannel, SlackInbound, blocks, build_app
+from pizzabot.channels.slack.blocks import APPROVE, field_block
+from pizzabot.channels.slack.home import Inbox as HomeInbox
+from pizzabot.channels.slack.home import home_view
+from pizzabot.channels.slack.questions import ANSWER, DECLINE, DONE, OPEN_LINK
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.sql import SqlStore, connect
 from tests.peers.slack_api import (
     Call,
     SlackApi,

@@ -12,22 +12,22 @@ from typing import Any
 
 import pytest
 
-from agent.card_digest import card_digest
-from agent.context import Context
-from agent.devices import OWNER
-from agent.errors import PasskeyRefused, StepUpRequired
-from agent.inbox import Inbox
-from agent.model import Approve, Box, Item, ItemKind, ItemStatus, Reject, Risk
-from agent.passkeys import Passkeys
-from agent.policy import Principal, Scope
-from agent.policy.grants import covering, make_grant, offered
-from agent.policy.rules import judge
-from agent.skills import SkillBook, parse_skill
-from agent.step_up import Assertion, item_step_up, step_up_for
-from store.migrate import upgrade
-from store.phone import SqlPasskeys
-from store.sql import SqlStore, connect
-from store.tokens import SqlTokens
+from pizzabot.agent.card_digest import card_digest
+from pizzabot.agent.context import Context
+from pizzabot.agent.devices import OWNER
+from pizzabot.agent.errors import PasskeyRefused, StepUpRequired
+from pizzabot.agent.inbox import Inbox
+from pizzabot.agent.model import Approve, Box, Item, ItemKind, ItemStatus, Reject, Risk
+from pizzabot.agent.passkeys import Passkeys
+from pizzabot.agent.policy import Principal, Scope
+from pizzabot.agent.policy.grants import covering, make_grant, offered
+from pizzabot.agent.policy.rules import judge
+from pizzabot.agent.skills import SkillBook, parse_skill
+from pizzabot.agent.step_up import Assertion, item_step_up, step_up_for
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.phone import SqlPasskeys
+from pizzabot.store.sql import SqlStore, connect
+from pizzabot.store.tokens import SqlTokens
 from tests.peers.authenticator import SoftPasskey
 
 ORIGIN = "http://localhost:8787"

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agent.addresses import EmailRef, EmailTarget, SlackRef, SlackTarget
-from agent.errors import AlreadyDecided, NotFound
-from agent.events import DecisionMade, Note, RunStarted, ToolRequest, ToolStarted
-from agent.model import (
+from pizzabot.agent.addresses import EmailRef, EmailTarget, SlackRef, SlackTarget
+from pizzabot.agent.errors import AlreadyDecided, NotFound
+from pizzabot.agent.events import DecisionMade, NewEvent, Note, RunStarted, ToolRequest, ToolStarted
+from pizzabot.agent.model import (
     Approve,
     Box,
     Decision,
@@ -22,14 +22,13 @@ from agent.model import (
     Item,
     ItemKind,
     ItemStatus,
-    NewEvent,
     Reject,
     RunStatus,
     Usage,
 )
-from agent.store import LeaseLost, Take
-from store.migrate import upgrade
-from store.sql import SqlStore, connect
+from pizzabot.agent.store import LeaseLost, Take
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.sql import SqlStore, connect
 
 T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 
@@ -360,7 +359,7 @@ async def test_the_outbox_reads_a_lane_and_gives_up_with_an_audit_entry(store: S
 async def test_refs_written_before_they_were_typed_still_load(store: SqlStore) -> None:
     from sqlalchemy import Connection, update
 
-    from store.tables import DeliveryRow
+    from pizzabot.store.tables import DeliveryRow
 
     await _run(store)
     await store.claim_run(lease="w", now=T0, lease_seconds=30)
@@ -480,7 +479,7 @@ async def test_a_database_from_before_last_seq_numbers_on_after_its_events(db_ur
     from alembic import command
     from sqlalchemy import text
 
-    from store.migrate import alembic_config
+    from pizzabot.store.migrate import alembic_config
 
     engine = connect(db_url)
     async with engine.begin() as conn:
@@ -516,7 +515,7 @@ async def test_migrations_produce_exactly_the_models(db_url: str) -> None:
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
-    from store.tables import Base
+    from pizzabot.store.tables import Base
 
     engine = connect(db_url)
     await upgrade(engine)
@@ -534,6 +533,6 @@ async def test_migrations_produce_exactly_the_models(db_url: str) -> None:
 def test_the_quick_head_check_agrees_with_alembic() -> None:
     from alembic.script import ScriptDirectory
 
-    from store.migrate import alembic_config, head_revision
+    from pizzabot.store.migrate import alembic_config, head_revision
 
     assert head_revision() == ScriptDirectory.from_config(alembic_config()).get_current_head()

@@ -26,7 +26,7 @@ async def cli(st: Stack, *args: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "bot.cli",
+        "pizzabot.bot.main",
         *args,
         env=env,
         stdout=asyncio.subprocess.PIPE,

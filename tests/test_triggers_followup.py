@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agent.model import Approve, RunStatus
-from agent.policy import Principal
-from agent.testing.scripts import Reply, ToolCall, count_role, last_user_text
+from pizzabot.agent.model import Approve, RunStatus
+from pizzabot.agent.policy import Principal
+from pizzabot.agent.testing.scripts import Reply, ToolCall, count_role, last_user_text
 from tests.peers.triggers import Harness
 
 MAIL = {"to": "ann@example.com", "subject": "Quote"}

@@ -13,11 +13,11 @@ from typing import Any
 import httpx
 from sqlalchemy import Connection, select
 
-from channels.triggers.hooks import sign
-from store.migrate import upgrade
-from store.sql import SqlStore, connect
-from store.tables_triggers import HookSignatureRow
-from store.triggers import TriggerStore
+from pizzabot.channels.triggers.hooks import sign
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.sql import SqlStore, connect
+from pizzabot.store.tables_triggers import HookSignatureRow
+from pizzabot.store.triggers import TriggerStore
 from tests.peers.stack import Reply, Stack, turns
 
 SECRET = "orders-hook-secret-0123"

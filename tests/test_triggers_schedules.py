@@ -15,16 +15,16 @@ from typing import Any
 
 import pytest
 
-from agent.context import Context, utcnow
-from agent.errors import Conflict, InvalidArguments
-from agent.policy import Principal
-from agent.runs import Runs
-from agent.skills import Schedule, Skill, SkillBook
-from channels.triggers.schedule_times import build_trigger, latest_fire, next_fires
-from channels.triggers.scheduler import Scheduler
-from store.migrate import upgrade
-from store.sql import SqlStore, connect
-from store.triggers import TriggerStore
+from pizzabot.agent.context import Context, utcnow
+from pizzabot.agent.errors import Conflict, InvalidArguments
+from pizzabot.agent.policy import Principal
+from pizzabot.agent.runs import Runs
+from pizzabot.agent.skills import Schedule, Skill, SkillBook
+from pizzabot.channels.triggers.schedule_times import build_trigger, latest_fire, next_fires
+from pizzabot.channels.triggers.scheduler import Scheduler
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.sql import SqlStore, connect
+from pizzabot.store.triggers import TriggerStore
 from tests.peers.triggers import FakeClock
 from tests.waiting import eventually
 

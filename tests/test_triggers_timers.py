@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from agent.errors import NotAllowed
-from agent.model import Approve, Box, EventKind, ItemStatus, RunStatus
-from agent.policy import Principal
-from agent.testing.scripts import Reply, ToolCall, last_tool_result
-from agent.timers import Timers
+from pizzabot.agent.errors import NotAllowed
+from pizzabot.agent.model import Approve, Box, EventKind, ItemStatus, RunStatus
+from pizzabot.agent.policy import Principal
+from pizzabot.agent.testing.scripts import Reply, ToolCall, last_tool_result
+from pizzabot.agent.timers import Timers
 from tests.peers.triggers import Harness
 
 MAIL = {"to": "ann@example.com", "subject": "Quote"}

@@ -189,7 +189,7 @@ async def web_page(st: Stack, path: str) -> str:
 def cli(st: Stack, *args: str) -> subprocess.CompletedProcess[str]:
     """`pizzabot` in a terminal: a client of the server's API, as the owner."""
     env = {**os.environ, "PIZZABOT_URL": st.server.url, "PIZZABOT_API_TOKEN": TOKEN}
-    run = [sys.executable, "-m", "bot.cli", *args]
+    run = [sys.executable, "-m", "pizzabot.bot.main", *args]
     return subprocess.run(run, env=env, capture_output=True, text=True, timeout=60)
 
 

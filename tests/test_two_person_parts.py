@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from agent.errors import AlreadyApproved, InvalidArguments, SkillError
-from agent.model import Approve, Edit, ItemStatus, Reject, Risk
-from agent.policy import Access, Principal
-from agent.skills import Skill, SkillBook, parse_skill
-from store.approvals import SqlApprovals
+from pizzabot.agent.errors import AlreadyApproved, InvalidArguments, SkillError
+from pizzabot.agent.model import Approve, Edit, ItemStatus, Reject, Risk
+from pizzabot.agent.policy import Access, Principal
+from pizzabot.agent.skills import Skill, SkillBook, parse_skill
+from pizzabot.store.approvals import SqlApprovals
 from tests.peers.web import WebApp, csrf_of
 
 pytestmark = pytest.mark.asyncio

@@ -27,7 +27,7 @@ from playwright.async_api import (
     expect,
 )
 
-from agent.testing.scripts import last_tool_result
+from pizzabot.agent.testing.scripts import last_tool_result
 from tests.peers.required import CHROMIUM
 from tests.peers.server import TOKEN
 from tests.peers.stack import Reply, Stack, ToolCall

@@ -1,6 +1,6 @@
 """The web edit form: a tool's JSON schema as HTML inputs, and a posted form as arguments.
 
-`agent.argforms` has its own tests for which fields a schema yields and how text is coerced;
+`pizzabot.agent.argforms` has its own tests for which fields a schema yields and how text is coerced;
 these check the HTML and request side: input types, names, prefill, required marks, hints,
 errors next to fields, what a browser really posts (absent checkboxes, CRLF line breaks), and
 the whole round trip through the item page of an in-process app.
@@ -12,9 +12,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agent.model import ItemStatus
-from channels.web._render import render_fields
-from channels.web.forms import PREFIX, field_views, read_form
+from pizzabot.agent.model import ItemStatus
+from pizzabot.channels.web._render import render_fields
+from pizzabot.channels.web.forms import PREFIX, field_views, read_form
 from tests.peers.web import Form, WebApp, csrf_of
 
 SCHEMA: dict[str, Any] = {

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.events import (
+from pizzabot.agent.events import (
     AssistantMessage,
+    Event,
     ModelCall,
+    NewEvent,
     Note,
     ProposedCall,
     TimerRemark,
@@ -22,9 +24,9 @@ from agent.events import (
     ToolStarted,
     load_event,
 )
-from agent.model import Approve, Event, EventKind, ItemKind, ItemStatus, NewEvent, Risk, RunStatus
-from agent.policy import Principal
-from channels.web.timeline import entries
+from pizzabot.agent.model import Approve, EventKind, ItemKind, ItemStatus, Risk, RunStatus
+from pizzabot.agent.policy import Principal
+from pizzabot.agent.timeline import entries
 from tests.peers.web import T0, Form, WebApp, csrf_of
 
 SCHEMA = {
@@ -378,7 +380,7 @@ async def test_tables_name_their_columns_in_every_cell_for_phones(web: WebApp) -
 
 
 async def test_the_start_form_leaves_out_inbox_only_skills(tmp_path: Path) -> None:
-    from agent.skills import Skill
+    from pizzabot.agent.skills import Skill
 
     answering = Skill(name="approvals")
     async with WebApp(tmp_path, skill=answering) as app, app.client(logged_in=True) as c:

@@ -18,10 +18,10 @@ import pytest
 from fastapi.routing import APIRoute
 from itsdangerous.encoding import base64_decode, base64_encode, bytes_to_int, int_to_bytes
 
-from agent.model import Item, ItemStatus
-from channels.web import SESSION_COOKIE, Sessions
-from channels.web._session import MAX_AGE
-from channels.web.router import PARTS
+from pizzabot.agent.model import Item, ItemStatus
+from pizzabot.channels.web import SESSION_COOKIE, Sessions
+from pizzabot.channels.web._session import MAX_AGE
+from pizzabot.channels.web.router import PARTS
 from tests.peers.web import TOKEN, WebApp, csrf_of
 
 SCHEMA = {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}

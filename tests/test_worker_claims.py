@@ -11,10 +11,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from agent.model import Approve, Box, Item, ItemStatus, RunStatus
-from agent.policy import Principal
-from agent.runs import Runs
-from agent.testing.scripts import Reply, turns
+from pizzabot.agent.model import Approve, Box, Item, ItemStatus, RunStatus
+from pizzabot.agent.policy import Principal
+from pizzabot.agent.runs import Runs
+from pizzabot.agent.testing.scripts import Reply, turns
 from tests.peers.grant_stories import calls, calls_from_input, sent
 from tests.peers.inproc import InProcess
 from tests.peers.mcp_tools import read_log

@@ -29,8 +29,8 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from agent.testing.model_server import ScriptedModelServer
-from agent.testing.scripts import Message, Reply, ToolCall, count_role
+from pizzabot.agent.testing.model_server import ScriptedModelServer
+from pizzabot.agent.testing.scripts import Message, Reply, ToolCall, count_role
 from tests.conftest import fresh_pg_database
 from tests.peers import mcp_tools
 from tests.peers.server import ServerProcess
@@ -80,7 +80,7 @@ class Cluster:
         log = self.root / f"{name}.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "bot.cli", "worker"],
+                [sys.executable, "-m", "pizzabot.bot.main", "worker"],
                 env={**self.env, **env},
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -253,7 +253,7 @@ async def test_many_runs_on_several_workers_each_finish_once(cluster: Cluster) -
         timeout=60,
         context=cluster.logs,
     )
-    # Each call takes a moment, so no one worker (8 runs at a time) can take all 30 before
+    # Each call takes a moment, so no one worker (4 runs at a time) can take all 30 before
     # the others claim theirs.
     seconds = [0.3 + k / 1000 for k in range(30)]
     ids = [await cluster.start_run("scale", f"slow {s}") for s in seconds]
@@ -279,6 +279,14 @@ async def test_many_runs_on_several_workers_each_finish_once(cluster: Cluster) -
 async def test_a_killed_workers_runs_are_finished_by_the_others(cluster: Cluster) -> None:
     for name in ("w1", "w2")[len(cluster.workers) :]:  # when run on its own
         cluster.start_worker(name, PIZZABOT_POLL_INTERVAL="1")
+    # No one worker (4 runs at a time) can hold all six calls: each must be ready to claim,
+    # or the first would finish its four and take the rest one after the other.
+    await eventually(
+        lambda: all("worker ready" in w.tail() for w in cluster.workers),
+        what="every worker to say it claims runs",
+        timeout=60,
+        context=cluster.logs,
+    )
     seconds = [SLOW + k / 100 for k in range(6)]
     ids = [await cluster.start_run("scale", f"slow {s}") for s in seconds]
 

@@ -37,10 +37,10 @@ The modules, each leaning only on those before it:
 - ``coerce``: submitted text back to arguments.
 """
 
-from agent.argforms.coerce import coerce_form
-from agent.argforms.fields import Field, chosen, form_fields
-from agent.argforms.names import field_name, field_path
-from agent.argforms.numbers import (
+from pizzabot.agent.argforms.coerce import coerce_form
+from pizzabot.agent.argforms.fields import Field, chosen, form_fields
+from pizzabot.agent.argforms.names import field_name, field_path
+from pizzabot.agent.argforms.numbers import (
     MAX_INTEGER_DIGITS,
     MAX_NUMBER_TEXT,
     NumbersOutOfRange,
@@ -48,9 +48,9 @@ from agent.argforms.numbers import (
     loads_body,
     loads_json,
 )
-from agent.argforms.schema_shape import MAX_NESTING
-from agent.argforms.schema_walk import FieldKind
-from agent.argforms.validate import validate_arguments
+from pizzabot.agent.argforms.schema_shape import MAX_NESTING
+from pizzabot.agent.argforms.schema_walk import FieldKind
+from pizzabot.agent.argforms.validate import validate_arguments
 
 __all__ = [
     "MAX_INTEGER_DIGITS",

@@ -12,11 +12,19 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.argforms.fields import option_text
-from agent.argforms.messages import one_of
-from agent.argforms.numbers import loads_json, parse_integer, parse_number
-from agent.argforms.schema_walk import WHOLE_ARGUMENTS, Group, Leaf, Node, Schema, leaves, tree
-from agent.argforms.validate import add_error, validate_arguments
+from pizzabot.agent.argforms.fields import option_text
+from pizzabot.agent.argforms.messages import one_of
+from pizzabot.agent.argforms.numbers import loads_json, parse_integer, parse_number
+from pizzabot.agent.argforms.schema_walk import (
+    WHOLE_ARGUMENTS,
+    Group,
+    Leaf,
+    Node,
+    Schema,
+    leaves,
+    tree,
+)
+from pizzabot.agent.argforms.validate import add_error, validate_arguments
 
 __all__ = ["coerce_form"]
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent.argforms.schema_walk import FieldKind, Group, Leaf, Node, Schema, tree
+from pizzabot.agent.argforms.schema_walk import FieldKind, Group, Leaf, Node, Schema, tree
 
 __all__ = ["Field", "chosen", "form_fields", "option_text"]
 

@@ -12,10 +12,10 @@ from typing import Any
 
 from jsonschema.exceptions import ValidationError
 
-from agent.argforms.fields import option_text
-from agent.argforms.names import escape_name
-from agent.argforms.schema_walk import is_null
-from agent.argforms.unknown import Path, matches
+from pizzabot.agent.argforms.fields import option_text
+from pizzabot.agent.argforms.names import escape_name
+from pizzabot.agent.argforms.schema_walk import is_null
+from pizzabot.agent.argforms.unknown import Path, matches
 
 __all__ = ["flatten", "locate", "messages", "one_of", "unknown_message", "where"]
 

@@ -26,7 +26,7 @@ import referencing.exceptions
 import referencing.jsonschema
 from referencing.jsonschema import Schema as _Contents
 
-from agent.argforms.messages import where
+from pizzabot.agent.argforms.messages import where
 
 __all__ = ["MAX_NESTING", "nesting_problem", "schema_problem"]
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from agent.argforms.names import field_name
+from pizzabot.agent.argforms.names import field_name
 
 __all__ = [
     "WHOLE_ARGUMENTS",

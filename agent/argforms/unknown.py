@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from agent.argforms.schema_walk import Schema, pointer
+from pizzabot.agent.argforms.schema_walk import Schema, pointer
 
 __all__ = ["Path", "matches", "undeclared"]
 

@@ -3,9 +3,9 @@
 The engine checks arguments that arrive as JSON (an API edit, a model's call) and the form
 channels check what people typed with this same function, so a value is accepted or refused
 the same way whichever way it came in. On top of the schema, numbers are bounded
-(:mod:`agent.argforms.numbers`), undeclared fields are refused
-(:mod:`agent.argforms.unknown`), and a schema or arguments that no check could finish with
-(nested too deep, a ``$ref`` cycle: :mod:`agent.argforms.schema_shape`) are an error, never
+(:mod:`pizzabot.agent.argforms.numbers`), undeclared fields are refused
+(:mod:`pizzabot.agent.argforms.unknown`), and a schema or arguments that no check could finish with
+(nested too deep, a ``$ref`` cycle: :mod:`pizzabot.agent.argforms.schema_shape`) are an error, never
 a ``RecursionError``.
 
 Checking a schema against JSON Schema's meta-schema costs about a millisecond, and the same
@@ -27,11 +27,11 @@ import jsonschema
 import referencing
 import referencing.exceptions
 
-from agent.argforms.messages import flatten, locate, messages, unknown_message, where
-from agent.argforms.numbers import out_of_range
-from agent.argforms.schema_shape import nesting_problem, schema_problem
-from agent.argforms.schema_walk import Schema, leaves, tree
-from agent.argforms.unknown import undeclared
+from pizzabot.agent.argforms.messages import flatten, locate, messages, unknown_message, where
+from pizzabot.agent.argforms.numbers import out_of_range
+from pizzabot.agent.argforms.schema_shape import nesting_problem, schema_problem
+from pizzabot.agent.argforms.schema_walk import Schema, leaves, tree
+from pizzabot.agent.argforms.unknown import undeclared
 
 __all__ = ["add_error", "schema_error", "validate_arguments"]
 

@@ -7,13 +7,21 @@ revokes named tokens. Channels only say who is asking.
 
 `rules` answers "auto, ask or deny, and why" for one tool call: the skill's rules on its
 argument values, the tool's policy, and (where the skill opts in) the tool's own hints.
+`call_verdict` adds the grants that may cover the call and the card a person would see: the
+one verdict the engine's calls and requests from outside agents share.
 """
 
-from agent.policy.access import Access, Act, Verdict, audit_refusal
-from agent.policy.identity import EMAIL, SLACK, identity_key, normalize_address, same_identity
-from agent.policy.principal import Principal, Scope
-from agent.policy.rules import Ruling, ToolHints, check_paths, judge
-from agent.store import AuditTrail
+from pizzabot.agent.policy.access import Access, Act, Verdict, audit_refusal
+from pizzabot.agent.policy.identity import (
+    EMAIL,
+    SLACK,
+    identity_key,
+    normalize_address,
+    same_identity,
+)
+from pizzabot.agent.policy.principal import Principal, Scope
+from pizzabot.agent.policy.rules import Ruling, ToolHints, check_paths, judge
+from pizzabot.agent.store import AuditTrail
 
 __all__ = [
     "EMAIL",

@@ -1,14 +1,14 @@
 """Who may do what: decide an item, start or follow up a run, revoke a grant, manage tokens,
 work the kill switch. Every one of these passes here, in the engine, whichever way it came in.
 
-The asker is a `Principal` (`agent.policy.principal`); a channel only says who it is. The rules:
+The asker is a `Principal` (`pizzabot.agent.policy.principal`); a channel only says who it is. The rules:
 
 - The **owner** and an **admin** token may do everything.
 - An **ask** token may do none of these: it files requests and reads its own
-  (`agent.requests`), and that is all. A **system** trigger (a schedule, a webhook) may start
+  (`pizzabot.agent.requests`), and that is all. A **system** trigger (a schedule, a webhook) may start
   runs, and nothing else.
 - **Deciding** an item: the skill's approvers, and for a tool's item also the approvers that
-  tool escalates to (`agent.skills.Escalation`). A person on Slack or by mail counts by their
+  tool escalates to (`pizzabot.agent.skills.Escalation`). A person on Slack or by mail counts by their
   identity there; a **decide** token counts as the person it names (`people:`), through every
   identity that person has.
 - **Following up** a run, and **revoking** a grant: the approvers of its skill (of the grant's
@@ -19,7 +19,7 @@ The asker is a `Principal` (`agent.policy.principal`); a channel only says who i
 - **Tokens** and the **kill switch**: admins only.
 - Lists fail closed: no approvers, nobody; a skill that is not loaded, nobody.
 
-Identities compare as `agent.policy.identity` says: exactly, after one strict normalisation
+Identities compare as `pizzabot.agent.policy.identity` says: exactly, after one strict normalisation
 per channel (`same_identity`), the one comparison every act uses. A refused attempt is
 written to the audit trail by `audit_refusal`, as `<act>_refused` with the principal, its
 channel and the verdict's wording.
@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from agent.model import Box, Item
-from agent.policy.identity import EMAIL, SLACK, identity_key, same_identity
-from agent.policy.principal import Principal, Scope
-from agent.skills import Skill, SkillBook
-from agent.store import AuditTrail
+from pizzabot.agent.model import Box, Item
+from pizzabot.agent.policy.identity import EMAIL, SLACK, identity_key, same_identity
+from pizzabot.agent.policy.principal import Principal, Scope
+from pizzabot.agent.skills import Skill, SkillBook
+from pizzabot.agent.store import AuditTrail
 
 #: Channels where people act under their own identity, which the skills' lists name.
 PEOPLE_CHANNELS = frozenset({SLACK, EMAIL})

@@ -1,9 +1,9 @@
 """Whether one rule's conditions hold for a call's arguments: yes, no, or maybe.
 
-`agent.policy.rules.judge` takes the first rule that holds, and weighs a rule that only may
+`pizzabot.agent.policy.rules.judge` takes the first rule that holds, and weighs a rule that only may
 hold against what follows it; this module answers the question per rule (`matches`) and per
 argument (`holds`), with the words that say why a maybe is one (the doubt), for the card and
-the model. The table of what holds is in `agent.policy.rules`.
+the model. The table of what holds is in `pizzabot.agent.policy.rules`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent.shell import Command, Truth, fold, parse_command, runs
-from agent.skills import Check, Rule
+from pizzabot.agent.shell import Command, Truth, fold, parse_command, runs
+from pizzabot.agent.skills import Check, Rule
 
 __all__ = ["Finding", "holds", "matches"]
 

@@ -12,7 +12,7 @@ than one approver, where its entry says `grants: []`, or where the server keeps 
 
 This module is the policy's part: the `Grant` noun, which grants a tool offers (`offered`),
 whether a grant covers a call (`covers`, `covering`) and the fingerprint of exact arguments
-(canonical JSON, SHA-256). Where grants are kept is the `Grants` protocol; `store.grants`
+(canonical JSON, SHA-256). Where grants are kept is the `Grants` protocol; `pizzabot.store.grants`
 implements it in SQL, writing the audit trail (created, used, revoked) with each change.
 """
 
@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, assert_never
 
-from agent.errors import NotAllowed
-from agent.policy.access import Access, audit_refusal
-from agent.policy.principal import Principal
-from agent.policy.rules import judge
-from agent.skills import Skill, ToolRule, parse_duration
-from agent.step_up import step_up_for
-from agent.store import AuditTrail
+from pizzabot.agent.errors import NotAllowed
+from pizzabot.agent.policy.access import Access, audit_refusal
+from pizzabot.agent.policy.principal import Principal
+from pizzabot.agent.policy.rules import judge
+from pizzabot.agent.skills import Skill, ToolRule, parse_duration
+from pizzabot.agent.step_up import step_up_for
+from pizzabot.agent.store import AuditTrail
 
 __all__ = [
     "Grant",
@@ -156,7 +156,7 @@ def _required_approvals(rule: ToolRule) -> int:
 def offered(skill: Skill, tool: str) -> tuple[str, ...]:
     """The grants a card for `tool` ("server.tool") offers next to Approve: the tool's
     `grants` (by default `run`, `1h` and `exact`), none where it needs more than one
-    approver, or a passkey (`agent.step_up`: a grant would skip it next time)."""
+    approver, or a passkey (`pizzabot.agent.step_up`: a grant would skip it next time)."""
     rule = skill.rule(tool)
     if _required_approvals(rule) > 1 or step_up_for(skill, tool, None, rule.risk) is not None:
         return ()

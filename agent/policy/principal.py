@@ -4,13 +4,13 @@ A principal is one of four kinds:
 
 - the **owner**: whoever holds the server's API token (the web page signed in with it, the
   API and the CLI with it). Scope `admin`; counted as the person `owner`.
-- a named **token** (`agent.policy.tokens`), made by an admin for one agent or one device.
+- a named **token** (`pizzabot.agent.policy.tokens`), made by an admin for one agent or one device.
   Its scope is `ask` (file requests, read and wait on its own, the MCP tools: nothing else),
   `decide` (also decide, as the person the token names, what that person may decide) or
   `admin` (everything the owner may do).
 - a **person** on a channel where people act under their own identity: a Slack user id, a
   mail's one `From` address. What they may do is what the skills' lists say
-  (`agent.policy.access`); their scope is `decide` at most.
+  (`pizzabot.agent.policy.access`); their scope is `decide` at most.
 - a **system** trigger: a schedule, a signed webhook, the clock. It may start the runs it
   was configured to start, and decide nothing.
 

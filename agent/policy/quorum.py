@@ -10,16 +10,16 @@ The rules of one item's count:
 
 - each approval by a different person counts; the same person again is refused
   (`AlreadyApproved`, audited as `approval_refused`) and not counted;
-- the person who filed a request never counts toward it (`agent.inbox` refuses them);
+- the person who filed a request never counts toward it (`pizzabot.agent.inbox` refuses them);
 - an edit replaces the arguments and starts a new count, the editor's approval its first;
 - the call is approved when the count reaches `required` (an edit on the way makes it an
   edited call, as the model must see the call that runs); one reject ends the item, through
   the inbox's ordinary path, as do time-outs, reminders and escalation, which apply to the
   item as a whole.
 
-`Approvals` is where counts are kept (`store.approvals`: a row per counted approval, written
+`Approvals` is where counts are kept (`pizzabot.store.approvals`: a row per counted approval, written
 with its audit entry, the item's copies marked to show the new count); `count` is what
-`agent.inbox.Inbox.decide` calls for an approval or an edit of such an item.
+`pizzabot.agent.inbox.Inbox.decide` calls for an approval or an edit of such an item.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from agent.errors import AlreadyApproved
-from agent.model import Approve, Decision, Edit, Item
-from agent.policy.identity import identity_key, same_identity
-from agent.policy.principal import Principal
-from agent.skills import Skill
-from agent.store import AuditTrail
+from pizzabot.agent.errors import AlreadyApproved
+from pizzabot.agent.model import Approve, Decision, Edit, Item
+from pizzabot.agent.policy.identity import identity_key, same_identity
+from pizzabot.agent.policy.principal import Principal
+from pizzabot.agent.skills import Skill
+from pizzabot.agent.store import AuditTrail
 
 __all__ = [
     "OWNER",

@@ -1,14 +1,14 @@
 """Which policy a tool call gets, from its arguments: the skill's rules, and the tool's hints.
 
-A skill's `tools` entry may carry `rules` (`agent.skills.Rule`): conditions on argument
+A skill's `tools` entry may carry `rules` (`pizzabot.agent.skills.Rule`): conditions on argument
 values, checked in order, the first that holds deciding `auto`, `ask` or `deny`; when none
 holds, the entry's `policy` applies, and a tool the skill does not list is asked about. This
 module evaluates them (`judge`), and says which rule decided, so the card, the timeline and
 the model can say so too.
 
 Rules fail closed. The arguments were checked against the tool's input schema before any
-rule reads them (`agent.settle`, `agent.request_checks`), and a value still holds, does not
-hold, or *maybe* holds a condition (`agent.policy.conditions`). A maybe is a doubt that a
+rule reads them (`pizzabot.agent.settle`, `pizzabot.agent.request_checks`), and a value still holds, does not
+hold, or *maybe* holds a condition (`pizzabot.agent.policy.conditions`). A maybe is a doubt that a
 tool could resolve against the rule's intent: a type the rule does not compare (the tool
 may read "5000" as 5000, "Prod" as prod), text equal but for case, Unicode form or
 surrounding space, a value a `ne` or `not_in` cannot see (it is left out: the tool's default
@@ -23,7 +23,7 @@ policy decide (`judge`), and the ruling says the doubt. Per operator:
 | `ne`, `not_in` | holds when not equal | maybe | maybe | maybe |
 | `lt`, `lte`, `gt`, `gte` | compared | maybe | — | no |
 | `matches` | on the whole text | maybe | maybe | no |
-| `runs` | read as a shell would (`agent.shell`) | maybe | maybe | no |
+| `runs` | read as a shell would (`pizzabot.agent.shell`) | maybe | maybe | no |
 | `present: true` / `false` | yes / no (given but blank: maybe) | yes / no | — | no / yes |
 
 Blank is `""`, spaces alone, `[]` or `{}`, which a tool may take for absent. `eq: null`
@@ -47,9 +47,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, assert_never
 
-from agent.policy.conditions import Finding, holds, matches
-from agent.shell import Truth, fold
-from agent.skills import Policy, Problem, Skill, ToolRule
+from pizzabot.agent.policy.conditions import Finding, holds, matches
+from pizzabot.agent.shell import Truth, fold
+from pizzabot.agent.skills import Policy, Problem, Skill, ToolRule
 
 __all__ = [
     "Finding",

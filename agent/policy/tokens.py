@@ -3,8 +3,8 @@
 The server's own API token is the owner's and may do everything. An agent that asks for
 approval gets a token of its own with scope `ask`, so the credential that asks can never
 decide; a phone or a teammate's CLI gets `decide`, naming the person it decides as; `admin`
-is for automation that must do everything. (`agent.policy.principal` says what each scope
-allows; `agent.policy.access` enforces it.)
+is for automation that must do everything. (`pizzabot.agent.policy.principal` says what each scope
+allows; `pizzabot.agent.policy.access` enforces it.)
 
 A token's secret is shown once, when it is made, and kept only as its SHA-256: the secret is
 32 random bytes, so a plain hash keeps a copy of the database from presenting it. A revoked
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from agent.errors import InvalidArguments, NotAllowed, NotFound
-from agent.policy.access import Access, audit_refusal
-from agent.policy.principal import Principal, Scope
-from agent.store import AuditTrail
+from pizzabot.agent.errors import InvalidArguments, NotAllowed, NotFound
+from pizzabot.agent.policy.access import Access, audit_refusal
+from pizzabot.agent.policy.principal import Principal, Scope
+from pizzabot.agent.store import AuditTrail
 
 __all__ = [
     "NewToken",
@@ -99,7 +99,7 @@ async def principal_for(
 
 
 class Tokens(Protocol):
-    """Where tokens are kept (`store.tokens`). Each change writes its audit entry."""
+    """Where tokens are kept (`pizzabot.store.tokens`). Each change writes its audit entry."""
 
     async def add(self, token: Token, *, secret_hash: str, channel: str) -> Token:
         """Keep a new token, audited `token_created`; a name in use by an active token is a

@@ -14,21 +14,21 @@ The package's modules, and what each holds:
 - `loader`: `parse_skill` and `load_skills`;
 - `book`: `SkillBook`, the skills a running server knows and their versions.
 
-Import from `agent.skills`: every name below is exported here.
+Import from `pizzabot.agent.skills`: every name below is exported here.
 """
 
-from agent.skills.book import Refusal, Reload, SkillBook
-from agent.skills.budget import Budget, DailyBudget
-from agent.skills.durations import Duration, parse_duration
-from agent.skills.errors import Problem, SkillFileError
-from agent.skills.loader import LoadReport, load_skills, parse_skill
-from agent.skills.people import Approvers, Deliver, Escalation, PeopleOrApprovers, Person
-from agent.skills.rules import OPERATORS, Check, Condition, Policy, Rule
-from agent.skills.servers import Folder, HttpServer, StdioServer
-from agent.skills.skill import Defaults, Origin, Skill, inbox_only
-from agent.skills.step_up import RiskWord, StepUp, StepUpFor
-from agent.skills.tools import DEFAULT_GRANTS, Approvals, ToolRule
-from agent.skills.triggers import DigestAt, Hook, Schedule
+from pizzabot.agent.skills.book import Refusal, Reload, SkillBook
+from pizzabot.agent.skills.budget import Budget, DailyBudget
+from pizzabot.agent.skills.durations import Duration, parse_duration
+from pizzabot.agent.skills.errors import Problem, SkillFileError
+from pizzabot.agent.skills.loader import LoadReport, load_skills, parse_skill
+from pizzabot.agent.skills.people import Approvers, Deliver, Escalation, PeopleOrApprovers, Person
+from pizzabot.agent.skills.rules import OPERATORS, Check, Condition, Policy, Rule
+from pizzabot.agent.skills.servers import Folder, HttpServer, StdioServer
+from pizzabot.agent.skills.skill import Defaults, Origin, Skill, inbox_only
+from pizzabot.agent.skills.step_up import RiskWord, StepUp, StepUpFor
+from pizzabot.agent.skills.tools import DEFAULT_GRANTS, Approvals, ToolRule
+from pizzabot.agent.skills.triggers import DigestAt, Hook, Schedule
 
 __all__ = [
     "DEFAULT_GRANTS",

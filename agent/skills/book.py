@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agent.errors import NotFound
-from agent.skills.errors import SkillFileError
-from agent.skills.loader import LoadReport
-from agent.skills.skill import Skill
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.skills.errors import SkillFileError
+from pizzabot.agent.skills.loader import LoadReport
+from pizzabot.agent.skills.skill import Skill
 
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 

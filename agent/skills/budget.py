@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from agent.skills._base import Strict
-from agent.skills.durations import Duration, parse_duration
+from pizzabot.agent.skills._base import Strict
+from pizzabot.agent.skills.durations import Duration, parse_duration
 
 
 class DailyBudget(Strict):

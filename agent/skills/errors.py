@@ -14,10 +14,10 @@ from typing import Annotated, Any, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel
 
-from agent.errors import SkillError
-from agent.skills.servers import HttpServer, StdioServer
-from agent.skills.skill import Skill
-from agent.skills.tools import ToolRule
+from pizzabot.agent.errors import SkillError
+from pizzabot.agent.skills.servers import HttpServer, StdioServer
+from pizzabot.agent.skills.skill import Skill
+from pizzabot.agent.skills.tools import ToolRule
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from agent.skills.errors import Problem, SkillFileError, _explain, _line_of
-from agent.skills.skill import Origin, Skill
-from agent.skills.tools import ToolRule
+from pizzabot.agent.skills.errors import Problem, SkillFileError, _explain, _line_of
+from pizzabot.agent.skills.skill import Origin, Skill
+from pizzabot.agent.skills.tools import ToolRule
 
 
 @dataclass(frozen=True)

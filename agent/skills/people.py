@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, field_validator
 
-from agent.skills._base import Strict
+from pizzabot.agent.skills._base import Strict
 
 _PERSON = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 

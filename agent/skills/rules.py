@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
-from agent.shell import parse_command
-from agent.skills._base import Strict
+from pizzabot.agent.shell import parse_command
+from pizzabot.agent.skills._base import Strict
 
 Policy = Literal["auto", "ask", "deny"]
 
@@ -64,8 +64,8 @@ class Check(Strict):
 
     A value holds, does not hold, or maybe holds (a JSON type the operands do not have, text
     equal but for case or Unicode form, a command line that cannot be read): a maybe makes a
-    `deny` or `ask` rule apply and an `auto` rule not (`agent.policy.rules` has the table).
-    `runs` reads a shell command line (`agent.shell`)."""
+    `deny` or `ask` rule apply and an `auto` rule not (`pizzabot.agent.policy.rules` has the table).
+    `runs` reads a shell command line (`pizzabot.agent.shell`)."""
 
     eq: Any = None
     ne: Any = None

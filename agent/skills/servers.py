@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import field_validator
 
-from agent.skills._base import Strict
+from pizzabot.agent.skills._base import Strict
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -12,14 +12,14 @@ from typing import Annotated, Any
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from agent.skills._base import Strict
-from agent.skills.budget import Budget
-from agent.skills.people import _PERSON, Approvers, Deliver, PeopleOrApprovers, Person
-from agent.skills.rules import Policy
-from agent.skills.servers import Folder, HttpServer, StdioServer
-from agent.skills.step_up import StepUp, StepUpFor
-from agent.skills.tools import ToolRule
-from agent.skills.triggers import DigestAt, Hook, Schedule
+from pizzabot.agent.skills._base import Strict
+from pizzabot.agent.skills.budget import Budget
+from pizzabot.agent.skills.people import _PERSON, Approvers, Deliver, PeopleOrApprovers, Person
+from pizzabot.agent.skills.rules import Policy
+from pizzabot.agent.skills.servers import Folder, HttpServer, StdioServer
+from pizzabot.agent.skills.step_up import StepUp, StepUpFor
+from pizzabot.agent.skills.tools import ToolRule
+from pizzabot.agent.skills.triggers import DigestAt, Hook, Schedule
 
 
 class Defaults(Strict):
@@ -53,7 +53,7 @@ def inbox_only(name: str) -> str:
 
 class Skill(Strict):
     """One skill file. Without `model` it is *inbox-only*: it runs nothing itself and answers
-    requests from agents Pizza Bot does not run (`agent.requests`), with its approvers,
+    requests from agents Pizza Bot does not run (`pizzabot.agent.requests`), with its approvers,
     people, deliveries and tool rules."""
 
     name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")]
@@ -74,14 +74,15 @@ class Skill(Strict):
     hooks: list[Hook] = []
     max_tool_result_chars: int = 20_000
     defaults: Defaults = Defaults()
-    #: The daily digest of this skill's waiting items (`agent.digest`); None: the server's.
+    #: The daily digest of this skill's waiting items (`pizzabot.agent.digest`); None: the server's.
     digest: DigestAt | None = None
     #: The environment variable holding the secret a request's `callback_url` POST is signed
     #: with (inbox-only skills; see docs/api.md); None: this skill's requests take no callback.
     callback_secret_env: Annotated[str | None, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] = None
     #: False: whoever asked for a call may not approve it (a tool's entry may say otherwise).
     self_approval: bool = True
-    #: Which approvals need a fresh passkey assertion: all, or by risk (`agent.skills.step_up`).
+    #: Which approvals need a fresh passkey assertion: all, or by risk
+    #: (`pizzabot.agent.skills.step_up`).
     step_up: StepUp | StepUpFor | None = None
     _origin: Origin | None = PrivateAttr(default=None)
 

@@ -11,7 +11,7 @@
             step_up: passkey                       # only when this rule asked
 
 The risk words read a tool's notes: `irreversible` is `reversible: false`, `external` is
-`scope: external`, `high` is `impact: high`. `agent.step_up` applies them.
+`scope: external`, `high` is `impact: high`. `pizzabot.agent.step_up` applies them.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from agent.skills._base import Strict
+from pizzabot.agent.skills._base import Strict
 
 #: The one kind of step-up there is: a passkey (WebAuthn) assertion.
 StepUp = Literal["passkey"]

@@ -7,12 +7,12 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from agent.model import Risk
-from agent.skills._base import Strict
-from agent.skills.durations import Duration, parse_duration
-from agent.skills.people import Escalation
-from agent.skills.rules import Policy, Rule
-from agent.skills.step_up import StepUp
+from pizzabot.agent.model import Risk
+from pizzabot.agent.skills._base import Strict
+from pizzabot.agent.skills.durations import Duration, parse_duration
+from pizzabot.agent.skills.people import Escalation
+from pizzabot.agent.skills.rules import Policy, Rule
+from pizzabot.agent.skills.step_up import StepUp
 
 #: The grants a tool offers when its entry does not say (`grants:`).
 DEFAULT_GRANTS = ("run", "1h", "exact")
@@ -24,7 +24,7 @@ class Approvals(Strict):
     A person is counted once whatever channel they use (see `Skill.people`), so a skill that
     asks for two cannot list an approver by a bare identity where that human may also
     approve through another channel (the skill is refused). One reject ends the item, and an
-    edit restarts the count (see `agent.policy.quorum`)."""
+    edit restarts the count (see `pizzabot.agent.policy.quorum`)."""
 
     required: int = Field(default=1, ge=1, le=20)
 
@@ -51,7 +51,7 @@ class ToolRule(Strict):
     #: False: whoever asked for a call of this tool may not approve it (None: the skill's).
     self_approval: bool | None = None
     #: `passkey`: every approval of this tool needs a fresh passkey assertion
-    #: (`agent.skills.step_up`).
+    #: (`pizzabot.agent.skills.step_up`).
     step_up: StepUp | None = None
 
     @field_validator("timeout", "remind_after", "escalate_after", mode="before")

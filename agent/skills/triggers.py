@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, field_validator
 
-from agent.skills._base import Strict
-from agent.skills.durations import Duration, parse_duration
+from pizzabot.agent.skills._base import Strict
+from pizzabot.agent.skills.durations import Duration, parse_duration
 
 
 class Schedule(Strict):

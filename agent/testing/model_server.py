@@ -3,7 +3,7 @@
 Tests and `pizzabot bench` reach it through litellm exactly as they would reach a real
 provider, so the whole HTTP path (request shaping, streaming, tool-call parsing, usage,
 provider errors) is exercised without the internet or a key. What the model says is decided
-by a script (see `agent.testing.scripts`); `fail_next` makes the provider misbehave on cue.
+by a script (see `pizzabot.agent.testing.scripts`); `fail_next` makes the provider misbehave on cue.
 
 The HTTP server runs on its own thread and event loop, while the script runs on the caller's
 loop. It has to: after an Ollama call litellm asks `/api/show` for model info with a
@@ -35,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from agent.testing.scripts import (
+from pizzabot.agent.testing.scripts import (
     Message,
     Reply,
     Script,

@@ -7,6 +7,6 @@ the request's state, retried with the outbox's backoff until the receiver answer
 outbox gives it up as a dead letter). Its signature is a callback's own, never a webhook's.
 """
 
-from channels.callback.channel import LABEL, CallbackChannel, sign, signed_bytes
+from pizzabot.channels.callback.channel import LABEL, CallbackChannel, sign, signed_bytes
 
 __all__ = ["LABEL", "CallbackChannel", "sign", "signed_bytes"]

@@ -11,7 +11,7 @@ keyed with the skill's secret (`callback_secret_env`), handed over by `bot/` as 
 without one the delivery fails for good.
 
 The label makes a callback's signature mean "a callback" and nothing else. Webhooks
-(`channels.triggers.hooks`) sign ``timestamp LF key LF body``, the same shape without it, so where one secret
+(`pizzabot.channels.triggers.hooks`) sign ``timestamp LF key LF body``, the same shape without it, so where one secret
 served both, a captured callback (its key is the request's id) was a valid webhook and
 started a run. A webhook's signed bytes begin with its timestamp's digits, so no callback's
 can be read as one, nor a webhook's as a callback's; webhook senders change nothing, and a
@@ -35,11 +35,11 @@ from collections.abc import Callable
 
 import httpx
 
-from agent.addresses import DeliveryRef
-from agent.channel import DeliveryError, retry_after_seconds
-from agent.model import Delivery, Item, ItemStatus
-from agent.requests import state_of
-from agent.store import RequestStore
+from pizzabot.agent.addresses import DeliveryRef
+from pizzabot.agent.channel import DeliveryError, retry_after_seconds
+from pizzabot.agent.model import Delivery, Item, ItemStatus
+from pizzabot.agent.requests import state_of
+from pizzabot.agent.store import RequestStore
 
 __all__ = ["LABEL", "CallbackChannel", "sign", "signed_bytes"]
 

@@ -1,6 +1,6 @@
 """The email channel: inbox items out by SMTP, decisions and follow-ups back by IMAP.
 
-    EmailChannel   the `agent.channel.Channel`: deliver / update (SMTP, one thread per run)
+    EmailChannel   the `pizzabot.agent.channel.Channel`: deliver / update (SMTP, one thread per run)
     MailHandler    one received mail -> Inbox.decide / Runs.follow_up / Runs.start
     ImapReceiver   the IMAP IDLE loop that feeds MailHandler, reconnecting with backoff
     LinkDesk       the one-time, prefetch-safe decision links (`links_router` mounts them)
@@ -8,17 +8,17 @@
     MailLog        the protocol for "already handled" keys (store.mail.SqlMailLog)
     MailTrust      which received mail is believed to come from its From (channels.email.trust)
 
-`bot.wire_email` builds these from the settings; nothing here reads the environment.
+`pizzabot.bot.wire_email` builds these from the settings; nothing here reads the environment.
 """
 
-from channels.email.channel import EmailChannel, Mailer, SmtpConfig, SmtpMailer
-from channels.email.compose import MailIdentity
-from channels.email.inbound import InboundConfig, MailHandler
-from channels.email.keys import MailKey
-from channels.email.links import LinkDesk, links_router
-from channels.email.ports import MailLog, MailStore
-from channels.email.receiver import ImapConfig, ImapReceiver
-from channels.email.trust import MailTrust
+from pizzabot.channels.email.channel import EmailChannel, Mailer, SmtpConfig, SmtpMailer
+from pizzabot.channels.email.compose import MailIdentity
+from pizzabot.channels.email.inbound import InboundConfig, MailHandler
+from pizzabot.channels.email.keys import MailKey
+from pizzabot.channels.email.links import LinkDesk, links_router
+from pizzabot.channels.email.ports import MailLog, MailStore
+from pizzabot.channels.email.receiver import ImapConfig, ImapReceiver
+from pizzabot.channels.email.trust import MailTrust
 
 __all__ = [
     "EmailChannel",

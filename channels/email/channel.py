@@ -6,7 +6,7 @@ received (an error, a refusal, an acknowledgement). An SMTP outage raises `Deliv
 so the outbox retries with backoff: it only delays delivery. SMTP logs in with a password
 or with SASL XOAUTH2 (a token from a `TokenSource`; a refused token is replaced once).
 
-Only a copy to someone the policy lets decide the item by email (`agent.policy.Access`: its
+Only a copy to someone the policy lets decide the item by email (`pizzabot.agent.policy.Access`: its
 email approvers) carries something that can decide: that approver's own reply token and,
 with a public URL, signed links made out to them. A copy to anyone else in `deliver.email`
 is for information: no token, no links.
@@ -25,13 +25,13 @@ from datetime import datetime
 from email.message import EmailMessage
 from typing import Literal, Protocol
 
-from agent.addresses import EmailRef
-from agent.channel import DeliveryError
-from agent.context import utcnow
-from agent.errors import NotFound
-from agent.model import Box, Delivery, Item, ItemKind, Run
-from agent.policy import EMAIL, Access, Principal
-from channels.email.compose import (
+from pizzabot.agent.addresses import EmailRef
+from pizzabot.agent.channel import DeliveryError
+from pizzabot.agent.context import utcnow
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.model import Box, Delivery, Item, ItemKind, Run
+from pizzabot.agent.policy import EMAIL, Access, Principal
+from pizzabot.channels.email.compose import (
     MailIdentity,
     Thread,
     answer_mail,
@@ -39,10 +39,10 @@ from channels.email.compose import (
     notice_mail,
     subject_for,
 )
-from channels.email.headers import HeaderError
-from channels.email.keys import MailKey
-from channels.email.links import make_links
-from channels.email.ports import MailStore, TokenSource
+from pizzabot.channels.email.headers import HeaderError
+from pizzabot.channels.email.keys import MailKey
+from pizzabot.channels.email.links import make_links
+from pizzabot.channels.email.ports import MailStore, TokenSource
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class SmtpMailer:
     async def send(self, msg: EmailMessage) -> None:
         import aiosmtplib
 
-        from channels.email.oauth import OAuthError
+        from pizzabot.channels.email.oauth import OAuthError
 
         c = self.config
         try:

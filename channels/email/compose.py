@@ -25,12 +25,12 @@ from email.policy import SMTP
 from email.utils import format_datetime, make_msgid
 from typing import Any
 
-from agent.argforms import Field, form_fields
-from agent.model import MAY_HAVE_HAPPENED, Box, Item, ItemKind, ItemStatus, Run
-from channels.email import headers
-from channels.email.headers import Folded
-from channels.email.questions import question_html, question_outcome, question_text
-from channels.email.trust import message_ids
+from pizzabot.agent.argforms import Field, form_fields
+from pizzabot.agent.model import MAY_HAVE_HAPPENED, Box, Item, ItemKind, ItemStatus, Run
+from pizzabot.channels.email import headers
+from pizzabot.channels.email.headers import Folded
+from pizzabot.channels.email.questions import question_html, question_outcome, question_text
+from pizzabot.channels.email.trust import message_ids
 
 SUBJECT_TAG = "[pizzabot]"
 _MAX_REFERENCES = 10

@@ -1,8 +1,8 @@
-"""`EmailDigest`: the daily digest (`agent.digest`) as one plain mail to each approver.
+"""`EmailDigest`: the daily digest (`pizzabot.agent.digest`) as one plain mail to each approver.
 
 The mail is not on any item's thread and carries no reply token: it lists the waiting items
 with links to the web page, and each item's own mail stays the place to answer by reply.
-Every header is built from checked text (`channels.email.headers`); the subject holds only
+Every header is built from checked text (`pizzabot.channels.email.headers`); the subject holds only
 a count.
 """
 
@@ -12,10 +12,10 @@ from email.message import EmailMessage
 from email.policy import SMTP
 from email.utils import format_datetime, make_msgid
 
-from agent.digest import Digest
-from channels.email import headers
-from channels.email.channel import Mailer
-from channels.email.compose import SUBJECT_TAG, MailIdentity
+from pizzabot.agent.digest import Digest
+from pizzabot.channels.email import headers
+from pizzabot.channels.email.channel import Mailer
+from pizzabot.channels.email.compose import SUBJECT_TAG, MailIdentity
 
 __all__ = ["EmailDigest", "digest_mail"]
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.argforms import coerce_form, field_path, form_fields, validate_arguments
-from agent.model import Item, ItemKind
-from channels.email.replies import Command
+from pizzabot.agent.argforms import coerce_form, field_path, form_fields, validate_arguments
+from pizzabot.agent.model import Item, ItemKind
+from pizzabot.channels.email.replies import Command
 
 __all__ = ["edit_arguments", "edit_errors"]
 

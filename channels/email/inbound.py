@@ -10,7 +10,7 @@ most one call of the engine's public functions:
 Every mail is handled once: its Message-ID is recorded in the `MailLog` first (a second
 copy, or the same mail after a restart, is a "duplicate"). `trust` says whether a mail
 really comes from its one sender (by default only a passing, aligned verdict of the
-receiving server says so; `InboundConfig.trust`); the policy (`agent.policy.Access`) says what that sender
+receiving server says so; `InboundConfig.trust`); the policy (`pizzabot.agent.policy.Access`) says what that sender
 may do: decide the item, follow up the run, start a run. A mail that fails either decides
 nothing, is written to the audit trail, and is answered only when the sender is someone
 the policy knows (an approver or an allowed sender): strangers, and forged senders who are
@@ -30,10 +30,10 @@ from email.message import EmailMessage
 from email.policy import default as default_policy
 from typing import Any, Protocol
 
-from agent.batch import approve_all
-from agent.card_digest import card_digest
-from agent.context import utcnow
-from agent.errors import (
+from pizzabot.agent.batch import approve_all
+from pizzabot.agent.card_digest import card_digest
+from pizzabot.agent.context import utcnow
+from pizzabot.agent.errors import (
     AlreadyApproved,
     AlreadyDecided,
     Conflict,
@@ -41,18 +41,18 @@ from agent.errors import (
     NotAllowed,
     NotFound,
 )
-from agent.inbox import Inbox
-from agent.model import Approve, Box, Decision, Edit, Item, ItemKind, ItemStatus, Reject
-from agent.policy import EMAIL, Access, Principal, Verdict, audit_refusal
-from agent.runs import Runs
-from agent.skills import SkillBook
-from channels.email.compose import SUBJECT_TAG, MailIdentity, outcome_text
-from channels.email.edits import edit_arguments, edit_errors
-from channels.email.keys import MailKey
-from channels.email.ports import MailLog, MailStore
-from channels.email.questions import answer_errors, no_answer, read_answer
-from channels.email.replies import UnreadableMail, body_text, read_reply, top_of_reply
-from channels.email.trust import (
+from pizzabot.agent.inbox import Inbox
+from pizzabot.agent.model import Approve, Box, Decision, Edit, Item, ItemKind, ItemStatus, Reject
+from pizzabot.agent.policy import EMAIL, Access, Principal, Verdict, audit_refusal
+from pizzabot.agent.runs import Runs
+from pizzabot.agent.skills import SkillBook
+from pizzabot.channels.email.compose import SUBJECT_TAG, MailIdentity, outcome_text
+from pizzabot.channels.email.edits import edit_arguments, edit_errors
+from pizzabot.channels.email.keys import MailKey
+from pizzabot.channels.email.ports import MailLog, MailStore
+from pizzabot.channels.email.questions import answer_errors, no_answer, read_answer
+from pizzabot.channels.email.replies import UnreadableMail, body_text, read_reply, top_of_reply
+from pizzabot.channels.email.trust import (
     MailTrust,
     authenticated,
     check_reply,
@@ -62,7 +62,7 @@ from channels.email.trust import (
     split_address,
     thread_refs,
 )
-from channels.email.trust import Verdict as Authenticity
+from pizzabot.channels.email.trust import Verdict as Authenticity
 
 log = logging.getLogger(__name__)
 

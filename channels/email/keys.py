@@ -3,7 +3,7 @@
 A decision link and the token in a reply address are both proofs that "the server mailed
 this to that person about that item". Such a proof must come from a key that never leaves
 the server: nothing derived from a mail (which anyone on the thread, or anyone a copy was
-forwarded to, holds) may let someone make another. `bot.wire_email` loads the key from the
+forwarded to, holds) may let someone make another. `pizzabot.bot.wire_email` loads the key from the
 settings or keeps one in the data folder (mode 0600); every server process of one
 deployment uses the same key.
 
@@ -22,7 +22,7 @@ from typing import Any
 
 from itsdangerous import BadSignature, URLSafeSerializer
 
-from channels.email.trust import normalize_address
+from pizzabot.channels.email.trust import normalize_address
 
 MIN_KEY_BYTES = 32
 

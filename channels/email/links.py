@@ -10,9 +10,9 @@ mail lets its reader make another link, for another person, decision or expiry. 
 put only in the mails of the item's email approvers, expire after `link_ttl` (a day by
 default), and work once (used links are recorded in the `MailLog`). The decision is the
 mail recipient's, made through `Inbox.decide(..., channel="email")`, so the policy
-(`agent.policy.Access`) is asked again when the link is used, and the card's digest
-(`agent.card_digest`) binds the decision to the arguments the mail showed: after an edit,
-an old mail's link is refused and the thread gets the new card. `bot.wire_email` mounts the
+(`pizzabot.agent.policy.Access`) is asked again when the link is used, and the card's digest
+(`pizzabot.agent.card_digest`) binds the decision to the arguments the mail showed: after an edit,
+an old mail's link is refused and the thread gets the new card. `pizzabot.bot.wire_email` mounts the
 routes only when the server has a public URL to put in links.
 
     GET  /mail/d/{token}   confirm page (a form: button, reason, or the edit fields)
@@ -32,10 +32,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from agent.argforms import Field, coerce_form, field_path, form_fields
-from agent.card_digest import card_digest, seen_matches
-from agent.context import utcnow
-from agent.errors import (
+from pizzabot.agent.argforms import Field, coerce_form, field_path, form_fields
+from pizzabot.agent.card_digest import card_digest, seen_matches
+from pizzabot.agent.context import utcnow
+from pizzabot.agent.errors import (
     AlreadyApproved,
     AlreadyDecided,
     CardChanged,
@@ -45,12 +45,12 @@ from agent.errors import (
     NotFound,
     StepUpRequired,
 )
-from agent.inbox import Inbox
-from agent.model import Box, Item, ItemKind, decision_from
-from agent.policy import EMAIL, Principal, normalize_address
-from channels.email.compose import Links, outcome_text
-from channels.email.keys import BadSignature, MailKey
-from channels.email.ports import MailLog, MailStore
+from pizzabot.agent.inbox import Inbox
+from pizzabot.agent.model import Box, Item, ItemKind, decision_from
+from pizzabot.agent.policy import EMAIL, Principal, normalize_address
+from pizzabot.channels.email.compose import Links, outcome_text
+from pizzabot.channels.email.keys import BadSignature, MailKey
+from pizzabot.channels.email.ports import MailLog, MailStore
 
 PATH = "/mail/d"
 DECISIONS = ("approve", "reject", "edit")
@@ -125,7 +125,8 @@ def make_links(
     edit = url("edit") if item.kind is ItemKind.TOOL else None
     page = f"{base_url.rstrip('/')}/items/{item.id}"
     if item.risk.step_up is not None:
-        # Approved only with a passkey, on the web page: a link alone cannot (`agent.step_up`).
+        # Approved only with a passkey, on the web page: a link alone cannot
+        # (`pizzabot.agent.step_up`).
         return Links(approve=page, reject=url("reject"), edit=page, expires=expires, page=page)
     return Links(
         approve=url("approve"), reject=url("reject"), edit=edit, expires=expires, page=page

@@ -11,7 +11,7 @@ it at the provider's token endpoint for short-lived access tokens:
 refresh serves every caller waiting at that moment. A server that rejects a token gets one
 fresh token (`invalidate`, then `token()` again), never a loop. A token endpoint that is
 down, slow or rate-limiting (transport errors, 429, 5xx) is retried with exponential
-backoff (tenacity, as `agent.llm` retries models); a refusal (400/401: revoked or expired
+backoff (tenacity, as `pizzabot.agent.llm` retries models); a refusal (400/401: revoked or expired
 refresh token, wrong client secret) is not retried, and says what to fix.
 
 Errors:

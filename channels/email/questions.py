@@ -6,8 +6,8 @@ is), or "decline" and, if the person likes, why. A link question (URL mode) name
 the link leads to and the link itself, and asks for "done" once the person has been there, or
 "decline". No signed decision links: a question is answered by reply or on the web page.
 
-A reply becomes one of the decisions every channel sends (`agent.questions`): `Edit` with the
-typed values (read as the web form reads them, `agent.questions.values_from_lines`),
+A reply becomes one of the decisions every channel sends (`pizzabot.agent.questions`): `Edit` with the
+typed values (read as the web form reads them, `pizzabot.agent.questions.values_from_lines`),
 `Approve` (done; or the proposed values as they are), `Reject` (declined). What cannot be
 read, or does not fit the form, is answered with what is wrong, field by field, and decides
 nothing.
@@ -22,10 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.argforms import Field, form_fields
-from agent.model import Approve, Decision, Edit, Item, ItemStatus, Reject
-from agent.questions import question_url, read_link, values_from_lines
-from channels.email.signoffs import without_sign_off
+from pizzabot.agent.argforms import Field, form_fields
+from pizzabot.agent.model import Approve, Decision, Edit, Item, ItemStatus, Reject
+from pizzabot.agent.questions import question_url, read_link, values_from_lines
+from pizzabot.channels.email.signoffs import without_sign_off
 
 __all__ = [
     "Reading",

@@ -28,10 +28,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from agent.tasks import stop_if_cancelled
-from channels.email.imap_ext import StartTlsError, authenticate_xoauth2, starttls
-from channels.email.oauth import OAuthRefused
-from channels.email.ports import TokenSource
+from pizzabot.agent.tasks import stop_if_cancelled
+from pizzabot.channels.email.imap_ext import StartTlsError, authenticate_xoauth2, starttls
+from pizzabot.channels.email.oauth import OAuthRefused
+from pizzabot.channels.email.ports import TokenSource
 
 log = logging.getLogger(__name__)
 

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from email.message import EmailMessage
 from typing import Any, Literal
 
-from agent.argforms import bounded_decoder
-from channels.email.html_text import html_to_text
-from channels.email.quotes import own_text
-from channels.email.signoffs import without_sign_off
+from pizzabot.agent.argforms import bounded_decoder
+from pizzabot.channels.email.html_text import html_to_text
+from pizzabot.channels.email.quotes import own_text
+from pizzabot.channels.email.signoffs import without_sign_off
 
 __all__ = [
     "Command",

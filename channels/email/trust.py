@@ -6,9 +6,9 @@ run, only when all of these hold:
 - the sender is unambiguous: exactly one `From` header, holding exactly one mailbox, that
   the header parser read without a defect (`approver@corp <mallory@evil>` or a second
   `From` decides nothing), with an ASCII address (compared lower-cased, as
-  `agent.policy.identity` compares email identities: a look-alike such as the Kelvin sign
+  `pizzabot.agent.policy.identity` compares email identities: a look-alike such as the Kelvin sign
   U+212A, which `str.lower()` turns into `k`, never matches);
-- the policy lets that sender decide the item (`agent.policy.Access`; not asked here);
+- the policy lets that sender decide the item (`pizzabot.agent.policy.Access`; not asked here);
 - it carries the token the bot gave *that* recipient for the item: in the plus-address the
   reply went to (`bot+<token>@…`, from our `Reply-To`; `Delivered-To` keeps it even for a
   Bcc) or in the Message-ID of our mail it answers (`In-Reply-To` / `References`). A token
@@ -45,7 +45,7 @@ from email.message import EmailMessage
 from email.utils import getaddresses
 from typing import Literal
 
-from agent.policy import normalize_address
+from pizzabot.agent.policy import normalize_address
 
 __all__ = [
     "TRUST_RULES",

@@ -18,7 +18,7 @@
 
 from fastapi import FastAPI
 
-from channels.http import (
+from pizzabot.channels.http import (
     control_api,
     grants_api,
     items_api,
@@ -28,8 +28,8 @@ from channels.http import (
     schedules_api,
     tokens_api,
 )
-from channels.http.deps import ApiDeps
-from channels.http.errors import install_error_handlers
+from pizzabot.channels.http.deps import ApiDeps
+from pizzabot.channels.http.errors import install_error_handlers
 
 __all__ = ["ApiDeps", "install"]
 

@@ -1,5 +1,5 @@
 """What the API answers with, made from the engine's nouns: the response models of
-`channels.http.schema` and nothing beside them, so `/openapi.json` and the server cannot say
+`pizzabot.channels.http.schema` and nothing beside them, so `/openapi.json` and the server cannot say
 two things.
 """
 
@@ -8,10 +8,12 @@ from __future__ import annotations
 from dataclasses import asdict
 from datetime import datetime
 
-from agent.card_digest import card_digest
-from agent.model import AuditEntry, Event, Item, ItemStatus, Run
-from agent.skills import SkillBook
-from channels.http import schema as out
+from pizzabot.agent.card_digest import card_digest
+from pizzabot.agent.events import Event
+from pizzabot.agent.model import AuditEntry, Item, ItemStatus, Run
+from pizzabot.agent.skills import SkillBook
+from pizzabot.agent.timeline import entries
+from pizzabot.channels.http import schema as out
 
 __all__ = ["audit_out", "item_out", "run_detail", "run_out", "skills_out"]
 
@@ -42,7 +44,21 @@ def run_detail(run: Run, events: list[Event]) -> out.RunDetail:
     shown = [
         out.EventOut(seq=e.seq, kind=str(e.kind), at=e.at.isoformat(), data=e.data) for e in events
     ]
-    return out.RunDetail(**run_out(run).model_dump(), events=shown)
+    worded = [
+        out.TimelineEntry(
+            seq=en.seq,
+            tone=en.tone,
+            title=en.title,
+            at=en.at.isoformat(),
+            offset=en.offset,
+            facts=list(en.facts),
+            blocks=[out.TimelineBlock(label=b.label, text=b.text, code=b.code) for b in en.blocks],
+            item_id=en.item_id,
+            failed=en.failed,
+        )
+        for en in entries(events)
+    ]
+    return out.RunDetail(**run_out(run).model_dump(), events=shown, timeline=worded)
 
 
 def item_out(item: Item) -> out.ItemOut:

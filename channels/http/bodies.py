@@ -3,7 +3,7 @@ field takes, and nesting a parser can follow.
 
 FastAPI parses a JSON body with `json.loads`, which accepts `NaN` and `Infinity` and turns a
 number that overflows into infinity; the routes here read bodies through
-`agent.argforms.loads_body` instead (`BoundedJsonRoute`), so such a value anywhere is a 422
+`pizzabot.agent.argforms.loads_body` instead (`BoundedJsonRoute`), so such a value anywhere is a 422
 naming its place (`args.amount`), not a value a rule judges and the store keeps as null.
 """
 
@@ -17,8 +17,8 @@ from fastapi import HTTPException, Request
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
 
-from agent.argforms import NumbersOutOfRange, loads_body
-from agent.errors import InvalidArguments
+from pizzabot.agent.argforms import NumbersOutOfRange, loads_body
+from pizzabot.agent.errors import InvalidArguments
 
 __all__ = ["BoundedJsonRoute"]
 

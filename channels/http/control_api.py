@@ -15,13 +15,13 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
-from agent.policy.principal import Principal
-from channels.http import schema as out
-from channels.http.answers import audit_out, skills_out
-from channels.http.bodies import BoundedJsonRoute
-from channels.http.deps import Deps
-from channels.http.schema import errors
-from channels.http.scopes import ADMIN, DECIDING, caller
+from pizzabot.agent.policy.principal import Principal
+from pizzabot.channels.http import schema as out
+from pizzabot.channels.http.answers import audit_out, skills_out
+from pizzabot.channels.http.bodies import BoundedJsonRoute
+from pizzabot.channels.http.deps import Deps
+from pizzabot.channels.http.schema import errors
+from pizzabot.channels.http.scopes import ADMIN, DECIDING, caller
 
 __all__ = ["router"]
 

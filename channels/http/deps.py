@@ -13,18 +13,18 @@ from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 from fastapi import Depends, HTTPException, Request
 
-from agent.devices import Subscriptions
-from agent.inbox import Inbox
-from agent.policy import Access
-from agent.policy.grants import Grants
-from agent.policy.tokens import TokenDesk
-from agent.requests import Requests
-from agent.runs import Runs
-from agent.skills import Reload, SkillBook
-from agent.store import Store
+from pizzabot.agent.devices import Subscriptions
+from pizzabot.agent.inbox import Inbox
+from pizzabot.agent.policy import Access
+from pizzabot.agent.policy.grants import Grants
+from pizzabot.agent.policy.tokens import TokenDesk
+from pizzabot.agent.requests import Requests
+from pizzabot.agent.runs import Runs
+from pizzabot.agent.skills import Reload, SkillBook
+from pizzabot.agent.store import Store
 
 if TYPE_CHECKING:
-    from channels.triggers.scheduler import Scheduler
+    from pizzabot.channels.triggers.scheduler import Scheduler
 
 __all__ = ["ApiDeps", "Deps", "SkillFolder", "api_deps"]
 
@@ -60,7 +60,7 @@ class ApiDeps:
     grants: Grants | None = None
     #: None in a process that runs no scheduler.
     scheduler: Scheduler | None = None
-    #: The browsers that get Web Push (`channels.http.push_api`); None: none are kept.
+    #: The browsers that get Web Push (`pizzabot.channels.http.push_api`); None: none are kept.
     push: Subscriptions | None = None
 
 

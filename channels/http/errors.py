@@ -14,8 +14,8 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 
-from agent.card_digest import card_digest
-from agent.errors import (
+from pizzabot.agent.card_digest import card_digest
+from pizzabot.agent.errors import (
     AlreadyDecided,
     CardChanged,
     Conflict,

@@ -16,11 +16,11 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException
 from pydantic import BaseModel
 
-from agent.policy.grants import Grant, Grants, revoke_grant
-from agent.policy.principal import Principal
-from channels.http.deps import ApiDeps, Deps
-from channels.http.schema import errors
-from channels.http.scopes import DECIDING, caller
+from pizzabot.agent.policy.grants import Grant, Grants, revoke_grant
+from pizzabot.agent.policy.principal import Principal
+from pizzabot.channels.http.deps import ApiDeps, Deps
+from pizzabot.channels.http.schema import errors
+from pizzabot.channels.http.scopes import DECIDING, caller
 
 
 class GrantOut(BaseModel):

@@ -8,7 +8,7 @@ unauthenticated body from being read.
 
 - `/api/*` and `/mcp` without a bearer token the server knows (its own API token, or a named
   token that is not revoked): 401 before anything is read. A known one is turned into the
-  caller's principal (`agent.policy.principal`), which the routes find in the ASGI scope
+  caller's principal (`pizzabot.agent.policy.principal`), which the routes find in the ASGI scope
   under `PRINCIPAL`.
 - A body whose declared length is over the limit: 413 at once, without reading it; a body that
   grows over the limit while it streams in: 413 as soon as it does. Webhooks (`/hooks/`) have a
@@ -34,7 +34,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 if TYPE_CHECKING:
-    from agent.policy.principal import Principal
+    from pizzabot.agent.policy.principal import Principal
 
 
 class BodyRefused(HTTPException):

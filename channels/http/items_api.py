@@ -6,7 +6,7 @@
     POST /api/items/{id}/decision        {decision, args?, reason?, grant?, seen?}
     POST /api/items/{id}/read            an Unread item, marked read
 
-A decision goes through `agent.inbox.Inbox.decide` as the caller: the policy says whether
+A decision goes through `pizzabot.agent.inbox.Inbox.decide` as the caller: the policy says whether
 they may, `seen` (the digest of the card they decided on) binds it to what they saw.
 """
 
@@ -17,15 +17,15 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 
-from agent.errors import Conflict, InvalidArguments
-from agent.model import Box, ItemStatus, decision_from
-from agent.policy.principal import Principal
-from channels.http import schema as out
-from channels.http.answers import item_out
-from channels.http.bodies import BoundedJsonRoute
-from channels.http.deps import Deps
-from channels.http.schema import errors
-from channels.http.scopes import DECIDING, caller
+from pizzabot.agent.errors import Conflict, InvalidArguments
+from pizzabot.agent.model import Box, ItemStatus, decision_from
+from pizzabot.agent.policy.principal import Principal
+from pizzabot.channels.http import schema as out
+from pizzabot.channels.http.answers import item_out
+from pizzabot.channels.http.bodies import BoundedJsonRoute
+from pizzabot.channels.http.deps import Deps
+from pizzabot.channels.http.schema import errors
+from pizzabot.channels.http.scopes import DECIDING, caller
 
 __all__ = ["router"]
 

@@ -16,11 +16,11 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Depends, HTTPException
 from pydantic import BaseModel
 
-from agent.devices import Subscription, Subscriptions
-from agent.policy.principal import Principal
-from channels.http.deps import ApiDeps, Deps
-from channels.http.schema import errors
-from channels.http.scopes import DECIDING, caller
+from pizzabot.agent.devices import Subscription, Subscriptions
+from pizzabot.agent.policy.principal import Principal
+from pizzabot.channels.http.deps import ApiDeps, Deps
+from pizzabot.channels.http.schema import errors
+from pizzabot.channels.http.scopes import DECIDING, caller
 
 
 class SubscriptionOut(BaseModel):

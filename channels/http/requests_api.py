@@ -12,7 +12,7 @@ The state: {"id", "item_id", "kind", "status", "args", "reason", "decided_by", "
 "decided_at", "url", "requested_by"}; `status` is `halted` while the kill switch is on. An
 `ask` token files requests and reads its own; nothing else. The item is decided like any other (`POST /api/items/{id}/decision`,
 or on any channel). A `callback_url` receives the same body, signed, when it is decided
-(`channels.callback`); its secret is the environment variable the skill's
+(`pizzabot.channels.callback`); its secret is the environment variable the skill's
 `callback_secret_env` names, on the server.
 """
 
@@ -24,14 +24,14 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Depends, Header, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agent.errors import InvalidArguments
-from agent.model import Risk
-from agent.policy.principal import Principal
-from agent.requests import MAX_TIMEOUT, NewRequest
-from channels.http.bodies import BoundedJsonRoute
-from channels.http.deps import ApiDeps, Deps
-from channels.http.schema import errors
-from channels.http.scopes import ASKING, caller
+from pizzabot.agent.errors import InvalidArguments
+from pizzabot.agent.model import Risk
+from pizzabot.agent.policy.principal import Principal
+from pizzabot.agent.requests import MAX_TIMEOUT, NewRequest
+from pizzabot.channels.http.bodies import BoundedJsonRoute
+from pizzabot.channels.http.deps import ApiDeps, Deps
+from pizzabot.channels.http.schema import errors
+from pizzabot.channels.http.scopes import ASKING, caller
 
 #: The longest `?wait=` (seconds): a proxy between may cut a longer request.
 MAX_WAIT = 60.0

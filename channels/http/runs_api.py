@@ -8,7 +8,7 @@ follow-up, and approve every call of its waiting turn at once.
     POST /api/runs/{id}/messages    {text}: a finished run continues with its history
     POST /api/runs/{id}/decisions   {"decision": "approve", "all": true}: each pending call of
                                     the run's latest model turn approved on its own
-                                    (`agent.batch.approve_all`), each result saying whether it
+                                    (`pizzabot.agent.batch.approve_all`), each result saying whether it
                                     was, or why it was left out
 """
 
@@ -19,14 +19,14 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
-from agent.batch import approve_all
-from agent.policy.principal import Principal
-from channels.http import schema as out
-from channels.http.answers import item_out, run_detail, run_out
-from channels.http.bodies import BoundedJsonRoute
-from channels.http.deps import Deps
-from channels.http.schema import errors
-from channels.http.scopes import ADMIN, DECIDING, caller
+from pizzabot.agent.batch import approve_all
+from pizzabot.agent.policy.principal import Principal
+from pizzabot.channels.http import schema as out
+from pizzabot.channels.http.answers import item_out, run_detail, run_out
+from pizzabot.channels.http.bodies import BoundedJsonRoute
+from pizzabot.channels.http.deps import Deps
+from pizzabot.channels.http.schema import errors
+from pizzabot.channels.http.scopes import ADMIN, DECIDING, caller
 
 __all__ = ["router"]
 

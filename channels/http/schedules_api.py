@@ -18,14 +18,14 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, HTTPException
 from pydantic import BaseModel, ValidationError
 
-from agent.errors import InvalidArguments
-from agent.policy.principal import Principal
-from agent.skills import Schedule
-from channels.http import schema as out
-from channels.http.deps import ApiDeps, Deps
-from channels.http.schema import errors
-from channels.http.scopes import ADMIN, caller
-from channels.triggers.scheduler import Scheduler
+from pizzabot.agent.errors import InvalidArguments
+from pizzabot.agent.policy.principal import Principal
+from pizzabot.agent.skills import Schedule
+from pizzabot.channels.http import schema as out
+from pizzabot.channels.http.deps import ApiDeps, Deps
+from pizzabot.channels.http.schema import errors
+from pizzabot.channels.http.scopes import ADMIN, caller
+from pizzabot.channels.triggers.scheduler import Scheduler
 
 
 class ScheduleIn(BaseModel):

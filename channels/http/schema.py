@@ -1,8 +1,8 @@
 """The HTTP API's documented shapes: what `/openapi.json` promises for each answer, so that a
 generated client and a conformance checker agree with the server.
 
-The routes still build plain dicts (`bot.api.run_json`, `item_json`); these models only
-declare and check them. Times are ISO 8601 strings as the routes write them.
+The routes answer with these models, made from the engine's nouns (`pizzabot.channels.http.answers`).
+Times are ISO 8601 strings.
 """
 
 from __future__ import annotations
@@ -42,8 +42,34 @@ class EventOut(BaseModel):
     data: dict[str, Any]
 
 
+class TimelineBlock(BaseModel):
+    label: str
+    text: str
+    #: JSON (shown as code) rather than words a person or a model wrote.
+    code: bool
+
+
+class TimelineEntry(BaseModel):
+    """One event in words, as the web page shows it (`pizzabot.agent.timeline`)."""
+
+    seq: int
+    #: start, message, model, assistant, request, decision, tool, error, budget, note, finish.
+    tone: str
+    title: str
+    at: str
+    #: Time since the run started ("+1.2s").
+    offset: str
+    facts: list[tuple[str, str]]
+    blocks: list[TimelineBlock]
+    item_id: str | None
+    failed: bool
+
+
 class RunDetail(RunOut):
     events: list[EventOut]
+    #: The events in words: who decided via which channel, what an edit changed, each
+    #: tool's result.
+    timeline: list[TimelineEntry]
 
 
 class RunList(BaseModel):

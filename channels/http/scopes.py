@@ -1,6 +1,6 @@
 """Who is calling, and the least scope each route needs.
 
-The token gate (`channels.http.guard.TokenGate`) turns a bearer token into a principal before
+The token gate (`pizzabot.channels.http.guard.TokenGate`) turns a bearer token into a principal before
 a byte of the body is read; `caller` hands it to the route and declares the bearer scheme in
 the OpenAPI document. Every route names the least scope it needs with one of `ASKING`,
 `DECIDING` or `ADMIN`: 403 otherwise, saying what the token's scope allows. (What a principal
@@ -14,8 +14,8 @@ from typing import Annotated, Any
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from agent.policy.principal import Principal, Scope
-from channels.http.guard import PRINCIPAL
+from pizzabot.agent.policy.principal import Principal, Scope
+from pizzabot.channels.http.guard import PRINCIPAL
 
 __all__ = ["ADMIN", "ASKING", "DECIDING", "Caller", "caller", "needs"]
 

@@ -6,7 +6,7 @@
     GET    /api/tokens        {"items": [token]} (never a secret), revoked ones too
     DELETE /api/tokens/{id}   the token, revoked: refused at once by every server
 
-Routes only translate; who may do this, and the audit, are `agent.policy.tokens.TokenDesk`'s.
+Routes only translate; who may do this, and the audit, are `pizzabot.agent.policy.tokens.TokenDesk`'s.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.policy.principal import Principal, Scope
-from agent.policy.tokens import Token
-from channels.http.bodies import BoundedJsonRoute
-from channels.http.deps import Deps
-from channels.http.schema import errors
-from channels.http.scopes import ADMIN, caller
+from pizzabot.agent.policy.principal import Principal, Scope
+from pizzabot.agent.policy.tokens import Token
+from pizzabot.channels.http.bodies import BoundedJsonRoute
+from pizzabot.channels.http.deps import Deps
+from pizzabot.channels.http.schema import errors
+from pizzabot.channels.http.scopes import ADMIN, caller
 
 
 class TokenIn(BaseModel):

@@ -29,14 +29,14 @@ from datetime import datetime
 import httpx
 from pywebpush import WebPusher
 
-from agent.addresses import SUBSCRIBERS, DeliveryRef
-from agent.channel import DeliveryError, retry_after_seconds
-from agent.context import utcnow
-from agent.devices import Subscription, Subscriptions, holder
-from agent.model import Box, Delivery, Item, ItemStatus
-from agent.policy.access import Access
-from agent.policy.tokens import Tokens
-from channels.push.vapid import VapidKey
+from pizzabot.agent.addresses import SUBSCRIBERS, DeliveryRef
+from pizzabot.agent.channel import DeliveryError, retry_after_seconds
+from pizzabot.agent.context import utcnow
+from pizzabot.agent.devices import Subscription, Subscriptions, holder
+from pizzabot.agent.model import Box, Delivery, Item, ItemStatus
+from pizzabot.agent.policy.access import Access
+from pizzabot.agent.policy.tokens import Tokens
+from pizzabot.channels.push.vapid import VapidKey
 
 __all__ = ["CHANNEL", "PushChannel", "payload"]
 

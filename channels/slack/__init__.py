@@ -6,9 +6,9 @@ listeners hand clicks, modals, `/pizza`, DMs and mentions to `SlackInbound`, whi
 into engine calls; `HomeTabs` publishes the Home tab; `blocks` and `home` render.
 """
 
-from channels.slack.app import build_app
-from channels.slack.channel import SlackChannel
-from channels.slack.home import HomeTabs
-from channels.slack.inbound import SlackInbound
+from pizzabot.channels.slack.app import build_app
+from pizzabot.channels.slack.channel import SlackChannel
+from pizzabot.channels.slack.home import HomeTabs
+from pizzabot.channels.slack.inbound import SlackInbound
 
 __all__ = ["HomeTabs", "SlackChannel", "SlackInbound", "build_app"]

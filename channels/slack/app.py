@@ -1,7 +1,7 @@
 """The Bolt app: Slack's listeners, each handing its payload to `SlackInbound`.
 
-Opening the Home tab publishes it (`channels.slack.home`); everything else is translated into
-engine calls by `channels.slack.inbound`.
+Opening the Home tab publishes it (`pizzabot.channels.slack.home`); everything else is translated into
+engine calls by `pizzabot.channels.slack.inbound`.
 
 Slack's own rules: every interaction is acknowledged at once and the work happens after the
 ack (Bolt answers the HTTP request when `ack()` is called), except a modal submission, whose
@@ -23,10 +23,11 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
-from channels.slack import blocks, grants, questions
-from channels.slack.batch import APPROVE_ALL, on_approve_all
-from channels.slack.home import START, START_VIEW, HomeTabs
-from channels.slack.inbound import SLACK_ERRORS, SlackInbound
+from pizzabot.channels.slack import blocks, grants, questions
+from pizzabot.channels.slack.batch import APPROVE_ALL, on_approve_all
+from pizzabot.channels.slack.home import START, START_VIEW, HomeTabs
+from pizzabot.channels.slack.inbound import SlackInbound
+from pizzabot.channels.slack.ports import SLACK_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +202,7 @@ def build_app(
         client=client,
         signing_secret=signing_secret,
         name="pizzabot",
-        logger=logging.getLogger("channels.slack.bolt"),
+        logger=logging.getLogger("pizzabot.channels.slack.bolt"),
     )
     app.middleware(_skip_event_retries)
     on = _Listeners(inbound, tabs)

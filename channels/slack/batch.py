@@ -2,7 +2,7 @@
 
 Every card of such a turn carries "Approve all (N)" next to its own buttons (N: the turn's
 waiting calls when the card was drawn). A click approves each call the clicker may approve
-alone, one decision each through `agent.batch.approve_all` (so every card is then updated by
+alone, one decision each through `pizzabot.agent.batch.approve_all` (so every card is then updated by
 the outbox, as after a single approval), and tells the clicker, in a note only they see,
 what was approved and what was left out and why.
 """
@@ -10,19 +10,17 @@ what was approved and what was left out and why.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent.batch import TurnReader, approve_all, turn_items
-from agent.errors import NotFound
-from agent.model import Box, Item, ItemKind
-from agent.policy import SLACK, Principal
-from channels.slack.blocks import Message, esc
-from channels.slack.payloads import where
-
-if TYPE_CHECKING:
-    from channels.slack.inbound import SlackInbound
+from pizzabot.agent.batch import TurnReader, approve_all, turn_items
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.model import Box, Item, ItemKind
+from pizzabot.agent.policy import SLACK, Principal
+from pizzabot.channels.slack.blocks import Message, esc
+from pizzabot.channels.slack.payloads import where
+from pizzabot.channels.slack.ports import SlackDesk
 
 __all__ = ["APPROVE_ALL", "on_approve_all", "with_approve_all"]
 
@@ -52,7 +50,7 @@ async def with_approve_all(msg: Message, item: Item, store: TurnReader) -> Messa
 
 
 async def on_approve_all(
-    inbound: SlackInbound, *, body: dict[str, Any], client: AsyncWebClient, retried: bool
+    inbound: SlackDesk, *, body: dict[str, Any], client: AsyncWebClient, retried: bool
 ) -> None:
     """Approve the clicked card's turn as the clicker, and tell them how it went."""
     user = str(body["user"]["id"])

@@ -10,7 +10,7 @@ pieces all of them use); this module gathers them, so a listener or a test says
 
 from __future__ import annotations
 
-from channels.slack.cards import (
+from pizzabot.channels.slack.cards import (
     APPROVE,
     EDIT,
     GRANT,
@@ -27,7 +27,7 @@ from channels.slack.cards import (
     note_outcome,
     outcome_mark,
 )
-from channels.slack.modals import (
+from pizzabot.channels.slack.modals import (
     EDIT_VIEW,
     REASON_BLOCK,
     REJECT_VIEW,
@@ -41,7 +41,17 @@ from channels.slack.modals import (
     reject_modal,
     submitted_args,
 )
-from channels.slack.mrkdwn import clip, context, esc, item_url, plain, run_url, section, when, who
+from pizzabot.channels.slack.mrkdwn import (
+    clip,
+    context,
+    esc,
+    item_url,
+    plain,
+    run_url,
+    section,
+    when,
+    who,
+)
 
 __all__ = [
     "APPROVE",

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent.card_digest import card_digest
-from agent.model import MAY_HAVE_HAPPENED, Box, Item, ItemKind, ItemStatus, Run, RunStatus
-from channels.slack.mrkdwn import (
+from pizzabot.agent.card_digest import card_digest
+from pizzabot.agent.model import MAY_HAVE_HAPPENED, Box, Item, ItemKind, ItemStatus, Run, RunStatus
+from pizzabot.channels.slack.mrkdwn import (
     clip,
     context,
     esc,
@@ -29,7 +29,7 @@ from channels.slack.mrkdwn import (
     when,
     who,
 )
-from channels.slack.questions import question_blocks, question_buttons
+from pizzabot.channels.slack.questions import question_blocks, question_buttons
 
 __all__ = [
     "APPROVE",
@@ -176,7 +176,7 @@ def _action(item: Item, base_url: str) -> Message:
 
 def card_value(item: Item) -> str:
     """A decision button's value: the item and the digest of the card it is on
-    (`agent.card_digest`), so a click counts only for what the card showed."""
+    (`pizzabot.agent.card_digest`), so a click counts only for what the card showed."""
     return f"{item.id}:{card_digest(item)}"
 
 
@@ -190,8 +190,9 @@ def read_value(value: str) -> tuple[str, str | None]:
 def buttons(item: Item, *, url: str | None = None) -> dict[str, Any]:
     """Approve, Edit (tool calls only) and Reject: one row, the same on a card and in Home
     (a question's own buttons for a question). A call that needs a passkey
-    (`agent.step_up`) is approved on the web page: its Approve opens the card there (`url`),
-    and its click alone decides nothing (the inbox refuses it and the clicker is told)."""
+    (`pizzabot.agent.step_up`) is approved on the web page: its Approve opens the card there
+    (`url`), and its click alone decides nothing (the inbox refuses it and the clicker is
+    told)."""
     if item.kind is ItemKind.QUESTION:
         return question_buttons(item)
     budget = item.kind is ItemKind.BUDGET

@@ -15,14 +15,14 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent.addresses import SlackRef
-from agent.batch import TurnReader
-from agent.channel import DeliveryError
-from agent.errors import NotFound
-from agent.model import Box, Delivery, DeliveryStatus, Item, RunStatus
-from agent.store import DeliveryReader, RunReader
-from channels.slack import blocks
-from channels.slack.batch import with_approve_all
+from pizzabot.agent.addresses import SlackRef
+from pizzabot.agent.batch import TurnReader
+from pizzabot.agent.channel import DeliveryError
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.model import Box, Delivery, DeliveryStatus, Item, RunStatus
+from pizzabot.agent.store import DeliveryReader, RunReader
+from pizzabot.channels.slack import blocks
+from pizzabot.channels.slack.batch import with_approve_all
 
 log = logging.getLogger(__name__)
 

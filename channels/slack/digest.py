@@ -1,4 +1,4 @@
-"""`SlackDigest`: the daily digest (`agent.digest`) as one direct message to each approver.
+"""`SlackDigest`: the daily digest (`pizzabot.agent.digest`) as one direct message to each approver.
 
 Titles come from skills and tools, so they are escaped like every other text the bot posts;
 each item links to its web page, where it can be decided (its own card stays in its thread).
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent.digest import Digest
-from channels.slack.blocks import esc, item_url
+from pizzabot.agent.digest import Digest
+from pizzabot.channels.slack.blocks import esc, item_url
 
 __all__ = ["SlackDigest", "digest_text"]
 

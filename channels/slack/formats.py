@@ -2,7 +2,7 @@
 time. Slack checks what people type in these (and offers a calendar), where a plain text input
 would take anything.
 
-A form's value is text (`agent.argforms`); these inputs hold other shapes: a date picker a
+A form's value is text (`pizzabot.agent.argforms`); these inputs hold other shapes: a date picker a
 `YYYY-MM-DD` date, a date-and-time picker seconds since the epoch. So a value is prefilled
 only when the input can show it, and a proposed value it cannot show (a model's "next
 Tuesday" in a date field) keeps a plain text input instead, rather than being dropped. What
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from typing import Any
 
-from agent.argforms import Field
+from pizzabot.agent.argforms import Field
 
 __all__ = ["FORMAT_INPUTS", "format_element", "format_value"]
 

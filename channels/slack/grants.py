@@ -3,26 +3,24 @@ the Revoke buttons of its listing.
 
 A Slack user sees and revokes the grants of the tools they may approve on Slack (the
 skill's `approvers.slack`, and those its items escalate to), as the policy says
-(`agent.policy.grants.may_manage`); the grant itself is made by the inbox, like any
+(`pizzabot.agent.policy.grants.may_manage`); the grant itself is made by the inbox, like any
 approval, and refused there when the card did not offer it.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent.errors import NotAllowed, NotFound
-from agent.model import Approve
-from agent.policy import Principal
-from agent.policy.grants import Grant, revoke_grant
-from channels.slack import blocks
-from channels.slack.payloads import where
-
-if TYPE_CHECKING:
-    from channels.slack.inbound import SlackInbound
+from pizzabot.agent.errors import NotAllowed, NotFound
+from pizzabot.agent.model import Approve
+from pizzabot.agent.policy import Principal
+from pizzabot.agent.policy.grants import Grant, revoke_grant
+from pizzabot.channels.slack import blocks
+from pizzabot.channels.slack.payloads import where
+from pizzabot.channels.slack.ports import SlackDesk
 
 __all__ = ["grants_reply", "on_grant", "on_revoke"]
 
@@ -89,7 +87,7 @@ def listing(grants: list[Grant]) -> list[dict[str, Any]]:
     return out
 
 
-async def _yours(inbound: SlackInbound, user: str) -> list[Grant]:
+async def _yours(inbound: SlackDesk, user: str) -> list[Grant]:
     kept = inbound.inbox.ctx.grants
     if kept is None:
         return []
@@ -98,7 +96,7 @@ async def _yours(inbound: SlackInbound, user: str) -> list[Grant]:
     return [g for g in found if inbound.access.may_revoke(who, g.skill, g.tool)]
 
 
-async def grants_reply(inbound: SlackInbound, user: str) -> dict[str, Any]:
+async def grants_reply(inbound: SlackDesk, user: str) -> dict[str, Any]:
     """`/pizza grants`: the grants in force that `user` may revoke, as an ephemeral answer."""
     mine = await _yours(inbound, user)
     if not mine:
@@ -115,7 +113,7 @@ async def grants_reply(inbound: SlackInbound, user: str) -> dict[str, Any]:
 
 
 async def on_grant(
-    inbound: SlackInbound, *, body: dict[str, Any], client: AsyncWebClient, retried: bool
+    inbound: SlackDesk, *, body: dict[str, Any], client: AsyncWebClient, retried: bool
 ) -> None:
     """A choice of the card's menu: approve, and don't ask again as chosen."""
     action = body["actions"][0]
@@ -135,7 +133,7 @@ async def on_grant(
     )
 
 
-async def on_revoke(inbound: SlackInbound, *, body: dict[str, Any], client: AsyncWebClient) -> None:
+async def on_revoke(inbound: SlackDesk, *, body: dict[str, Any], client: AsyncWebClient) -> None:
     """A listing's Revoke button: ended from the next call on, and the clicker told so."""
     user = str(body["user"]["id"])
     grant_id = str(body["actions"][0].get("value") or "")

@@ -3,7 +3,7 @@
 A person's Home tab shows the Action items they may decide (with the very buttons a card has,
 so the same listeners and approver rules apply), their recent Unread items, a link to the web
 page and, for people who may start runs, a "Start a run" button that opens a modal. Who sees
-what is the policy's answer (`agent.policy.Access`), asked for the person's Slack user id.
+what is the policy's answer (`pizzabot.agent.policy.Access`), asked for the person's Slack user id.
 
 `HomeTabs` publishes it (`views.publish`): when the person opens the tab, and again when their
 items change. Changes are debounced and a view is only sent when it differs from the one last
@@ -21,21 +21,19 @@ import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent.errors import NotFound
-from agent.model import Box, Item, ItemKind, ItemStatus, RunStatus
-from agent.policy import SLACK, Principal
-from agent.tasks import stop_if_cancelled
-from channels.slack import blocks
-from channels.slack.blocks import _context, _cut, _plain, _section, esc
-
-if TYPE_CHECKING:
-    from channels.slack.inbound import SlackInbound
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, RunStatus
+from pizzabot.agent.policy import SLACK, Principal
+from pizzabot.agent.tasks import stop_if_cancelled
+from pizzabot.channels.slack import blocks
+from pizzabot.channels.slack.blocks import _context, _cut, _plain, _section, esc
+from pizzabot.channels.slack.ports import SlackDesk
 
 __all__ = [
     "START",
@@ -223,7 +221,7 @@ class HomeTabs:
         self,
         *,
         client: AsyncWebClient,
-        inbound: SlackInbound,
+        inbound: SlackDesk,
         debounce: float = 2.0,
         poll: float = 30.0,
         wake: asyncio.Event | None = None,

@@ -2,8 +2,8 @@
 
 Buttons and modals become `Inbox.decide`, `/pizza`, DMs, @mentions and the Home tab's start
 form become `Runs.start`, and a reply in a run's thread becomes `Runs.follow_up`. No rule
-lives here: the policy (`agent.policy.Access`) says who may decide, start and follow up, and
-its refusals go to the audit trail through `agent.policy.audit_refusal`; the inbox says
+lives here: the policy (`pizzabot.agent.policy.Access`) says who may decide, start and follow up, and
+its refusals go to the audit trail through `pizzabot.agent.policy.audit_refusal`; the inbox says
 whether the first decision already won. This module passes the Slack user id along and
 answers in Slack's terms (an ephemeral note, an inline form error).
 """
@@ -13,17 +13,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-import aiohttp
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.respond.async_respond import AsyncRespond
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent.argforms import form_fields
-from agent.card_digest import card_digest, seen_matches
-from agent.errors import (
+from pizzabot.agent.argforms import form_fields
+from pizzabot.agent.card_digest import card_digest, seen_matches
+from pizzabot.agent.errors import (
     AlreadyDecided,
     CardChanged,
     Conflict,
@@ -33,18 +31,18 @@ from agent.errors import (
     OwnRequest,
     StepUpRequired,
 )
-from agent.inbox import Inbox
-from agent.model import Approve, Decision, Edit, Item, ItemKind, Reject
-from agent.policy import SLACK, Access, Principal, Verdict, audit_refusal
-from agent.questions import validate_answer
-from agent.runs import Runs
-from agent.skills import SkillBook
-from agent.store import AuditTrail, CardRefresh, DeliveryReader, ItemReader, RunReader
-from channels.slack import blocks, grants
-from channels.slack.blocks import ModalRef
-from channels.slack.cards import read_value
-from channels.slack.home import INPUT_BLOCK, SKILL_BLOCK, start_modal, start_values
-from channels.slack.payloads import first_input, strip_mention, unescape, where
+from pizzabot.agent.inbox import Inbox
+from pizzabot.agent.model import Approve, Decision, Edit, Item, ItemKind, Reject
+from pizzabot.agent.policy import SLACK, Access, Principal, Verdict, audit_refusal
+from pizzabot.agent.questions import validate_answer
+from pizzabot.agent.runs import Runs
+from pizzabot.agent.skills import SkillBook
+from pizzabot.channels.slack import blocks, grants
+from pizzabot.channels.slack.blocks import ModalRef
+from pizzabot.channels.slack.cards import read_value
+from pizzabot.channels.slack.home import INPUT_BLOCK, SKILL_BLOCK, start_modal, start_values
+from pizzabot.channels.slack.payloads import first_input, strip_mention, unescape, where
+from pizzabot.channels.slack.ports import SLACK_ERRORS, SlackStore
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +61,6 @@ _NOT_STARTER = (
     "runs from Slack."
 )
 _NOT_FOLLOWER = "Only this skill's Slack approvers can steer its runs, so the run did not get this."
-#: What a failed Slack Web API call raises.
-SLACK_ERRORS = (SlackApiError, aiohttp.ClientError, TimeoutError)
-
-
-class SlackStore(ItemReader, RunReader, DeliveryReader, AuditTrail, CardRefresh, Protocol):
-    """What the Slack side reads from the store, and where it audits."""
 
 
 @dataclass

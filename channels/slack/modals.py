@@ -1,7 +1,7 @@
 """Block Kit for the modals to edit or reject an action, and the submitted view state back to
 form values.
 
-Edit forms come from `agent.argforms`, the same translation the web page and email use.
+Edit forms come from `pizzabot.agent.argforms`, the same translation the web page and email use.
 Slack's limits shape some choices here: a text input holds 3,000 characters, a select 100
 options of at most 150 characters, a modal 100 blocks, a `block_id` 255 characters and unique
 in its view. What does not fit is left to the item's web page instead of being sent and
@@ -22,10 +22,19 @@ from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from agent.argforms import Field, chosen, coerce_form, field_path, form_fields
-from agent.model import Item
-from channels.slack.formats import FORMAT_INPUTS, format_element, format_value
-from channels.slack.mrkdwn import clip, context, esc, item_url, link, option, plain, section
+from pizzabot.agent.argforms import Field, chosen, coerce_form, field_path, form_fields
+from pizzabot.agent.model import Item
+from pizzabot.channels.slack.formats import FORMAT_INPUTS, format_element, format_value
+from pizzabot.channels.slack.mrkdwn import (
+    clip,
+    context,
+    esc,
+    item_url,
+    link,
+    option,
+    plain,
+    section,
+)
 
 __all__ = [
     "EDIT_VIEW",
@@ -73,7 +82,7 @@ class ModalRef:
     thread_ts: str | None = None
     #: The digest of the edit form's field names: the block ids are indexes into that list.
     fields: str | None = None
-    #: The digest of the item as the modal showed it (`agent.card_digest`).
+    #: The digest of the item as the modal showed it (`pizzabot.agent.card_digest`).
     seen: str | None = None
 
     def dumps(self) -> str:
@@ -356,7 +365,7 @@ def reason_value(state_values: Mapping[str, Any]) -> str:
 def form_values(
     state_values: Mapping[str, Any], fields: Sequence[Field]
 ) -> dict[str, str | bool | None]:
-    """The raw form values (for `agent.argforms.coerce_form`) from a submitted view's
+    """The raw form values (for `pizzabot.agent.argforms.coerce_form`) from a submitted view's
     `state.values`. Fields Slack could not show keep their proposed value."""
     raw: dict[str, str | bool | None] = {}
     for index, field in enumerate(fields):

@@ -12,7 +12,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from agent.model import Item
+from pizzabot.agent.model import Item
 
 __all__ = [
     "clip",

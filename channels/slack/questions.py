@@ -20,12 +20,12 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
 
-from agent.argforms import Field, form_fields
-from agent.model import Item, ItemStatus
-from agent.questions import Link, question_url, read_link
-from channels.slack.modals import FormWords, ModalRef, form_modal, reason_modal
-from channels.slack.mrkdwn import clip, context, esc, item_url, link, plain, section, when
-from channels.slack.mrkdwn import who as who_text
+from pizzabot.agent.argforms import Field, form_fields
+from pizzabot.agent.model import Item, ItemStatus
+from pizzabot.agent.questions import Link, question_url, read_link
+from pizzabot.channels.slack.modals import FormWords, ModalRef, form_modal, reason_modal
+from pizzabot.channels.slack.mrkdwn import clip, context, esc, item_url, link, plain, section, when
+from pizzabot.channels.slack.mrkdwn import who as who_text
 
 __all__ = [
     "ANSWER",

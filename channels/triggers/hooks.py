@@ -25,7 +25,7 @@ value cannot hold a line break, so the three parts cannot be shifted into each o
 `body` the exact bytes sent. A request without an `Idempotency-Key` may still be signed the
 older way, over `timestamp + "." + body`; one with a key must be signed with the key.
 
-The server signs too: a request's callback (`channels.callback`) is posted with the same
+The server signs too: a request's callback (`pizzabot.channels.callback`) is posted with the same
 headers, and one secret may serve a skill's hooks and its callbacks. So the two must never be
 taken for each other, or a captured callback (its key is the request's id) would start a run
 here. A callback's signed bytes begin with a label, ``pizzabot-callback-v1`` LF; a webhook's
@@ -56,10 +56,10 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse
 
-from agent.policy.principal import Principal
-from agent.runs import Runs
-from agent.schedules import HookSignatures
-from agent.skills import Hook, Skill, SkillBook
+from pizzabot.agent.policy.principal import Principal
+from pizzabot.agent.runs import Runs
+from pizzabot.agent.schedules import HookSignatures
+from pizzabot.agent.skills import Hook, Skill, SkillBook
 
 log = logging.getLogger(__name__)
 

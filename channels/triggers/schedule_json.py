@@ -7,8 +7,8 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from agent.schedules import FireRecord, ScheduleRecord, ScheduleStore
-from channels.triggers.schedule_times import build_trigger, next_fires
+from pizzabot.agent.schedules import FireRecord, ScheduleRecord, ScheduleStore
+from pizzabot.channels.triggers.schedule_times import build_trigger, next_fires
 
 
 def fire_json(f: FireRecord) -> dict[str, Any]:

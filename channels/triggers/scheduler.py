@@ -19,8 +19,8 @@ Misfires — fire times that passed while no server ran, or a process stalled lo
 grace period — follow the schedule's policy: `skip`, or `run_once` (one run for the latest
 missed time, however many were missed). Paused time is not missed time.
 
-Fire times are computed in `bot.schedule_times`; what the API shows is shaped in
-`bot.schedule_json`.
+Fire times are computed in `pizzabot.bot.schedule_times`; what the API shows is shaped in
+`pizzabot.bot.schedule_json`.
 """
 
 from __future__ import annotations
@@ -40,15 +40,15 @@ from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.base import BaseTrigger
 
-from agent.context import new_id, utcnow
-from agent.errors import Conflict, InvalidArguments, KillSwitchOn, NotFound
-from agent.policy.principal import Principal
-from agent.runs import Runs
-from agent.schedules import ScheduleRecord, ScheduleStore
-from agent.skills import Schedule, SkillBook
-from agent.store import AuditTrail
-from channels.triggers.schedule_json import schedule_detail_json, schedules_json
-from channels.triggers.schedule_times import EPOCH, build_trigger, fire_key, latest_fire
+from pizzabot.agent.context import new_id, utcnow
+from pizzabot.agent.errors import Conflict, InvalidArguments, KillSwitchOn, NotFound
+from pizzabot.agent.policy.principal import Principal
+from pizzabot.agent.runs import Runs
+from pizzabot.agent.schedules import ScheduleRecord, ScheduleStore
+from pizzabot.agent.skills import Schedule, SkillBook
+from pizzabot.agent.store import AuditTrail
+from pizzabot.channels.triggers.schedule_json import schedule_detail_json, schedules_json
+from pizzabot.channels.triggers.schedule_times import EPOCH, build_trigger, fire_key, latest_fire
 
 log = logging.getLogger(__name__)
 

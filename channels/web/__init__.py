@@ -6,8 +6,8 @@ a signed session cookie), sees the Action and Unread boxes and all runs, decides
 follows a run's timeline, cancels or follows up a run, starts runs and reads the audit log.
 Plain forms and POST-redirect-GET: JavaScript only refreshes a few regions.
 
-The web page reads the store directly and decides through `agent.inbox.Inbox.decide`, so it
-needs no outbox delivery of its own. `bot.wire_web` makes a `WebSite` (how to reach the
+The web page reads the store directly and decides through `pizzabot.agent.inbox.Inbox.decide`, so it
+needs no outbox delivery of its own. `pizzabot.bot.wire_web` makes a `WebSite` (how to reach the
 running services, the cookie's and the login throttle's settings) and calls `install`.
 
     deps.py           who is asking: the services, the session, the CSRF check (dependencies)
@@ -21,12 +21,12 @@ running services, the cookie's and the login throttle's settings) and calls `ins
     router.py         all of them in one router; install
 """
 
-from channels.web._render import STATIC as STATIC_DIR
-from channels.web._session import COOKIE as SESSION_COOKIE
-from channels.web._session import Sessions
-from channels.web.deps import WebDeps, WebSite
-from channels.web.phone import PhoneDeps
-from channels.web.router import install, web_router
+from pizzabot.channels.web._render import STATIC as STATIC_DIR
+from pizzabot.channels.web._session import COOKIE as SESSION_COOKIE
+from pizzabot.channels.web._session import Sessions
+from pizzabot.channels.web.deps import WebDeps, WebSite
+from pizzabot.channels.web.phone import PhoneDeps
+from pizzabot.channels.web.router import install, web_router
 
 __all__ = [
     "SESSION_COOKIE",

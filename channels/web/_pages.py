@@ -7,14 +7,12 @@ echoed on the page.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from channels.web._render import render
-
-if TYPE_CHECKING:
-    from channels.web.deps import Visit
+from pizzabot.channels.web._render import render
+from pizzabot.channels.web.site import Visit
 
 #: Messages shown after a redirect, by the key in ``?flash=`` (any other query is ignored).
 FLASHES: dict[str, tuple[str, str]] = {

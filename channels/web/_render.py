@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from agent.model import Usage
-from channels.web.timeline import money, pretty
+from pizzabot.agent.model import Usage
+from pizzabot.agent.timeline import money, pretty
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from channels.web.forms import FieldView
+    from pizzabot.channels.web.forms import FieldView
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 STATIC = Path(__file__).resolve().parent / "static"

@@ -5,7 +5,7 @@ is a random id signed with its issue time by itsdangerous (`TimestampSigner`, HM
 keyed from the token), and a form's CSRF token is a signature of the session id under another
 salt. A new API token therefore ends every session at once, and a CSRF token is useless
 without its cookie. A person may also sign in with a named token of scope `decide` or
-`admin` (`agent.policy.tokens`): the session id then ends with that token's id, and the
+`admin` (`pizzabot.agent.policy.tokens`): the session id then ends with that token's id, and the
 session acts as that token's principal for as long as the token is not revoked.
 
 A living session is stored nowhere; an ended one is (`SessionEnds`, in the database): logout
@@ -108,7 +108,7 @@ def token_of(sid: str) -> str | None:
 
 
 class SessionEnds(Protocol):
-    """Where ended sessions are remembered (`store.web_sessions.SqlSessionEnds`)."""
+    """Where ended sessions are remembered (`pizzabot.store.web_sessions.SqlSessionEnds`)."""
 
     async def end(self, sid: str, *, expires_at: datetime, now: datetime) -> None: ...
 

@@ -1,6 +1,6 @@
-"""The edit form of an action item, between `agent.argforms` and HTML.
+"""The edit form of an action item, between `pizzabot.agent.argforms` and HTML.
 
-`agent.argforms` decides what the fields are and how typed text becomes arguments, for every
+`pizzabot.agent.argforms` decides what the fields are and how typed text becomes arguments, for every
 channel alike. This module only adds what a web form needs on top: input names that cannot
 collide with the form's own fields (``csrf``), element ids (unique even where two names differ
 only in punctuation, such as a property ``a-b`` and ``b`` nested in ``a``), the value to show
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agent.argforms import Field, chosen, coerce_form, form_fields
+from pizzabot.agent.argforms import Field, chosen, coerce_form, form_fields
 
 __all__ = ["PREFIX", "FieldView", "field_views", "read_form", "submitted"]
 

@@ -1,6 +1,6 @@
 """What the web page needs to be a phone's inbox: push subscriptions and passkeys.
 
-`bot.wire_phone` makes a `PhoneDeps` and hands it to the page with the other services. The
+`pizzabot.bot.wire_phone` makes a `PhoneDeps` and hands it to the page with the other services. The
 pages that use it are `routes_phone` (installing the page, notifications) and
 `routes_passkeys` (passkeys, signing in with one, confirming a card with one).
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.devices import Subscriptions
-from agent.passkeys import Passkeys
+from pizzabot.agent.devices import Subscriptions
+from pizzabot.agent.passkeys import Passkeys
 
 __all__ = ["PhoneDeps"]
 

@@ -3,7 +3,7 @@
 Every page works without JavaScript (forms post, then redirect to a page that shows the
 outcome); ``static/live.js`` only refreshes a few regions by polling their HTML fragments.
 Routes translate HTTP to `Inbox`/`Runs` calls and back, nothing more; who may ask is settled
-by the dependencies in `channels.web.deps`.
+by the dependencies in `pizzabot.channels.web.deps`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 
-from channels.web import (
+from pizzabot.channels.web import (
     routes_batch,
     routes_grants,
     routes_items,
@@ -22,8 +22,8 @@ from channels.web import (
     routes_phone,
     routes_runs,
 )
-from channels.web._render import STATIC
-from channels.web.deps import Answered, WebSite
+from pizzabot.channels.web._render import STATIC
+from pizzabot.channels.web.deps import Answered, WebSite
 
 __all__ = ["PARTS", "install", "web_router"]
 

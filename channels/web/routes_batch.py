@@ -1,8 +1,8 @@
 """Approve all on the web page: every waiting call of one model turn, from any of its cards.
 
 An item page shows "Approve all (N)" when its run's latest model reply left N > 1 calls
-waiting (`agent.batch.turn_items`). The form posts here; each call is approved on its own
-(`agent.batch.approve_all`), and the answer is a page listing what was approved and what was
+waiting (`pizzabot.agent.batch.turn_items`). The form posts here; each call is approved on its own
+(`pizzabot.agent.batch.approve_all`), and the answer is a page listing what was approved and what was
 left out and why, since those reasons are no fixed flash message a redirect could carry.
 """
 
@@ -11,10 +11,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from agent.batch import approve_all
-from agent.errors import NotFound
-from channels.web._pages import not_found, page
-from channels.web.deps import Posted
+from pizzabot.agent.batch import approve_all
+from pizzabot.agent.errors import NotFound
+from pizzabot.channels.web._pages import not_found, page
+from pizzabot.channels.web.deps import Posted
 
 __all__ = ["router"]
 

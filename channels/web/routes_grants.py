@@ -10,10 +10,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from agent.errors import NotAllowed, NotFound
-from agent.policy.grants import revoke_grant
-from channels.web._pages import error_page, go, not_found, page
-from channels.web.deps import Posted, SignedIn
+from pizzabot.agent.errors import NotAllowed, NotFound
+from pizzabot.agent.policy.grants import revoke_grant
+from pizzabot.channels.web._pages import error_page, go, not_found, page
+from pizzabot.channels.web.deps import Posted, SignedIn
 
 __all__ = ["router"]
 

@@ -5,12 +5,12 @@ An item page's three forms (approve, edit, reject) post to the page's own addres
 was typed and the errors: the address a reload, a bookmark or a copied link shows correctly.
 The ``/approve``, ``/edit`` and ``/reject`` addresses stay for pages loaded before.
 
-A call that needs a passkey (`agent.step_up`) is approved by the same forms, carrying the
+A call that needs a passkey (`pizzabot.agent.step_up`) is approved by the same forms, carrying the
 passkey's answer the page's script added (`routes_passkeys`). A notification's button opens
 the page with `?confirm=approve|reject`, which only says what was chosen: the person decides
 here.
 
-A question item (a running tool asks a person, `agent.questions`) posts the same decisions:
+A question item (a running tool asks a person, `pizzabot.agent.questions`) posts the same decisions:
 Send is an edit with the form's values, Decline a reject, and a link's Done an approval.
 """
 
@@ -21,9 +21,9 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, Response
 
-from agent.batch import turn_items
-from agent.card_digest import card_digest
-from agent.errors import (
+from pizzabot.agent.batch import turn_items
+from pizzabot.agent.card_digest import card_digest
+from pizzabot.agent.errors import (
     AlreadyApproved,
     AlreadyDecided,
     CardChanged,
@@ -32,12 +32,22 @@ from agent.errors import (
     NotAllowed,
     NotFound,
 )
-from agent.model import Approve, Box, Decision, Edit, Item, ItemKind, ItemStatus, Reject, Run
-from agent.questions import answer_of, question_url, read_link
-from agent.step_up import Assertion, item_step_up
-from channels.web._pages import error_page, fragment, go, not_found, page, safe_next
-from channels.web.deps import Post, Posted, SignedIn, SignedInLive, Visit
-from channels.web.forms import FieldView, field_views, read_form
+from pizzabot.agent.model import (
+    Approve,
+    Box,
+    Decision,
+    Edit,
+    Item,
+    ItemKind,
+    ItemStatus,
+    Reject,
+    Run,
+)
+from pizzabot.agent.questions import answer_of, question_url, read_link
+from pizzabot.agent.step_up import Assertion, item_step_up
+from pizzabot.channels.web._pages import error_page, fragment, go, not_found, page, safe_next
+from pizzabot.channels.web.deps import Post, Posted, SignedIn, SignedInLive, Visit
+from pizzabot.channels.web.forms import FieldView, field_views, read_form
 
 __all__ = ["router"]
 
@@ -286,7 +296,7 @@ async def _item_page(
 
 
 def _seen(post: Post) -> str | None:
-    """The digest of the card the form was on (`agent.card_digest`); None from a page
+    """The digest of the card the form was on (`pizzabot.agent.card_digest`); None from a page
     loaded before pages carried one."""
     return post.text("seen").strip()[:64] or None
 

@@ -15,11 +15,11 @@ from datetime import UTC, datetime, timedelta
 from fastapi import APIRouter
 from fastapi.responses import RedirectResponse, Response
 
-from agent.policy import Principal, Scope
-from agent.policy.tokens import principal_for
-from channels.web._pages import HEADERS, go, page, safe_next
-from channels.web._session import COOKIE, MAX_AGE
-from channels.web.deps import CHANNEL, Posted, Visit, Visitor, form_text
+from pizzabot.agent.policy import Principal, Scope
+from pizzabot.agent.policy.tokens import principal_for
+from pizzabot.channels.web._pages import HEADERS, go, page, safe_next
+from pizzabot.channels.web._session import COOKIE, MAX_AGE
+from pizzabot.channels.web.deps import CHANNEL, Posted, Visit, Visitor, form_text
 
 __all__ = ["router", "start_session"]
 
@@ -99,7 +99,7 @@ async def _login(v: Visit, token: str, next_: str | None) -> Response:
 
 def start_session(v: Visit, who: Principal, response: Response) -> None:
     """Sign `who` in: `response` sets a new session cookie for them (a token's login, or a
-    passkey's, `channels.web.routes_passkeys`)."""
+    passkey's, `pizzabot.channels.web.routes_passkeys`)."""
     response.set_cookie(
         COOKIE,
         v.sessions.issue(who.token_id),

@@ -8,8 +8,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from channels.web._pages import error_page, page
-from channels.web.deps import SignedIn
+from pizzabot.channels.web._pages import error_page, page
+from pizzabot.channels.web.deps import SignedIn
 
 __all__ = ["router"]
 

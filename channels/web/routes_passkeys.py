@@ -1,12 +1,12 @@
 """Passkeys on the page: add and remove one, sign in with one, confirm a card with one.
 
-The ceremonies themselves are `agent.passkeys.Passkeys`; these routes carry their options to
-the browser's `navigator.credentials` (``static/app.js``) and its answers back, as small JSON
-answers to form posts. Adding and removing a passkey, and asking to confirm a card, need the
+The ceremonies themselves are `pizzabot.agent.passkeys.Passkeys`; these routes carry their
+options to the browser's `navigator.credentials` (``static/app.js``) and its answers back, as
+small JSON answers to form posts. Adding and removing a passkey, and asking to confirm a card, need the
 signed-in session and its CSRF token; signing in needs neither, and counts a refused passkey
 as a failed login (the same per-address throttle as a wrong token).
 
-A card that needs a passkey (`agent.step_up`) is confirmed by the approve (or edit) form
+A card that needs a passkey (`pizzabot.agent.step_up`) is confirmed by the approve (or edit) form
 itself: the script asks `/items/{id}/step-up` for a challenge bound to the card's digest,
 has the passkey sign it, and posts the form with the answer (`assertion`, `nonce`), which
 `routes_items` hands to `Inbox.decide`. Without JavaScript there is no passkey, and the
@@ -21,12 +21,12 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
-from agent.card_digest import card_digest
-from agent.errors import Conflict, NotFound, PasskeyRefused
-from agent.passkeys import Passkeys
-from channels.web._pages import HEADERS, go, not_found, safe_next
-from channels.web.deps import Posted, Visit, Visitor, form_text
-from channels.web.routes_login import start_session
+from pizzabot.agent.card_digest import card_digest
+from pizzabot.agent.errors import Conflict, NotFound, PasskeyRefused
+from pizzabot.agent.passkeys import Passkeys
+from pizzabot.channels.web._pages import HEADERS, go, not_found, safe_next
+from pizzabot.channels.web.deps import Posted, Visit, Visitor, form_text
+from pizzabot.channels.web.routes_login import start_session
 
 __all__ = ["router"]
 

@@ -22,14 +22,14 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import FileResponse, JSONResponse, Response
 
-from agent.context import new_id
-from agent.devices import Subscription
-from agent.errors import NotFound
-from agent.model import Box, ItemStatus
-from channels.web._pages import HEADERS, go, not_found, page
-from channels.web._render import STATIC
-from channels.web.deps import Posted, SignedIn, Visit, Visitor
-from channels.web.phone import PhoneDeps
+from pizzabot.agent.context import new_id
+from pizzabot.agent.devices import Subscription
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.model import Box, ItemStatus
+from pizzabot.channels.web._pages import HEADERS, go, not_found, page
+from pizzabot.channels.web._render import STATIC
+from pizzabot.channels.web.deps import Posted, SignedIn, Visit, Visitor
+from pizzabot.channels.web.phone import PhoneDeps
 
 __all__ = ["router"]
 

@@ -11,12 +11,12 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, Response
 
-from agent.conversation import derive
-from agent.errors import Conflict, KillSwitchOn, NotAllowed, NotFound
-from agent.model import ItemStatus
-from channels.web._pages import error_page, fragment, go, not_found, page
-from channels.web.deps import CHANNEL, Posted, SignedIn, SignedInLive, Visit
-from channels.web.timeline import entries
+from pizzabot.agent.conversation import derive
+from pizzabot.agent.errors import Conflict, KillSwitchOn, NotAllowed, NotFound
+from pizzabot.agent.model import ItemStatus
+from pizzabot.agent.timeline import entries
+from pizzabot.channels.web._pages import error_page, fragment, go, not_found, page
+from pizzabot.channels.web.deps import CHANNEL, Posted, SignedIn, SignedInLive, Visit
 
 __all__ = ["router"]
 

@@ -1,10 +1,10 @@
-"""Alembic environment: migrations run on the connection `store.migrate` hands over."""
+"""Alembic environment: migrations run on the connection `pizzabot.store.migrate` hands over."""
 
 from __future__ import annotations
 
 from alembic import context
 
-from store.tables import Base
+from pizzabot.store.tables import Base
 
 connection = context.config.attributes.get("connection")
 if connection is None:

@@ -1,6 +1,6 @@
 """A software passkey for tests that run without a browser: it answers WebAuthn options as an
 authenticator would (a P-256 key per credential, "none" attestation, a signature counter),
-so the relying party (`agent.passkeys`) is tested on real signatures, and on what no honest
+so the relying party (`pizzabot.agent.passkeys`) is tested on real signatures, and on what no honest
 authenticator sends: a counter that went back (a clone), an answer given twice.
 
     key = SoftPasskey(origin="http://localhost:8787")

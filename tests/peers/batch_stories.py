@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.testing.scripts import Message, Reply, ToolCall
+from pizzabot.agent.testing.scripts import Message, Reply, ToolCall
 
 #: The three calls of the turn, in the model's order.
 TURN = [

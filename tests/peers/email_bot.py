@@ -12,8 +12,8 @@ after a passing DMARC check (`passed`), as the topmost `Authentication-Results`.
 about forgery leaves it out (`verified=False`) or writes its own.
 
 No server process, no model, no worker: a SQLite `SqlStore`, the engine's `Inbox` and
-`Runs`, the outbox `Dispatcher` with the `EmailChannel` (wired by `bot.core.build`, as the
-server wires them), and the `ImapReceiver` feeding `MailHandler` — the parts `bot.wire_email`
+`Runs`, the outbox `Dispatcher` with the `EmailChannel` (wired by `pizzabot.bot.core.build`, as the
+server wires them), and the `ImapReceiver` feeding `MailHandler` — the parts `pizzabot.bot.wire_email`
 makes, on a fresh bot mailbox per instance (a new dovecot user), so tests sharing one
 `MailServer` do not see each other's mail.
 """
@@ -34,23 +34,15 @@ from typing import Any
 import aiosmtplib
 import psutil
 
-from agent.addresses import EmailTarget
-from agent.engine import finish_run
-from agent.events import ToolRequest
-from agent.model import (
-    Box,
-    Item,
-    ItemKind,
-    ItemStatus,
-    NewEvent,
-    Risk,
-    RunStatus,
-)
-from agent.outbox import Limits
-from agent.policy import Access
-from agent.skills import Approvers, Deliver, Skill, SkillBook
-from bot.core import Timing, build
-from channels.email import (
+from pizzabot.agent.addresses import EmailTarget
+from pizzabot.agent.engine import finish_run
+from pizzabot.agent.events import NewEvent, ToolRequest
+from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, Risk, RunStatus
+from pizzabot.agent.outbox import Limits
+from pizzabot.agent.policy import Access
+from pizzabot.agent.skills import Approvers, Deliver, Skill, SkillBook
+from pizzabot.bot.core import Timing, build
+from pizzabot.channels.email import (
     EmailChannel,
     ImapConfig,
     ImapReceiver,
@@ -63,9 +55,9 @@ from channels.email import (
     SmtpConfig,
     SmtpMailer,
 )
-from store.mail import SqlMailLog
-from store.migrate import upgrade
-from store.sql import SqlStore, connect
+from pizzabot.store.mail import SqlMailLog
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.sql import SqlStore, connect
 from tests.peers.mailserver import DEFAULT_USERS, MailServer
 from tests.waiting import eventually
 

@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agent.testing.scripts import Message, Reply, ToolCall, message_text
+from pizzabot.agent.testing.scripts import Message, Reply, ToolCall, message_text
 
 
 def mail(to: str, subject: str) -> dict[str, Any]:

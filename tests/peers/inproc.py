@@ -1,5 +1,5 @@
 """The engine in the test's own process: a SqlStore, a worker, the scripted model server and
-the test MCP server over stdio, wired by `bot.core.build` as the server wires them. Faster
+the test MCP server over stdio, wired by `pizzabot.bot.core.build` as the server wires them. Faster
 than a server process, and the clock can be injected.
 
     async with Engine_(tmp_path, script) as h:
@@ -17,20 +17,20 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from agent.channel import RecordingChannel
-from agent.context import utcnow
-from agent.llm import LiteLLMClient, ModelRouter
-from agent.llm_openai import OpenAIClient
-from agent.model import Run
-from agent.outbox import Limits
-from agent.skills import Budget, Skill, SkillBook
-from agent.testing.model_server import ScriptedModelServer
-from agent.testing.scripts import Script
-from agent.tools import ToolHub
-from bot.core import Mind, Timing, build
-from store.grants import SqlGrants
-from store.migrate import upgrade
-from store.sql import SqlStore, connect
+from pizzabot.agent.channel import RecordingChannel
+from pizzabot.agent.context import utcnow
+from pizzabot.agent.llm import LiteLLMClient, ModelRouter
+from pizzabot.agent.llm_openai import OpenAIClient
+from pizzabot.agent.model import Run
+from pizzabot.agent.outbox import Limits
+from pizzabot.agent.skills import Budget, Skill, SkillBook
+from pizzabot.agent.testing.model_server import ScriptedModelServer
+from pizzabot.agent.testing.scripts import Script
+from pizzabot.agent.tools import ToolHub
+from pizzabot.bot.core import Mind, Timing, build
+from pizzabot.store.grants import SqlGrants
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.sql import SqlStore, connect
 from tests.peers.stack import _merge, default_skill
 from tests.waiting import eventually
 

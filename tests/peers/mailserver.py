@@ -1,4 +1,4 @@
-"""The mail peer for tests: `bot.bench.mailpeer` (dovecot behind an SMTP front, on loopback),
+"""The mail peer for tests: `tests.peers.mailpeer` (dovecot behind an SMTP front, on loopback),
 with what only tests need around it: ``tls=True`` with a throw-away CA's certificate, a wait
 for a matching mail, and the session fixture.
 
@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.bench import mailpeer
-from bot.bench.mailpeer import (
+from tests.peers import mailpeer
+from tests.peers.certs import TestCertificates, make_certificates
+from tests.peers.mailpeer import (
     DEFAULT_USERS,
     DOMAIN,
     MailPeerError,
@@ -24,7 +25,6 @@ from bot.bench.mailpeer import (
     free_port,
     mailbox_user,
 )
-from tests.peers.certs import TestCertificates, make_certificates
 from tests.peers.required import DOVECOT, require
 from tests.waiting import eventually
 
@@ -41,7 +41,7 @@ __all__ = [
 
 
 class MailServer(mailpeer.MailServer):
-    """`bot.bench.mailpeer.MailServer`; ``tls=True``: STARTTLS on both ports, implicit TLS
+    """`tests.peers.mailpeer.MailServer`; ``tls=True``: STARTTLS on both ports, implicit TLS
     IMAP on ``imaps_port``, SMTP AUTH required, and clients trust
     ``mail.certs.client_context()`` (a CA made for this server)."""
 

@@ -117,7 +117,7 @@ class ServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child keeps it
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "serve", *self.args],
+            [sys.executable, "-m", "pizzabot.bot.main", "serve", *self.args],
             env=self.env(),
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -43,8 +43,8 @@ from slack_sdk.models.blocks import Block
 from slack_sdk.models.views import View
 from slack_sdk.signature import SignatureVerifier
 
-from agent.argforms import form_fields
-from channels.slack.blocks import field_block
+from pizzabot.agent.argforms import form_fields
+from pizzabot.channels.slack.blocks import field_block
 from tests.waiting import eventually
 
 BOT_USER = "UBOT"

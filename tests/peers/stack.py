@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import yaml
 
-from agent.testing.model_server import ScriptedModelServer
-from agent.testing.scripts import Reply, Script, ToolCall, turns
+from pizzabot.agent.testing.model_server import ScriptedModelServer
+from pizzabot.agent.testing.scripts import Reply, Script, ToolCall, turns
 from tests.peers import mcp_tools
 from tests.peers.server import ServerProcess
 from tests.waiting import eventually

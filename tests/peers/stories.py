@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.testing.scripts import last_tool_result
+from pizzabot.agent.testing.scripts import last_tool_result
 from tests.peers.stack import Reply, ToolCall
 
 #: The arguments the model proposes for `crm__send_email`.

@@ -20,23 +20,23 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from agent.channel import RecordingChannel
-from agent.context import Context
-from agent.engine import Engine
-from agent.inbox import Inbox
-from agent.llm import LiteLLMClient, ModelRouter
-from agent.llm_openai import OpenAIClient
-from agent.model import Box, Item
-from agent.outbox import Dispatcher
-from agent.runs import Runs
-from agent.skills import Skill, SkillBook
-from agent.testing.model_server import ScriptedModelServer
-from agent.testing.scripts import Script
-from agent.timers import Timers
-from agent.tools import ToolOutcome, ToolSpec
-from store.migrate import upgrade
-from store.sql import SqlStore, connect
-from store.triggers import TriggerStore
+from pizzabot.agent.channel import RecordingChannel
+from pizzabot.agent.context import Context
+from pizzabot.agent.engine import Engine
+from pizzabot.agent.inbox import Inbox
+from pizzabot.agent.llm import LiteLLMClient, ModelRouter
+from pizzabot.agent.llm_openai import OpenAIClient
+from pizzabot.agent.model import Box, Item
+from pizzabot.agent.outbox import Dispatcher
+from pizzabot.agent.runs import Runs
+from pizzabot.agent.skills import Skill, SkillBook
+from pizzabot.agent.testing.model_server import ScriptedModelServer
+from pizzabot.agent.testing.scripts import Script
+from pizzabot.agent.timers import Timers
+from pizzabot.agent.tools import ToolOutcome, ToolSpec
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.sql import SqlStore, connect
+from pizzabot.store.triggers import TriggerStore
 
 EMAIL_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -1,7 +1,7 @@
 """The web inbox in-process, for request-level tests: a real SqlStore on SQLite, the engine's
 real Inbox and Runs, and the web router in a bare FastAPI app reached through httpx's
 ASGITransport (no worker: runs stay where a test puts them). The app is made by
-`channels.web.install`, as the server makes it.
+`pizzabot.channels.web.install`, as the server makes it.
 
     async with WebApp(tmp_path) as web:
         item = await web.action_item(schema=SCHEMA, args={...})
@@ -23,16 +23,16 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
-from agent.context import Context
-from agent.events import RunStarted
-from agent.inbox import Inbox
-from agent.model import Box, Item, ItemKind, ItemStatus, NewEvent, Risk, RunStatus
-from agent.runs import Runs
-from agent.skills import Approvers, Skill, SkillBook
-from channels.web import WebDeps, WebSite, install
-from store.migrate import upgrade
-from store.sql import SqlStore, connect
-from store.web_sessions import SqlSessionEnds
+from pizzabot.agent.context import Context
+from pizzabot.agent.events import NewEvent, RunStarted
+from pizzabot.agent.inbox import Inbox
+from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, Risk, RunStatus
+from pizzabot.agent.runs import Runs
+from pizzabot.agent.skills import Approvers, Skill, SkillBook
+from pizzabot.channels.web import WebDeps, WebSite, install
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.sql import SqlStore, connect
+from pizzabot.store.web_sessions import SqlSessionEnds
 
 TOKEN = "web-test-token-abcdef"
 T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)

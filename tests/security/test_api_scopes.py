@@ -11,8 +11,8 @@ def test_every_api_route_names_the_least_scope_it_needs() -> None:
     every token; this catches it before it ships."""
     from fastapi.routing import APIRoute
 
-    from bot.server import create_app
-    from bot.settings import Settings
+    from pizzabot.bot.server import create_app
+    from pizzabot.bot.settings import Settings
 
     app = create_app(Settings(), token="t" * 32)
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from agent.addresses import EmailTarget
-from agent.events import ToolRequest
-from agent.model import Box, Item, ItemKind, ItemStatus, NewEvent, RunStatus
-from channels.web.forms import PREFIX
+from pizzabot.agent.addresses import EmailTarget
+from pizzabot.agent.events import NewEvent, ToolRequest
+from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, RunStatus
+from pizzabot.channels.web.forms import PREFIX
 from tests.peers.email_bot import USERS, EmailBot, reply_to, send
 from tests.peers.mailserver import MailServer
 from tests.peers.required import require

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bot import files_server
-from bot.files_server import Grants, PathRefused
+from pizzabot.tools import files as files_server
+from pizzabot.tools.files import Grants, PathRefused
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ async def test_the_real_server_refuses_writes_into_the_nested_read_only_folder(
         command=sys.executable,
         args=[
             "-m",
-            "bot.files_server",
+            "pizzabot.tools.files",
             "--grant-write",
             str(drafts),
             "--grant",

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from bot import files_server
-from bot.files_server import Grants
+from pizzabot.tools import files as files_server
+from pizzabot.tools.files import Grants
 
 ROUNDS = 1500
 _RENAME_EXCHANGE = 2

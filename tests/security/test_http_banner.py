@@ -37,7 +37,7 @@ async def test_a_terminal_gets_the_login_link(tmp_path: Path) -> None:
     server.data_dir.mkdir()
     main, child = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "serve", "--no-worker"],
+        [sys.executable, "-m", "pizzabot.bot.main", "serve", "--no-worker"],
         env={**server.env(), "COLUMNS": "200"},
         stdout=subprocess.DEVNULL,
         stderr=child,

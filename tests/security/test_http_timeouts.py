@@ -2,7 +2,7 @@
 (with small configured timeouts here), connections beyond `max_connections` get 503, and
 `X-Forwarded-For` counts only from a configured proxy. The timeouts run against a real
 `pizzabot serve`; the connection cap and the proxy rule against the uvicorn configuration
-`serve` builds (`bot.listen.config`), serving a probe app over a real socket."""
+`serve` builds (`pizzabot.bot.listen.config`), serving a probe app over a real socket."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 import uvicorn
 
-from bot import listen
+from pizzabot.bot import listen
 from tests.peers.server import TOKEN, ServerProcess
 from tests.waiting import eventually
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.logs import setup_logging
-from bot.settings import Settings
+from pizzabot.bot.logs import setup_logging
+from pizzabot.bot.settings import Settings
 
 PASSWORD = "correct horse battery staple"  # no known key shape: only its value can catch it
 TOKEN = "made-at-first-start-0123456789"

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.model import Box, Item, ItemKind, ItemStatus, Risk, Run, RunStatus
-from channels.email.compose import (
+from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, Risk, Run, RunStatus
+from pizzabot.channels.email.compose import (
     MailIdentity,
     Thread,
     answer_mail,

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.model import ItemStatus
+from pizzabot.agent.model import ItemStatus
 from tests.peers.email_bot import USERS, EmailBot, email_skill, passed, send
 from tests.peers.mailserver import MailServer
 from tests.peers.required import require

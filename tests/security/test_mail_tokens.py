@@ -27,10 +27,10 @@ import pytest
 from fastapi import FastAPI
 from itsdangerous import URLSafeSerializer
 
-from agent.model import ItemStatus
-from bot.server import create_app
-from bot.settings import Settings
-from channels.email.links import links_router
+from pizzabot.agent.model import ItemStatus
+from pizzabot.bot.server import create_app
+from pizzabot.bot.settings import Settings
+from pizzabot.channels.email.links import links_router
 from tests.peers.email_bot import (
     ALICE,
     MALLORY,

@@ -44,7 +44,7 @@ def parent_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
 
 
 def _skill(**servers: Any) -> Any:
-    from agent.skills import Skill
+    from pizzabot.agent.skills import Skill
 
     return Skill.model_validate(
         {"name": "probe", "instructions": "x", "model": "openai/x", "mcp_servers": servers}
@@ -65,7 +65,7 @@ def _leaks(env: dict[str, str]) -> list[str]:
 async def test_a_stdio_server_gets_path_home_lang_and_its_declared_env_only(
     parent_env: dict[str, str],
 ) -> None:
-    from agent.tools import ToolHub
+    from pizzabot.agent.tools import ToolHub
 
     skill = _skill(probe={"command": "python", "args": [str(SCRIPT)], "env": {"PROBE_MODE": "on"}})
     hub = ToolHub(env=parent_env)
@@ -85,7 +85,7 @@ async def test_a_stdio_server_gets_path_home_lang_and_its_declared_env_only(
 async def test_pass_env_names_variables_and_inherit_env_is_an_explicit_choice(
     parent_env: dict[str, str],
 ) -> None:
-    from agent.tools import ToolHub
+    from pizzabot.agent.tools import ToolHub
 
     probe = {"command": "python", "args": [str(SCRIPT)]}
     skill = _skill(
@@ -114,8 +114,8 @@ async def test_the_built_in_files_server_gets_no_secrets(
 ) -> None:
     import psutil
 
-    from agent.tools import ToolHub
-    from bot.server import folder_servers
+    from pizzabot.agent.tools import ToolHub
+    from pizzabot.bot.server import folder_servers
 
     skill = _skill().model_copy(update={"folders": _folders(tmp_path)})
     hub = ToolHub(env=parent_env, extra_servers=folder_servers)
@@ -125,7 +125,7 @@ async def test_the_built_in_files_server_gets_no_secrets(
         [child] = [
             p
             for p in psutil.Process().children(recursive=True)
-            if "bot.files_server" in " ".join(p.cmdline())
+            if "pizzabot.tools.files" in " ".join(p.cmdline())
         ]
         env = child.environ()
     finally:
@@ -135,7 +135,7 @@ async def test_the_built_in_files_server_gets_no_secrets(
 
 
 def _folders(tmp_path: Path) -> list[Any]:
-    from agent.skills import Folder
+    from pizzabot.agent.skills import Folder
 
     return [Folder(path=str(tmp_path))]
 

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from agent.model import ItemStatus
-from channels.web.forms import PREFIX
+from pizzabot.agent.model import ItemStatus
+from pizzabot.channels.web.forms import PREFIX
 from tests.peers.email_bot import USERS, EmailBot, reply_to, send
 from tests.peers.mailserver import MailServer
 from tests.peers.required import require

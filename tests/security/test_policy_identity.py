@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from agent.errors import NotAllowed
-from agent.model import Approve, Box, ItemStatus
-from agent.policy import Access, Principal
-from agent.skills import SkillBook
-from agent.testing.scripts import Reply, ToolCall, last_tool_result
+from pizzabot.agent.errors import NotAllowed
+from pizzabot.agent.model import Approve, Box, ItemStatus
+from pizzabot.agent.policy import Access, Principal
+from pizzabot.agent.skills import SkillBook
+from pizzabot.agent.testing.scripts import Reply, ToolCall, last_tool_result
 from tests.peers.inproc import InProcess
 
 KATE, LEAD, SLACK_KATE, SLACK_LEAD = "kate@example.test", "lead@example.test", "UKATE", "ULEAD"

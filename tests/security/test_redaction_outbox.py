@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.model import Delivery
-from store.sql import SqlStore, connect
+from pizzabot.agent.model import Delivery
+from pizzabot.store.sql import SqlStore, connect
 from tests.peers.server import TOKEN
 from tests.peers.slack_api import SlackApi
 from tests.peers.stack import Stack

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.redaction import REDACTED, Redactor
+from pizzabot.agent.redaction import REDACTED, Redactor
 
 
 @pytest.mark.parametrize(

@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agent.policy import Principal
-from agent.redaction import Redactor
-from agent.testing.scripts import Reply, ToolCall, last_tool_result
+from pizzabot.agent.policy import Principal
+from pizzabot.agent.redaction import Redactor
+from pizzabot.agent.testing.scripts import Reply, ToolCall, last_tool_result
 from tests.peers.inproc import InProcess
 
 LEAKED = "the CRM is down"

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from agent.errors import NotFound
-from agent.model import Box, Delivery, DeliveryStatus, Event, Item, ItemKind, ItemStatus, Run
-from channels.slack import SlackChannel
-from channels.slack.home import Inbox, home_view
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.events import Event
+from pizzabot.agent.model import Box, Delivery, DeliveryStatus, Item, ItemKind, ItemStatus, Run
+from pizzabot.channels.slack import SlackChannel
+from pizzabot.channels.slack.home import Inbox, home_view
 from tests.peers.slack_api import Call, SlackApi
 
 AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest_asyncio
 
-from channels.web import SESSION_COOKIE
+from pizzabot.channels.web import SESSION_COOKIE
 from tests.peers.server import TOKEN, ServerProcess
 from tests.peers.web import WebApp
 

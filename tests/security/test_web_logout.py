@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest_asyncio
 
-from channels.web import SESSION_COOKIE
+from pizzabot.channels.web import SESSION_COOKIE
 from tests.conftest import fresh_pg_database
 from tests.peers.server import TOKEN, ServerProcess
 from tests.peers.web import csrf_of

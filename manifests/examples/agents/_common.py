@@ -13,9 +13,9 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agent.testing.model_server import ScriptedModelServer
-from agent.testing.scripts import Reply, ToolCall, count_role, last_tool_result
-from bot.cli_client import connect
+from pizzabot.agent.testing.model_server import ScriptedModelServer
+from pizzabot.agent.testing.scripts import Reply, ToolCall, count_role, last_tool_result
+from pizzabot.cli.client import connect
 
 PROMPT = "Send Ann the quote."
 #: The skill that says who decides (`agents.yaml` here); PIZZABOT_SKILL names another.

@@ -17,8 +17,8 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from bot.client import AsyncInbox
-from bot.client.langgraph import decide_interrupts, tool_schemas
+from pizzabot.client import AsyncInbox
+from pizzabot.client.langgraph import decide_interrupts, tool_schemas
 
 
 async def main() -> None:

@@ -11,12 +11,11 @@ call with other arguments: an edit reaches the model as a reject carrying the ne
 import asyncio
 
 from _common import PROMPT, SKILL, model, send_email, server
-from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
-from agents import set_tracing_disabled
+from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
 from openai import AsyncOpenAI
 
-from bot.client import AsyncInbox
-from bot.client.openai_agents import decide_interruptions
+from pizzabot.client import AsyncInbox
+from pizzabot.client.openai_agents import decide_interruptions
 
 
 async def main() -> None:

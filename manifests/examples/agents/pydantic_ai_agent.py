@@ -14,8 +14,8 @@ from pydantic_ai import Agent, DeferredToolRequests
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from bot.client import AsyncInbox
-from bot.client.pydantic_ai import decide_deferred
+from pizzabot.client import AsyncInbox
+from pizzabot.client.pydantic_ai import decide_deferred
 
 
 async def main() -> None:

@@ -1,0 +1,16 @@
+"""`pizzabot bench`: the benchmark of the engine, a tool Pizza Bot ships beside the server.
+
+The server never imports it. It needs psutil, which only the `bench` extra installs
+(`pip install -r requirements-dev.lock`; the test environment has it).
+
+- `runner`: the command: the workload's parts, the table and the JSON;
+- `engine`: the parts that run the engine in this process (steps, decisions, memory);
+- `procs`: the parts that time other processes (workers on PostgreSQL, `pizzabot serve`);
+- `model`: the scripted model provider, in a process of its own (`python -m bench.model`);
+- `tools`: the one no-op MCP tool (`python -m bench.tools`).
+- `channels`: decisions through a real `pizzabot serve`'s Slack, web and requests API;
+- `compare`: `pizzabot bench --compare langgraph`, the same work on LangGraph beside it.
+
+Kept light: the model and tool servers start as `python -m bench.<module>` and import this
+first.
+"""

@@ -1,0 +1,5 @@
+"""`python -m bench`: the benchmark (see `bench.cli`)."""
+
+from bench.cli import main
+
+main()

@@ -1,0 +1,153 @@
+"""`pizzabot`: the server (`serve`, `worker`) beside the client commands of `cli`.
+
+The server's two commands live here, with the composition root they start; every other
+command is a client of the HTTP API (`cli`), which imports nothing of the server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from pizzabot.cli import app
+
+__all__ = ["app", "main"]
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str | None, typer.Option(help="Address to listen on (env PIZZABOT_HOST)")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="Port (env PIZZABOT_PORT)")] = None,
+    skills: Annotated[
+        Path | None, typer.Option("--skills", help="Skills folder (env PIZZABOT_SKILLS_DIR)")
+    ] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Data folder (env PIZZABOT_DATA_DIR)")
+    ] = None,
+    no_worker: Annotated[
+        bool, typer.Option("--no-worker", help="Serve API and channels only")
+    ] = False,
+) -> None:
+    """Start the server: API, web page, channels and (unless --no-worker) a worker."""
+    from pizzabot.bot.logs import setup_logging
+    from pizzabot.bot.settings import Settings
+
+    overrides: dict[str, Any] = {
+        k: v
+        for k, v in {"host": host, "port": port, "skills_dir": skills, "data_dir": data_dir}.items()
+        if v is not None
+    }
+    settings = Settings(**overrides)
+    setup_logging(settings)
+    token, created = settings.ensure_token()
+    setup_logging(settings, token=token)  # the token made just now is a secret of the logs too
+    _run_server(settings, token=token, created=created, with_worker=not no_worker)
+
+
+def _run_server(settings: Any, *, token: str, created: bool, with_worker: bool) -> None:
+    """Listen at once (the app is built behind `/healthz` while it starts), say so, and run
+    until stopped."""
+    from pizzabot.bot import banner, listen
+    from pizzabot.bot.boot import BootApp
+
+    def build() -> Any:
+        from pizzabot.bot.server import create_app
+
+        return create_app(settings, token=token, with_worker=with_worker)
+
+    def stop() -> None:
+        server.should_exit = True
+
+    def stopped(sig: int | None) -> None:
+        if app_.ready or sig is not None:
+            banner.say(banner.stop_line(sig))
+
+    app_ = BootApp(build, on_failure=stop, on_ready=banner.ready_printer)
+    server = banner.Server(
+        listen.config(
+            app_,
+            host=settings.host,
+            port=settings.port,
+            header_timeout=settings.header_timeout,
+            keepalive_timeout=settings.keepalive_timeout,
+            max_connections=settings.max_connections,
+            trusted_proxies=settings.trusted_proxies,
+            log_level="warning",
+            access_log=False,
+        ),
+        on_stop=stopped,
+    )
+    # stderr often ends in `docker logs` or the journal: the token goes only to a person.
+    for line in banner.start_block(
+        settings, token=token, created=created, interactive=sys.stderr.isatty()
+    ):
+        banner.say(line)
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None  # Ctrl-C: the stop line said it all
+    if app_.failed is not None:
+        raise typer.Exit(1)
+
+
+@app.command()
+def worker() -> None:
+    """Run a worker only (no HTTP): claims and steps runs from the shared database."""
+    import asyncio
+
+    from pizzabot.bot.logs import setup_logging
+    from pizzabot.bot.server import build, follow_skill_files, shutdown, start_worker, warm
+    from pizzabot.bot.settings import Settings
+
+    settings = Settings()
+    setup_logging(settings)
+
+    async def main() -> None:
+        svc = await build(settings, token="", with_worker=True, serving=False)
+        assert svc.worker is not None
+        start_worker(svc, svc.worker)
+        # One line a person (or a supervisor) can wait for: from here on runs are claimed.
+        sys.stderr.write(
+            f"worker ready: claiming up to {settings.worker_concurrency} runs at once\n"
+        )
+        sys.stderr.flush()
+        svc.spawn(warm(svc), "warm")
+        follow_skill_files(svc)  # a worker steps runs with its own copy of the skills
+        try:
+            await asyncio.gather(*svc.background)
+        finally:
+            await shutdown(svc)
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)
+def bench(ctx: typer.Context) -> None:
+    """Measure the engine (a development tool: from a checkout, `make bench`; `pizzabot bench
+    --help` lists its options)."""
+    try:
+        from bench.cli import app as bench_app
+    except ImportError:
+        raise typer.BadParameter(
+            "the benchmark is a development tool, not installed with the server: run it from "
+            "a checkout of the repository (make bench)"
+        ) from None
+    bench_app(args=list(ctx.args), prog_name="pizzabot bench")
+
+
+def main() -> None:
+    app(prog_name="pizzabot")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,23 @@
+"""The client commands of `pizzabot`: a client of the HTTP API that imports nothing of the
+server, so a terminal on another device works the same way (`--url`, `--token`).
+
+    common.py     the Typer app, the server's address and token, one line per answer
+    runs.py       run, runs, show, cancel, say
+    items.py      item, inbox, approve, edit, reject, read
+    control.py    kill, skills, audit
+    grants.py     grants, revoke, tokens …
+    schedules.py  schedules …
+    ask.py        ask, mcp: for agents Pizza Bot does not run
+    client.py     where the server and its token are, and every failure as one line
+    render.py     tables, a run's timeline, an item's card
+
+The server's own commands (`serve`, `worker`) are added by `pizzabot.bot.main`.
+"""
+
+from pizzabot.cli import runs, items, control, grants, schedules  # noqa: I001 - the order of `--help`
+from pizzabot.cli.ask import register as register_ask
+from pizzabot.cli.common import app
+
+register_ask(app)
+
+__all__ = ["app", "control", "grants", "items", "runs", "schedules"]

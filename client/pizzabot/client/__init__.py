@@ -1,0 +1,16 @@
+"""A small client of a Pizza Bot server, for agents Pizza Bot does not run.
+
+An agent asks a person before a tool call (or asks a question) through the server's
+requests API, and gets the decision back: approved, edited (with the new arguments),
+rejected (with the reason) or expired. `AsyncInbox` and `Inbox` are the same client, async
+and blocking. Importing this package loads httpx and pydantic only, never the server.
+
+The framework adapters are modules of their own, each needing its optional extra:
+`pizzabot.client.langgraph`, `pizzabot.client.pydantic_ai`, `pizzabot.client.openai_agents`.
+"""
+
+from pizzabot.client._async import AsyncInbox
+from pizzabot.client._sync import Inbox
+from pizzabot.client._wire import Decision, InboxError, Retry
+
+__all__ = ["AsyncInbox", "Decision", "Inbox", "InboxError", "Retry"]

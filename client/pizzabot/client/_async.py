@@ -1,0 +1,206 @@
+"""The asynchronous client of a Pizza Bot server's requests API.
+
+    async with AsyncInbox("http://127.0.0.1:8787", token) as inbox:
+        decision = await inbox.ask("deploys", tool="deploy", args={"env": "prod"})
+        if decision.approved:
+            deploy(**decision.args)
+
+A request is created once: its Idempotency-Key is made before the first try and sent again
+with every retry, so a dropped connection never makes a second item. Waiting is a long poll
+(`GET ?wait=`), asked again until the request is decided or the caller's time is up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from pizzabot.client import _wire
+from pizzabot.client._wire import Call, Decision, InboxError, Retry
+
+__all__ = ["AsyncInbox"]
+
+
+class AsyncInbox:
+    """One server and its API token. `http` lends a client of your own (left open)."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        http: httpx.AsyncClient | None = None,
+        timeout: float = 30.0,
+        retry: Retry = Retry(),
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise InboxError(f"the inbox URL must start with http:// or https:// (got {url!r})")
+        if not token:
+            raise InboxError("no API token")
+        self.url = url.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {token}"}
+        self._http = http or httpx.AsyncClient()
+        self._own_http = http is None
+        self._timeout = timeout
+        self._retry = retry
+        self._sleep = sleep
+        self._clock = clock
+
+    async def __aenter__(self) -> AsyncInbox:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._own_http:
+            await self._http.aclose()
+
+    async def _send(self, call: Call) -> httpx.Response:
+        """The answer to `call`, tried again (same body, same key) after a transient failure."""
+        for attempt in range(self._retry.attempts):
+            response: httpx.Response | None = None
+            error: httpx.HTTPError | None = None
+            try:
+                response = await self._http.request(
+                    call.method,
+                    self.url + call.path,
+                    json=call.json,
+                    params=call.params,
+                    headers={**self._headers, **call.headers},
+                    timeout=call.timeout,
+                )
+            except httpx.HTTPError as exc:
+                error = exc
+            last = attempt == self._retry.attempts - 1
+            if not last and _wire.transient(response, error):
+                await self._sleep(self._retry.pause(attempt))
+                continue
+            if error is not None:
+                raise _wire.unreachable(self.url, error) from None
+            assert response is not None
+            if response.status_code >= 400:
+                raise _wire.refused(response)
+            return response
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def _create(self, body: dict[str, Any], key: str | None, kind: str) -> Decision:
+        call = _wire.post_call(body, key or _wire.new_key(), timeout=self._timeout)
+        decision = _wire.decision_from(await self._send(call), kind=kind)
+        if decision.pending:
+            return decision
+        # A rule or grant of the skill may decide at once: fetch the whole decision then.
+        whole = await self.get(decision.id)
+        return whole.model_copy(update={"created": decision.created})
+
+    async def request(
+        self,
+        skill: str,
+        *,
+        title: str,
+        tool: str,
+        args: Mapping[str, Any],
+        schema: Mapping[str, Any] | None = None,
+        risk: Mapping[str, Any] | None = None,
+        description: str | None = None,
+        timeout: float | None = None,
+        callback_url: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Decision:
+        """Ask for approval of a tool call; returns at once (usually pending)."""
+        body = _wire.approval_body(
+            skill,
+            title=title,
+            tool=tool,
+            args=args,
+            schema=schema,
+            risk=risk,
+            description=description,
+            timeout=timeout,
+            callback_url=callback_url,
+        )
+        return await self._create(body, idempotency_key, "approval")
+
+    async def question(
+        self,
+        skill: str,
+        *,
+        question: str,
+        title: str | None = None,
+        schema: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        idempotency_key: str | None = None,
+    ) -> Decision:
+        """Ask a person a question (a form from `schema`, or a text answer); returns at once."""
+        body = _wire.question_body(
+            skill, question=question, title=title, schema=schema, timeout=timeout
+        )
+        return await self._create(body, idempotency_key, "question")
+
+    async def get(self, request_id: str, *, wait: float = 0) -> Decision:
+        """The request now, or (with `wait`, at most 60 s) as soon as it is decided."""
+        call = _wire.get_call(request_id, wait, timeout=self._timeout)
+        return _wire.decision_from(await self._send(call))
+
+    async def until_decided(self, request_id: str, *, timeout: float | None = None) -> Decision:
+        """Wait until the request is decided; after `timeout` seconds, the pending request.
+
+        A server that is away for a while (a restart, a deploy) is asked again until then:
+        the request lives on the server, so waiting can go on where it left off."""
+        deadline = None if timeout is None else self._clock() + timeout
+        away = 0
+        while True:
+            left = _wire.MAX_WAIT if deadline is None else deadline - self._clock()
+            try:
+                decision = await self.get(request_id, wait=max(0.0, min(left, _wire.MAX_WAIT)))
+            except InboxError as exc:
+                over = deadline is not None and self._clock() >= deadline
+                if over or not _wire.worth_waiting(exc):
+                    raise
+                await self._sleep(self._retry.pause(away))
+                away += 1
+                continue
+            away = 0
+            if not decision.pending or (deadline is not None and self._clock() >= deadline):
+                return decision
+
+    async def ask(
+        self,
+        skill: str,
+        *,
+        tool: str,
+        args: Mapping[str, Any],
+        title: str | None = None,
+        schema: Mapping[str, Any] | None = None,
+        risk: Mapping[str, Any] | None = None,
+        description: str | None = None,
+        timeout: float | None = None,
+        callback_url: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Decision:
+        """Request approval and wait for the decision. With `timeout` the item expires on the
+        server after that many seconds, and `ask` returns the expired request."""
+        created = await self.request(
+            skill,
+            title=title or tool[: _wire.MAX_TITLE],
+            tool=tool,
+            args=args,
+            schema=schema,
+            risk=risk,
+            description=description,
+            timeout=timeout,
+            callback_url=callback_url,
+            idempotency_key=idempotency_key,
+        )
+        if not created.pending:
+            return created
+        return await self.until_decided(created.id, timeout=_wire.expiry_wait(timeout))
