@@ -52,7 +52,8 @@ test: $(DEV)
 		$(BIN)/python -m pytest -p no:cacheprovider -n 2 --dist loadfile
 
 bench: $(DEV)
-	$(BIN)/python -m bench
+	if [ -f .ci/pg-url ]; then set -- --postgres "$$(sed 's/+asyncpg//; s#/test$$#/postgres#' .ci/pg-url)"; fi; \
+		$(BIN)/python -m bench "$$@"
 
 # Re-pin after changing dependencies in pyproject.toml or client/pyproject.toml.
 lock:

@@ -7,7 +7,13 @@ Message-ID and its thread) and what a reply or a button click is traced back by
 earlier versions wrote (the external id under "id"), so existing databases keep loading.
 
     Target      = SlackTarget(conversation) | EmailTarget(address) | PushTarget(subscription)
+                | TeamsTarget(conversation) | DiscordTarget(channel) | TelegramTarget(chat)
     DeliveryRef = SlackRef(channel, ts, thread_ts) | EmailRef(message_id, thread, address)
+                | TeamsRef(service_url, conversation, activity, thread)
+                | DiscordRef(channel, message, thread) | TelegramRef(chat, message, thread)
+
+A chat ref's `thread` is the message the run's first card is (its own for that first card),
+which the run's later cards answer, and a reply to which follows the run up.
 """
 
 from __future__ import annotations
@@ -18,12 +24,18 @@ from typing import Any, Literal, assert_never
 __all__ = [
     "SUBSCRIBERS",
     "DeliveryRef",
+    "DiscordRef",
+    "DiscordTarget",
     "EmailRef",
     "EmailTarget",
     "PushTarget",
     "SlackRef",
     "SlackTarget",
     "Target",
+    "TeamsRef",
+    "TeamsTarget",
+    "TelegramRef",
+    "TelegramTarget",
     "ref_from_json",
     "ref_to_json",
     "target_of",
@@ -50,6 +62,43 @@ class EmailTarget:
     kind: Literal["email"] = "email"
 
 
+@dataclass(frozen=True)
+class TeamsTarget:
+    """A Teams conversation: a channel's (`19:…@thread.tacv2`), a group chat's, or the
+    personal chat a person has with the bot."""
+
+    conversation: str
+    kind: Literal["teams"] = "teams"
+
+    @property
+    def address(self) -> str:
+        return self.conversation
+
+
+@dataclass(frozen=True)
+class DiscordTarget:
+    """A Discord channel (its id)."""
+
+    channel: str
+    kind: Literal["discord"] = "discord"
+
+    @property
+    def address(self) -> str:
+        return self.channel
+
+
+@dataclass(frozen=True)
+class TelegramTarget:
+    """A Telegram chat (its id; a person's private chat with the bot has their user id)."""
+
+    chat: str
+    kind: Literal["telegram"] = "telegram"
+
+    @property
+    def address(self) -> str:
+        return self.chat
+
+
 #: A push target's address before the push channel fans it out to devices.
 SUBSCRIBERS = "subscribers"
 
@@ -68,18 +117,24 @@ class PushTarget:
         return self.subscription
 
 
-Target = SlackTarget | EmailTarget | PushTarget
+Target = SlackTarget | EmailTarget | PushTarget | TeamsTarget | DiscordTarget | TelegramTarget
+
+_TARGETS: dict[str, type[Target]] = {
+    "slack": SlackTarget,
+    "email": EmailTarget,
+    "push": PushTarget,
+    "teams": TeamsTarget,
+    "discord": DiscordTarget,
+    "telegram": TelegramTarget,
+}
 
 
 def target_of(channel: str, address: str) -> Target:
     """The target a delivery row names (its channel and address columns)."""
-    if channel == "slack":
-        return SlackTarget(address)
-    if channel == "email":
-        return EmailTarget(address)
-    if channel == "push":
-        return PushTarget(address)
-    raise ValueError(f"no target kind for channel {channel!r}")
+    kind = _TARGETS.get(channel)
+    if kind is None:
+        raise ValueError(f"no target kind for channel {channel!r}")
+    return kind(address)
 
 
 @dataclass(frozen=True)
@@ -111,15 +166,72 @@ class EmailRef:
         return self.message_id
 
 
-DeliveryRef = SlackRef | EmailRef
+@dataclass(frozen=True)
+class TeamsRef:
+    """A card posted through the Bot Framework connector at `service_url`: its conversation
+    (without a thread), its activity id and the activity id of its thread's first card. Its
+    external id is the conversation Teams gives a reply in that thread
+    (`…;messageid=THREAD`)."""
+
+    service_url: str
+    conversation: str
+    activity: str
+    thread: str
+    kind: Literal["teams"] = "teams"
+
+    @property
+    def external_id(self) -> str:
+        return f"{self.conversation};messageid={self.thread}"
+
+
+@dataclass(frozen=True)
+class DiscordRef:
+    """A message in a Discord channel (ids are unique across Discord)."""
+
+    channel: str
+    message: str
+    thread: str
+    kind: Literal["discord"] = "discord"
+
+    @property
+    def external_id(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class TelegramRef:
+    """A message in a Telegram chat (its id counts within the chat only)."""
+
+    chat: str
+    message: str
+    thread: str
+    kind: Literal["telegram"] = "telegram"
+
+    @property
+    def external_id(self) -> str:
+        return f"{self.chat}:{self.message}"
+
+
+DeliveryRef = SlackRef | EmailRef | TeamsRef | DiscordRef | TelegramRef
 
 
 def ref_to_json(ref: DeliveryRef) -> dict[str, Any]:
     """The stored shape: the ref's fields, its kind, and its external id under "id"."""
+    fields: dict[str, str]
     if isinstance(ref, SlackRef):
         fields = {"channel": ref.channel, "ts": ref.ts, "thread_ts": ref.thread_ts}
     elif isinstance(ref, EmailRef):
         fields = {"thread": ref.thread, "address": ref.address}
+    elif isinstance(ref, TeamsRef):
+        fields = {
+            "service_url": ref.service_url,
+            "conversation": ref.conversation,
+            "activity": ref.activity,
+            "thread": ref.thread,
+        }
+    elif isinstance(ref, DiscordRef | TelegramRef):
+        where = ref.channel if isinstance(ref, DiscordRef) else ref.chat
+        fields = {"where": where, "message": ref.message, "thread": ref.thread}
     else:
         assert_never(ref)
     return {"kind": ref.kind, "id": ref.external_id, **fields}
@@ -145,4 +257,26 @@ def ref_from_json(data: dict[str, Any] | None, *, channel: str) -> DeliveryRef |
             thread=str(data.get("thread") or message_id),
             address=str(data.get("address") or ""),
         )
+    return _chat_ref(kind, data)
+
+
+def _chat_ref(kind: str, data: dict[str, Any]) -> DeliveryRef | None:
+    """A stored Teams, Discord or Telegram ref; None when a part is missing."""
+
+    def text(key: str) -> str:
+        value = data.get(key)
+        return value if isinstance(value, str) else ""
+
+    if kind == "teams" and text("conversation") and text("activity"):
+        return TeamsRef(
+            service_url=text("service_url"),
+            conversation=text("conversation"),
+            activity=text("activity"),
+            thread=text("thread") or text("activity"),
+        )
+    if kind in ("discord", "telegram") and text("where") and text("message"):
+        thread = text("thread") or text("message")
+        if kind == "discord":
+            return DiscordRef(channel=text("where"), message=text("message"), thread=thread)
+        return TelegramRef(chat=text("where"), message=text("message"), thread=thread)
     return None

@@ -19,19 +19,20 @@ assertion cannot be used twice at once either. Logins are audited (`passkey_logi
 `passkey_login_refused`); a step-up's outcome is audited by the inbox.
 
 The relying party's id is the page's host name and the origins its addresses
-(`pizzabot.bot.wire_phone` derives them from the public URL): a browser signs only for the
-site it is on, so a passkey made here cannot be used for any other site, nor another's for
-this one.
+(`relying_party`, from the public URL): a browser signs only for the site it is on, so a
+passkey made here cannot be used for any other site, nor another's for this one.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import ipaddress
 import secrets
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from webauthn import (
     generate_authentication_options,
@@ -56,11 +57,33 @@ from pizzabot.agent.policy.tokens import Tokens
 from pizzabot.agent.step_up import Assertion, challenge_for
 from pizzabot.agent.store import AuditTrail
 
-__all__ = ["Passkeys"]
+__all__ = ["Passkeys", "relying_party"]
 
 #: Seconds a ceremony's challenge stays usable.
 _TTL = 300
 _NAME_MAX = 60
+
+
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def relying_party(base_url: str, *, rp_id: str | None = None) -> tuple[str, list[str]] | None:
+    """The passkeys' relying party id (`rp_id` if given, else the host name of `base_url`,
+    the page's address) and the page's origins; None where the page's address cannot have
+    passkeys (a bare IP address that is not this computer's)."""
+    parts = urlsplit(base_url)
+    if rp_id:
+        return rp_id, [f"{parts.scheme}://{parts.netloc}"]
+    host = parts.hostname or ""
+    if host in _LOOPBACK:
+        # A browser binds no passkey to an IP address: on this computer, localhost.
+        port = f":{parts.port}" if parts.port else ""
+        return "localhost", [f"{parts.scheme}://localhost{port}"]
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return host, [f"{parts.scheme}://{parts.netloc}"]
+    return None
 
 
 def _b64(raw: bytes) -> str:

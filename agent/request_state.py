@@ -90,22 +90,6 @@ class RequestState:
     def pending(self) -> bool:
         return self.status == "pending"
 
-    def as_json(self) -> dict[str, Any]:
-        """The shape the API answers with and a callback posts."""
-        return {
-            "id": self.id,
-            "item_id": self.item_id,
-            "kind": self.kind,
-            "status": self.status,
-            "args": self.args,
-            "reason": self.reason,
-            "decided_by": self.decided_by,
-            "via": self.via,
-            "decided_at": self.decided_at.isoformat() if self.decided_at else None,
-            "url": self.url,
-            "requested_by": self.requested_by,
-        }
-
 
 def state_of(
     request: StoredRequest,

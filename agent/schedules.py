@@ -75,7 +75,7 @@ class ScheduleStore(Protocol):
 
     async def delete_schedule(self, schedule_id: str) -> None: ...
 
-    async def claim_fire(
+    async def fire_once(
         self,
         schedule_id: str,
         fire_time: datetime,
@@ -104,7 +104,7 @@ class ScheduleStore(Protocol):
 
     async def fires(self, schedule_id: str, *, limit: int = 20) -> list[FireRecord]: ...
 
-    async def stale_claims(self, *, before: datetime) -> list[FireRecord]:
+    async def unfinished_fires(self, *, before: datetime) -> list[FireRecord]:
         """Fires claimed before `before` whose run was never recorded (the process died)."""
         ...
 

@@ -8,7 +8,15 @@ one target out per device).
 
 from __future__ import annotations
 
-from pizzabot.agent.addresses import EmailTarget, PushTarget, SlackTarget, Target
+from pizzabot.agent.addresses import (
+    DiscordTarget,
+    EmailTarget,
+    PushTarget,
+    SlackTarget,
+    Target,
+    TeamsTarget,
+    TelegramTarget,
+)
 from pizzabot.agent.skills import Deliver, Skill
 
 __all__ = ["deliver_targets", "targets_for"]
@@ -21,6 +29,12 @@ def deliver_targets(deliver: Deliver, channels: frozenset[str]) -> list[Target]:
         targets.append(SlackTarget(deliver.slack))
     if "email" in channels:
         targets.extend(EmailTarget(a) for a in deliver.email)
+    if "teams" in channels and deliver.teams:
+        targets.append(TeamsTarget(deliver.teams))
+    if "discord" in channels and deliver.discord:
+        targets.append(DiscordTarget(deliver.discord))
+    if "telegram" in channels and deliver.telegram:
+        targets.append(TelegramTarget(deliver.telegram))
     if "push" in channels:
         targets.append(PushTarget())
     return targets

@@ -1,10 +1,6 @@
 """Where the cards go: the channels a process delivers on, and the ones its items are
-addressed to.
-
-A server delivers on the channels its settings turn on (Slack, mail, Web Push) and on
-requests' callbacks. A worker (`pizzabot worker`) delivers on none: it addresses its items
-to the channels its servers deliver on (`reach`), whose outboxes send them. The phone's parts
-(`pizzabot.bot.wire_phone`) are made here too, since its push channel is one of them.
+addressed to. A server delivers on those its settings turn on and on requests' callbacks; a
+worker (`pizzabot worker`) on none, addressing its items to its servers' channels (`reach`).
 """
 
 from __future__ import annotations
@@ -16,12 +12,13 @@ from pizzabot.agent.channel import Channel
 from pizzabot.agent.context import utcnow
 from pizzabot.agent.policy import Access
 from pizzabot.agent.skills import SkillBook
-from pizzabot.bot import wire_email, wire_phone, wire_slack
+from pizzabot.bot import wire_chats, wire_email, wire_phone, wire_slack
 from pizzabot.bot.settings import Settings, environment
 from pizzabot.store.sql import SqlStore
 
 if TYPE_CHECKING:
     from pizzabot.channels.slack import SlackChannel
+    from pizzabot.channels.web.phone import PhoneDeps
 
 __all__ = ["Outlets", "outlets", "reach"]
 
@@ -30,11 +27,10 @@ __all__ = ["Outlets", "outlets", "reach"]
 class Outlets:
     slack: SlackChannel | None
     mail: wire_email.EmailOutlet | None
-    #: Web Push and passkeys (its push channel is in `channels` where this process serves).
-    phone: wire_phone.Phone
-    #: Every channel this process delivers on, requests' callbacks included.
+    #: Push subscriptions and passkeys, for the web page (`pizzabot.bot.wire_phone`).
+    phone: PhoneDeps
+    #: Every channel this process delivers on, and the ones items are addressed to.
     channels: list[Channel]
-    #: The channels items are addressed to.
     addressed: frozenset[str]
 
 
@@ -48,12 +44,14 @@ def outlets(
     mail = (
         wire_email.outlet(settings, store=store, access=access, clock=utcnow) if serving else None
     )
-    phone = wire_phone.build(settings, store=store, access=access)
-    mine = (slack, mail.channel if mail else None, phone.channel if serving else None)
-    delivering: list[Channel] = [c for c in mine if c is not None]
+    push = wire_phone.outlet(settings, store=store, access=access) if serving else None
+    mine: list[Channel | None] = [slack, mail.channel if mail else None, push]
+    delivering = [c for c in mine if c is not None]
+    delivering += wire_chats.outlets(settings, store=store) if serving else []
     addressed = frozenset(c.name for c in delivering) if serving else reach(settings)
     if serving:
         delivering.append(_callbacks(settings, store, skills))
+    phone = wire_phone.build(settings, push, store=store)
     return Outlets(slack, mail, phone, delivering, addressed)
 
 
@@ -70,9 +68,6 @@ def _callbacks(settings: Settings, store: SqlStore, skills: SkillBook) -> Channe
 
 def reach(settings: Settings) -> frozenset[str]:
     """The channels servers with these settings deliver on."""
-    on = {
-        "slack": wire_slack.reaches(settings),
-        "email": wire_email.enabled(settings),
-        "push": wire_phone.reaches(settings),
-    }
+    on = {"slack": wire_slack.reaches(settings), "email": wire_email.enabled(settings)}
+    on |= wire_chats.reach(settings) | {"push": wire_phone.reaches(settings)}
     return frozenset(name for name, yes in on.items() if yes)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, TypedDict
@@ -45,6 +45,7 @@ from pizzabot.agent.worker import Worker
 from pizzabot.bot import (
     demo,
     tracing,
+    wire_chats,
     wire_digest,
     wire_email,
     wire_http,
@@ -66,8 +67,6 @@ from pizzabot.store.sql import SqlStore, connect
 from pizzabot.store.tokens import SqlTokens
 
 if TYPE_CHECKING:
-    from opentelemetry.sdk.trace import TracerProvider
-
     from pizzabot.channels.slack import SlackChannel
 
 log = logging.getLogger("pizzabot")
@@ -137,7 +136,7 @@ async def _assemble(
         on_run_end=tracing.run_end_hook(store, tracer) if tracer is not None else None,
         **_engine_settings(settings, store, redactor),
         access=access,
-        step_up=out.phone.deps.passkeys,
+        step_up=out.phone.passkeys,
     )
     await _audit_skills(store, files.report, now=utcnow())
     if not store.is_postgres and core.worker is not None:
@@ -157,10 +156,11 @@ async def _assemble(
         slack=_slack(settings, out.slack, core=core, store=store, access=access, bell=home_bell),
         email=_email(settings, out.mail, core=core, store=store, access=access),
         triggers=wire_triggers.build(settings, store=store, core=core) if serving else None,
-        phone=out.phone.deps,
+        phone=out.phone,
+        chats=wire_chats.build(settings, out.channels, core=core, store=store, access=access),
     )
     if tracer is not None:
-        svc.closers.append(_flusher(tracer))
+        svc.closers.append(tracing.flusher(tracer))
     if isinstance(mind.model, ModelRouter):
         svc.closers.append(mind.model.aclose)
     return svc
@@ -286,13 +286,6 @@ async def _audit_skills(store: SqlStore, report: LoadReport, *, now: datetime) -
         )
 
 
-def _flusher(tracer: TracerProvider) -> Callable[[], Awaitable[None]]:
-    async def flush() -> None:
-        tracer.shutdown()
-
-    return flush
-
-
 def create_app(settings: Settings, *, token: str, with_worker: bool | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -323,6 +316,7 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
     wire_web.install(app, settings)
     wire_slack.install(app, settings)
     wire_email.install(app, settings)
+    wire_chats.install(app, settings)
     wire_triggers.install(app)
     mcp_http.install(
         app,
@@ -344,6 +338,7 @@ async def start(svc: Services) -> None:
         wire_slack.start(svc, svc.slack)
     if svc.email is not None:
         wire_email.start(svc, svc.email)
+    wire_chats.start(svc)
     if svc.triggers is not None:
         await wire_triggers.start(svc, svc.triggers)
     wire_digest.start(svc)

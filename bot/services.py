@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pizzabot.agent.channel import Channel
 from pizzabot.agent.context import Context
 from pizzabot.agent.engine import Runner
 from pizzabot.agent.inbox import Inbox
@@ -61,6 +62,16 @@ class EmailParts:
 
 
 @dataclass(frozen=True)
+class ChatParts:
+    """A chat channel beside Slack (Teams, Discord, Telegram), as `pizzabot.bot.wire_chats`
+    makes it: the channel items are delivered on, and what answers the platform."""
+
+    channel: Channel
+    #: The platform's inbound side (its route finds it here), typed by its own package.
+    inbound: Any
+
+
+@dataclass(frozen=True)
 class TriggerParts:
     #: The schedules (the schedules API and the web page list them).
     scheduler: Scheduler
@@ -89,6 +100,8 @@ class Services:
     email: EmailParts | None = None
     #: Schedules and approval timers; None in a process that only steps runs.
     triggers: TriggerParts | None = None
+    #: Teams, Discord and Telegram, by channel name: only those the settings turn on.
+    chats: dict[str, ChatParts] = field(default_factory=dict)
     #: Push subscriptions and passkeys, as the web page uses them (`pizzabot.bot.wire_phone`).
     phone: PhoneDeps | None = None
     #: Long-lived tasks (receivers, loops) cancelled at shutdown.

@@ -81,6 +81,34 @@ class Settings(BaseSettings):
     slack_api_url: str | None = None  # tests point the Web API at a local recorder
     slack_default_skill: str | None = None
 
+    # Telegram (bot/wire_chats.py, docs/telegram.md): on when the bot token is set
+    telegram_bot_token: SecretStr | None = None  # from @BotFather: 123456:ABC…
+    telegram_mode: Literal["polling", "webhook"] = "polling"  # webhook needs public_url
+    telegram_webhook_secret: SecretStr | None = None  # X-Telegram-Bot-Api-Secret-Token
+    telegram_api_url: str = "https://api.telegram.org"  # tests point it at a local recorder
+    telegram_default_skill: str | None = None
+    telegram_poll_timeout: float = Field(default=30.0, gt=0)  # seconds one long poll waits
+
+    # Discord (bot/wire_chats.py, docs/discord.md): on when all three are set
+    discord_application_id: str | None = None
+    discord_public_key: str | None = None  # the app's Ed25519 key (hex), checks interactions
+    discord_bot_token: SecretStr | None = None
+    discord_api_url: str = "https://discord.com/api/v10"  # tests point it at a recorder
+    discord_default_skill: str | None = None
+
+    # Microsoft Teams through the Bot Framework (bot/wire_chats.py, docs/teams.md): on when
+    # the app id and its client secret are set
+    teams_app_id: str | None = None  # the bot's Microsoft App ID: the audience of its tokens
+    teams_app_password: SecretStr | None = None  # the app's client secret
+    teams_tenant_id: str | None = None  # a single-tenant app's tenant (default: multi-tenant)
+    # Where cards go for a conversation the bot has not heard from since it started
+    teams_service_url: str = "https://smba.trafficmanager.net/teams/"
+    # The Bot Framework's OpenID configuration (its signing keys) and token endpoint; tests
+    # point both at local peers
+    teams_openid_url: str = "https://login.botframework.com/v1/.well-known/openidconfiguration"
+    teams_token_url: str | None = None  # default: the tenant's (or botframework.com's) v2.0
+    teams_default_skill: str | None = None
+
     # Email (bot/wire_email.py): on when email_from and smtp_host are set; replies need imap_host
     email_from: str | None = None  # the bot's address, e.g. pizzabot@example.com
     email_from_name: str = "Pizza Bot"

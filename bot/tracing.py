@@ -42,3 +42,12 @@ def exporter(env: Mapping[str, str]) -> TracerProvider | None:
 
     log.info("exporting run traces over OTLP")
     return provider(OTLPSpanExporter())
+
+
+def flusher(tp: TracerProvider) -> Callable[[], Awaitable[None]]:
+    """A closer that exports what is left at shutdown."""
+
+    async def flush() -> None:
+        tp.shutdown()
+
+    return flush

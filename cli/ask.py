@@ -30,7 +30,7 @@ from pizzabot.cli.client import Api, CliError, connect
 from pizzabot.cli.typer_app import App
 
 if TYPE_CHECKING:
-    from pizzabot.client import Decision
+    from pizzabot.client import RequestState
 
 __all__ = ["EXIT_APPROVED", "EXIT_ERROR", "EXIT_PENDING", "EXIT_REFUSED", "register"]
 
@@ -133,7 +133,7 @@ def _ask(
     timeout: float | None,
     url: str | None,
     token: str | None,
-) -> Decision:
+) -> RequestState:
     from pizzabot.client import Inbox, InboxError
     from pizzabot.client._wire import MAX_TITLE
 

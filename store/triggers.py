@@ -137,7 +137,7 @@ class TriggerStore:
 
     # -- fires ---------------------------------------------------------------------------
 
-    async def claim_fire(
+    async def fire_once(
         self,
         schedule_id: str,
         fire_time: datetime,
@@ -217,7 +217,7 @@ class TriggerStore:
         )
         return await self._fires(q)
 
-    async def stale_claims(self, *, before: datetime) -> list[FireRecord]:
+    async def unfinished_fires(self, *, before: datetime) -> list[FireRecord]:
         """Fires claimed before `before` whose run was never recorded (the process died)."""
         q = select(ScheduleFireRow).where(
             ScheduleFireRow.status == "claimed", ScheduleFireRow.created_at < before

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from tests.peers.required import PEERS, require
 
@@ -23,6 +24,15 @@ for _key in [k for k in os.environ if k.endswith("_API_KEY")]:
     del os.environ[_key]
 
 PG_URL = os.environ.get("PIZZABOT_TEST_PG", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+
+
+def pg_url_for(database: str, *, driver: str = "postgresql+asyncpg") -> str:
+    """`PIZZABOT_TEST_PG`'s server and credentials, for `database` (`driver` "postgresql":
+    the plain form asyncpg itself takes)."""
+    url = make_url(PG_URL).set(drivername=driver, database=database)
+    return url.render_as_string(hide_password=False)
+
+
 OUTPUT = Path(__file__).resolve().parent.parent / "test-output"
 
 
@@ -82,15 +92,15 @@ async def fresh_pg_database() -> AsyncIterator[str]:
     import asyncpg
 
     name = f"pizzabot_test_{uuid.uuid4().hex[:10]}"
-    admin = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/postgres")
+    admin = await asyncpg.connect(pg_url_for("postgres", driver="postgresql"))
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
     finally:
         await admin.close()
     try:
-        yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
+        yield pg_url_for(name)
     finally:
-        admin = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/postgres")
+        admin = await asyncpg.connect(pg_url_for("postgres", driver="postgresql"))
         try:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from pizzabot.client import AsyncInbox, Decision, Inbox, InboxError, Retry
+from pizzabot.client import AsyncInbox, Inbox, InboxError, RequestState, Retry
 from tests.imports import loaded_by
 
 TOKEN = "client-test-token"
@@ -30,6 +30,7 @@ DECIDED = {
     "decided_at": "2026-12-01T09:00:00+00:00",
     "url": "http://pizza.test/items/itm_1",
 }
+PENDING = {**DECIDED, "status": "pending", "args": None, "decided_by": None, "via": None}
 
 
 @dataclass
@@ -114,7 +115,7 @@ async def test_a_dropped_connection_is_retried_with_the_same_idempotency_key(pee
     p = await peer(
         None,  # the first POST reaches the server, which dies before answering
         (503, {"detail": "starting"}),
-        (200, {"id": "req_1", "item_id": "itm_1", "status": "pending", "url": "u"}),
+        (200, PENDING),
     )
     sleep = NoSleep()
     async with AsyncInbox(p.url, TOKEN, sleep=sleep) as inbox:
@@ -133,6 +134,7 @@ async def test_a_dropped_connection_is_retried_with_the_same_idempotency_key(pee
     assert {s.body for s in posts} == {posts[0].body}
     body = json.loads(posts[0].body)
     assert body == {
+        "wire": 1,
         "skill": "deploys",
         "title": "Deploy",
         "tool": "deploy",
@@ -144,8 +146,7 @@ async def test_a_dropped_connection_is_retried_with_the_same_idempotency_key(pee
 
 
 async def test_two_requests_get_two_keys_and_a_given_key_is_sent_as_it_is(peer: Any) -> None:
-    pending = {"id": "r", "item_id": "i", "status": "pending", "url": "u"}
-    p = await peer((201, pending), (201, pending), (201, pending))
+    p = await peer((201, PENDING), (201, PENDING), (201, PENDING))
     async with AsyncInbox(p.url, TOKEN) as inbox:
         for _ in range(2):
             await inbox.request("s", title="t", tool="x", args={})
@@ -153,6 +154,7 @@ async def test_two_requests_get_two_keys_and_a_given_key_is_sent_as_it_is(peer: 
     keys = [s.headers["idempotency-key"] for s in p.seen]
     assert keys[0] != keys[1] and keys[2] == "mine-1"
     assert json.loads(p.seen[2].body) == {
+        "wire": 1,
         "skill": "s",
         "title": "Which day?",
         "question": "Which day?\nAny weekday.",
@@ -236,19 +238,20 @@ async def test_until_decided_gives_back_the_pending_request_when_its_time_is_up(
 
 
 async def test_the_sync_inbox_is_the_same_client(peer: Any) -> None:
-    p = await peer(None, (201, {**DECIDED, "status": "approved"}), (200, DECIDED))
+    p = await peer(None, (201, DECIDED))
     sleep = NoSleep()
 
-    def call() -> Decision:
+    def call() -> RequestState:
         with Inbox(p.url, TOKEN, sleep=sleep.sync) as inbox:
             return inbox.request("s", title="t", tool="x", args={"a": 1})
 
     decision = await asyncio.to_thread(call)
-    # Decided at once (a rule or grant): the whole decision is fetched.
+    # Decided at once (a rule or grant): the answer to the POST is the whole state.
     assert decision.status == "edited" and decision.args == {"env": "staging"}
+    assert decision.created
     posts = [s for s in p.seen if s.method == "POST"]
-    assert len(posts) == 2 and len({s.headers["idempotency-key"] for s in posts}) == 1
-    assert p.seen[-1].method == "GET" and p.seen[-1].path == "/api/requests/req_1"
+    assert len(p.seen) == len(posts) == 2
+    assert len({s.headers["idempotency-key"] for s in posts}) == 1
     assert sleep.pauses == [0.5]
 
 

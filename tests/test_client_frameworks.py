@@ -28,7 +28,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 
 from pizzabot.agent.testing.model_server import ScriptedModelServer
 from pizzabot.agent.testing.scripts import Reply, ToolCall, count_role, last_tool_result
-from pizzabot.client import AsyncInbox, Decision, Inbox
+from pizzabot.client import AsyncInbox, Inbox, RequestState
 from pizzabot.client.langgraph import decide_interrupts, hitl_decision
 from pizzabot.client.openai_agents import decide_interruptions
 from pizzabot.client.pydantic_ai import decide_deferred
@@ -153,8 +153,8 @@ async def test_langgraph_per_call_without_edit_gets_the_new_arguments_as_a_rejec
 
 
 async def test_hitl_decisions_stay_within_what_the_review_allows() -> None:
-    def made(status: str, **kw: Any) -> Decision:
-        return Decision(id="r", item_id="i", status=status, **kw)
+    def made(status: str, **kw: Any) -> RequestState:
+        return RequestState(kind="approval", id="r", item_id="i", status=status, **kw)
 
     edited = made("edited", args={"to": "cy@example.com"})
     assert hitl_decision(edited, "send_email") == {
@@ -245,7 +245,7 @@ async def test_one_decision_answers_every_waiter_of_the_client(
     assert created.pending and created.url.endswith(f"/items/{created.item_id}")
     waiting = asyncio.create_task(inbox.until_decided(created.id))
 
-    def blocking() -> Decision:
+    def blocking() -> RequestState:
         with Inbox(server.url, TOKEN) as sync:
             return sync.until_decided(created.id)
 

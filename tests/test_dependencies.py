@@ -12,9 +12,11 @@ a development tool, may also use the `bench` extra.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 import tomllib
+from collections.abc import Mapping
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
@@ -59,8 +61,14 @@ def _project(pyproject: Path) -> tuple[set[str], dict[str, set[str]]]:
     )
 
 
+@functools.cache
+def _installed() -> Mapping[str, list[str]]:
+    """Which distribution installs which top-level module (a scan of every one: once)."""
+    return packages_distributions()
+
+
 def _undeclared(path: Path, declared: set[str]) -> list[str]:
-    installed = packages_distributions()
+    installed = _installed()
     return [
         f"{path.relative_to(ROOT)}: {module}"
         for module in sorted(_third_party(path))

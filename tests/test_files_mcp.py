@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pizzabot.tools import files as files_server
-from pizzabot.tools.files import Grants, PathRefused
-from pizzabot.tools.files.grants import GrantsRefused
+from pizzabot.tools.files import FolderGrants, PathRefused
+from pizzabot.tools.files.grants import FolderGrantsRefused
 
 if TYPE_CHECKING:
     from mcp.client.stdio import StdioServerParameters
@@ -37,14 +37,16 @@ def tree(tmp_path: Path) -> dict[str, Path]:
 
 
 @pytest.fixture
-def grants(tree: dict[str, Path]) -> Grants:
-    return Grants([(tree["notes"], False), (tree["drafts"], True)])
+def grants(tree: dict[str, Path]) -> FolderGrants:
+    return FolderGrants([(tree["notes"], False), (tree["drafts"], True)])
 
 
 # -- the path rules ------------------------------------------------------------------------
 
 
-def test_relative_and_absolute_paths_inside_are_read(grants: Grants, tree: dict[str, Path]) -> None:
+def test_relative_and_absolute_paths_inside_are_read(
+    grants: FolderGrants, tree: dict[str, Path]
+) -> None:
     assert files_server.read_file(grants, "notes/todo.md") == "buy flour\nfeed the cat\n"
     deep = str(tree["notes"] / "sub" / "deep.txt")
     assert files_server.read_file(grants, deep) == "the Flour is in the cellar\n"
@@ -53,35 +55,35 @@ def test_relative_and_absolute_paths_inside_are_read(grants: Grants, tree: dict[
 
 
 @pytest.mark.parametrize("path", ["notes/../outside/secret.txt", "notes/sub/../../outside"])
-def test_dotdot_traversal_is_refused(grants: Grants, path: str) -> None:
+def test_dotdot_traversal_is_refused(grants: FolderGrants, path: str) -> None:
     with pytest.raises(PathRefused, match="outside the granted folders"):
         files_server.read_file(grants, path)
     with pytest.raises(PathRefused, match="does not start with a granted folder name"):
         files_server.read_file(grants, "../outside/secret.txt")
 
 
-def test_dotdot_out_names_the_granted_folders(grants: Grants) -> None:
+def test_dotdot_out_names_the_granted_folders(grants: FolderGrants) -> None:
     with pytest.raises(PathRefused, match=r"is outside the granted folders: notes/ \(read-only\)"):
         files_server.read_file(grants, "notes/../outside/secret.txt")
 
 
-def test_absolute_path_elsewhere_is_refused(grants: Grants, tree: dict[str, Path]) -> None:
+def test_absolute_path_elsewhere_is_refused(grants: FolderGrants, tree: dict[str, Path]) -> None:
     for path in ("/etc/passwd", str(tree["outside"] / "secret.txt"), str(tree["notes"].parent)):
         with pytest.raises(PathRefused, match="outside the granted folders"):
             files_server.read_file(grants, path)
 
 
-def test_unknown_folder_name_is_refused(grants: Grants) -> None:
+def test_unknown_folder_name_is_refused(grants: FolderGrants) -> None:
     with pytest.raises(PathRefused, match="does not start with a granted folder name"):
         files_server.read_file(grants, "outside/secret.txt")
 
 
-def test_symlinked_file_pointing_out_is_refused(grants: Grants) -> None:
+def test_symlinked_file_pointing_out_is_refused(grants: FolderGrants) -> None:
     with pytest.raises(PathRefused, match="is a symbolic link; links are not followed"):
         files_server.read_file(grants, "notes/leak.txt")
 
 
-def test_symlinked_parent_folder_pointing_out_is_refused(grants: Grants) -> None:
+def test_symlinked_parent_folder_pointing_out_is_refused(grants: FolderGrants) -> None:
     with pytest.raises(PathRefused, match="'notes/linked' is a symbolic link"):
         files_server.read_file(grants, "notes/linked/secret.txt")
     with pytest.raises(PathRefused, match="'notes/linked' is a symbolic link"):
@@ -89,7 +91,7 @@ def test_symlinked_parent_folder_pointing_out_is_refused(grants: Grants) -> None
 
 
 def test_a_link_inside_the_grants_is_not_followed_either(
-    grants: Grants, tree: dict[str, Path]
+    grants: FolderGrants, tree: dict[str, Path]
 ) -> None:
     (tree["drafts"] / "todo-link.md").symlink_to(tree["notes"] / "todo.md")
     with pytest.raises(PathRefused, match="is a symbolic link"):
@@ -99,7 +101,7 @@ def test_a_link_inside_the_grants_is_not_followed_either(
     assert (tree["notes"] / "todo.md").read_text() == "buy flour\nfeed the cat\n"
 
 
-def test_write_without_grant_is_refused(grants: Grants) -> None:
+def test_write_without_grant_is_refused(grants: FolderGrants) -> None:
     assert files_server.read_file(grants, "notes/todo.md")  # readable ...
     with pytest.raises(PathRefused, match=r"'notes/todo\.md' is granted read-only"):
         files_server.write_file(grants, "notes/todo.md", "x")  # ... but not writable
@@ -108,7 +110,7 @@ def test_write_without_grant_is_refused(grants: Grants) -> None:
     assert not (grants.folders[0].root / "new").exists()
 
 
-def test_write_with_grant_lands_atomically(grants: Grants, tree: dict[str, Path]) -> None:
+def test_write_with_grant_lands_atomically(grants: FolderGrants, tree: dict[str, Path]) -> None:
     out = files_server.write_file(grants, "drafts/a/b/new.md", "héllo\n")
     assert out == "wrote 7 bytes to drafts/a/b/new.md"
     assert (tree["drafts"] / "a/b/new.md").read_text() == "héllo\n"
@@ -120,7 +122,7 @@ def test_write_with_grant_lands_atomically(grants: Grants, tree: dict[str, Path]
     assert sorted(p.name for p in tree["drafts"].iterdir()) == ["a", "abs.md", "old.md"]
 
 
-def test_write_keeps_an_existing_files_mode(grants: Grants, tree: dict[str, Path]) -> None:
+def test_write_keeps_an_existing_files_mode(grants: FolderGrants, tree: dict[str, Path]) -> None:
     (tree["drafts"] / "old.md").chmod(0o600)
     files_server.write_file(grants, "drafts/old.md", "replaced")
     files_server.write_file(grants, "drafts/fresh.md", "new")
@@ -129,7 +131,7 @@ def test_write_keeps_an_existing_files_mode(grants: Grants, tree: dict[str, Path
 
 
 def test_write_through_a_link_out_of_a_writable_folder_is_refused(
-    grants: Grants, tree: dict[str, Path]
+    grants: FolderGrants, tree: dict[str, Path]
 ) -> None:
     (tree["drafts"] / "out").symlink_to(tree["outside"], target_is_directory=True)
     with pytest.raises(PathRefused, match="'drafts/out' is a symbolic link"):
@@ -142,7 +144,7 @@ def test_write_through_a_link_out_of_a_writable_folder_is_refused(
 def test_move_across_grants(tmp_path: Path, tree: dict[str, Path]) -> None:
     archive = tmp_path / "archive"
     archive.mkdir()
-    grants = Grants([(tree["notes"], False), (tree["drafts"], True), (archive, True)])
+    grants = FolderGrants([(tree["notes"], False), (tree["drafts"], True), (archive, True)])
     assert files_server.move(grants, "drafts/old.md", "archive/2024/old.md") == (
         "moved drafts/old.md to archive/2024/old.md"
     )
@@ -160,7 +162,7 @@ def test_move_across_grants(tmp_path: Path, tree: dict[str, Path]) -> None:
 
 
 def test_move_never_overwrites_and_never_moves_a_granted_folder(
-    grants: Grants, tree: dict[str, Path]
+    grants: FolderGrants, tree: dict[str, Path]
 ) -> None:
     files_server.write_file(grants, "drafts/new.md", "new")
     with pytest.raises(PathRefused, match="already exists"):
@@ -178,11 +180,11 @@ def test_move_never_overwrites_and_never_moves_a_granted_folder(
 
 
 def test_grants_must_exist_and_same_names_get_suffixes(tmp_path: Path) -> None:
-    with pytest.raises(GrantsRefused, match="not an existing folder"):
-        Grants([(tmp_path / "missing", False)])
+    with pytest.raises(FolderGrantsRefused, match="not an existing folder"):
+        FolderGrants([(tmp_path / "missing", False)])
     (tmp_path / "a" / "notes").mkdir(parents=True)
     (tmp_path / "b" / "notes").mkdir(parents=True)
-    grants = Grants([(tmp_path / "a/notes", False), (tmp_path / "b/notes", True)])
+    grants = FolderGrants([(tmp_path / "a/notes", False), (tmp_path / "b/notes", True)])
     assert [g.name for g in grants.folders] == ["notes", "notes-2"]
     files_server.write_file(grants, "notes-2/x.md", "x")
     assert (tmp_path / "b/notes/x.md").read_text() == "x"
@@ -192,7 +194,7 @@ def test_a_granted_folder_that_is_a_link_keeps_its_name(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "x.md").write_text("x")
     (tmp_path / "notes").symlink_to(tmp_path / "data", target_is_directory=True)
-    grants = Grants([(tmp_path / "notes", False)])
+    grants = FolderGrants([(tmp_path / "notes", False)])
     assert files_server.read_file(grants, "notes/x.md") == "x"
     assert files_server.read_file(grants, str(tmp_path / "notes/x.md")) == "x"
     assert files_server.read_file(grants, str(tmp_path / "data/x.md")) == "x"
@@ -201,7 +203,7 @@ def test_a_granted_folder_that_is_a_link_keeps_its_name(tmp_path: Path) -> None:
 # -- the operations -----------------------------------------------------------------------
 
 
-def test_read_is_capped_and_says_so(grants: Grants, tree: dict[str, Path]) -> None:
+def test_read_is_capped_and_says_so(grants: FolderGrants, tree: dict[str, Path]) -> None:
     (tree["notes"] / "big.txt").write_text("a" * 100)
     text = files_server.read_file(grants, "notes/big.txt", max_bytes=10)
     assert text.startswith("a" * 10 + "\n[truncated: showed bytes 0-10 of 100")
@@ -209,7 +211,9 @@ def test_read_is_capped_and_says_so(grants: Grants, tree: dict[str, Path]) -> No
     assert files_server.read_file(grants, "notes/big.txt", offset=95) == "aaaaa"
 
 
-def test_read_refuses_folders_and_special_files(grants: Grants, tree: dict[str, Path]) -> None:
+def test_read_refuses_folders_and_special_files(
+    grants: FolderGrants, tree: dict[str, Path]
+) -> None:
     os.mkfifo(tree["notes"] / "pipe")
     with pytest.raises(PathRefused, match="is not a regular file"):
         files_server.read_file(grants, "notes/pipe")
@@ -221,7 +225,7 @@ def test_read_refuses_folders_and_special_files(grants: Grants, tree: dict[str, 
         files_server.read_file(grants, "notes/missing.md")
 
 
-def test_search_finds_names_and_contents_but_not_through_links(grants: Grants) -> None:
+def test_search_finds_names_and_contents_but_not_through_links(grants: FolderGrants) -> None:
     out = files_server.search(grants, "flour")
     # A folder's own files come before its subfolders', in grant order.
     assert out.splitlines() == [
@@ -237,7 +241,9 @@ def test_search_finds_names_and_contents_but_not_through_links(grants: Grants) -
     assert len(bounded) == 2 and bounded[1].startswith("[stopped at 1 results")
 
 
-def test_root_listing_shows_folders_with_access(grants: Grants, tree: dict[str, Path]) -> None:
+def test_root_listing_shows_folders_with_access(
+    grants: FolderGrants, tree: dict[str, Path]
+) -> None:
     root = files_server.list_dir(grants, "")
     assert f"notes/  (read-only)  = {tree['notes']}" in root
     assert f"drafts/  (read-write)  = {tree['drafts']}" in root

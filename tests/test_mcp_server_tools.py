@@ -6,21 +6,21 @@ real inbox are tested end to end in tests/test_mcp_server_e2e.py."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from mcp.client import Client
 from mcp_types import CallToolResult, TextContent
 
-from pizzabot.client.mcp.desk import Answer, Ask, DeskError
+from pizzabot.client.mcp.desk import DeskError
 from pizzabot.client.mcp.tools import Asking, build_server
+from pizzabot.client.wire import RequestBody, RequestState
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
 
-def _pending(n: int, kind: str = "approval") -> Answer:
-    return Answer(
+def _pending(n: int, kind: str = "approval") -> RequestState:
+    return RequestState(
         id=f"r{n}",
         item_id=f"i{n}",
         kind="approval" if kind == "approval" else "question",
@@ -38,22 +38,22 @@ class ScriptedDesk:
     """Files each new key as a new pending request; `decide` settles one, waking its waits."""
 
     def __init__(self) -> None:
-        self.by_key: dict[str, Answer] = {}
-        self.asks: list[tuple[Ask, str]] = []
+        self.by_key: dict[str, RequestState] = {}
+        self.asks: list[tuple[RequestBody, str]] = []
         self.changed = asyncio.Event()
         self.refuse: str | None = None
 
-    async def submit(self, ask: Ask, *, key: str) -> Answer:
+    async def submit(self, ask: RequestBody, *, key: str) -> RequestState:
         if self.refuse is not None:
             raise DeskError(self.refuse)
         self.asks.append((ask, key))
         if key not in self.by_key:
             made = _pending(len(self.by_key) + 1, "question" if ask.question else "approval")
             self.by_key[key] = made
-            return replace(made, created=True)
+            return made.model_copy(update={"created": True})
         return self.by_key[key]
 
-    async def wait(self, request_id: str, seconds: float) -> Answer:
+    async def wait(self, request_id: str, seconds: float) -> RequestState:
         answer = self._find(request_id)
         if answer.pending:
             self.changed.clear()
@@ -67,10 +67,10 @@ class ScriptedDesk:
     def decide(self, request_id: str, **change: Any) -> None:
         for key, answer in self.by_key.items():
             if answer.id == request_id:
-                self.by_key[key] = replace(answer, **change)
+                self.by_key[key] = answer.model_copy(update=change)
         self.changed.set()
 
-    def _find(self, request_id: str) -> Answer:
+    def _find(self, request_id: str) -> RequestState:
         return next(a for a in self.by_key.values() if a.id == request_id)
 
 

@@ -14,6 +14,7 @@ from pizzabot.agent.events import NewEvent, Note, RunStarted
 from pizzabot.store.migrate import upgrade
 from pizzabot.store.pg import Leadership, RunListener
 from pizzabot.store.sql import SqlStore, connect
+from tests.conftest import pg_url_for
 from tests.waiting import eventually
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -99,7 +100,7 @@ async def _drop_connections(url: str) -> int:
     import asyncpg
 
     database = url.rsplit("/", 1)[1]
-    admin = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/postgres")
+    admin = await asyncpg.connect(pg_url_for("postgres", driver="postgresql"))
     try:
         dropped = await admin.fetch(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"

@@ -56,7 +56,7 @@ def test_a_misspelt_key_is_named_with_the_key_it_meant(tmp_path: Path) -> None:
         ("colour: blue\n", "unknown key `colour`"),
         (
             "deliver: {fax: '555'}\n",
-            "deliver: unknown key `fax`; the keys here are email, slack",
+            "deliver: unknown key `fax`; the keys here are discord, email, slack, teams, telegram",
         ),
     ],
 )

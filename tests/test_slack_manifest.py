@@ -25,6 +25,7 @@ def test_the_manifest_subscribes_to_what_the_app_listens_for() -> None:
         "app_mention",
         "message.im",
         "message.channels",
+        "message.groups",
     }
     assert settings["interactivity"]["is_enabled"] is True
     assert settings["socket_mode_enabled"] is True  # local-first: no public URL needed
@@ -42,6 +43,7 @@ def test_the_manifest_grants_the_scopes_the_calls_need() -> None:
         "commands",  # /pizza
         "app_mentions:read",  # app_mention
         "channels:history",  # message.channels (thread replies)
+        "groups:history",  # message.groups (thread replies in private channels)
         "im:history",  # message.im
     }
     assert needed <= scopes

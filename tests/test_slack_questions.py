@@ -35,8 +35,7 @@ from pizzabot.agent.skills import Skill, SkillBook
 from pizzabot.bot.core import Core, Timing, build
 from pizzabot.channels.slack import SlackChannel, SlackInbound, blocks, build_app
 from pizzabot.channels.slack.blocks import APPROVE, field_block
-from pizzabot.channels.slack.home import Inbox as HomeInbox
-from pizzabot.channels.slack.home import home_view
+from pizzabot.channels.slack.home import HomeInbox, home_view
 from pizzabot.channels.slack.questions import ANSWER, DECLINE, DONE, OPEN_LINK
 from pizzabot.store.migrate import upgrade
 from pizzabot.store.sql import SqlStore, connect

@@ -434,12 +434,12 @@ async def test_start_from_slash_command_and_follow_up_in_the_thread(
     assert (await post_event(events_url(st), reply, secret=SECRET)).status_code == 200
     assert (await post_event(events_url(st), reply, secret=SECRET, retry_num=1)).status_code == 200
     # A later follow-up takes the retry's path, so once it is in the run the retry has been
-    # handled too.
+    # handled too. It comes as Slack sends a private channel's (message.groups): heard alike.
     later = event_callback(
         {
             "type": "message",
             "channel": "C123",
-            "channel_type": "channel",
+            "channel_type": "group",
             "user": APPROVER,
             "text": "and thank Ann",
             "ts": message_ts(),

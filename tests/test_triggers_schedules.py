@@ -338,7 +338,7 @@ async def test_a_fire_claimed_by_a_process_that_died_is_finished_once(
     t2 = t1 + timedelta(days=1)
     # Died after claiming the fire of t1.
     clock.set(t1)
-    assert await triggers.claim_fire(sid, t1, now=clock()) == "claimed"
+    assert await triggers.fire_once(sid, t1, now=clock()) == "claimed"
     clock.advance(seconds=30)
     assert await server.sched.recover() == []  # too fresh: it may still be starting
     clock.advance(minutes=2)
@@ -346,7 +346,7 @@ async def test_a_fire_claimed_by_a_process_that_died_is_finished_once(
     assert (one.fire_time, one.status) == (t1, "started")
     # Died after claiming the fire of t2 *and* inserting its run.
     clock.set(t2)
-    assert await triggers.claim_fire(sid, t2, now=clock()) == "claimed"
+    assert await triggers.fire_once(sid, t2, now=clock()) == "claimed"
     orphan = await server.runs.start(
         "test",
         "morning report",

@@ -13,8 +13,11 @@ one verdict the engine's calls and requests from outside agents share.
 
 from pizzabot.agent.policy.access import Access, Act, Verdict, audit_refusal
 from pizzabot.agent.policy.identity import (
+    DISCORD,
     EMAIL,
     SLACK,
+    TEAMS,
+    TELEGRAM,
     identity_key,
     normalize_address,
     same_identity,
@@ -24,8 +27,11 @@ from pizzabot.agent.policy.rules import Ruling, ToolHints, check_paths, judge
 from pizzabot.agent.store import AuditTrail
 
 __all__ = [
+    "DISCORD",
     "EMAIL",
     "SLACK",
+    "TEAMS",
+    "TELEGRAM",
     "Access",
     "Act",
     "AuditTrail",

@@ -13,9 +13,9 @@ The asker is a `Principal` (`pizzabot.agent.policy.principal`); a channel only s
   identity that person has.
 - **Following up** a run, and **revoking** a grant: the approvers of its skill (of the grant's
   tool) in the same way.
-- **Starting** a run: on Slack, whoever approves some skill on Slack; by email, the allowed
-  senders the composition root hands over (`email_senders`); a decide token, for the skills
-  its person approves.
+- **Starting** a run: on a chat channel (Slack, Teams, Discord, Telegram), whoever approves
+  some skill on that channel; by email, the allowed senders the composition root hands over
+  (`email_senders`); a decide token, for the skills its person approves.
 - **Tokens** and the **kill switch**: admins only.
 - Lists fail closed: no approvers, nobody; a skill that is not loaded, nobody.
 
@@ -34,13 +34,23 @@ from datetime import datetime
 from typing import Any
 
 from pizzabot.agent.model import Box, Item
-from pizzabot.agent.policy.identity import EMAIL, SLACK, identity_key, same_identity
+from pizzabot.agent.policy.identity import (
+    DISCORD,
+    EMAIL,
+    SLACK,
+    TEAMS,
+    TELEGRAM,
+    identity_key,
+    same_identity,
+)
 from pizzabot.agent.policy.principal import Principal, Scope
 from pizzabot.agent.skills import Skill, SkillBook
 from pizzabot.agent.store import AuditTrail
 
 #: Channels where people act under their own identity, which the skills' lists name.
-PEOPLE_CHANNELS = frozenset({SLACK, EMAIL})
+PEOPLE_CHANNELS = frozenset({SLACK, EMAIL, TEAMS, DISCORD, TELEGRAM})
+#: People channels where whoever approves some skill there may start runs there.
+CHAT_CHANNELS = frozenset({SLACK, TEAMS, DISCORD, TELEGRAM})
 
 _ADMIN = "an admin (the owner, or a token with scope admin)"
 _APPROVER = "an approver of this item"
@@ -186,11 +196,11 @@ class Access:
 
     def starters(self, channel: str) -> frozenset[str]:
         """Everyone who may start runs through `channel`, in their compared form."""
-        if channel == SLACK:
+        if channel in CHAT_CHANNELS:
             found = (
-                identity_key(SLACK, u)
+                identity_key(channel, u)
                 for s in self.skills.all()
-                for u in s.approvers_for(None, SLACK)
+                for u in s.approvers_for(None, channel)
             )
             return frozenset(k for k in found if k is not None)
         if channel == EMAIL:
@@ -214,7 +224,14 @@ class Access:
             return False
         if self._approves(who, skill, None):
             return True
-        targets = {SLACK: [skill.deliver.slack or ""], EMAIL: skill.deliver.email}
+        deliver = skill.deliver
+        targets = {
+            SLACK: [deliver.slack or ""],
+            EMAIL: deliver.email,
+            TEAMS: [deliver.teams or ""],
+            DISCORD: [deliver.discord or ""],
+            TELEGRAM: [deliver.telegram or ""],
+        }
         return who.kind == "person" and any(
             same_identity(who.channel, who.identity, t) for t in targets.get(who.channel, [])
         )

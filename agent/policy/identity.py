@@ -1,7 +1,10 @@
 """How each channel's identities are compared: exactly, after one strict normalisation.
 
-An identity counts only in the form its channel gives it. Slack user ids are compared as
-Slack sends them. Email addresses are lower-cased only when they are plain ASCII: `str.lower`
+An identity counts only in the form its channel gives it. Slack user ids, Teams users'
+Microsoft Entra object ids (`from.aadObjectId`), Discord user ids and Telegram user ids are
+compared as each platform sends them; a Discord or Telegram id is a decimal number, so a
+value with anything else in it, and a Teams id with a space or a non-ASCII character, is no
+identity. Email addresses are lower-cased only when they are plain ASCII: `str.lower`
 maps some non-ASCII letters onto ASCII ones (U+212A KELVIN SIGN becomes `k`), so an address
 with any non-ASCII character never matches, whatever it looks like. A value that has no
 normal form matches nobody, and nobody matches it.
@@ -11,6 +14,9 @@ from __future__ import annotations
 
 SLACK = "slack"
 EMAIL = "email"
+TEAMS = "teams"
+DISCORD = "discord"
+TELEGRAM = "telegram"
 
 
 def normalize_address(value: str | None) -> str | None:
@@ -32,6 +38,11 @@ def identity_key(channel: str, identity: str | None) -> str | None:
         return None
     if channel == EMAIL:
         return normalize_address(identity)
+    if channel in (DISCORD, TELEGRAM):
+        return identity if identity.isascii() and identity.isdigit() else None
+    if channel == TEAMS:
+        plain = identity.isascii() and not any(ch.isspace() for ch in identity)
+        return identity if plain else None
     return identity
 
 

@@ -3,8 +3,8 @@
 A count counts people, not accounts. `Skill.people` names each person's identity on each
 channel, so alice on Slack and alice by email approve once, and a `decide` token that names
 alice is alice too. The holder of the API token (the owner principal) is the person named
-`owner`; a skill that lists an `owner` under `people` gives that person Slack and email
-identities too. An identity that no person lists counts as a person of its own.
+`owner`; a skill that lists an `owner` under `people` gives that person identities on the
+channels too. An identity that no person lists counts as a person of its own.
 
 The rules of one item's count:
 
@@ -51,6 +51,9 @@ OWNER = "owner"
 _CHANNEL_NAMES = {
     "slack": "Slack",
     "email": "email",
+    "teams": "Teams",
+    "discord": "Discord",
+    "telegram": "Telegram",
     "web": "the web page",
     "api": "the API",
     "cli": "the CLI",

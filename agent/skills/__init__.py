@@ -22,7 +22,14 @@ from pizzabot.agent.skills.budget import Budget, DailyBudget
 from pizzabot.agent.skills.durations import Duration, parse_duration
 from pizzabot.agent.skills.errors import Problem, SkillFileError
 from pizzabot.agent.skills.loader import LoadReport, load_skills, parse_skill
-from pizzabot.agent.skills.people import Approvers, Deliver, Escalation, PeopleOrApprovers, Person
+from pizzabot.agent.skills.people import (
+    IDENTITY_CHANNELS,
+    Approvers,
+    Deliver,
+    Escalation,
+    PeopleOrApprovers,
+    Person,
+)
 from pizzabot.agent.skills.rules import OPERATORS, Check, Condition, Policy, Rule
 from pizzabot.agent.skills.servers import Folder, HttpServer, StdioServer
 from pizzabot.agent.skills.skill import Defaults, Origin, Skill, inbox_only
@@ -32,6 +39,7 @@ from pizzabot.agent.skills.triggers import DigestAt, Hook, Schedule
 
 __all__ = [
     "DEFAULT_GRANTS",
+    "IDENTITY_CHANNELS",
     "OPERATORS",
     "Approvals",
     "Approvers",

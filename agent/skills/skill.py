@@ -14,7 +14,14 @@ from pydantic_core import PydanticCustomError
 
 from pizzabot.agent.skills._base import Strict
 from pizzabot.agent.skills.budget import Budget
-from pizzabot.agent.skills.people import _PERSON, Approvers, Deliver, PeopleOrApprovers, Person
+from pizzabot.agent.skills.people import (
+    _PERSON,
+    IDENTITY_CHANNELS,
+    Approvers,
+    Deliver,
+    PeopleOrApprovers,
+    Person,
+)
 from pizzabot.agent.skills.rules import Policy
 from pizzabot.agent.skills.servers import Folder, HttpServer, StdioServer
 from pizzabot.agent.skills.step_up import StepUp, StepUpFor
@@ -111,9 +118,10 @@ class Skill(Strict):
         for name, person in v.items():
             if not _PERSON.match(name):
                 raise ValueError(f"person {name!r}: use letters, digits, _, . and -")
-            if person.slack is None and person.email is None:
-                raise ValueError(f"person {name!r} has no identity: give slack, email or both")
-            for channel in ("slack", "email"):
+            if all(person.on(c) is None for c in IDENTITY_CHANNELS):
+                listed = ", ".join(IDENTITY_CHANNELS)
+                raise ValueError(f"person {name!r} has no identity: give one or more of {listed}")
+            for channel in IDENTITY_CHANNELS:
                 identity = person.on(channel)
                 if identity is None:
                     continue
@@ -194,14 +202,14 @@ class Skill(Strict):
         owner = {
             (channel, identity): name
             for name, person in self.people.items()
-            for channel in ("slack", "email")
+            for channel in IDENTITY_CHANNELS
             if (identity := person.on(channel)) is not None
         }
         loose: list[tuple[str, str]] = []
         named: dict[str, None] = {}
         for listed in lists:
             named.update(dict.fromkeys(listed.people))
-            for channel in ("slack", "email"):
+            for channel in IDENTITY_CHANNELS:
                 for identity in getattr(listed, channel):
                     name = owner.get((channel, identity))
                     if name is None:
@@ -217,14 +225,15 @@ class Skill(Strict):
                 if (
                     person is not None
                     and person.on(channel) is None
-                    and any(person.on(c) is not None for c in ("slack", "email") if c != channel)
+                    and any(person.on(c) is not None for c in IDENTITY_CHANNELS if c != channel)
                 ):
                     return f"{channel} {identity}", name
         return None
 
     def approvers_for(self, tool: str | None, channel: str) -> list[str]:
         """Who may decide an item of `tool` ("server.tool"; None for a budget item) on a
-        channel ("slack": user ids, "email": lowercased addresses): the skill's approvers plus
+        channel ("slack": user ids, "email": lowercased addresses, "teams", "discord",
+        "telegram": their ids): the skill's approvers plus
         the approvers that tool's items escalate to (see `Escalation`); a named person with
         their identity on that channel."""
         lists = [self.approvers]
@@ -233,7 +242,7 @@ class Skill(Strict):
             lists.append(escalation.approvers)
         approvers: list[str] = []
         for listed in lists:
-            approvers += getattr(listed, channel, []) if channel in ("slack", "email") else []
+            approvers += getattr(listed, channel, []) if channel in IDENTITY_CHANNELS else []
             for name in listed.people:
                 identity = self.people[name].on(channel)
                 if identity is not None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import time
 from collections.abc import Callable
 
@@ -40,6 +39,7 @@ from pizzabot.agent.channel import DeliveryError, retry_after_seconds
 from pizzabot.agent.model import Delivery, Item, ItemStatus
 from pizzabot.agent.requests import state_of
 from pizzabot.agent.store import RequestStore
+from pizzabot.channels.requests_wire import wire_state
 
 __all__ = ["LABEL", "CallbackChannel", "sign", "signed_bytes"]
 
@@ -101,7 +101,7 @@ class CallbackChannel:
                 permanent=True,
             )
         state = state_of(request, item, base_url=self.base_url)
-        body = json.dumps(state.as_json(), ensure_ascii=False).encode("utf-8")
+        body = wire_state(state).model_dump_json().encode("utf-8")
         stamp = str(int(self._clock()))
         headers = {
             "Content-Type": "application/json",

@@ -3,9 +3,8 @@
 Mail security gateways (and some clients' previews) open every link in a mail. So a link
 never decides by being opened: GET shows a confirm page, and only that page's POST decides.
 
-A link is a claim "this item, as this mail showed it, this decision, mailed to this address,
-until then", signed
-with the server's mail key (`keys.MailKey`), which never leaves the server: nothing in any
+A link asserts "this item, as this mail showed it, this decision, mailed to this address,
+until then", signed with the server's mail key (`keys.MailKey`), which never leaves the server: nothing in any
 mail lets its reader make another link, for another person, decision or expiry. Links are
 put only in the mails of the item's email approvers, expire after `link_ttl` (a day by
 default), and work once (used links are recorded in the `MailLog`). The decision is the
@@ -68,7 +67,7 @@ class BadLink(Exception):
 
 
 @dataclass(frozen=True)
-class LinkClaim:
+class LinkAssertion:
     item_id: str
     decision: str
     address: str
@@ -81,18 +80,18 @@ def sign_link(key: MailKey, item: Item, *, decision: str, address: str, expires:
     who = normalize_address(address)
     if decision not in DECISIONS or who is None:
         raise ValueError("a link is for one decision and one plain address")
-    claim = {"i": item.id, "d": decision, "a": who, "e": int(expires.timestamp())}
-    return key.sign({**claim, "s": card_digest(item)})
+    asserted = {"i": item.id, "d": decision, "a": who, "e": int(expires.timestamp())}
+    return key.sign({**asserted, "s": card_digest(item)})
 
 
-def verify_link(key: MailKey, token: str, *, now: datetime) -> LinkClaim:
-    """The claim of a link the server signed and that has not expired; else `BadLink`."""
+def verify_link(key: MailKey, token: str, *, now: datetime) -> LinkAssertion:
+    """What a link asserts the server signed and that has not expired; else `BadLink`."""
     if len(token) > MAX_TOKEN:
         raise BadLink("this link is not valid")
     try:
         data = key.load(token)
         seen = data.get("s")
-        claim = LinkClaim(
+        asserted = LinkAssertion(
             str(data["i"]),
             str(data["d"]),
             str(data["a"]),
@@ -101,11 +100,14 @@ def verify_link(key: MailKey, token: str, *, now: datetime) -> LinkClaim:
         )
     except (BadSignature, ValueError, KeyError, TypeError):
         raise BadLink("this link is not valid") from None
-    if claim.decision not in DECISIONS or normalize_address(claim.address) != claim.address:
+    if (
+        asserted.decision not in DECISIONS
+        or normalize_address(asserted.address) != asserted.address
+    ):
         raise BadLink("this link is not valid")
-    if now.timestamp() > claim.expires:
+    if now.timestamp() > asserted.expires:
         raise BadLink("this link has expired; reply to the mail instead")
-    return claim
+    return asserted
 
 
 def link_key(token: str) -> str:
@@ -231,31 +233,31 @@ class LinkDesk:
         self.log = log
         self.clock = clock
 
-    async def _check(self, token: str) -> tuple[LinkClaim, Item]:
-        claim = verify_link(self.key, token, now=self.clock())
+    async def _check(self, token: str) -> tuple[LinkAssertion, Item]:
+        asserted = verify_link(self.key, token, now=self.clock())
         try:
-            item = await self.store.get_item(claim.item_id)
+            item = await self.store.get_item(asserted.item_id)
         except NotFound:
             raise BadLink("this link is not valid") from None
         if item.box is not Box.ACTION:
             raise BadLink("this link is not valid")
         if await self.log.seen(link_key(token)):
             raise BadLink("this link was already used")
-        return claim, item
+        return asserted, item
 
     def _form(
         self,
-        claim: LinkClaim,
+        asserted: LinkAssertion,
         item: Item,
         errors: dict[str, str] | None = None,
         values: dict[str, Any] | None = None,
     ) -> Page:
         e = html.escape
         parts = [_summary(item)]
-        if claim.decision == "approve":
+        if asserted.decision == "approve":
             label = "Approve"
-            parts.append(f"<p>Approve this as <b>{e(claim.address)}</b>?</p>")
-        elif claim.decision == "reject":
+            parts.append(f"<p>Approve this as <b>{e(asserted.address)}</b>?</p>")
+        elif asserted.decision == "reject":
             label = "Reject"
             parts.append(
                 "<label for='reason'>Reason (the agent reads it)</label>"
@@ -273,39 +275,39 @@ class LinkDesk:
         parts_html = "".join(parts[1:])
         form = f"<form method='post'>{parts_html}<button type='submit'>{e(label)}</button></form>"
         title = {"approve": "Approve?", "reject": "Reject?", "edit": "Edit and approve"}
-        return Page(200, title[claim.decision], parts[0] + form)
+        return Page(200, title[asserted.decision], parts[0] + form)
 
     async def show(self, token: str) -> Page:
         """The confirm page. Opening it decides nothing."""
         try:
-            claim, item = await self._check(token)
+            asserted, item = await self._check(token)
         except BadLink as exc:
             return _message(410, "Link not usable", str(exc))
         if item.decided:
             return _message(409, "Already decided", outcome_text(item))
-        if not seen_matches(item, claim.seen):
+        if not seen_matches(item, asserted.seen):
             return _message(409, "This card changed", _CHANGED)
-        return self._form(claim, item)
+        return self._form(asserted, item)
 
     async def submit(self, token: str, form: dict[str, str]) -> Page:
         try:
-            claim, item = await self._check(token)
+            asserted, item = await self._check(token)
         except BadLink as exc:
             return _message(410, "Link not usable", str(exc))
         args: dict[str, Any] | None = None
-        if claim.decision == "edit":
+        if asserted.decision == "edit":
             fields = form_fields(item.schema or {}, item.args or {})
             raw: dict[str, str | bool | None] = {f.name: form.get(f.name) for f in fields}
             args, errors = coerce_form(item.schema or {}, raw)
             if errors:
-                return self._form(claim, item, errors, values=_as_values(raw))
+                return self._form(asserted, item, errors, values=_as_values(raw))
         key = link_key(token)
         if not await self.log.record_once(key, kind="link", now=self.clock()):
             return _message(410, "Link not usable", "this link was already used")
-        decision = decision_from(claim.decision, args=args, reason=form.get("reason", ""))
+        decision = decision_from(asserted.decision, args=args, reason=form.get("reason", ""))
         try:
             decided = await self.inbox.decide(
-                item.id, decision, by=Principal.of(EMAIL, claim.address), seen=claim.seen
+                item.id, decision, by=Principal.of(EMAIL, asserted.address), seen=asserted.seen
             )
         except AlreadyDecided as exc:
             return _message(409, "Already decided", outcome_text(exc.item))
@@ -324,11 +326,11 @@ class LinkDesk:
             return _message(
                 403,
                 "Not allowed",
-                f"{claim.address} is not an email approver of skill {item.skill}.",
+                f"{asserted.address} is not an email approver of skill {item.skill}.",
             )
         except InvalidArguments as exc:
             await self.log.release(key)
-            return self._form(claim, item, exc.errors)
+            return self._form(asserted, item, exc.errors)
         return _message(200, "Done", outcome_text(decided))
 
 
@@ -374,7 +376,7 @@ def links_router(desk: Callable[[Request], LinkDesk | None]) -> APIRouter:
 __all__ = [
     "PATH",
     "BadLink",
-    "LinkClaim",
+    "LinkAssertion",
     "LinkDesk",
     "link_key",
     "links_router",

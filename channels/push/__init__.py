@@ -10,6 +10,6 @@ A push carries no tool name, no arguments and no run input (see `pizzabot.channe
 """
 
 from pizzabot.channels.push.channel import CHANNEL, PushChannel, payload
-from pizzabot.channels.push.vapid import KEY_FILE, VapidKey
+from pizzabot.channels.push.vapid import KEY_FILE, VapidKey, vapid_contact
 
-__all__ = ["CHANNEL", "KEY_FILE", "PushChannel", "VapidKey", "payload"]
+__all__ = ["CHANNEL", "KEY_FILE", "PushChannel", "VapidKey", "payload", "vapid_contact"]

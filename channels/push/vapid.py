@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from py_vapid import Vapid02
 
-__all__ = ["KEY_FILE", "VapidKey"]
+__all__ = ["KEY_FILE", "VapidKey", "vapid_contact"]
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +28,14 @@ log = logging.getLogger(__name__)
 KEY_FILE = "vapid-key.pem"
 #: How long a signed JWT is good for: RFC 8292 allows at most 24 hours.
 _LIFETIME = 12 * 3600
+
+
+def vapid_contact(*, contact: str | None, base_url: str) -> str:
+    """Where a push service can reach whoever runs the server (VAPID's `sub`): `contact`,
+    else the public URL where it is https (push services take mailto: and https: only)."""
+    if contact:
+        return contact
+    return base_url if base_url.startswith("https://") else "mailto:pizzabot@localhost"
 
 
 class VapidKey:

@@ -38,8 +38,8 @@ from pizzabot.channels.slack.ports import SlackDesk
 __all__ = [
     "START",
     "START_VIEW",
+    "HomeInbox",
     "HomeTabs",
-    "Inbox",
     "home_view",
     "start_modal",
     "start_values",
@@ -64,7 +64,7 @@ _UNREAD_READ = 200
 
 
 @dataclass(frozen=True)
-class Inbox:
+class HomeInbox:
     """What one person's Home tab shows: the lists are everything they may see, newest first;
     the view shows the first of each and counts the rest. `outcomes` says how the shown
     Unread items' runs ended, by item id (see `blocks.note_outcome`)."""
@@ -104,7 +104,7 @@ def _unread_block(item: Item, base_url: str, outcome: RunStatus | None) -> dict[
     return _section(f"{line}\n<{url}|Open the run>")
 
 
-def home_view(inbox: Inbox, *, base_url: str) -> dict[str, Any]:
+def home_view(inbox: HomeInbox, *, base_url: str) -> dict[str, Any]:
     """The Home tab for one person: always within Slack's limits, however many items wait."""
     base = base_url.rstrip("/")
     web = f"{base}/"
@@ -239,7 +239,7 @@ class HomeTabs:
     def poke(self) -> None:
         self._wake.set()
 
-    async def inboxes(self, users: Sequence[str]) -> dict[str, Inbox]:
+    async def inboxes(self, users: Sequence[str]) -> dict[str, HomeInbox]:
         """Every person's Home content, from one read of each box."""
         store = self.inbound.store
         pending = await store.list_items(
@@ -259,7 +259,7 @@ class HomeTabs:
         shown = {i.id: i for _, notes in seen.values() for i in notes[:UNREAD_SHOWN]}
         outcomes = await self._outcomes(shown.values())
         return {
-            user: Inbox(
+            user: HomeInbox(
                 actions=actions,
                 unread=notes,
                 may_start=bool(access.may_start(Principal.of(SLACK, user))),
@@ -298,7 +298,7 @@ class HomeTabs:
             sent += await self._publish(user, inbox)
         return sent
 
-    async def _publish(self, user: str, inbox: Inbox) -> int:
+    async def _publish(self, user: str, inbox: HomeInbox) -> int:
         view = home_view(inbox, base_url=self.inbound.base_url)
         mark = _fingerprint(view)
         if self._sent.get(user) == mark:

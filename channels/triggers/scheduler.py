@@ -8,7 +8,7 @@ nothing the second time. A fire only inserts a run (`Runs.start`); workers do th
 APScheduler does not tell a job's function the time it was due, so a fire starts from the
 scheduler's `EVENT_JOB_SUBMITTED` event, which carries that time (public API only).
 
-    claim the fire row ──duplicate──> nothing
+    record the fire once ──duplicate──> nothing
           │ claimed
     Runs.start(idempotency_key="schedule:<id>:<fire time>") ─> fire row gets the run id
 
@@ -112,9 +112,9 @@ class Scheduler:
     ) -> FireResult:
         """Start the run of one fire, unless that fire happened already (here or elsewhere)."""
         t = fire_key(fire_time)
-        claim = await self.triggers.claim_fire(schedule_id, t, now=self.clock(), detail=detail)
-        if claim != "claimed":
-            return FireResult(schedule_id, t, claim)
+        outcome = await self.triggers.fire_once(schedule_id, t, now=self.clock(), detail=detail)
+        if outcome != "claimed":
+            return FireResult(schedule_id, t, outcome)
         return await self._start(schedule_id, t, detail=detail)
 
     async def _start(
@@ -157,13 +157,13 @@ class Scheduler:
             late = f"missed by {_human(now - t)}; misfire policy: run_once"
             return await self.fire(schedule_id, t, detail=late)
         detail = f"missed by {_human(now - t)}; misfire policy: skip"
-        claim = await self.triggers.claim_fire(
+        outcome = await self.triggers.fire_once(
             schedule_id, t, now=now, status="skipped", detail=detail
         )
-        if claim == "claimed":
+        if outcome == "claimed":
             log.info("schedule %s: skipped the fire of %s (%s)", schedule_id, t, detail)
             return FireResult(schedule_id, t, "skipped", detail=detail)
-        return FireResult(schedule_id, t, claim)
+        return FireResult(schedule_id, t, outcome)
 
     async def catch_up(self) -> list[FireResult]:
         """Apply the misfire policy to the latest fire time each schedule missed while down."""
@@ -185,11 +185,11 @@ class Scheduler:
         return results
 
     async def recover(self, *, older_than: float = 60.0) -> list[FireResult]:
-        """Finish fires whose process died after claiming them (the run key makes it safe)."""
+        """Finish fires whose process died after recording them (the run key makes it safe)."""
         before = self.clock() - timedelta(seconds=older_than)
         return [
             await self._start(f.schedule_id, f.fire_time)
-            for f in await self.triggers.stale_claims(before=before)
+            for f in await self.triggers.unfinished_fires(before=before)
         ]
 
     # -- keeping APScheduler in step with the database -----------------------------------
@@ -284,7 +284,7 @@ class Scheduler:
             log.exception("schedule %s: fire failed", schedule_id)
 
     async def run_forever(self) -> None:
-        """Pick up schedules added, paused or removed by other servers, and stale claims."""
+        """Pick up schedules added, paused or removed by other servers, and fires never started."""
         while True:
             await asyncio.sleep(self.sync_interval)
             try:

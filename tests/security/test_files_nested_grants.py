@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pizzabot.tools import files as files_server
-from pizzabot.tools.files import Grants, PathRefused
+from pizzabot.tools.files import FolderGrants, PathRefused
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def _state(folder: Path) -> dict[str, str]:
 def test_no_tool_writes_into_a_read_only_folder_nested_in_a_writable_one(
     drafts: Path, prefix: str
 ) -> None:
-    grants = Grants([(drafts, True), (drafts / "locked", False)])
+    grants = FolderGrants([(drafts, True), (drafts / "locked", False)])
     before = _state(drafts)
     attempts: list[Callable[[], str]] = [
         lambda: files_server.write_file(grants, f"{prefix}/evil.txt", "pwned"),
@@ -58,7 +58,7 @@ def test_no_tool_writes_into_a_read_only_folder_nested_in_a_writable_one(
 def test_a_writable_folder_nested_in_a_read_only_one_is_writable(tmp_path: Path) -> None:
     notes = tmp_path / "notes"
     (notes / "inbox").mkdir(parents=True)
-    grants = Grants([(notes, False), (notes / "inbox", True)])
+    grants = FolderGrants([(notes, False), (notes / "inbox", True)])
     assert files_server.write_file(grants, "notes/inbox/a.md", "a") == "wrote 1 bytes to inbox/a.md"
     with pytest.raises(PathRefused, match="read-only"):
         files_server.write_file(grants, "notes/a.md", "a")

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from pizzabot.tools import files as files_server
-from pizzabot.tools.files import Grants
+from pizzabot.tools.files import FolderGrants
 
 ROUNDS = 1500
 _RENAME_EXCHANGE = 2
@@ -88,7 +88,7 @@ def scene(tmp_path: Path) -> dict[str, Path]:
 def test_a_folder_swapped_for_a_link_never_lets_reads_reach_outside(
     scene: dict[str, Path],
 ) -> None:
-    grants = Grants([(scene["drafts"], True)])
+    grants = FolderGrants([(scene["drafts"], True)])
     seen: list[str] = []
     with _swapping(scene["d"], scene["swap"]) as swaps:
         for _ in range(ROUNDS):
@@ -105,7 +105,7 @@ def test_a_folder_swapped_for_a_link_never_lets_reads_reach_outside(
 def test_a_folder_swapped_for_a_link_never_lets_writes_or_moves_land_outside(
     scene: dict[str, Path],
 ) -> None:
-    grants = Grants([(scene["drafts"], True)])
+    grants = FolderGrants([(scene["drafts"], True)])
     outside_before = {p.name: p.read_text() for p in scene["outside"].iterdir()}
     with _swapping(scene["d"], scene["swap"]) as swaps:
         for i in range(ROUNDS):
@@ -128,7 +128,7 @@ def test_a_file_swapped_for_a_fifo_never_blocks_a_read(tmp_path: Path) -> None:
     notes.mkdir()
     (notes / "data.txt").write_text("hello\n")
     os.mkfifo(notes / ".pipe")
-    grants = Grants([(notes, False)])
+    grants = FolderGrants([(notes, False)])
     seen: list[str] = []
 
     def read_many() -> None:

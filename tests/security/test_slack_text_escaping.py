@@ -18,7 +18,7 @@ from pizzabot.agent.errors import NotFound
 from pizzabot.agent.events import Event
 from pizzabot.agent.model import Box, Delivery, DeliveryStatus, Item, ItemKind, ItemStatus, Run
 from pizzabot.channels.slack import SlackChannel
-from pizzabot.channels.slack.home import Inbox, home_view
+from pizzabot.channels.slack.home import HomeInbox, home_view
 from tests.peers.slack_api import Call, SlackApi
 
 AT = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -150,7 +150,8 @@ async def test_an_actions_text_is_escaped_when_posted_and_when_updated(slack: Sl
 
 def test_the_home_tab_shows_the_same_text_inert() -> None:
     view = home_view(
-        Inbox(actions=[action(HOSTILE)], unread=[result(HOSTILE)], may_start=True), base_url=BASE
+        HomeInbox(actions=[action(HOSTILE)], unread=[result(HOSTILE)], may_start=True),
+        base_url=BASE,
     )
     shown: Any = json.dumps(view, ensure_ascii=False)
     assert not [raw for raw in RAW if raw in shown]

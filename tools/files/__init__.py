@@ -11,17 +11,17 @@ the folder name is the granted folder's base name (made unique with `-2`, `-3`, 
 grants share one); an absolute path inside a granted folder is accepted too.
 
 - `grants`: granted folders, and the one way a path becomes an open file or folder;
-- `ops`: the operations (list, read, search, write, move) as plain functions over `Grants`;
+- `ops`: the operations (list, read, search, write, move) as plain functions over `FolderGrants`;
 - `server`: the MCP server offering them as tools, and its command line (`launch_args`).
 """
 
-from pizzabot.tools.files.grants import Grant, Grants, PathRefused
+from pizzabot.tools.files.grants import FolderGrant, FolderGrants, PathRefused
 from pizzabot.tools.files.ops import list_dir, move, read_file, search, write_file
 from pizzabot.tools.files.server import build_server, launch_args, main
 
 __all__ = [
-    "Grant",
-    "Grants",
+    "FolderGrant",
+    "FolderGrants",
     "PathRefused",
     "build_server",
     "launch_args",

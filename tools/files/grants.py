@@ -34,7 +34,7 @@ READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CL
 _ROOTS = frozenset({"", ".", "/"})
 
 
-class GrantsRefused(ValueError):
+class FolderGrantsRefused(ValueError):
     """The folders handed to the files server cannot be served (none, or not a folder)."""
 
 
@@ -43,7 +43,7 @@ class PathRefused(Exception):
 
 
 @dataclass(frozen=True)
-class Grant:
+class FolderGrant:
     """One granted folder: the name the model uses, its real location, and its access."""
 
     name: str
@@ -65,7 +65,7 @@ class Folder:
     its components below that grant's root."""
 
     fd: int
-    grant: Grant
+    grant: FolderGrant
     parts: tuple[str, ...]
 
     def shown(self, name: str = "") -> str:
@@ -107,7 +107,7 @@ def _ident(st: os.stat_result) -> tuple[int, int]:
     return (st.st_dev, st.st_ino)
 
 
-class Grants:
+class FolderGrants:
     """The granted folders and the walk that turns a model's path into an open folder."""
 
     def __init__(self, folders: Sequence[tuple[str | Path, bool]]) -> None:
@@ -118,13 +118,13 @@ class Grants:
             spelled = Path(os.path.abspath(os.path.expanduser(raw)))
             root = Path(os.path.realpath(spelled))
             if not root.is_dir():
-                raise GrantsRefused(f"granted folder {str(raw)!r} is not an existing folder")
+                raise FolderGrantsRefused(f"granted folder {str(raw)!r} is not an existing folder")
             by_root[root] = by_root.get(root, False) or writable
             # Named as the skill spelled it: a granted `~/notes` linking elsewhere is `notes`.
             given.setdefault(root, spelled)
         if not by_root:
-            raise GrantsRefused("the files server needs at least one granted folder")
-        grants: list[Grant] = []
+            raise FolderGrantsRefused("the files server needs at least one granted folder")
+        grants: list[FolderGrant] = []
         taken: set[str] = set()
         for root, writable in by_root.items():
             base = given[root].name or "root"
@@ -133,8 +133,8 @@ class Grants:
                 n += 1
                 name = f"{base}-{n}"
             taken.add(name)
-            grants.append(Grant(name, root, writable, given[root], _ident(os.stat(root))))
-        self.folders: tuple[Grant, ...] = tuple(grants)
+            grants.append(FolderGrant(name, root, writable, given[root], _ident(os.stat(root))))
+        self.folders: tuple[FolderGrant, ...] = tuple(grants)
         self._by_name = {g.name: g for g in grants}
         self._by_ident = {g.ident: g for g in grants}
 
@@ -149,7 +149,7 @@ class Grants:
     def summary(self) -> str:
         return ", ".join(f"{g.name}/ ({g.access})" for g in self.folders)
 
-    def granted(self, st: os.stat_result) -> Grant | None:
+    def granted(self, st: os.stat_result) -> FolderGrant | None:
         """The grant whose root this opened folder is, if it is one."""
         return self._by_ident.get(_ident(st))
 
@@ -159,7 +159,7 @@ class Grants:
 
     # -- from text to components, without touching the disk ------------------------------
 
-    def locate(self, path: str) -> tuple[Grant, tuple[str, ...]]:
+    def locate(self, path: str) -> tuple[FolderGrant, tuple[str, ...]]:
         """The grant a path starts in and its components below that grant's root.
 
         `..` is settled here, on the text: the walk never meets it, so it cannot climb out.
@@ -184,9 +184,9 @@ class Grants:
             raise self._outside(path)
         return grant, tuple(p for p in inside.split("/") if p not in {"", "."})
 
-    def _locate_absolute(self, path: str) -> tuple[Grant, tuple[str, ...]]:
+    def _locate_absolute(self, path: str) -> tuple[FolderGrant, tuple[str, ...]]:
         wanted = Path(posixpath.normpath(path))
-        best: tuple[int, Grant, tuple[str, ...]] | None = None
+        best: tuple[int, FolderGrant, tuple[str, ...]] | None = None
         for grant in self.folders:
             for base in (grant.root, grant.spelled):
                 if wanted.is_relative_to(base):
@@ -230,7 +230,7 @@ class Grants:
 
     @contextmanager
     def _walk(
-        self, path: str, grant: Grant, parts: tuple[str, ...], *, create: bool, write: bool
+        self, path: str, grant: FolderGrant, parts: tuple[str, ...], *, create: bool, write: bool
     ) -> Iterator[Folder]:
         # The root is the path the user granted, resolved at start; nothing the model can
         # write is on the way to it.

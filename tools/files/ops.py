@@ -1,4 +1,4 @@
-"""What the `files` server can do, as plain functions over `Grants`, so they test without a
+"""What the `files` server can do, as plain functions over `FolderGrants`, so they test without a
 server: list a folder, read, search, write and move files. Every one of them reaches the disk
 through `grants`, which opens each component relative to the folder before it and never
 follows a symbolic link, so `..`, paths elsewhere, links and folders swapped for links
@@ -19,15 +19,15 @@ from pizzabot.tools.files.grants import (
     DIR_FLAGS,
     READ_FLAGS,
     Folder,
-    Grant,
-    Grants,
+    FolderGrant,
+    FolderGrants,
     PathRefused,
     Spot,
 )
 
 __all__ = [
-    "Grant",
-    "Grants",
+    "FolderGrant",
+    "FolderGrants",
     "PathRefused",
     "list_dir",
     "move",
@@ -64,7 +64,7 @@ def _open_regular(spot: Spot, path: str) -> Iterator[tuple[int, os.stat_result]]
         fd = os.open(spot.name, READ_FLAGS, dir_fd=spot.folder.fd)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise Grants.link_refusal(spot) from None
+            raise FolderGrants.link_refusal(spot) from None
         if exc.errno == errno.ENOENT:
             raise FileNotFoundError(errno.ENOENT, "no such file", spot.shown) from None
         raise
@@ -91,10 +91,10 @@ def _read_all(fd: int, size: int) -> bytes:
     return b"".join(chunks)
 
 
-# -- the operations, plain functions over `Grants` so they test without a server ---------
+# -- the operations, plain functions over `FolderGrants` so they test without a server ---------
 
 
-def list_dir(grants: Grants, path: str) -> str:
+def list_dir(grants: FolderGrants, path: str) -> str:
     if path.strip() in _ROOTS:
         return "Granted folders:\n" + grants.describe()
     with grants.folder(path) as folder:
@@ -108,7 +108,7 @@ def list_dir(grants: Grants, path: str) -> str:
     return "\n".join(lines)
 
 
-def _describe_entry(grants: Grants, folder: Folder, entry: os.DirEntry[str]) -> str:
+def _describe_entry(grants: FolderGrants, folder: Folder, entry: os.DirEntry[str]) -> str:
     shown = folder.shown(entry.name)
     try:
         st = entry.stat(follow_symlinks=False)
@@ -126,7 +126,7 @@ def _describe_entry(grants: Grants, folder: Folder, entry: os.DirEntry[str]) -> 
     return f"{shown}  ({st.st_size} bytes)"
 
 
-def read_file(grants: Grants, path: str, max_bytes: int = READ_CAP, offset: int = 0) -> str:
+def read_file(grants: FolderGrants, path: str, max_bytes: int = READ_CAP, offset: int = 0) -> str:
     limit = max(1, min(max_bytes, READ_CAP))
     start = max(0, offset)
     with grants.spot(path) as spot, _open_regular(spot, path) as (fd, st):
@@ -146,7 +146,7 @@ def read_file(grants: Grants, path: str, max_bytes: int = READ_CAP, offset: int 
 
 
 def _walk(
-    grants: Grants, folder: Folder, *, skip_grants: bool, depth: int = 0
+    grants: FolderGrants, folder: Folder, *, skip_grants: bool, depth: int = 0
 ) -> Iterator[tuple[Folder, str]]:
     """Regular files under an opened folder as `(folder, name)`, a folder's own files before
     its subfolders'. Links are not followed; with `skip_grants`, a granted folder met on the
@@ -186,7 +186,9 @@ def _walk(
             os.close(fd)
 
 
-def search(grants: Grants, pattern: str, path: str = "", max_results: int = SEARCH_DEFAULT) -> str:
+def search(
+    grants: FolderGrants, pattern: str, path: str = "", max_results: int = SEARCH_DEFAULT
+) -> str:
     if not pattern:
         raise PathRefused("search needs a non-empty pattern")
     limit = max(1, min(max_results, SEARCH_CAP))
@@ -245,7 +247,7 @@ def _refuse_unless_replaceable(spot: Spot, path: str, st: os.stat_result | None)
     if stat.S_ISDIR(st.st_mode):
         raise PathRefused(f"{path!r} is a folder")
     if stat.S_ISLNK(st.st_mode):
-        raise Grants.link_refusal(spot)
+        raise FolderGrants.link_refusal(spot)
     if not stat.S_ISREG(st.st_mode):
         raise PathRefused(f"{path!r} is not a regular file")
 
@@ -275,7 +277,7 @@ def _write_new(folder: Folder, name: str, chunks: Iterable[bytes], mode: int) ->
         raise
 
 
-def write_file(grants: Grants, path: str, content: str) -> str:
+def write_file(grants: FolderGrants, path: str, content: str) -> str:
     data = content.encode("utf-8")
     with grants.spot(path, create=True, write=True) as spot:
         if not spot.name:
@@ -287,7 +289,7 @@ def write_file(grants: Grants, path: str, content: str) -> str:
         return f"wrote {len(data)} bytes to {spot.shown}"
 
 
-def move(grants: Grants, src: str, dst: str) -> str:
+def move(grants: FolderGrants, src: str, dst: str) -> str:
     with grants.spot(src, write=True) as source:
         st = source.lstat()
         if not source.name or (st is not None and grants.granted(st) is not None):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Protocol
 
 from pydantic import Field
 
-from pizzabot.tools.files.grants import Grants, GrantsRefused, PathRefused
+from pizzabot.tools.files.grants import FolderGrants, FolderGrantsRefused, PathRefused
 from pizzabot.tools.files.ops import (
     READ_CAP,
     SEARCH_CAP,
@@ -57,7 +57,7 @@ def _as_tool_error() -> Iterator[None]:
         raise ToolError(f"{type(exc).__name__}: {exc}") from None
 
 
-def build_server(grants: Grants) -> MCPServer:
+def build_server(grants: FolderGrants) -> MCPServer:
     """The `files` MCP server for these grants; the write tools only when something is writable."""
     from mcp.server.mcpserver import MCPServer
 
@@ -77,7 +77,7 @@ def build_server(grants: Grants) -> MCPServer:
     return server
 
 
-def _add_reading_tools(server: MCPServer, grants: Grants) -> None:
+def _add_reading_tools(server: MCPServer, grants: FolderGrants) -> None:
     from mcp_types import ToolAnnotations
 
     rule = f"Granted folders: {grants.summary()}. {_PATH_RULE}"
@@ -131,7 +131,7 @@ def _add_reading_tools(server: MCPServer, grants: Grants) -> None:
     )
 
 
-def _add_writing_tools(server: MCPServer, grants: Grants) -> None:
+def _add_writing_tools(server: MCPServer, grants: FolderGrants) -> None:
     from mcp_types import ToolAnnotations
 
     writable = ", ".join(f"{g.name}/" for g in grants.folders if g.writable)
@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--grant-write", action="append", default=[], metavar="DIR")
     ns = parser.parse_args(argv)
     try:
-        grants = Grants([(p, False) for p in ns.grant] + [(p, True) for p in ns.grant_write])
-    except GrantsRefused as exc:
+        grants = FolderGrants([(p, False) for p in ns.grant] + [(p, True) for p in ns.grant_write])
+    except FolderGrantsRefused as exc:
         parser.error(str(exc))
     build_server(grants).run()

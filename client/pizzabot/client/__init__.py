@@ -5,12 +5,14 @@ requests API, and gets the decision back: approved, edited (with the new argumen
 rejected (with the reason) or expired. `AsyncInbox` and `Inbox` are the same client, async
 and blocking. Importing this package loads httpx and pydantic only, never the server.
 
-The framework adapters are modules of their own, each needing its optional extra:
+What goes over the wire is `pizzabot.client.wire`: the server takes and answers with the
+same models. The framework adapters are modules of their own, each needing its optional extra:
 `pizzabot.client.langgraph`, `pizzabot.client.pydantic_ai`, `pizzabot.client.openai_agents`.
 """
 
 from pizzabot.client._async import AsyncInbox
 from pizzabot.client._sync import Inbox
-from pizzabot.client._wire import Decision, InboxError, Retry
+from pizzabot.client._wire import InboxError, Retry
+from pizzabot.client.wire import RequestBody, RequestState
 
-__all__ = ["AsyncInbox", "Decision", "Inbox", "InboxError", "Retry"]
+__all__ = ["AsyncInbox", "Inbox", "InboxError", "RequestBody", "RequestState", "Retry"]

@@ -21,7 +21,8 @@ from typing import Any
 import httpx
 
 from pizzabot.client import _wire
-from pizzabot.client._wire import Call, Decision, InboxError, Retry
+from pizzabot.client._wire import Call, InboxError, Retry
+from pizzabot.client.wire import MAX_TITLE, RequestBody, RequestState
 
 __all__ = ["AsyncInbox"]
 
@@ -93,14 +94,11 @@ class AsyncInbox:
             return response
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    async def _create(self, body: dict[str, Any], key: str | None, kind: str) -> Decision:
-        call = _wire.post_call(body, key or _wire.new_key(), timeout=self._timeout)
-        decision = _wire.decision_from(await self._send(call), kind=kind)
-        if decision.pending:
-            return decision
-        # A rule or grant of the skill may decide at once: fetch the whole decision then.
-        whole = await self.get(decision.id)
-        return whole.model_copy(update={"created": decision.created})
+    async def file(self, body: RequestBody, *, idempotency_key: str | None = None) -> RequestState:
+        """File a request as built (`pizzabot.client.wire.RequestBody`); returns at once. The
+        same `idempotency_key` with the same body finds the request made before."""
+        call = _wire.post_call(body, idempotency_key or _wire.new_key(), timeout=self._timeout)
+        return _wire.state_from(await self._send(call))
 
     async def request(
         self,
@@ -115,7 +113,7 @@ class AsyncInbox:
         timeout: float | None = None,
         callback_url: str | None = None,
         idempotency_key: str | None = None,
-    ) -> Decision:
+    ) -> RequestState:
         """Ask for approval of a tool call; returns at once (usually pending)."""
         body = _wire.approval_body(
             skill,
@@ -128,7 +126,7 @@ class AsyncInbox:
             timeout=timeout,
             callback_url=callback_url,
         )
-        return await self._create(body, idempotency_key, "approval")
+        return await self.file(body, idempotency_key=idempotency_key)
 
     async def question(
         self,
@@ -139,19 +137,19 @@ class AsyncInbox:
         schema: Mapping[str, Any] | None = None,
         timeout: float | None = None,
         idempotency_key: str | None = None,
-    ) -> Decision:
+    ) -> RequestState:
         """Ask a person a question (a form from `schema`, or a text answer); returns at once."""
         body = _wire.question_body(
             skill, question=question, title=title, schema=schema, timeout=timeout
         )
-        return await self._create(body, idempotency_key, "question")
+        return await self.file(body, idempotency_key=idempotency_key)
 
-    async def get(self, request_id: str, *, wait: float = 0) -> Decision:
+    async def get(self, request_id: str, *, wait: float = 0) -> RequestState:
         """The request now, or (with `wait`, at most 60 s) as soon as it is decided."""
         call = _wire.get_call(request_id, wait, timeout=self._timeout)
-        return _wire.decision_from(await self._send(call))
+        return _wire.state_from(await self._send(call))
 
-    async def until_decided(self, request_id: str, *, timeout: float | None = None) -> Decision:
+    async def until_decided(self, request_id: str, *, timeout: float | None = None) -> RequestState:
         """Wait until the request is decided; after `timeout` seconds, the pending request.
 
         A server that is away for a while (a restart, a deploy) is asked again until then:
@@ -186,12 +184,12 @@ class AsyncInbox:
         timeout: float | None = None,
         callback_url: str | None = None,
         idempotency_key: str | None = None,
-    ) -> Decision:
+    ) -> RequestState:
         """Request approval and wait for the decision. With `timeout` the item expires on the
         server after that many seconds, and `ask` returns the expired request."""
         created = await self.request(
             skill,
-            title=title or tool[: _wire.MAX_TITLE],
+            title=title or tool[:MAX_TITLE],
             tool=tool,
             args=args,
             schema=schema,

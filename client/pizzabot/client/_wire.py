@@ -14,34 +14,32 @@ import math
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
+
+from pizzabot.client.wire import MAX_TITLE, RequestBody, RequestState
 
 __all__ = [
     "MAX_TITLE",
     "MAX_WAIT",
     "Call",
-    "Decision",
     "InboxError",
     "Retry",
     "approval_body",
-    "decision_from",
     "expiry_wait",
     "get_call",
     "new_key",
     "post_call",
     "question_body",
     "refused",
+    "state_from",
     "transient",
     "unreachable",
     "worth_waiting",
 ]
 
-#: The longest title the server takes (a tool's name is the default title).
-MAX_TITLE = 200
 #: The longest single wait the server holds a GET for (`?wait=` is 0..60).
 MAX_WAIT = 60.0
 #: Answers the server could give after the request took effect, or before: asking again with
@@ -59,45 +57,6 @@ class InboxError(Exception):
         super().__init__(message)
         self.status = status
         self.detail = detail
-
-
-class Decision(BaseModel):
-    """A request as the server sees it now: pending, or decided and by whom."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    id: str
-    item_id: str
-    kind: Literal["approval", "question"] = "approval"
-    #: approval: pending | approved | edited | rejected | expired;
-    #: question: pending | answered | declined | expired.
-    status: str
-    #: The arguments to run with (approval: the proposed ones, or the edited ones), or the
-    #: answer's values (question). None while pending or when refused.
-    args: dict[str, Any] | None = None
-    reason: str | None = None
-    decided_by: str | None = None
-    via: str | None = None
-    decided_at: datetime | None = None
-    url: str = ""
-    #: Who asked (`token:NAME`, the person a token names, or `owner`).
-    requested_by: str | None = None
-    #: Set by the client, not the server: this call made the request (201), rather than
-    #: finding one made before under the same key (200) or reading it.
-    created: bool = False
-
-    @property
-    def pending(self) -> bool:
-        return self.status == "pending"
-
-    @property
-    def approved(self) -> bool:
-        """Go ahead: approved as asked, edited, or (a question) answered."""
-        return self.status in {"approved", "edited", "answered"}
-
-    @property
-    def edited(self) -> bool:
-        return self.status == "edited"
 
 
 @dataclass(frozen=True)
@@ -141,17 +100,18 @@ def approval_body(
     description: str | None,
     timeout: float | None,
     callback_url: str | None,
-) -> dict[str, Any]:
-    body: dict[str, Any] = {"skill": skill, "title": title, "tool": tool, "args": dict(args)}
-    optional = {
-        "schema": dict(schema) if schema is not None else None,
-        "risk": dict(risk) if risk is not None else None,
-        "description": description,
-        "timeout": timeout,
-        "callback_url": callback_url,
-    }
-    body.update({k: v for k, v in optional.items() if v is not None})
-    return body
+) -> RequestBody:
+    return _body(
+        skill=skill,
+        title=title,
+        tool=tool,
+        args=dict(args),
+        schema=dict(schema) if schema is not None else None,
+        risk=dict(risk) if risk is not None else None,
+        description=description,
+        timeout=timeout,
+        callback_url=callback_url,
+    )
 
 
 def question_body(
@@ -161,22 +121,30 @@ def question_body(
     title: str | None,
     schema: Mapping[str, Any] | None,
     timeout: float | None,
-) -> dict[str, Any]:
+) -> RequestBody:
     first_line = question.strip().splitlines()[0] if question.strip() else "Question"
-    body: dict[str, Any] = {
-        "skill": skill,
-        "title": title or (first_line[:77] + "…" if len(first_line) > 78 else first_line),
-        "question": question,
-    }
-    if schema is not None:
-        body["schema"] = dict(schema)
-    if timeout is not None:
-        body["timeout"] = timeout
-    return body
+    return _body(
+        skill=skill,
+        title=title or (first_line[:77] + "…" if len(first_line) > 78 else first_line),
+        question=question,
+        schema=dict(schema) if schema is not None else None,
+        timeout=timeout,
+    )
 
 
-def post_call(body: dict[str, Any], key: str, *, timeout: float) -> Call:
-    return Call("POST", "/api/requests", timeout, json=body, headers={"Idempotency-Key": key})
+def _body(**fields: Any) -> RequestBody:
+    """The request, checked here as the server checks it: a bad one is told at once."""
+    try:
+        return RequestBody.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "request"
+        raise InboxError(f"{where}: {first['msg']}", detail=exc.errors()) from None
+
+
+def post_call(body: RequestBody, key: str, *, timeout: float) -> Call:
+    headers = {"Idempotency-Key": key}
+    return Call("POST", "/api/requests", timeout, json=body.json_body(), headers=headers)
 
 
 def get_call(request_id: str, wait: float, *, timeout: float) -> Call:
@@ -235,9 +203,8 @@ def refused(response: httpx.Response) -> InboxError:
     )
 
 
-def decision_from(response: httpx.Response, *, kind: str | None = None) -> Decision:
-    """The request from a 2xx answer: a POST's `{id, item_id, status, url}` or a GET's whole
-    decision."""
+def state_from(response: httpx.Response) -> RequestState:
+    """The request's state from a 2xx answer; `created` when the POST made it (201)."""
     try:
         body = response.json()
     except ValueError:
@@ -247,14 +214,12 @@ def decision_from(response: httpx.Response, *, kind: str | None = None) -> Decis
         ) from None
     if not isinstance(body, dict):
         raise InboxError("the answer is not a JSON object", status=response.status_code)
-    if kind is not None and "kind" not in body:
-        body = {**body, "kind": kind}
-    body = {**body, "created": response.status_code == 201}
     try:
-        return Decision.model_validate(body)
+        state = RequestState.model_validate(body)
     except ValidationError as exc:
         raise InboxError(
             f"the server's answer is not a request: {exc.errors()[0]['msg']}",
             status=response.status_code,
             detail=body,
         ) from None
+    return state.model_copy(update={"created": response.status_code == 201})

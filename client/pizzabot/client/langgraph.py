@@ -31,7 +31,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.types import Interrupt
 
 from pizzabot.client._async import AsyncInbox
-from pizzabot.client._wire import Decision
+from pizzabot.client.wire import RequestState
 
 __all__ = ["decide_interrupts", "hitl_decision", "tool_schemas"]
 
@@ -47,7 +47,9 @@ def _reject(message: str, allowed: Iterable[str], name: str) -> dict[str, Any]:
     return {"type": "reject", "message": message}
 
 
-def hitl_decision(decision: Decision, name: str, allowed: Iterable[str] = _ALL) -> dict[str, Any]:
+def hitl_decision(
+    decision: RequestState, name: str, allowed: Iterable[str] = _ALL
+) -> dict[str, Any]:
     """The HITL decision (`ApproveDecision` | `EditDecision` | `RejectDecision`) a decided
     request stands for, within the decisions the tool's review config `allowed`."""
     allowed = tuple(allowed)
@@ -170,7 +172,7 @@ async def decide_interrupts(
     """
     asked: list[tuple[Interrupt, list[_Action], bool]] = [(i, *_actions(i)) for i in interrupts]
 
-    async def one(interrupt: Interrupt, n: int, action: _Action) -> Decision:
+    async def one(interrupt: Interrupt, n: int, action: _Action) -> RequestState:
         schema = (schemas or {}).get(action.name) or _edit_schema(interrupt.response_schema)
         return await inbox.ask(
             skill,

@@ -27,12 +27,14 @@ from agents import FunctionTool, RunResult, RunResultStreaming, RunState
 from agents.items import ToolApprovalItem
 
 from pizzabot.client._async import AsyncInbox
-from pizzabot.client._wire import Decision
+from pizzabot.client.wire import RequestState
 
 __all__ = ["apply_decision", "decide_interruptions"]
 
 
-def apply_decision(state: RunState[Any, Any], item: ToolApprovalItem, decision: Decision) -> None:
+def apply_decision(
+    state: RunState[Any, Any], item: ToolApprovalItem, decision: RequestState
+) -> None:
     """Approve or reject `item` on `state` as the decided request says."""
     if decision.edited and decision.args is not None:
         state.reject(
@@ -93,7 +95,7 @@ async def decide_interruptions(
     else:
         state, items = run.to_state(), list(run.interruptions)
 
-    async def one(item: ToolApprovalItem) -> Decision:
+    async def one(item: ToolApprovalItem) -> RequestState:
         name = item.qualified_name or item.tool_name or "tool"
         return await inbox.ask(
             skill,

@@ -27,12 +27,13 @@ from pydantic_ai.messages import ToolCallPart
 
 from pizzabot.client._async import AsyncInbox
 from pizzabot.client._sync import Inbox
-from pizzabot.client._wire import Decision, expiry_wait
+from pizzabot.client._wire import expiry_wait
+from pizzabot.client.wire import RequestState
 
 __all__ = ["decide_deferred", "decide_deferred_sync", "result_of"]
 
 
-def result_of(decision: Decision) -> ToolApproved | ToolDenied:
+def result_of(decision: RequestState) -> ToolApproved | ToolDenied:
     """The approval result a decided request stands for."""
     if decision.edited and decision.args is not None:
         return ToolApproved(override_args=dict(decision.args))
@@ -76,7 +77,7 @@ async def decide_deferred(
     so asking again after a restart finds the same items instead of making new ones.
     """
 
-    async def one(part: ToolCallPart) -> Decision:
+    async def one(part: ToolCallPart) -> RequestState:
         return await inbox.ask(skill, **_ask(part, schemas, key_prefix, timeout))
 
     decisions = await asyncio.gather(*(one(p) for p in requests.approvals))
@@ -101,7 +102,7 @@ def decide_deferred_sync(
     return _results(requests, decisions)
 
 
-def _results(requests: DeferredToolRequests, decisions: list[Decision]) -> DeferredToolResults:
+def _results(requests: DeferredToolRequests, decisions: list[RequestState]) -> DeferredToolResults:
     return requests.build_results(
         approvals={
             part.tool_call_id: result_of(d)

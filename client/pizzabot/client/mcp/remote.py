@@ -9,30 +9,14 @@ lives on the server, and the next poll finds it again.
 
 from __future__ import annotations
 
-from pizzabot.client import AsyncInbox, Decision, InboxError
-from pizzabot.client.mcp.desk import Answer, Ask, DeskError
+from pizzabot.client import AsyncInbox, InboxError
+from pizzabot.client.mcp.desk import DeskError
+from pizzabot.client.wire import RequestBody, RequestState
 
 __all__ = ["RemoteDesk"]
 
 #: The longest one long poll may hold (the API's limit).
 MAX_WAIT = 60.0
-
-
-def _answer(d: Decision) -> Answer:
-    """The desk's answer; `created` as the client saw it (this call made the request)."""
-    return Answer(
-        id=d.id,
-        item_id=d.item_id,
-        kind=d.kind,
-        status=d.status,
-        args=d.args,
-        reason=d.reason,
-        decided_by=d.decided_by,
-        via=d.via,
-        decided_at=d.decided_at,
-        url=d.url,
-        created=d.created,
-    )
 
 
 class RemoteDesk:
@@ -41,37 +25,17 @@ class RemoteDesk:
     def __init__(self, inbox: AsyncInbox) -> None:
         self._inbox = inbox
         #: The last answer seen per request: what a wait reports while the server is away.
-        self._seen: dict[str, Answer] = {}
+        self._seen: dict[str, RequestState] = {}
 
-    async def submit(self, ask: Ask, *, key: str) -> Answer:
+    async def submit(self, body: RequestBody, *, key: str) -> RequestState:
         try:
-            if ask.tool is not None:
-                decision = await self._inbox.request(
-                    ask.skill,
-                    title=ask.title,
-                    tool=ask.tool,
-                    args=ask.args,
-                    schema=ask.schema,
-                    risk=ask.risk,
-                    description=ask.description,
-                    timeout=ask.timeout,
-                    idempotency_key=key,
-                )
-            else:
-                decision = await self._inbox.question(
-                    ask.skill,
-                    question=ask.question or ask.title,
-                    title=ask.title,
-                    schema=ask.schema,
-                    timeout=ask.timeout,
-                    idempotency_key=key,
-                )
+            state = await self._inbox.file(body, idempotency_key=key)
         except InboxError as exc:
             raise DeskError(str(exc)) from None
-        answer = self._seen[decision.id] = _answer(decision)
-        return answer
+        self._seen[state.id] = state
+        return state
 
-    async def wait(self, request_id: str, seconds: float) -> Answer:
+    async def wait(self, request_id: str, seconds: float) -> RequestState:
         try:
             decision = await self._inbox.get(request_id, wait=min(max(seconds, 0.0), MAX_WAIT))
         except InboxError as exc:
@@ -79,5 +43,5 @@ class RemoteDesk:
             if last is None or (exc.status is not None and exc.status < 500):
                 raise DeskError(str(exc)) from None
             return last  # the server is away for now; the request waits there
-        answer = self._seen[request_id] = _answer(decision)
-        return answer
+        self._seen[request_id] = decision
+        return decision

@@ -18,24 +18,29 @@ and answered.
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
-from pizzabot.client.mcp.desk import Answer, Ask, Desk, DeskError
+from pizzabot.client.mcp.desk import Desk, DeskError
+from pizzabot.client.wire import (
+    MAX_TEXT,
+    MAX_TIMEOUT,
+    MAX_TITLE,
+    RequestBody,
+    RequestState,
+    RiskNotes,
+)
 
-__all__ = ["Approval", "Asking", "HumanAnswer", "RiskNotes", "build_server"]
+__all__ = ["Approval", "Asking", "HumanAnswer", "build_server"]
 
-#: Bounds on what one tool call may hand in (the inbox checks them again).
-MAX_TITLE = 200
-MAX_TEXT = 4000
+#: The most JSON one tool call may hand in as `args` or `schema` (the inbox checks it again).
 MAX_JSON_BYTES = 64 * 1024
-MAX_TIMEOUT = 7 * 24 * 3600.0
 #: Derived keys count up past decided requests; past this many, the tool asks for a key.
 MAX_GENERATIONS = 10_000
 
@@ -47,14 +52,6 @@ INSTRUCTIONS = (
     "idempotency_key returns the same request's decision; the same content joins a request "
     "only while it is pending."
 )
-
-
-class RiskNotes(BaseModel):
-    """What the card says about the call's risk."""
-
-    impact: Annotated[str | None, Field(max_length=MAX_TITLE)] = None
-    reversible: bool | None = None
-    scope: Annotated[str | None, Field(max_length=MAX_TITLE)] = None
 
 
 class Approval(BaseModel):
@@ -109,7 +106,7 @@ class Asking:
     #: up from zero every time the same content is asked again.
     _generations: dict[str, int] = field(default_factory=dict)
 
-    async def file(self, desk: Desk, ask: Ask, key: str | None) -> Answer:
+    async def file(self, desk: Desk, ask: RequestBody, key: str | None) -> RequestState:
         """The request for `ask`: found by an explicit key, joined while the same content
         is pending, or made anew (a request the skill's rules or grants decide as it is
         made is returned decided; one decided before is passed over)."""
@@ -123,7 +120,7 @@ class Asking:
                 return answer
         raise DeskError("this request was asked too often; pass an idempotency_key")
 
-    async def settle(self, desk: Desk, answer: Answer, ctx: Context) -> Answer:
+    async def settle(self, desk: Desk, answer: RequestState, ctx: Context) -> RequestState:
         """Wait until a person decides, telling the client it is still waiting."""
         beat = 0
         while answer.pending:
@@ -133,8 +130,8 @@ class Asking:
         return answer
 
 
-def _content_key(ask: Ask) -> str:
-    body = json.dumps(asdict(ask), sort_keys=True, separators=(",", ":"), default=str)
+def _content_key(ask: RequestBody) -> str:
+    body = json.dumps(ask.json_body(), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(body.encode()).hexdigest()[:40]
 
 
@@ -152,7 +149,7 @@ def _iso(at: datetime | None) -> str | None:
     return at.isoformat() if at is not None else None
 
 
-def approval_of(answer: Answer) -> Approval:
+def approval_of(answer: RequestState) -> Approval:
     return Approval(
         request_id=answer.id,
         item_id=answer.item_id,
@@ -176,7 +173,7 @@ _ACTIONS: dict[str, Literal["accept", "decline", "cancel", "pending"]] = {
 }
 
 
-def human_answer_of(answer: Answer) -> HumanAnswer:
+def human_answer_of(answer: RequestState) -> HumanAnswer:
     return HumanAnswer(
         request_id=answer.id,
         item_id=answer.item_id,
@@ -261,13 +258,13 @@ def _add_request_approval(server: MCPServer, asking: Asking) -> None:
         skill: the Pizza Bot inbox-only skill that decides who is asked."""
         _bounded("args", args)
         _bounded("schema", schema)
-        ask = Ask(
+        ask = _body(
             skill=skill or asking.skill,
             title=title,
             tool=tool,
             args=args,
             schema=schema,
-            risk=risk.model_dump(exclude_none=True) if risk is not None else None,
+            risk=risk,
             description=description,
             timeout=timeout,
         )
@@ -292,7 +289,7 @@ def _add_ask_human(server: MCPServer, asking: Asking) -> None:
         schema) the person fills in a form. `action` is accept (with `content`), decline
         (they said no) or cancel (nobody answered in time)."""
         _bounded("schema", schema)
-        ask = Ask(
+        ask = _body(
             skill=skill or asking.skill,
             title=title or _first_line(question),
             schema=schema,
@@ -304,7 +301,15 @@ def _add_ask_human(server: MCPServer, asking: Asking) -> None:
         return _result(human, answer_text(human))
 
 
-async def _decided(asking: Asking, ask: Ask, key: str | None, ctx: Context) -> Answer:
+def _body(**fields: Any) -> RequestBody:
+    try:
+        return RequestBody.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ToolError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+
+
+async def _decided(asking: Asking, ask: RequestBody, key: str | None, ctx: Context) -> RequestState:
     try:
         desk = asking.desk_for(ctx)
         answer = await asking.file(desk, ask, key)

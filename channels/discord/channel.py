@@ -1,0 +1,78 @@
+"""`DiscordChannel`: the `Channel` that posts inbox items to Discord channels and edits them
+after a decision.
+
+Every card of a run replies to the run's first card in that channel, so a channel reads one
+thread of replies per run. Discord's failures become `DeliveryError`, so the outbox retries: a
+429 waits as long as Discord asks, and an outage only delays delivery.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from pizzabot.agent.addresses import DiscordRef
+from pizzabot.agent.errors import NotFound
+from pizzabot.agent.model import Box, Delivery, Item, RunStatus
+from pizzabot.agent.store import DeliveryReader, RunReader
+from pizzabot.channels.chat.card import note_outcome
+from pizzabot.channels.chat.threads import thread_of
+from pizzabot.channels.discord.api import DiscordApi, DiscordError, delivery_error
+from pizzabot.channels.discord.render import card_message
+
+__all__ = ["DiscordChannel"]
+
+
+class DiscordStore(DeliveryReader, RunReader, Protocol):
+    """What the channel reads: a run's earlier cards, and how a run ended."""
+
+
+class DiscordChannel:
+    """Posts with `POST /channels/{id}/messages` and re-renders with `PATCH`. `base_url` is
+    the web page's address, for the cards' links."""
+
+    name = "discord"
+
+    def __init__(self, *, api: DiscordApi, store: DiscordStore, base_url: str) -> None:
+        self.api = api
+        self.store = store
+        self.base_url = base_url.rstrip("/")
+
+    async def deliver(self, item: Item, delivery: Delivery) -> DiscordRef:
+        first = await thread_of(self.store, delivery, DiscordRef)
+        body: dict[str, Any] = card_message(
+            item, base_url=self.base_url, outcome=await self._outcome(item)
+        )
+        if first is not None:
+            body["message_reference"] = {"message_id": first.thread, "fail_if_not_exists": False}
+        try:
+            sent = await self.api.request(
+                "POST", f"/channels/{delivery.address}/messages", json=body
+            )
+        except DiscordError as exc:
+            raise delivery_error(exc) from None
+        message = str(sent.get("id") if isinstance(sent, dict) else "")
+        thread = first.thread if first is not None else message
+        return DiscordRef(channel=delivery.address, message=message, thread=thread)
+
+    async def update(self, item: Item, delivery: Delivery) -> None:
+        ref = delivery.ref
+        if not isinstance(ref, DiscordRef):
+            return  # nothing was posted that could be edited
+        body = card_message(item, base_url=self.base_url, outcome=await self._outcome(item))
+        try:
+            await self.api.request(
+                "PATCH", f"/channels/{ref.channel}/messages/{ref.message}", json=body
+            )
+        except DiscordError as exc:
+            raise delivery_error(exc) from None
+
+    async def aclose(self) -> None:
+        await self.api.aclose()
+
+    async def _outcome(self, item: Item) -> RunStatus | None:
+        if item.box is not Box.UNREAD:
+            return None
+        try:
+            return note_outcome(item, await self.store.get_run(item.run_id))
+        except NotFound:
+            return None
