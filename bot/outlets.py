@@ -45,8 +45,7 @@ def outlets(
         wire_email.outlet(settings, store=store, access=access, clock=utcnow) if serving else None
     )
     push = wire_phone.outlet(settings, store=store, access=access) if serving else None
-    mine: list[Channel | None] = [slack, mail.channel if mail else None, push]
-    delivering = [c for c in mine if c is not None]
+    delivering: list[Channel] = [c for c in (slack, mail.channel if mail else None, push) if c]
     delivering += wire_chats.outlets(settings, store=store) if serving else []
     addressed = frozenset(c.name for c in delivering) if serving else reach(settings)
     if serving:
@@ -69,5 +68,5 @@ def _callbacks(settings: Settings, store: SqlStore, skills: SkillBook) -> Channe
 def reach(settings: Settings) -> frozenset[str]:
     """The channels servers with these settings deliver on."""
     on = {"slack": wire_slack.reaches(settings), "email": wire_email.enabled(settings)}
-    on |= wire_chats.reach(settings) | {"push": wire_phone.reaches(settings)}
+    on |= wire_chats.reach(settings) | {"push": settings.push}
     return frozenset(name for name, yes in on.items() if yes)

@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse
 
 from pizzabot.agent.context import utcnow
 from pizzabot.agent.llm import LiteLLMClient, ModelRouter, freeze_after_import
+from pizzabot.agent.llm_demo import DemoModel
 from pizzabot.agent.llm_openai import OpenAIClient
 from pizzabot.agent.outbox import Limits
 from pizzabot.agent.policy import Access, Principal
@@ -43,7 +44,6 @@ from pizzabot.agent.skills import (
 from pizzabot.agent.tools import ToolHub
 from pizzabot.agent.worker import Worker
 from pizzabot.bot import (
-    demo,
     tracing,
     wire_chats,
     wire_digest,
@@ -268,7 +268,7 @@ def _mind(settings: Settings, *, env: dict[str, str], redactor: Redactor, tools:
     litellm for every other model (each imported only when a skill needs it)."""
     attempts, timeout = settings.model_attempts, settings.model_timeout
     model = ModelRouter(
-        demo.DemoModel(),
+        DemoModel(),
         OpenAIClient(env=env, redactor=redactor, attempts=attempts, timeout=timeout),
         fallback=LiteLLMClient(env=env, redactor=redactor, attempts=attempts, timeout=timeout),
     )

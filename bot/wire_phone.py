@@ -1,12 +1,9 @@
-"""Plugs the phone into the server: Web Push (`pizzabot.channels.push`) and passkeys.
-
-- **Push** is on unless `PIZZABOT_PUSH=false`. The VAPID key pair is made at first start and
-  kept in the data folder (`vapid-key.pem`, 0600), so subscriptions survive restarts and
-  every server process sharing the folder signs alike. Items are addressed to subscribed
-  browsers wherever push is on (`reaches`).
-- **Passkeys** need a host name a browser binds them to: the public URL's, or `localhost`
-  for a server on this computer (`pizzabot.agent.passkeys.relying_party`). They also check
-  step-up approvals (`pizzabot.agent.step_up`), so the engine's context gets them.
+"""Plugs the phone into the server: Web Push (`pizzabot.channels.push`, on unless
+`PIZZABOT_PUSH=false`) and passkeys. The VAPID key is made at first start and kept in the
+data folder (`vapid-key.pem`, 0600), so subscriptions survive restarts and every server
+sharing the folder signs alike. Passkeys need a host name a browser binds them to
+(`pizzabot.agent.passkeys.relying_party`); they also check step-up approvals
+(`pizzabot.agent.step_up`), so the engine's context gets them.
 """
 
 from __future__ import annotations
@@ -20,12 +17,7 @@ from pizzabot.store.phone import SqlPasskeys, SqlSubscriptions
 from pizzabot.store.sql import SqlStore
 from pizzabot.store.tokens import SqlTokens
 
-__all__ = ["build", "outlet", "reaches"]
-
-
-def reaches(settings: Settings) -> bool:
-    """Whether items are addressed to subscribed browsers."""
-    return settings.push
+__all__ = ["build", "outlet"]
 
 
 def outlet(settings: Settings, *, store: SqlStore, access: Access) -> PushChannel | None:
