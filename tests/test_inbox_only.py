@@ -9,16 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from pizzabot.agent.context import Context
 from pizzabot.agent.errors import InboxOnly, InvalidArguments, NotFound, UserError
-from pizzabot.agent.inbox import Inbox
 from pizzabot.agent.llm import LiteLLMClient
 from pizzabot.agent.model import ItemStatus
 from pizzabot.agent.policy import Principal
 from pizzabot.agent.requests import NewRequest, Requests
-from pizzabot.agent.runs import Runs
 from pizzabot.agent.skills import SkillBook, SkillFileError, parse_skill
 from pizzabot.agent.timers import Timers
+from pizzabot.bot.core import build
 from pizzabot.store.migrate import upgrade
 from pizzabot.store.sql import SqlStore, connect
 from pizzabot.store.triggers import TriggerStore
@@ -61,7 +59,7 @@ async def test_no_run_of_an_inbox_only_skill_starts_and_no_model_is_called(
     store: SqlStore,
 ) -> None:
     skill = parse_skill(DEPLOYS, "deploys.yaml")
-    runs = Runs(Context(store=store, skills=SkillBook({"deploys": skill})))
+    runs = build(store=store, skills=SkillBook({"deploys": skill}), channels={}, mind=None).runs
     with pytest.raises(InboxOnly) as caught:
         await runs.start("deploys", "go", by=Principal.owner("api"))
     # The API answers 422 naming the skill; a channel says it as for an unknown skill.
@@ -76,8 +74,9 @@ async def test_no_run_of_an_inbox_only_skill_starts_and_no_model_is_called(
 async def test_a_requests_own_timeout_wins_over_its_tools(store: SqlStore) -> None:
     clock = Clock()
     skills = SkillBook({"deploys": parse_skill(DEPLOYS, "deploys.yaml")})
-    ctx = Context(store=store, skills=skills, clock=clock)
-    requests, inbox = Requests(ctx), Inbox(ctx)
+    core = build(store=store, skills=skills, channels={}, mind=None, clock=clock)
+    ctx, inbox = core.ctx, core.inbox
+    requests = Requests(ctx)
     timers = Timers(ctx, inbox, TriggerStore(store))
     own, _ = await requests.create(
         NewRequest(skill="deploys", title="t", tool="deploy.prod", timeout=60),

@@ -18,12 +18,12 @@ from fastapi import FastAPI, Request, Response
 from slack_bolt.adapter.fastapi.async_handler import AsyncSlackRequestHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from pizzabot.agent.context import Context
 from pizzabot.agent.inbox import Inbox
 from pizzabot.agent.model import Approve, Box, Item, ItemKind, ItemStatus
 from pizzabot.agent.policy import Access, Principal
 from pizzabot.agent.runs import Runs
 from pizzabot.agent.skills import Skill, SkillBook
+from pizzabot.bot.core import build
 from pizzabot.channels.slack import HomeTabs, SlackInbound, build_app
 from pizzabot.store.migrate import upgrade
 from pizzabot.store.sql import SqlStore, connect
@@ -141,11 +141,13 @@ async def home(tmp_path: Path) -> AsyncIterator[Home]:
         await upgrade(engine)
         store = SqlStore(engine)
         skills = SkillBook({"sales": skill("sales", [APPROVER]), "ops": skill("ops", ["U2"])})
-        ctx = Context(store=store, skills=skills, clock=lambda: AT + timedelta(days=1))
+        core = build(
+            store=store, skills=skills, channels={}, mind=None, clock=lambda: AT + timedelta(days=1)
+        )
         client = AsyncWebClient(token="xoxb-test", base_url=slack.url)
         inbound = SlackInbound(
-            inbox=Inbox(ctx),
-            runs=Runs(ctx),
+            inbox=core.inbox,
+            runs=core.runs,
             store=store,
             skills=skills,
             access=Access(skills=skills),
@@ -163,7 +165,7 @@ async def home(tmp_path: Path) -> AsyncIterator[Home]:
 
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://pizza.test") as http:
-            yield Home(slack, store, Inbox(ctx), tabs, http, Runs(ctx))
+            yield Home(slack, store, core.inbox, tabs, http, core.runs)
         slack.check()
         await store.aclose()
 

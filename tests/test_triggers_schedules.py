@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from pizzabot.agent.context import Context, utcnow
+from pizzabot.agent.context import utcnow
 from pizzabot.agent.errors import Conflict, InvalidArguments
 from pizzabot.agent.policy import Principal
-from pizzabot.agent.runs import Runs
 from pizzabot.agent.skills import Schedule, Skill, SkillBook
+from pizzabot.bot.core import build
 from pizzabot.channels.triggers.schedule_times import build_trigger, latest_fire, next_fires
 from pizzabot.channels.triggers.scheduler import Scheduler
 from pizzabot.store.migrate import upgrade
@@ -53,8 +53,8 @@ class Server:
         engine = connect(self.url)
         await upgrade(engine)
         self.store = SqlStore(engine)
-        self.ctx = Context(store=self.store, skills=self.skills, clock=self.clock)
-        self.runs = Runs(self.ctx)
+        core = build(store=self.store, skills=self.skills, channels={}, mind=None, clock=self.clock)
+        self.ctx, self.runs = core.ctx, core.runs
         self.sched = Scheduler(
             runs=self.runs,
             triggers=TriggerStore(self.store),

@@ -29,6 +29,7 @@ from pizzabot.agent.inbox import Inbox
 from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, Risk, RunStatus
 from pizzabot.agent.runs import Runs
 from pizzabot.agent.skills import Approvers, Skill, SkillBook
+from pizzabot.bot.core import build
 from pizzabot.channels.web import WebDeps, WebSite, install
 from pizzabot.store.migrate import upgrade
 from pizzabot.store.sql import SqlStore, connect
@@ -66,9 +67,13 @@ class WebApp:
         engine = connect(f"sqlite+aiosqlite:///{self.root / 'web.db'}")
         await upgrade(engine)
         self.store = SqlStore(engine)
-        self.ctx = Context(store=self.store, skills=SkillBook({self.skill.name: self.skill}))
-        self.inbox = Inbox(self.ctx)
-        self.runs = Runs(self.ctx)
+        core = build(
+            store=self.store,
+            skills=SkillBook({self.skill.name: self.skill}),
+            channels={},
+            mind=None,
+        )
+        self.ctx, self.inbox, self.runs = core.ctx, core.inbox, core.runs
         deps = WebDeps(
             store=self.store,
             inbox=self.inbox,
