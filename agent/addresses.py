@@ -6,7 +6,7 @@ Message-ID and its thread) and what a reply or a button click is traced back by
 (`external_id`). Both are stored as the deliveries table's columns and JSON, in the shape
 earlier versions wrote (the external id under "id"), so existing databases keep loading.
 
-    Target      = SlackTarget(conversation) | EmailTarget(address)
+    Target      = SlackTarget(conversation) | EmailTarget(address) | PushTarget(subscription)
                 | TeamsTarget(conversation) | DiscordTarget(channel) | TelegramTarget(chat)
     DeliveryRef = SlackRef(channel, ts, thread_ts) | EmailRef(message_id, thread, address)
                 | TeamsRef(service_url, conversation, activity, thread)
@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from typing import Any, Literal, assert_never
 
 __all__ = [
+    "SUBSCRIBERS",
     "DeliveryRef",
     "DiscordRef",
     "DiscordTarget",
     "EmailRef",
     "EmailTarget",
+    "PushTarget",
     "SlackRef",
     "SlackTarget",
     "Target",
@@ -97,11 +99,30 @@ class TelegramTarget:
         return self.chat
 
 
-Target = SlackTarget | EmailTarget | TeamsTarget | DiscordTarget | TelegramTarget
+#: A push target's address before the push channel fans it out to devices.
+SUBSCRIBERS = "subscribers"
+
+
+@dataclass(frozen=True)
+class PushTarget:
+    """Web Push: one browser's subscription, by its id; or `SUBSCRIBERS`, every subscribed
+    device of whoever may see the item, which the push channel turns into one delivery per
+    device when it is due (so one device's push service never holds up another's)."""
+
+    subscription: str = SUBSCRIBERS
+    kind: Literal["push"] = "push"
+
+    @property
+    def address(self) -> str:
+        return self.subscription
+
+
+Target = SlackTarget | EmailTarget | PushTarget | TeamsTarget | DiscordTarget | TelegramTarget
 
 _TARGETS: dict[str, type[Target]] = {
     "slack": SlackTarget,
     "email": EmailTarget,
+    "push": PushTarget,
     "teams": TeamsTarget,
     "discord": DiscordTarget,
     "telegram": TelegramTarget,

@@ -3,10 +3,11 @@
 Every card of an action item (a Slack message and its edit form, the App Home, a mail and
 its links and reply address, the web form, the API's item) carries the digest of the item as
 that card shows it: the arguments, the item's version (bumped by every edit) and the policy
-that asked (the rule, how many people must approve). A decision sends it back (`seen`);
-`pizzabot.agent.inbox.Inbox.decide` refuses one whose digest is not the item's now (`CardChanged`),
-and the store takes a decision only for the version it was made on, so an edit that lands
-between the two cannot slip under an approval either.
+that asked (the rule, how many people must approve, whether a passkey must confirm it). A
+decision sends it back (`seen`); `pizzabot.agent.inbox.Inbox.decide` refuses one whose digest
+is not the item's now (`CardChanged`), and the store takes a decision only for the version it
+was made on, so an edit that lands between the two cannot slip under an approval either. A
+passkey's step-up assertion is bound to the same digest (`pizzabot.agent.step_up`).
 
 The digest is a keyed-free SHA-256 of canonical JSON, cut to 128 bits: it names a state, it
 proves nothing on its own (every way in is authenticated already).
@@ -38,6 +39,9 @@ def card_digest(item: Item) -> str:
         "required": item.risk.approvals_required or 1,
         "requested_by": item.requested_by,
     }
+    if item.risk.step_up is not None:
+        # Only where it applies, so the digests of cards without a step-up stay as they were.
+        shown["step_up"] = item.risk.step_up
     canonical = json.dumps(shown, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:DIGEST_CHARS]
 

@@ -17,6 +17,7 @@ from pizzabot.agent.policy.access import Access
 from pizzabot.agent.policy.grants import Grants
 from pizzabot.agent.policy.quorum import Approvals
 from pizzabot.agent.skills import SkillBook
+from pizzabot.agent.step_up import Confirmer
 from pizzabot.agent.store import Store
 
 
@@ -60,6 +61,9 @@ class Context:
     #: Who may do what (`pizzabot.agent.policy.access`); by default from the skills alone (nobody
     #: starts runs by email).
     access: Access = field(default=None)  # type: ignore[assignment]
+    #: Checks the passkey assertion a step-up approval carries (`pizzabot.agent.step_up`);
+    #: None: this server checks none, so a call that needs one cannot be approved here.
+    step_up: Confirmer | None = None
 
     def __post_init__(self) -> None:
         if self.access is None:

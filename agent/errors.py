@@ -10,7 +10,9 @@
     │   ├── CardChanged        the card a decision was made on is not the item as it is now
     │   └── KillSwitchOn       the global kill switch refuses new work and holds decisions
     ├── NotAllowed             the principal may not do this (not an approver, out of scope)
-    │   └── OwnRequest         the person who asked may not approve it (self-approval rules)
+    │   ├── OwnRequest         the person who asked may not approve it (self-approval rules)
+    │   ├── StepUpRequired     this approval needs a fresh passkey assertion bound to the card
+    │   └── PasskeyRefused     a passkey ceremony failed (signature, counter, challenge)
     ├── InvalidArguments       edited arguments fail the tool's JSON schema (errors by field)
     │   └── InboxOnly          a run of an inbox-only skill (also a NotFound: no such runnable skill)
     └── RunError               the run failed (provider gave up, tool server would not start)
@@ -103,6 +105,24 @@ class NotAllowed(PizzaBotError):
 class OwnRequest(NotAllowed):
     """The person who asked for a call tried to approve it where that does not count: a rule
     that needs more than one person, or `self_approval: false`."""
+
+
+class StepUpRequired(NotAllowed):
+    """An approval of a call that needs a passkey (`step_up: passkey`) came without a valid
+    assertion bound to the card's digest: a channel's button alone decides nothing. `url` is
+    where the person confirms it with their passkey ("" when the page's address is unknown)."""
+
+    def __init__(self, why: str, *, url: str = "") -> None:
+        self.why = why
+        self.url = url
+        where = f" at {url}" if url else " on the web page"
+        super().__init__(f"{why}: open the card{where} and approve it with your passkey")
+
+
+class PasskeyRefused(NotAllowed):
+    """A passkey's answer was not accepted: an unknown or someone else's credential, a bad
+    signature, a challenge that was used, expired or made for something else, or a
+    signature counter that did not move forward (a cloned authenticator)."""
 
 
 class InvalidArguments(PizzaBotError):

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pizzabot.agent import conversation
 from pizzabot.agent.context import Context
 from pizzabot.agent.events import NewEvent, RunFinished
-from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, Run, RunStatus, Usage
+from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, Run, RunStatus, Target, Usage
 from pizzabot.agent.skills import Skill
 from pizzabot.agent.targets import targets_for
 
@@ -72,7 +72,7 @@ async def finish_run(
             NewEvent(RunFinished(status=status, result=result, error=error, by=actor)),
         ],
         unread=unread,
-        targets=targets_for(skill, ctx.channels) if skill is not None else [],
+        targets=_note_targets(skill, ctx.channels),
         result=result,
         error=error,
         usage=usage,
@@ -89,3 +89,11 @@ async def finish_run(
                 exc_info=True,
                 extra={"run_id": run.id},
             )
+
+
+def _note_targets(skill: Skill | None, channels: frozenset[str]) -> list[Target]:
+    """Where a run's note goes: the skill's places, but no push (a push is for a card that
+    waits on a person)."""
+    if skill is None:
+        return []
+    return [t for t in targets_for(skill, channels) if t.kind != "push"]

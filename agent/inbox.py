@@ -14,6 +14,10 @@ The run is re-queued in the same transaction, and every channel's copy is marked
 where a worker runs in this process and has room (`Handover`), the same transaction claims
 the run for it instead, and its step starts at once.
 
+A call that needs a passkey (`step_up: passkey`, see `pizzabot.agent.step_up`) is approved
+only with a fresh passkey assertion bound to its card's digest, checked here so that no
+channel can forget it; a reject never needs one.
+
 A question item (`ItemKind.QUESTION`, see `pizzabot.agent.questions`) is answered with the same
 decisions: an edit accepts the values it carries, an approval accepts the proposed values,
 both checked against the question's form; a reject declines. One person answers a question.
@@ -27,7 +31,7 @@ from datetime import datetime
 from typing import Any, assert_never
 
 from pizzabot.agent.argforms import validate_arguments
-from pizzabot.agent.card_digest import seen_matches
+from pizzabot.agent.card_digest import card_digest, seen_matches
 from pizzabot.agent.context import Context
 from pizzabot.agent.errors import (
     AlreadyDecided,
@@ -37,6 +41,8 @@ from pizzabot.agent.errors import (
     NotAllowed,
     NotFound,
     OwnRequest,
+    PasskeyRefused,
+    StepUpRequired,
 )
 from pizzabot.agent.events import DecisionMade, NewEvent
 from pizzabot.agent.model import (
@@ -57,6 +63,7 @@ from pizzabot.agent.policy.quorum import Count, count, person_of, required_for
 from pizzabot.agent.policy.rules import judge
 from pizzabot.agent.questions import question_url, validate_answer
 from pizzabot.agent.requests import request_end, request_ended
+from pizzabot.agent.step_up import Assertion, item_step_up
 from pizzabot.agent.store import Handover, RunEnd, Take, kill_reason
 
 log = logging.getLogger(__name__)
@@ -73,14 +80,24 @@ class Inbox:
         return self.ctx.access.may_decide(by, item)
 
     async def decide(
-        self, item_id: str, decision: Decision, *, by: Principal, seen: str | None = None
+        self,
+        item_id: str,
+        decision: Decision,
+        *,
+        by: Principal,
+        seen: str | None = None,
+        step_up: Assertion | None = None,
     ) -> Item:
         """Take `by`'s decision on the item, as the card whose digest is `seen` showed it
-        (`pizzabot.agent.card_digest`; None: as it is when read here)."""
+        (`pizzabot.agent.card_digest`; None: as it is when read here). An approval of a call
+        that needs a passkey counts only with `step_up`, an assertion for this card
+        (`pizzabot.agent.step_up`)."""
         store, now = self.ctx.store, self.ctx.clock()
         item = await store.get_item(item_id)
         await self._check_decidable(item, decision, by=by, seen=seen, now=now)
         final_args = await self._final_args(item, decision)
+        if isinstance(decision, Approve | Edit):
+            await self._check_step_up(item, decision, by=by, assertion=step_up, now=now)
         args_before = item.args
         if isinstance(decision, Approve | Edit) and self._required(item) > 1:
             counted = await self._count(item, decision, by=by)
@@ -162,6 +179,46 @@ class Inbox:
             return
         await self._audit_refused(item, by, {**detail, "why": why}, now)
         raise OwnRequest(why)
+
+    async def _check_step_up(
+        self,
+        item: Item,
+        decision: Approve | Edit,
+        *,
+        by: Principal,
+        assertion: Assertion | None,
+        now: datetime,
+    ) -> None:
+        """Refuse (audited) an approval of a call that needs a passkey, unless `assertion` is
+        one of `by`'s passkeys confirming this very card; audit the confirmation."""
+        skill = self.ctx.skills.get(item.skill) if item.skill in self.ctx.skills else None
+        if item_step_up(item, skill) is None:
+            return
+        url = f"{self.ctx.base_url}/items/{item.id}" if self.ctx.base_url else ""
+        digest = card_digest(item)
+        detail = {"decision": decision.kind}
+        confirmer = self.ctx.step_up
+        if assertion is None or confirmer is None:
+            why = "this call needs a passkey to approve"
+            if confirmer is None:
+                why += ", and this server checks no passkeys"
+            await self._audit_refused(item, by, {**detail, "why": why}, now)
+            raise StepUpRequired(why, url=url)
+        try:
+            name = await confirmer.confirm(item, digest=digest, by=by, assertion=assertion)
+        except PasskeyRefused as exc:
+            why = f"the passkey was not accepted ({exc})"
+            await self._audit_refused(item, by, {**detail, "why": why}, now)
+            raise StepUpRequired(why, url=url) from exc
+        await self.ctx.store.audit(
+            action="step_up_confirmed",
+            actor=by.actor,
+            channel=by.channel,
+            now=now,
+            run_id=item.run_id,
+            item_id=item.id,
+            detail={**detail, "passkey": name, "digest": digest},
+        )
 
     async def _changed(
         self, item: Item, decision: Decision, *, by: Principal, now: datetime

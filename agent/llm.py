@@ -1,9 +1,9 @@
 """Model calls: the routes a skill's model is reached by, and what every route guarantees.
 
 A skill's `model` picks its route (`ModelRouter`): `openai/...` models whose options the
-OpenAI SDK understands go straight through it (`pizzabot.agent.llm_openai`), the offline demo model
-has a route of its own (`pizzabot.bot.demo`), and everything else goes through litellm, which knows
-every other provider. litellm costs seconds and ~200 MiB to import, so it is imported on
+OpenAI SDK understands go straight through it (`pizzabot.agent.llm_openai`), the offline demo
+model has a route of its own (`pizzabot.agent.llm_demo`), and everything else goes through
+litellm, which knows every other provider. litellm costs seconds and ~200 MiB to import, so it is imported on
 the first call that needs it, never at module import: the server must answer `/healthz` at
 once, and a server whose skills never need litellm never loads it.
 

@@ -162,6 +162,9 @@ class Risk:
     #: the current count ("alice via Slack"; see `pizzabot.agent.policy.quorum`).
     approvals_required: int | None = None
     approved: tuple[str, ...] = ()
+    #: "passkey": an approval needs a fresh passkey assertion bound to this card
+    #: (`pizzabot.agent.step_up`); None: a channel's button is enough.
+    step_up: str | None = None
 
     def __post_init__(self) -> None:
         # Stored as a JSON list, read back as one.

@@ -1,7 +1,9 @@
 """Where a skill's items are delivered: its `deliver:` block, limited to configured channels.
 
 One function for the engine's first delivery of an item and the clock's reminders and
-escalations, so the two never disagree about where an item goes.
+escalations, so the two never disagree about where an item goes. Where Web Push is on, an
+item also goes to the subscribed devices of whoever may see it (`pizzabot.channels.push` fans that
+one target out per device).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from pizzabot.agent.addresses import (
     DiscordTarget,
     EmailTarget,
+    PushTarget,
     SlackTarget,
     Target,
     TeamsTarget,
@@ -32,6 +35,8 @@ def deliver_targets(deliver: Deliver, channels: frozenset[str]) -> list[Target]:
         targets.append(DiscordTarget(deliver.discord))
     if "telegram" in channels and deliver.telegram:
         targets.append(TelegramTarget(deliver.telegram))
+    if "push" in channels:
+        targets.append(PushTarget())
     return targets
 
 

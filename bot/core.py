@@ -32,6 +32,7 @@ from pizzabot.agent.policy.quorum import Approvals
 from pizzabot.agent.redaction import Redactor
 from pizzabot.agent.runs import Runs
 from pizzabot.agent.skills import Budget, SkillBook
+from pizzabot.agent.step_up import Confirmer
 from pizzabot.agent.store import Store
 from pizzabot.agent.tools import Tools
 from pizzabot.agent.worker import Worker
@@ -134,6 +135,7 @@ def build(
     grants: Grants | None = None,
     approvals: Approvals | None = None,
     access: Access | None = None,
+    step_up: Confirmer | None = None,
 ) -> Core:
     """Wire the engine's parts. `channels` are the ones this process delivers on; `reach`
     the ones items are addressed to (default: the same; a process that only steps runs
@@ -159,6 +161,7 @@ def build(
         approvals=approvals,
         decisions=decisions,
         access=access or Access(skills=skills),
+        step_up=step_up,
     )
     engine, worker = _stepping(ctx, mind, with_worker, workers_bell, redactor, timing)
     dispatcher = Dispatcher(

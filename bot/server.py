@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, TypedDict
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from pizzabot.agent.channel import Channel
 from pizzabot.agent.context import utcnow
 from pizzabot.agent.llm import LiteLLMClient, ModelRouter, freeze_after_import
+from pizzabot.agent.llm_demo import DemoModel
 from pizzabot.agent.llm_openai import OpenAIClient
 from pizzabot.agent.outbox import Limits
 from pizzabot.agent.policy import Access, Principal
@@ -44,7 +44,6 @@ from pizzabot.agent.skills import (
 from pizzabot.agent.tools_mcp import ToolHub
 from pizzabot.agent.worker import Worker
 from pizzabot.bot import (
-    demo,
     tracing,
     wire_chats,
     wire_digest,
@@ -56,6 +55,7 @@ from pizzabot.bot import (
 )
 from pizzabot.bot.core import Core, Mind, Timing
 from pizzabot.bot.core import build as build_core
+from pizzabot.bot.outlets import outlets
 from pizzabot.bot.services import EmailParts, Services, SlackParts
 from pizzabot.bot.settings import Settings, environment, private_folder
 from pizzabot.bot.skill_reload import SkillFiles
@@ -122,20 +122,21 @@ async def _assemble(
     redactor = Redactor.of(token, *settings.secret_values())
     tools = ToolHub(env=env, call_timeout=settings.tool_timeout, extra_servers=folder_servers)
     tracer = tracing.exporter(env) if settings.otel else None
-    slack, mail, outlets, addressed = _outlets(settings, store, access, files.book, serving)
+    out = outlets(settings, store, access, files.book, serving)
     home_bell = asyncio.Event()  # Slack's Home tabs are republished whenever the outbox wakes
     mind = _mind(settings, env=env, redactor=redactor, tools=tools)
     core = build_core(
         store=store,
         skills=files.book,
-        channels={c.name: c for c in outlets},
-        reach=addressed,
+        channels={c.name: c for c in out.channels},
+        reach=out.addressed,
         mind=mind,
         with_worker=settings.worker if with_worker is None else with_worker,
-        outbox_listeners=(home_bell,) if slack is not None else (),
+        outbox_listeners=(home_bell,) if out.slack is not None else (),
         on_run_end=tracing.run_end_hook(store, tracer) if tracer is not None else None,
         **_engine_settings(settings, store, redactor),
         access=access,
+        step_up=out.phone.passkeys,
     )
     await _audit_skills(store, files.report, now=utcnow())
     if not store.is_postgres and core.worker is not None:
@@ -152,34 +153,17 @@ async def _assemble(
         tools=tools,
         skill_files=files,
         schema_change=schema_change,
-        slack=_slack(settings, slack, core=core, store=store, access=access, bell=home_bell),
-        email=_email(settings, mail, core=core, store=store, access=access),
+        slack=_slack(settings, out.slack, core=core, store=store, access=access, bell=home_bell),
+        email=_email(settings, out.mail, core=core, store=store, access=access),
         triggers=wire_triggers.build(settings, store=store, core=core) if serving else None,
-        chats=wire_chats.build(settings, outlets, core=core, store=store, access=access),
+        phone=out.phone,
+        chats=wire_chats.build(settings, out.channels, core=core, store=store, access=access),
     )
     if tracer is not None:
         svc.closers.append(tracing.flusher(tracer))
     if isinstance(mind.model, ModelRouter):
         svc.closers.append(mind.model.aclose)
     return svc
-
-
-def _outlets(
-    settings: Settings, store: SqlStore, access: Access, skills: SkillBook, serving: bool
-) -> tuple[SlackChannel | None, wire_email.EmailOutlet | None, list[Channel], frozenset[str]]:
-    """The channels this process delivers on (none in a worker), and the ones items are
-    addressed to: the channels people are on (a worker's are its servers'), while requests'
-    callbacks are their own."""
-    slack = wire_slack.outlet(settings, store=store) if serving else None
-    mail = (
-        wire_email.outlet(settings, store=store, access=access, clock=utcnow) if serving else None
-    )
-    outlets: list[Channel] = [c for c in (slack, mail.channel if mail else None) if c is not None]
-    outlets += wire_chats.outlets(settings, store=store) if serving else []
-    addressed = frozenset(c.name for c in outlets) if serving else reach(settings)
-    if serving:
-        outlets.append(_callbacks(settings, store, skills))
-    return slack, mail, outlets, addressed
 
 
 class EngineParts(TypedDict):
@@ -241,24 +225,6 @@ def _email(
     return wire_email.build(settings, outlet=outlet, core=core, store=store, access=access)
 
 
-def _callbacks(settings: Settings, store: SqlStore, skills: SkillBook) -> Channel:
-    """Requests' callbacks, signed with the secret their skill's `callback_secret_env` names."""
-    from pizzabot.channels.callback import CallbackChannel
-
-    def secret_for(skill: str) -> str | None:
-        env = skills.get(skill).callback_secret_env if skill in skills else None
-        return environment().get(env) if env else None
-
-    return CallbackChannel(store=store, secret_for=secret_for, base_url=settings.base_url)
-
-
-def reach(settings: Settings) -> frozenset[str]:
-    """The channels servers with these settings deliver on."""
-    on = {"slack": wire_slack.reaches(settings), "email": wire_email.enabled(settings)}
-    on |= wire_chats.reach(settings)
-    return frozenset(name for name, yes in on.items() if yes)
-
-
 async def _open_store(settings: Settings) -> tuple[SqlStore, str | None]:
     """The store, its schema brought up to date; and what that did (None: nothing)."""
     engine = connect(settings.db_url)
@@ -302,7 +268,7 @@ def _mind(settings: Settings, *, env: dict[str, str], redactor: Redactor, tools:
     litellm for every other model (each imported only when a skill needs it)."""
     attempts, timeout = settings.model_attempts, settings.model_timeout
     model = ModelRouter(
-        demo.DemoModel(),
+        DemoModel(),
         OpenAIClient(env=env, redactor=redactor, attempts=attempts, timeout=timeout),
         fallback=LiteLLMClient(env=env, redactor=redactor, attempts=attempts, timeout=timeout),
     )

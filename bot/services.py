@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from pizzabot.channels.email import EmailChannel, ImapReceiver, LinkDesk
     from pizzabot.channels.slack import HomeTabs, SlackChannel
     from pizzabot.channels.triggers.scheduler import Scheduler
+    from pizzabot.channels.web.phone import PhoneDeps
     from pizzabot.store.pg import Leadership
 
 
@@ -101,6 +102,8 @@ class Services:
     triggers: TriggerParts | None = None
     #: Teams, Discord and Telegram, by channel name: only those the settings turn on.
     chats: dict[str, ChatParts] = field(default_factory=dict)
+    #: Push subscriptions and passkeys, as the web page uses them (`pizzabot.bot.wire_phone`).
+    phone: PhoneDeps | None = None
     #: Long-lived tasks (receivers, loops) cancelled at shutdown.
     background: list[asyncio.Task[Any]] = field(default_factory=list)
     #: Called at shutdown, newest first (close clients, stop servers).

@@ -204,6 +204,12 @@ class Settings(BaseSettings):
     web_login_max_failures: int = 10
     web_login_window: float = 300.0  # seconds over which failures count, and the wait after
 
+    # The phone (bot/wire_phone.py): Web Push to subscribed browsers, passkeys, step-up
+    push: bool = True  # send a push for each card that waits to the browsers people subscribe
+    push_contact: str | None = None  # VAPID "sub": a mailto: or https: address; default: public URL
+    push_loopback: bool = False  # accept push services over plain http on loopback (tests)
+    passkey_rp_id: str | None = None  # the passkeys' host name; default: the public URL's
+
     @property
     def db_url(self) -> str:
         return self.database_url or f"sqlite+aiosqlite:///{self.data_dir / 'pizzabot.db'}"

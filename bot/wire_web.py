@@ -30,6 +30,7 @@ def _deps(request: Request) -> WebDeps:
         grants=svc.ctx.grants,
         tokens=svc.tokens,
         access=svc.access,
+        phone=svc.phone,
     )
 
 

@@ -146,6 +146,7 @@ class SwitchRow(Base):
 import pizzabot.store.tables_approvals  # noqa: E402
 import pizzabot.store.tables_grants  # noqa: E402
 import pizzabot.store.tables_mail  # noqa: E402
+import pizzabot.store.tables_phone  # noqa: E402
 import pizzabot.store.tables_requests  # noqa: E402
 import pizzabot.store.tables_tokens  # noqa: E402
 import pizzabot.store.tables_triggers  # noqa: E402,F401

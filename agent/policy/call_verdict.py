@@ -15,6 +15,10 @@ caller knows, and it says so:
   the run is not offered: it could never cover anything.
 - `granted`: the grants that may cover the call (`Grants.for_call`), looked up by the caller
   only when the rules ask, since that is a query.
+
+A call whose approval needs a passkey (`pizzabot.agent.step_up`) says so on its card
+(`Risk.step_up`), and no grant is offered for it or covers it: a grant would skip the passkey
+next time.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from pizzabot.agent.model import Risk
 from pizzabot.agent.policy.grants import Grant, covering, offered, scope_of
 from pizzabot.agent.policy.rules import Ruling, ToolHints, judge
 from pizzabot.agent.skills import Skill
+from pizzabot.agent.step_up import step_up_for
 
 __all__ = ["CallVerdict", "Granted", "call_verdict", "card_risk"]
 
@@ -72,7 +77,7 @@ def call_verdict(
     ruling = judge(skill, tool, args, hints)
     risk = card_risk(skill, tool, ruling, hints=hints, claimed=claimed, one_call=one_call)
     grant = None
-    if ruling.policy == "ask" and granted is not None:
+    if ruling.policy == "ask" and granted is not None and risk.step_up is None:
         grant = covering(
             granted.grants,
             skill=skill,
@@ -95,7 +100,8 @@ def card_risk(
 ) -> Risk:
     """What the card says of the call: the skill's risk notes, else what the caller claims
     (the tool's hints, a request's notes); the rule that asked; the grants offered; how many
-    people must approve, where more than one."""
+    people must approve, where more than one; whether a passkey must confirm an approval
+    (then no grant is offered)."""
     notes = skill.rule(tool).risk
     if not notes.noted and claimed is not None and claimed.noted:
         notes = claimed
@@ -103,7 +109,8 @@ def card_risk(
     rule = ruling.by_rule
     if rule is not None and ruling.reason:
         rule = f"{rule}: {ruling.reason}"
-    grants = offered(skill, tool)
+    step_up = step_up_for(skill, tool, ruling, notes)
+    grants = () if step_up else offered(skill, tool)
     if one_call:
         grants = tuple(c for c in grants if scope_of(c) != "run")
     required = skill.approvals_required(tool)
@@ -115,4 +122,5 @@ def card_risk(
         rule=rule,
         grants=grants,
         approvals_required=required if required > 1 else None,
+        step_up=step_up,
     )

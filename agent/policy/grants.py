@@ -28,7 +28,9 @@ from typing import Any, Literal, Protocol, assert_never
 from pizzabot.agent.errors import NotAllowed
 from pizzabot.agent.policy.access import Access, audit_refusal
 from pizzabot.agent.policy.principal import Principal
+from pizzabot.agent.policy.rules import judge
 from pizzabot.agent.skills import Skill, ToolRule, parse_duration
+from pizzabot.agent.step_up import step_up_for
 from pizzabot.agent.store import AuditTrail
 
 __all__ = [
@@ -154,9 +156,9 @@ def _required_approvals(rule: ToolRule) -> int:
 def offered(skill: Skill, tool: str) -> tuple[str, ...]:
     """The grants a card for `tool` ("server.tool") offers next to Approve: the tool's
     `grants` (by default `run`, `1h` and `exact`), none where it needs more than one
-    approver."""
+    approver, or a passkey (`pizzabot.agent.step_up`: a grant would skip it next time)."""
     rule = skill.rule(tool)
-    if _required_approvals(rule) > 1:
+    if _required_approvals(rule) > 1 or step_up_for(skill, tool, None, rule.risk) is not None:
         return ()
     return tuple(rule.grants)
 
@@ -252,8 +254,10 @@ def covering(
 ) -> Grant | None:
     """The first of `grants` that covers the call, among those the tool still offers under
     `skill` (the version the run uses): a tool that stopped offering a grant, or that now
-    needs two approvers, is asked about again."""
+    needs two approvers or a passkey (for these arguments too), is asked about again."""
     still = offered(skill, tool)
+    if still and step_up_for(skill, tool, judge(skill, tool, args), skill.rule(tool).risk):
+        return None  # a rule that asks for a passkey: asked every time
     for grant in grants:
         if not any(same_choice(grant.choice, c) for c in still):
             continue

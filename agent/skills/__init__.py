@@ -7,7 +7,8 @@ and what is wrong, and the other skills still load.
 The package's modules, and what each holds:
 
 - `skill`: the `Skill` model of one file, and its look-ups (a tool's rule, its approvers);
-- `servers`, `tools`, `rules`, `people`, `budget`, `triggers`: the parts of a skill file;
+- `servers`, `tools`, `rules`, `people`, `budget`, `triggers`, `step_up`: the parts of a
+  skill file;
 - `durations`: "30s", "15m", "2h", "1d";
 - `errors`: `SkillFileError`, and pydantic's errors as lines and messages for the user;
 - `loader`: `parse_skill` and `load_skills`;
@@ -32,6 +33,7 @@ from pizzabot.agent.skills.people import (
 from pizzabot.agent.skills.rules import OPERATORS, Check, Condition, Policy, Rule
 from pizzabot.agent.skills.servers import Folder, HttpServer, StdioServer
 from pizzabot.agent.skills.skill import Defaults, Origin, Skill, inbox_only
+from pizzabot.agent.skills.step_up import RiskWord, StepUp, StepUpFor
 from pizzabot.agent.skills.tools import DEFAULT_GRANTS, Approvals, ToolRule
 from pizzabot.agent.skills.triggers import DigestAt, Hook, Schedule
 
@@ -61,12 +63,15 @@ __all__ = [
     "Problem",
     "Refusal",
     "Reload",
+    "RiskWord",
     "Rule",
     "Schedule",
     "Skill",
     "SkillBook",
     "SkillFileError",
     "StdioServer",
+    "StepUp",
+    "StepUpFor",
     "ToolRule",
     "inbox_only",
     "load_skills",

@@ -141,6 +141,16 @@ class Rule(Strict):
     policy: Policy
     #: Shown on the card; for `deny`, what the model reads.
     reason: str | None = None
+    #: `passkey`: an approval, when this rule asked, needs a fresh passkey assertion.
+    step_up: Literal["passkey"] | None = None
+
+    @model_validator(mode="after")
+    def _step_up_asks(self) -> Rule:
+        if self.step_up is not None and self.policy != "ask":
+            raise ValueError(
+                "step_up applies to an approval: give it to a rule whose policy is ask"
+            )
+        return self
 
     @model_validator(mode="after")
     def _auto_runs_nothing(self) -> Rule:

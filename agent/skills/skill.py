@@ -24,6 +24,7 @@ from pizzabot.agent.skills.people import (
 )
 from pizzabot.agent.skills.rules import Policy
 from pizzabot.agent.skills.servers import Folder, HttpServer, StdioServer
+from pizzabot.agent.skills.step_up import StepUp, StepUpFor
 from pizzabot.agent.skills.tools import ToolRule
 from pizzabot.agent.skills.triggers import DigestAt, Hook, Schedule
 
@@ -87,6 +88,9 @@ class Skill(Strict):
     callback_secret_env: Annotated[str | None, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] = None
     #: False: whoever asked for a call may not approve it (a tool's entry may say otherwise).
     self_approval: bool = True
+    #: Which approvals need a fresh passkey assertion: all, or by risk
+    #: (`pizzabot.agent.skills.step_up`).
+    step_up: StepUp | StepUpFor | None = None
     _origin: Origin | None = PrivateAttr(default=None)
 
     @property

@@ -12,6 +12,7 @@ from pizzabot.agent.skills._base import Strict
 from pizzabot.agent.skills.durations import Duration, parse_duration
 from pizzabot.agent.skills.people import Escalation
 from pizzabot.agent.skills.rules import Policy, Rule
+from pizzabot.agent.skills.step_up import StepUp
 
 #: The grants a tool offers when its entry does not say (`grants:`).
 DEFAULT_GRANTS = ("run", "1h", "exact")
@@ -49,6 +50,9 @@ class ToolRule(Strict):
     approvals: Approvals = Approvals()
     #: False: whoever asked for a call of this tool may not approve it (None: the skill's).
     self_approval: bool | None = None
+    #: `passkey`: every approval of this tool needs a fresh passkey assertion
+    #: (`pizzabot.agent.skills.step_up`).
+    step_up: StepUp | None = None
 
     @field_validator("timeout", "remind_after", "escalate_after", mode="before")
     @classmethod

@@ -22,6 +22,7 @@ from pizzabot.agent.errors import (
     NotAllowed,
     NotFound,
     OwnRequest,
+    StepUpRequired,
 )
 from pizzabot.agent.inbox import Inbox
 from pizzabot.agent.model import Decision, Item
@@ -100,7 +101,7 @@ class ChatDesk:
             return CHANGED
         try:
             await self.inbox.decide(item_id, decision, by=self.who(user), seen=seen)
-        except OwnRequest as exc:
+        except (OwnRequest, StepUpRequired) as exc:  # StepUpRequired: says where to confirm
             return str(exc)
         except NotAllowed:
             return self.not_approver

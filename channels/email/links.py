@@ -42,6 +42,7 @@ from pizzabot.agent.errors import (
     KillSwitchOn,
     NotAllowed,
     NotFound,
+    StepUpRequired,
 )
 from pizzabot.agent.inbox import Inbox
 from pizzabot.agent.model import Box, Item, ItemKind, decision_from
@@ -125,6 +126,10 @@ def make_links(
 
     edit = url("edit") if item.kind is ItemKind.TOOL else None
     page = f"{base_url.rstrip('/')}/items/{item.id}"
+    if item.risk.step_up is not None:
+        # Approved only with a passkey, on the web page: a link alone cannot
+        # (`pizzabot.agent.step_up`).
+        return Links(approve=page, reject=url("reject"), edit=page, expires=expires, page=page)
     return Links(
         approve=url("approve"), reject=url("reject"), edit=edit, expires=expires, page=page
     )
@@ -314,6 +319,9 @@ class LinkDesk:
             return _message(409, "Halted", str(exc))
         except AlreadyApproved as exc:
             return _message(409, "Approved already", str(exc))
+        except StepUpRequired as exc:  # a link alone cannot approve it: the page says where
+            await self.log.release(key)
+            return _message(403, "Confirm with your passkey", str(exc))
         except NotAllowed:
             return _message(
                 403,

@@ -9,7 +9,7 @@
     schema.py         the documented shapes; answers.py makes them from the engine's nouns
     errors.py         the engine's errors as HTTP answers
     runs_api.py, items_api.py, control_api.py, requests_api.py, grants_api.py,
-    schedules_api.py, tokens_api.py
+    schedules_api.py, tokens_api.py, push_api.py
                       the routes, one module per area
 
 `install` adds every router and the error handlers to an app; the composition root sets the
@@ -22,6 +22,7 @@ from pizzabot.channels.http import (
     control_api,
     grants_api,
     items_api,
+    push_api,
     requests_api,
     runs_api,
     schedules_api,
@@ -44,5 +45,6 @@ def install(app: FastAPI) -> None:
         grants_api,
         tokens_api,
         schedules_api,
+        push_api,
     ):
         app.include_router(module.router)

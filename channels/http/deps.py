@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 from fastapi import Depends, HTTPException, Request
 
+from pizzabot.agent.devices import Subscriptions
 from pizzabot.agent.inbox import Inbox
 from pizzabot.agent.policy import Access
 from pizzabot.agent.policy.grants import Grants
@@ -59,6 +60,8 @@ class ApiDeps:
     grants: Grants | None = None
     #: None in a process that runs no scheduler.
     scheduler: Scheduler | None = None
+    #: The browsers that get Web Push (`pizzabot.channels.http.push_api`); None: none are kept.
+    push: Subscriptions | None = None
 
 
 def api_deps(request: Request) -> ApiDeps:

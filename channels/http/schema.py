@@ -94,6 +94,8 @@ class Risk(BaseModel):
     # How many different people must approve, and who has so far.
     approvals_required: int | None = None
     approved: list[str] | None = None
+    # "passkey": an approval needs a fresh passkey assertion, given on the web page.
+    step_up: str | None = None
 
     @model_serializer(mode="wrap")
     def _only_what_applies(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -169,7 +169,7 @@ def _action(item: Item, base_url: str) -> Message:
     if item.decided:
         blocks.append(section(decided_text(item)))
     else:
-        blocks.append(buttons(item))
+        blocks.append(buttons(item, url=url))
     blocks.append(context(link(url, "Open on the web page")))
     return Message(text=esc(clip(item.title, 300)), blocks=blocks)
 
@@ -187,9 +187,12 @@ def read_value(value: str) -> tuple[str, str | None]:
     return item_id, seen or None
 
 
-def buttons(item: Item) -> dict[str, Any]:
+def buttons(item: Item, *, url: str | None = None) -> dict[str, Any]:
     """Approve, Edit (tool calls only) and Reject: one row, the same on a card and in Home
-    (a question's own buttons for a question)."""
+    (a question's own buttons for a question). A call that needs a passkey
+    (`pizzabot.agent.step_up`) is approved on the web page: its Approve opens the card there
+    (`url`), and its click alone decides nothing (the inbox refuses it and the clicker is
+    told)."""
     if item.kind is ItemKind.QUESTION:
         return question_buttons(item)
     budget = item.kind is ItemKind.BUDGET
@@ -200,6 +203,10 @@ def buttons(item: Item) -> dict[str, Any]:
         "style": "primary",
         "value": card_value(item),
     }
+    if item.risk.step_up is not None and not budget:
+        approve["text"] = plain("Approve with passkey")
+        if url and url.startswith(("https://", "http://")):
+            approve["url"] = url
     reject: dict[str, Any] = {
         "type": "button",
         "action_id": REJECT,

@@ -29,6 +29,7 @@ from pizzabot.agent.errors import (
     NotAllowed,
     NotFound,
     OwnRequest,
+    StepUpRequired,
 )
 from pizzabot.agent.inbox import Inbox
 from pizzabot.agent.model import Approve, Decision, Edit, Item, ItemKind, Reject
@@ -155,7 +156,7 @@ class SlackInbound:
         note: str | None = None
         try:
             await self.inbox.decide(item_id, decision, by=Principal.of(CHANNEL, user), seen=seen)
-        except OwnRequest as exc:
+        except (OwnRequest, StepUpRequired) as exc:  # StepUpRequired: says where to confirm
             note = blocks.esc(str(exc))
         except NotAllowed:
             note = _NOT_APPROVER

@@ -15,6 +15,9 @@ running services, the cookie's and the login throttle's settings) and calls `ins
     routes_items.py   the inbox, an item's page, deciding
     routes_runs.py    runs: list, start, timeline, cancel, follow up
     routes_logs.py    the audit log and the schedules
+    routes_phone.py   installing the page (manifest, service worker), Web Push subscriptions
+    routes_passkeys.py passkeys: add, remove, sign in, confirm a card that needs one
+    phone.py          what those two need (`PhoneDeps`)
     router.py         all of them in one router; install
 """
 
@@ -22,11 +25,13 @@ from pizzabot.channels.web._render import STATIC as STATIC_DIR
 from pizzabot.channels.web._session import COOKIE as SESSION_COOKIE
 from pizzabot.channels.web._session import Sessions
 from pizzabot.channels.web.deps import WebDeps, WebSite
+from pizzabot.channels.web.phone import PhoneDeps
 from pizzabot.channels.web.router import install, web_router
 
 __all__ = [
     "SESSION_COOKIE",
     "STATIC_DIR",
+    "PhoneDeps",
     "Sessions",
     "WebDeps",
     "WebSite",

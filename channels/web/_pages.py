@@ -37,12 +37,15 @@ FLASHES: dict[str, tuple[str, str]] = {
     "revoked": ("Grant revoked: the next call it covered asks again.", "ok"),
     "answered": ("Answer sent.", "ok"),
     "declined": ("Declined: the asker is told you said no.", "ok"),
+    "unsubscribed": ("That browser gets no more notifications.", "ok"),
+    "passkey_removed": ("Passkey removed: it signs nobody in any more.", "ok"),
 }
 
 HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; "
-        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+        "connect-src 'self'; manifest-src 'self'; worker-src 'self'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",

@@ -18,6 +18,8 @@ from pizzabot.channels.web import (
     routes_items,
     routes_login,
     routes_logs,
+    routes_passkeys,
+    routes_phone,
     routes_runs,
 )
 from pizzabot.channels.web._render import STATIC
@@ -33,6 +35,8 @@ PARTS = (
     routes_logs.router,
     routes_grants.router,
     routes_batch.router,
+    routes_phone.router,
+    routes_passkeys.router,
 )
 
 #: Every route of the web inbox, to include at ``/``. HTML pages, so not in the API's schema.

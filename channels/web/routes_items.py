@@ -5,6 +5,11 @@ An item page's three forms (approve, edit, reject) post to the page's own addres
 was typed and the errors: the address a reload, a bookmark or a copied link shows correctly.
 The ``/approve``, ``/edit`` and ``/reject`` addresses stay for pages loaded before.
 
+A call that needs a passkey (`pizzabot.agent.step_up`) is approved by the same forms, carrying the
+passkey's answer the page's script added (`routes_passkeys`). A notification's button opens
+the page with `?confirm=approve|reject`, which only says what was chosen: the person decides
+here.
+
 A question item (a running tool asks a person, `pizzabot.agent.questions`) posts the same decisions:
 Send is an edit with the form's values, Decline a reject, and a link's Done an approval.
 """
@@ -39,6 +44,7 @@ from pizzabot.agent.model import (
     Run,
 )
 from pizzabot.agent.questions import answer_of, question_url, read_link
+from pizzabot.agent.step_up import Assertion, item_step_up
 from pizzabot.channels.web._pages import error_page, fragment, go, not_found, page, safe_next
 from pizzabot.channels.web.deps import Post, Posted, SignedIn, SignedInLive, Visit
 from pizzabot.channels.web.forms import FieldView, field_views, read_form
@@ -50,6 +56,17 @@ CHANGED = (
     "This call was changed after the page showed it, so nothing was decided. "
     "It is shown below as it is now: look again, then decide."
 )
+
+#: The longest passkey answer a form may carry (a few signatures and ids, base64url).
+_MAX_ASSERTION = 16_000
+
+#: What the page says when a notification's button brought the person here.
+_CONFIRM = {
+    "approve": "You chose Approve in the notification: nothing is decided yet. Look at the "
+    "call, then approve it here.",
+    "reject": "You chose Reject in the notification: nothing is decided yet. Give a reason "
+    "if you like, then reject it here.",
+}
 
 router = APIRouter()
 
@@ -150,6 +167,14 @@ async def _approve(post: Post, item_id: str) -> Response:
     return await _decide(post, item_id, Approve(grant=post.text("grant").strip()[:32] or None))
 
 
+def _assertion(post: Post) -> Assertion | None:
+    """The passkey's answer the page's script put on an approval that needs one."""
+    nonce, credential = post.text("nonce").strip()[:100], post.text("assertion")
+    if not nonce or not credential or len(credential) > _MAX_ASSERTION:
+        return None
+    return Assertion(nonce=nonce, credential=credential)
+
+
 async def _reject(post: Post, item_id: str) -> Response:
     return await _decide(post, item_id, Reject(post.text("reason").strip()[:4000]))
 
@@ -158,7 +183,9 @@ async def _decide(post: Post, item_id: str, decision: Decision) -> Response:
     """Approve or reject (a budget item: extend or stop), then back to the item's page."""
     v = post.visit
     try:
-        item = await v.deps.inbox.decide(item_id, decision, by=v.by, seen=_seen(post))
+        item = await v.deps.inbox.decide(
+            item_id, decision, by=v.by, seen=_seen(post), step_up=_assertion(post)
+        )
     except NotFound:
         return await not_found(v, "item")
     except AlreadyDecided:
@@ -196,7 +223,9 @@ async def _edit(post: Post, item_id: str) -> Response:
     args, errors, raw = read_form(schema, post.form)
     if not errors:
         try:
-            edited = await v.deps.inbox.decide(item_id, Edit(args), by=v.by, seen=_seen(post))
+            edited = await v.deps.inbox.decide(
+                item_id, Edit(args), by=v.by, seen=_seen(post), step_up=_assertion(post)
+            )
         except AlreadyDecided:
             return go(v, f"/items/{item_id}", "late")
         except CardChanged as exc:
@@ -261,6 +290,8 @@ async def _item_page(
         opens=read_link(link) if link is not None else None,
         answer=answer_of(item) if item.kind is ItemKind.QUESTION else None,
         seen=card_digest(item),
+        step_up=item_step_up(item, skills.get(item.skill) if item.skill in skills else None),
+        confirm=_CONFIRM.get(v.request.query_params.get("confirm", "")),
     )
 
 

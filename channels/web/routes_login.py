@@ -21,7 +21,7 @@ from pizzabot.channels.web._pages import HEADERS, go, page, safe_next
 from pizzabot.channels.web._session import COOKIE, MAX_AGE
 from pizzabot.channels.web.deps import CHANNEL, Posted, Visit, Visitor, form_text
 
-__all__ = ["router"]
+__all__ = ["router", "start_session"]
 
 router = APIRouter()
 
@@ -93,6 +93,13 @@ async def _login(v: Visit, token: str, next_: str | None) -> Response:
         action="web_login", actor=who.actor, channel=CHANNEL, now=now, detail=detail
     )
     response = RedirectResponse(f"{v.root}{safe_next(next_) or '/'}", 303, headers=HEADERS)
+    start_session(v, who, response)
+    return response
+
+
+def start_session(v: Visit, who: Principal, response: Response) -> None:
+    """Sign `who` in: `response` sets a new session cookie for them (a token's login, or a
+    passkey's, `pizzabot.channels.web.routes_passkeys`)."""
     response.set_cookie(
         COOKIE,
         v.sessions.issue(who.token_id),
@@ -102,7 +109,6 @@ async def _login(v: Visit, token: str, next_: str | None) -> Response:
         samesite="strict",
         secure=v.site.secure_cookie,
     )
-    return response
 
 
 async def _who(v: Visit, token: str) -> Principal | None:

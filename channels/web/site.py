@@ -22,6 +22,7 @@ from pizzabot.agent.runs import Runs
 from pizzabot.agent.skills import SkillBook
 from pizzabot.agent.store import Store
 from pizzabot.channels.web._session import LoginThrottle, SessionEnds, Sessions
+from pizzabot.channels.web.phone import PhoneDeps
 
 __all__ = ["CHANNEL", "Answered", "Post", "Visit", "WebDeps", "WebSite", "form_text"]
 
@@ -51,6 +52,8 @@ class WebDeps:
     tokens: Tokens | None = None
     #: Who may do what; by default the inbox's.
     access: Access | None = None
+    #: Web Push and passkeys (`pizzabot.channels.web.phone`); None: the page offers neither.
+    phone: PhoneDeps | None = None
 
     @property
     def policy(self) -> Access:

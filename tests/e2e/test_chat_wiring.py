@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from pizzabot.bot import wire_chats
-from pizzabot.bot.server import reach
+from pizzabot.bot.outlets import reach
 from pizzabot.bot.settings import Settings
 from tests.peers.server import BYTECODE
 

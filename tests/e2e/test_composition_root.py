@@ -96,6 +96,7 @@ async def test_a_worker_process_addresses_cards_to_the_servers_channels(
             deliveries = await worker.store.deliveries(item.id)
     assert sorted((d.channel, d.address) for d in deliveries) == [
         ("email", ALICE),
+        ("push", "subscribers"),
         ("slack", "#ops"),
     ]
     assert {d.status for d in deliveries} == {DeliveryStatus.PENDING}
@@ -107,7 +108,7 @@ async def test_a_worker_addresses_no_channel_the_settings_leave_off(tmp_path: Pa
     (tmp_path / "skills").mkdir()
     settings = _settings(tmp_path, slack_mode="http", email_from=None)
     async with _built(settings, serving=False) as worker:
-        assert worker.ctx.channels == frozenset()
+        assert worker.ctx.channels == frozenset({"push"})  # Web Push needs no setting
 
 
 async def test_slack_and_email_ask_one_policy(tmp_path: Path) -> None:
@@ -116,9 +117,9 @@ async def test_slack_and_email_ask_one_policy(tmp_path: Path) -> None:
         assert server.slack is not None and server.email is not None
         assert server.slack.home.inbound.access is server.access
         assert server.email.channel.access is server.access
-        assert server.ctx.channels == frozenset({"slack", "email"})
+        assert server.ctx.channels == frozenset({"slack", "email", "push"})
         # The outbox also posts requests' callbacks, which no item is addressed to.
-        assert set(server.dispatcher.channels) == {"slack", "email", "callback"}
+        assert set(server.dispatcher.channels) == {"slack", "email", "push", "callback"}
         # The one policy was given the allowed senders: a stranger may not start a run.
         assert server.access.may_start(Principal.of("email", ALICE))
         assert not server.access.may_start(Principal.of("email", "mallory@example.test"))

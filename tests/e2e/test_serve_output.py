@@ -65,7 +65,7 @@ async def test_start_block_ready_line_and_stop_line(tmp_path: Path) -> None:
     assert len(lines[4]) > 80  # one line, however long
     [ready] = [line for line in lines if line.startswith("ready: ")]
     assert ready == (
-        "ready: skills demo; refused broken.yaml (`pizzabot skills` says why); channels web; "
+        "ready: skills demo; refused broken.yaml (`pizzabot skills` says why); channels web, push; "
         f"worker on; database created (schema {head_revision()})"
     )
     assert lines[-1] == "Pizza Bot stopped (SIGTERM); its runs are kept and go on at the next start"

@@ -14,6 +14,7 @@ import pytest
 from fastapi import FastAPI
 
 from pizzabot.agent.model import ItemStatus
+from pizzabot.agent.skills import StepUpFor
 from pizzabot.channels.email.keys import MailKey
 from pizzabot.channels.email.links import links_router, sign_link
 from tests.peers.email_bot import ALICE, MALLORY, PROPOSED, USERS, EmailBot, email_skill
@@ -160,3 +161,26 @@ async def test_non_approvers_get_no_links_and_forged_or_old_links_fail(
     refused = await web.post(f"/mail/d/{outsider}")
     assert refused.status_code == 403
     assert (await bot.store.get_item(item.id)).status is ItemStatus.PENDING
+
+
+async def test_a_link_alone_cannot_approve_a_call_that_needs_a_passkey(
+    mail: MailServer, tmp_path: Path
+) -> None:
+    """The skill asks for a passkey on irreversible calls: the mail's Approve link decides
+    nothing and says where to confirm it; Reject still works from the mail."""
+    skill = email_skill(step_up=StepUpFor(passkey=["irreversible"]))
+    async with EmailBot(mail, tmp_path, skill=skill, public_url=PUBLIC) as bot:
+        app = FastAPI()
+        app.include_router(links_router(lambda _request: bot.links))
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=PUBLIC) as web:
+            item = await bot.action()
+            links = links_in(await bot.mail_for(item.id))
+            refused = await web.post(links["approve"])
+            assert refused.status_code == 403
+            assert "Confirm with your passkey" in refused.text
+            assert "needs a passkey" in refused.text and "open the card" in refused.text
+            assert (await bot.store.get_item(item.id)).status is ItemStatus.PENDING
+            rejected = await web.post(links["reject"], data={"reason": "not by mail"})
+            assert rejected.status_code == 200
+            assert (await bot.store.get_item(item.id)).status is ItemStatus.REJECTED

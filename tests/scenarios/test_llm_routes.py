@@ -14,11 +14,11 @@ import pytest
 
 from pizzabot.agent.errors import ModelError, UserError
 from pizzabot.agent.llm import LiteLLMClient, ModelReply, ModelRoute, ModelRouter
+from pizzabot.agent.llm_demo import DemoModel
 from pizzabot.agent.llm_openai import OpenAIClient, direct
 from pizzabot.agent.llm_prices import known_price
 from pizzabot.agent.skills import Skill
 from pizzabot.agent.testing.model_server import Reply, ScriptedModelServer, ToolCall, turns
-from pizzabot.bot.demo import DemoModel
 from tests.security.test_redaction import KEY, _EchoingProvider
 
 TOOLS = [

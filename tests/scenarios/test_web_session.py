@@ -241,13 +241,15 @@ def _form_posts() -> list[str]:
         for route in part.routes
         if isinstance(route, APIRoute) and "POST" in (route.methods or ())
     }
-    return sorted(paths - {"/login"})  # the login form is how a session starts
+    # The login form and a passkey's sign-in are how a session starts.
+    return sorted(paths - {"/login", "/login/passkey", "/login/passkey/options"})
 
 
 async def test_every_form_post_needs_a_session_and_its_csrf_token(web: WebApp) -> None:
     item = await pending(web)
     note = await web.unread_item()
     ids = {"item_id": item.id, "run_id": item.run_id, "grant_id": "g0001"}
+    ids |= {"passkey_id": "k0001", "sub_id": "s0001"}
     posts = [path.format(**ids) for path in _form_posts()]
     assert len(posts) >= 10, posts  # the routes really were found
     fields = {"decision": "approve", "skill": "test", "input": "go", "text": "hi", "reason": "no"}

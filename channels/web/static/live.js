@@ -37,5 +37,9 @@
     Array.prototype.forEach.call(regions, function (el) {
       window.setInterval(function () { poll(el); }, EVERY_MS);
     });
+    // A push arrived (app.js hears it from the service worker): look now, not in 4 s.
+    document.addEventListener("pizzabot:refresh", function () {
+      Array.prototype.forEach.call(regions, function (el) { poll(el); });
+    });
   });
 })();
