@@ -180,7 +180,7 @@ async def test_a_turns_cards_are_written_together_or_not_at_all(
     await claim_one(runs, lease="w", now=T0)
     asked = [(_item(n), [NewEvent(ToolRequest(call_id=f"c-{n}", item_id=n))]) for n in ("i1", "i2")]
     # A card of a run that is not there: none of the turn's cards is written.
-    stray = (replace(_item("i3"), run_id="nope"), [])
+    stray: tuple[Item, list[NewEvent]] = (replace(_item("i3"), run_id="nope"), [])
     with pytest.raises(NotFound):
         await items.create_items([*asked, stray], targets=[SlackTarget("C1")], lease="w", now=T0)
     assert await items.list_items(run_id="r1") == [] and await runs.events("r1") == []

@@ -35,6 +35,7 @@ from pizzabot.agent.model import (
     Reject,
     Run,
     RunStatus,
+    Target,
     Usage,
 )
 from pizzabot.agent.store import (
@@ -352,7 +353,7 @@ async def test_the_outbox_reads_a_lane_and_gives_up_with_an_audit_entry(
 ) -> None:
     await _run(runs)
     await claim_one(runs, lease="w", now=T0, lease_seconds=30)
-    targets = [SlackTarget("C1"), SlackTarget("C2"), EmailTarget("a@example.test")]
+    targets: list[Target] = [SlackTarget("C1"), SlackTarget("C2"), EmailTarget("a@example.test")]
     await items.create_item(
         _item(), targets=targets, lease="w", now=T0, run_status=RunStatus.WAITING
     )
