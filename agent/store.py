@@ -3,10 +3,11 @@
 Each part of the server names the roles it uses, and nothing more: the engine the whole
 `Store`; a channel a few readers (`RunReader`, `ItemReader`, `DeliveryReader`) and the
 `AuditTrail`; the outbox dispatcher the `Outbox`; the clock `ItemTimers`; the email channel
-its `MailLog`. `pizzabot.store.SqlStore` implements `Store` on SQLAlchemy (SQLite or PostgreSQL), and
-the contract tests in `tests/test_store_contract.py` hold every backend to the same behaviour.
-Methods that change a run take its lease token: a worker that lost its lease cannot write
-(fencing).
+its `MailLog`. `pizzabot.store.SqlStore` implements `Store` on SQLAlchemy (SQLite or PostgreSQL),
+`pizzabot.agent.testing.memory_store.MemoryStore` in memory (for tests), and the contract
+tests in `tests/contract/`, written against these protocols role by role, hold every backend
+to the same behaviour. Methods that change a run take its lease token: a worker that lost its
+lease cannot write (fencing).
 
     Store = RunStore + InboxItems + Outbox + AuditLog + Switches + RequestStore
     RunStore ⊃ RunReader · InboxItems ⊃ ItemReader · Outbox ⊃ DeliveryReader · AuditLog ⊃ AuditTrail

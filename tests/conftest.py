@@ -120,7 +120,8 @@ def sqlite_url(tmp_path: Path) -> str:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    """Run a test once on SQLite and once on PostgreSQL: the store contract."""
+    """Run a test once on SQLite and once on PostgreSQL (the SQL store's own tests; the
+    store contract, over every backend, is `tests/contract/`)."""
     if request.param == "sqlite":
         yield f"sqlite+aiosqlite:///{tmp_path / 'pizzabot.db'}"
     else:

@@ -1,9 +1,9 @@
-"""The requests part of the store contract: SQLite and PostgreSQL behave the same."""
+"""The requests part of the store contract: every backend with a `RequestStore` behaves the
+same (see conftest.py)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -13,20 +13,18 @@ from pizzabot.agent.addresses import SlackTarget
 from pizzabot.agent.errors import NotFound
 from pizzabot.agent.events import NewEvent, RunStarted, ToolRequest
 from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, RunStatus
-from pizzabot.agent.store import LeaseLost, StoredRequest
-from pizzabot.store.migrate import upgrade
-from pizzabot.store.sql import SqlStore, connect
+from pizzabot.agent.store import (
+    AuditLog,
+    DeliveryReader,
+    InboxItems,
+    LeaseLost,
+    RequestStore,
+    RunStore,
+    StoredRequest,
+)
+from tests.contract.helpers import claim_one
 
 T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[SqlStore]:
-    engine = connect(db_url)
-    await upgrade(engine)
-    s = SqlStore(engine)
-    yield s
-    await s.aclose()
 
 
 def _request(n: int = 1, *, key: str | None = None, requester: str = "owner") -> StoredRequest:
@@ -64,14 +62,14 @@ def _item(request: StoredRequest) -> Item:
 
 
 async def _create(
-    store: SqlStore, request: StoredRequest, item: Item | None = None
+    requests: RequestStore, request: StoredRequest, item: Item | None = None
 ) -> tuple[StoredRequest, bool]:
     item = item or _item(request)
     events = [
         NewEvent(RunStarted(input="Deploy", trigger="request", by=request.requester)),
         NewEvent(ToolRequest(call_id="request", item_id=item.id, tool="deploy.prod")),
     ]
-    return await store.create_request(
+    return await requests.create_request(
         request,
         input="Deploy",
         item=item,
@@ -83,46 +81,56 @@ async def _create(
 
 
 async def test_a_request_is_a_waiting_run_with_its_item_deliveries_and_callback(
-    store: SqlStore,
+    requests: RequestStore,
+    runs: RunStore,
+    items: InboxItems,
+    outbox: DeliveryReader,
+    audit: AuditLog,
 ) -> None:
-    request, created = await _create(store, _request())
-    assert created and await store.get_request("q1") == request
-    assert await store.request_of_item("i1") == request
-    assert await store.request_of_item("nope") is None
+    request, created = await _create(requests, _request())
+    assert created and await requests.get_request("q1") == request
+    assert await requests.request_of_item("i1") == request
+    assert await requests.request_of_item("nope") is None
     with pytest.raises(NotFound):
-        await store.get_request("nope")
-    run = await store.get_run("r1")
+        await requests.get_request("nope")
+    run = await runs.get_run("r1")
     assert (run.status, run.trigger, run.input) == (RunStatus.WAITING, "request", "Deploy")
-    assert [e.kind for e in await store.events("r1")] == ["run_started", "tool_request"]
-    assert (await store.get_item("i1")).status is ItemStatus.PENDING
-    deliveries = {(d.channel, d.address) for d in await store.deliveries("i1")}
+    assert [e.kind for e in await runs.events("r1")] == ["run_started", "tool_request"]
+    assert (await items.get_item("i1")).status is ItemStatus.PENDING
+    deliveries = {(d.channel, d.address) for d in await outbox.deliveries("i1")}
     assert deliveries == {("slack", "C1"), ("callback", "https://agent.example/callback")}
-    assert await store.request_timeouts(["i1", "i2"]) == {"i1": 60.0}
-    assert "request" in [a.action for a in await store.audit_log()]
+    assert await requests.request_timeouts(["i1", "i2"]) == {"i1": 60.0}
+    assert "request" in [a.action for a in await audit.audit_log()]
 
 
-async def test_a_requesters_key_finds_its_first_request(store: SqlStore) -> None:
-    first, _ = await _create(store, _request(1, key="k"))
-    again, created = await _create(store, _request(2, key="k"))
+async def test_a_requesters_key_finds_its_first_request(
+    requests: RequestStore, runs: RunStore
+) -> None:
+    first, _ = await _create(requests, _request(1, key="k"))
+    again, created = await _create(requests, _request(2, key="k"))
     assert not created and again == first
     with pytest.raises(NotFound):
-        await store.get_run("r2")  # nothing of the repeat was written
+        await runs.get_run("r2")  # nothing of the repeat was written
     # Another requester's key is its own.
-    other, created = await _create(store, _request(3, key="k", requester="mcp"))
+    other, created = await _create(requests, _request(3, key="k", requester="mcp"))
     assert created and other.id == "q3"
-    assert await store.request_by_key("owner", "k") == first
-    assert await store.request_by_key("mcp", "k") == other
-    assert await store.request_by_key("owner", "other") is None
+    assert await requests.request_by_key("owner", "k") == first
+    assert await requests.request_by_key("mcp", "k") == other
+    assert await requests.request_by_key("owner", "other") is None
 
 
-async def test_concurrent_requests_with_one_key_make_one(store: SqlStore) -> None:
-    made = await asyncio.gather(*[_create(store, _request(n, key="same")) for n in range(1, 7)])
+async def test_concurrent_requests_with_one_key_make_one(
+    requests: RequestStore, runs: RunStore
+) -> None:
+    made = await asyncio.gather(*[_create(requests, _request(n, key="same")) for n in range(1, 7)])
     assert sum(created for _, created in made) == 1
     assert len({r.id for r, _ in made}) == 1
-    assert len(await store.list_runs()) == 1
+    assert len(await runs.list_runs()) == 1
 
 
-async def test_a_request_decided_at_once_is_a_finished_run(store: SqlStore) -> None:
+async def test_a_request_decided_at_once_is_a_finished_run(
+    requests: RequestStore, runs: RunStore, items: InboxItems, audit: AuditLog
+) -> None:
     request = _request(2)
     item = replace(
         _item(request),
@@ -132,36 +140,38 @@ async def test_a_request_decided_at_once_is_a_finished_run(store: SqlStore) -> N
         decided_at=T0,
         final_args={"env": "prod"},
     )
-    await _create(store, request, item)
-    run = await store.get_run("r2")
+    await _create(requests, request, item)
+    run = await runs.get_run("r2")
     assert (run.status, run.result, run.finished_at) == (RunStatus.DONE, "approved by rule 1", T0)
-    stored = await store.get_item("i2")
+    stored = await items.get_item("i2")
     assert (stored.status, stored.decided_by, stored.decided_via, stored.final_args) == (
         ItemStatus.APPROVED,
         "rule 1 of deploy.prod",
         "policy",
         {"env": "prod"},
     )
-    (decision,) = [a for a in await store.audit_log() if a.action == "decision"]
+    (decision,) = [a for a in await audit.audit_log() if a.action == "decision"]
     assert (decision.actor, decision.channel, decision.item_id) == (
         "rule 1 of deploy.prod",
         "policy",
         "i2",
     )
     # Nothing to claim: it ended as it was made.
-    assert await store.claim_run(lease="w", now=T0, lease_seconds=30) is None
+    assert await claim_one(runs, lease="w", now=T0, lease_seconds=30) is None
 
 
-async def test_finishing_a_request_is_fenced_and_makes_no_unread_note(store: SqlStore) -> None:
-    await _create(store, _request())
-    await store.requeue("r1", now=T0)
-    claimed = await store.claim_run(lease="w1", now=T0, lease_seconds=30)
+async def test_finishing_a_request_is_fenced_and_makes_no_unread_note(
+    requests: RequestStore, runs: RunStore, items: InboxItems
+) -> None:
+    await _create(requests, _request())
+    await runs.requeue("r1", now=T0)
+    claimed = await claim_one(runs, lease="w1", now=T0, lease_seconds=30)
     assert claimed is not None and claimed.id == "r1"
     with pytest.raises(LeaseLost):
-        await store.finish_request("r1", lease="w2", now=T0, events=[], result="x")
+        await requests.finish_request("r1", lease="w2", now=T0, events=[], result="x")
     later = T0 + timedelta(seconds=1)
-    run = await store.finish_request("r1", lease="w1", now=later, events=[], result="approved")
+    run = await requests.finish_request("r1", lease="w1", now=later, events=[], result="approved")
     assert (run.status, run.result, run.finished_at) == (RunStatus.DONE, "approved", later)
-    assert await store.list_items(box=Box.UNREAD) == []
+    assert await items.list_items(box=Box.UNREAD) == []
     # A pending item of a run that ends is closed.
-    assert (await store.get_item("i1")).status is ItemStatus.CANCELLED
+    assert (await items.get_item("i1")).status is ItemStatus.CANCELLED
