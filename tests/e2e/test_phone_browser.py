@@ -25,13 +25,13 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, BrowserContext, Page, Route, async_playwright, expect
 
+from tests.e2e.test_slack_scenarios import APPROVER, SECRET, click, events_url, mentions
+from tests.e2e.test_web_browser import ARGS, EMAIL, send_then_quote, shoot
 from tests.peers.push_service import PushService
 from tests.peers.required import CHROMIUM
 from tests.peers.server import TOKEN
 from tests.peers.slack_api import SlackApi, http_mode_env, post_interaction
 from tests.peers.stack import Stack
-from tests.e2e.test_slack_scenarios import APPROVER, SECRET, click, events_url, mentions
-from tests.e2e.test_web_browser import ARGS, EMAIL, send_then_quote, shoot
 from tests.waiting import eventually
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
