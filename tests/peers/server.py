@@ -80,8 +80,12 @@ class ServerProcess:
         env: dict[str, str] | None = None,
         args: list[str] | None = None,
         port: int | None = None,
+        cwd: Path | None = None,
     ) -> None:
+        """``cwd``: where the server starts (default: the tests' own), as a user's may be
+        anywhere."""
         self.data_dir = data_dir
+        self.cwd = cwd
         self.skills_dir = skills_dir
         self.port = port or free_port()
         self.extra_env = env or {}
@@ -122,6 +126,7 @@ class ServerProcess:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            cwd=self.cwd,
         )
         proc = self.proc
         async with httpx.AsyncClient() as c:

@@ -2,7 +2,7 @@
 
 It exists so a newcomer sees an Action item with nothing configured. Nothing is sent
 anywhere: the tool answers with what it *would* have sent.
-Run: `python -m bot.demo_tools` (stdio).
+Run: `python -m pizzabot.tools.demo` (stdio).
 """
 
 from __future__ import annotations
