@@ -33,8 +33,6 @@ serve: $(SERVER)
 
 # mypy reads `pizzabot.*` through links to the repository's folders (the wheel maps them the
 # same way; see pyproject.toml).
-# mypy reads `pizzabot.*` through links to the repository's folders (the wheel maps them the
-# same way; see pyproject.toml).
 typecheck-tree:
 	@mkdir -p .typecheck/pizzabot
 	@for d in agent bot channels cli store tools; do ln -sfn ../../$$d .typecheck/pizzabot/$$d; done

@@ -85,6 +85,6 @@ async def test_the_readme_tour_on_the_demo_skill(tmp_path: Path) -> None:
         shown = await asyncio.to_thread(pizzabot, server, "show", run_id)
         assert shown.returncode == 0, shown.stderr
         assert "Edited and approved by owner" in shown.stdout
-        assert 'copies: 1 → 3' in shown.stdout
+        assert "copies: 1 → 3" in shown.stdout
     finally:
         server.stop()
