@@ -52,10 +52,9 @@ class ClaimedRun:
 
 @dataclass
 class Take:
-    """A worker's offer to take a run in the transaction that makes it runnable: a decision's
-    (`record_decision(take=…)`; the run must be waiting) or a new run's (`create_run(take=…)`).
-    Unless the kill switch is on, the run goes straight to running under `lease` and comes
-    back in `claimed`, with its log."""
+    """A hand-over in flight: the lease a run is claimed with by the transaction that makes it
+    runnable (a decision's, or a new run's), and, when it was, the run with its log. Only a
+    store with a `Handover` installed makes one (`HandsOver`)."""
 
     lease: str
     lease_seconds: float
@@ -72,12 +71,55 @@ class RunEnd:
 
 
 class Handover(Protocol):
-    """A worker in this process that takes runs the moment they become runnable, in the
-    transaction that makes them so (`pizzabot.agent.worker.Worker`)."""
+    """This process's worker, as the store sees it once the composition root installed it
+    (`HandsOver.hand_over_to`; `pizzabot.agent.worker.Worker`): offered every run the store
+    makes runnable, claimed in the transaction that makes it so, then started at once; or,
+    when it was not claimed, woken to look."""
 
-    def offer(self) -> Take | None: ...
+    def offer(self) -> Take | None:
+        """A lease to claim a run with, when the worker has room (None: queue it)."""
+        ...
 
-    def start(self, take: Take) -> None: ...
+    def start(self, take: Take) -> None:
+        """Step the run `take` claimed (its transaction has committed)."""
+        ...
+
+    def wake(self) -> None:
+        """A run was queued rather than taken: look for it."""
+        ...
+
+
+class HandOverHook(Protocol):
+    """The roles that make runs runnable (`RunStore`, `InboxItems`) take this process's
+    worker from the composition root."""
+
+    def hand_over_to(self, handover: Handover | None) -> None:
+        """Offer every run this store makes runnable to `handover` (None: to nobody)."""
+        ...
+
+
+class HandsOver:
+    """`HandOverHook` for a store: the hand-over hook of a store's run-making writes (`create_run`, `record_decision`):
+    none until the composition root installs this process's worker, and then one per store
+    object, so the engine's callers never see it."""
+
+    _handover: Handover | None = None
+
+    def hand_over_to(self, handover: Handover | None) -> None:
+        """Offer every run this store makes runnable to `handover` (None: to nobody)."""
+        self._handover = handover
+
+    def _offer(self) -> Take | None:
+        return self._handover.offer() if self._handover is not None else None
+
+    def _handed_over(self, take: Take | None) -> None:
+        """After the commit: start what `take` claimed, or wake the worker to look."""
+        if self._handover is None:
+            return
+        if take is not None and take.claimed is not None:
+            self._handover.start(take)
+        else:
+            self._handover.wake()
 
 
 class RunReader(Protocol):
@@ -86,7 +128,7 @@ class RunReader(Protocol):
     async def get_run(self, run_id: str) -> Run: ...
 
 
-class RunStore(RunReader, Protocol):
+class RunStore(RunReader, HandOverHook, Protocol):
     """The run store: runs, their leases and their event logs."""
 
     async def list_runs(
@@ -105,12 +147,11 @@ class RunStore(RunReader, Protocol):
         now: datetime,
         events: Sequence[NewEvent] = (),
         idempotency_key: str | None = None,
-        take: Take | None = None,
     ) -> Run:
         """Insert a queued run with its first events. With an idempotency key that was used
-        before, return that earlier run instead. With `take`, the new run is claimed in the
-        same transaction (running under `take.lease`, unless the kill switch is on) and comes
-        back in `take.claimed`."""
+        before, return that earlier run instead. With a worker installed (`HandsOver`), the
+        new run is claimed for it in the same transaction (running, unless the kill switch
+        is on) and started once committed."""
         ...
 
     async def claim_runs(
@@ -221,7 +262,7 @@ class CardRefresh(Protocol):
         ...
 
 
-class InboxItems(ItemReader, CardRefresh, Protocol):
+class InboxItems(ItemReader, CardRefresh, HandOverHook, Protocol):
     """The inbox: items, and the decisions on them."""
 
     async def create_item(
@@ -262,14 +303,13 @@ class InboxItems(ItemReader, CardRefresh, Protocol):
         final_args: dict[str, Any] | None,
         event: NewEvent,
         status: ItemStatus | None = None,
-        take: Take | None = None,
         version: int | None = None,
         ends: RunEnd | None = None,
     ) -> Item:
         """The first decision wins: a conditional update of a pending item (at `version`,
         when given). In the same transaction: the decision event on the run, the run
-        re-queued (or, given `take`, claimed by the worker that offered it; given `ends`
-        and a waiting run, ended DONE at once), every sent delivery marked for update, and
+        re-queued (or claimed for the installed worker, `HandsOver`; given `ends` and a
+        waiting run, ended DONE at once), every sent delivery marked for update, and
         an audit entry. Raise AlreadyDecided when the item was decided, CardChanged when it
         is pending at another version."""
         ...

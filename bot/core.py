@@ -173,8 +173,9 @@ def build(
         wake=outbox_bell,
     )
     # A run started or decided here is handed to this process's worker, when there is one.
-    runs = Runs(ctx, interrupt=worker.interrupt if worker is not None else None, handover=worker)
-    inbox = Inbox(ctx, handover=worker)
+    store.hand_over_to(worker)
+    runs = Runs(ctx, interrupt=worker.interrupt if worker is not None else None)
+    inbox = Inbox(ctx)
     return Core(
         ctx=ctx, runs=runs, inbox=inbox, dispatcher=dispatcher, engine=engine, worker=worker
     )

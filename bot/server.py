@@ -437,8 +437,9 @@ async def shutdown(svc: Services) -> None:
 
 async def warm(svc: Services) -> None:
     """Load the model libraries the skills need and start every skill's MCP servers, both
-    in the background, so the first run does not wait for them (and `/healthz` never does)."""
-    await asyncio.sleep(0.2)  # let the server take its first requests before the imports
+    in the background, so the first run does not wait for them (and `/healthz` never does):
+    the libraries import on a thread (`ModelRoute.prepare`), the servers start as tasks, so
+    the event loop keeps answering requests meanwhile."""
     skills = list(svc.ctx.skills.all())
     model = svc.engine.model if svc.engine is not None else None
     models = model.prepare(skills) if isinstance(model, ModelRouter) else asyncio.sleep(0)

@@ -37,7 +37,7 @@ from pizzabot.agent.model import (
     Usage,
     transition,
 )
-from pizzabot.agent.store import LeaseLost, StoredRequest
+from pizzabot.agent.store import HandsOver, LeaseLost, StoredRequest
 
 T = TypeVar("T")
 
@@ -236,8 +236,9 @@ class MemoryState:
         )
 
 
-class MemoryBase:
-    """What every role of the memory store shares: the state, and its transactions."""
+class MemoryBase(HandsOver):
+    """What every role of the memory store shares: the state, its transactions, and the
+    hand-over hook."""
 
     def __init__(self) -> None:
         self._state = MemoryState()
