@@ -172,10 +172,8 @@ def build(
         redactor=redactor,
         wake=outbox_bell,
     )
-    # A run started or decided here is handed to this process's worker, when there is one.
-    store.hand_over_to(worker)
+    store.hand_over_to(worker)  # runs started or decided here go to this process's worker
     runs = Runs(ctx, interrupt=worker.interrupt if worker is not None else None)
-    inbox = Inbox(ctx)
     return Core(
-        ctx=ctx, runs=runs, inbox=inbox, dispatcher=dispatcher, engine=engine, worker=worker
+        ctx=ctx, runs=runs, inbox=Inbox(ctx), dispatcher=dispatcher, engine=engine, worker=worker
     )

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from pizzabot.agent.errors import AlreadyDecided, CardChanged, NotFound
 from pizzabot.agent.events import NewEvent
+from pizzabot.agent.handover import ClaimedRun, HandsOver, Take
 from pizzabot.agent.model import (
     DECIDED_STATUS,
     Box,
@@ -29,7 +30,7 @@ from pizzabot.agent.model import (
     Target,
     transition,
 )
-from pizzabot.agent.store import ClaimedRun, HandsOver, LeaseLost, RunEnd, Take
+from pizzabot.agent.store import LeaseLost, RunEnd
 from pizzabot.store.audit import insert_audit
 from pizzabot.store.database import Database, orm
 from pizzabot.store.events import RUNS, append_events, read_events, run_of
@@ -316,15 +317,9 @@ class SqlInbox(HandsOver):
                 "args_after": final_args,
                 "reason": reason,
             }
+            where = {"run_id": run_id, "item_id": item_id}
             insert_audit(
-                c,
-                action="decision",
-                actor=actor,
-                channel=channel,
-                now=now,
-                run_id=run_id,
-                item_id=item_id,
-                detail=detail,
+                c, action="decision", actor=actor, channel=channel, now=now, detail=detail, **where
             )
             return item_of(row)
 

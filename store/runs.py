@@ -19,8 +19,9 @@ from sqlalchemy.orm import Session
 
 from pizzabot.agent.errors import NotFound
 from pizzabot.agent.events import Event, NewEvent
+from pizzabot.agent.handover import ClaimedRun, HandsOver
 from pizzabot.agent.model import Item, ItemStatus, Run, RunStatus, Target, Usage, transition
-from pizzabot.agent.store import ClaimedRun, HandsOver, LeaseLost
+from pizzabot.agent.store import LeaseLost
 from pizzabot.store.database import Database, orm
 from pizzabot.store.events import RUNS, append_events, read_events, run_of
 from pizzabot.store.inbox import close_pending, insert_item
@@ -87,6 +88,28 @@ def _age(run: Run) -> tuple[datetime, str]:
     return (run.created_at, run.id)
 
 
+def _new_run(
+    run_id: str, skill: str, input: str, trigger: str, now: datetime, key: str | None
+) -> RunRow:
+    """A queued run's row, with nothing used yet."""
+    return RunRow(
+        id=run_id,
+        skill=skill,
+        status=RunStatus.QUEUED.value,
+        input=input,
+        trigger=trigger,
+        created_at=now,
+        updated_at=now,
+        tokens=0,
+        cost_usd=0.0,
+        steps=0,
+        cost_known=True,
+        budget_extra={},
+        idempotency_key=key,
+        last_seq=0,
+    )
+
+
 class SqlRuns(HandsOver):
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -114,23 +137,9 @@ class SqlRuns(HandsOver):
                 take.claimed = None  # a try before this one may have rolled back
             # Taken at once unless the kill switch is on: then it queues, as any new run.
             taken = take is not None and kill_switch(c) is None
-            row = RunRow(
-                id=run_id,
-                skill=skill,
-                status=(RunStatus.RUNNING if taken else RunStatus.QUEUED).value,
-                input=input,
-                trigger=trigger,
-                created_at=now,
-                updated_at=now,
-                tokens=0,
-                cost_usd=0.0,
-                steps=0,
-                cost_known=True,
-                budget_extra={},
-                idempotency_key=idempotency_key,
-                last_seq=0,
-            )
+            row = _new_run(run_id, skill, input, trigger, now, idempotency_key)
             if take is not None and taken:
+                row.status = RunStatus.RUNNING.value
                 row.lease_owner = take.lease
                 row.lease_expires_at = now + timedelta(seconds=take.lease_seconds)
                 row.started_at = now

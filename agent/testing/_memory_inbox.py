@@ -15,6 +15,7 @@ from typing import Any
 
 from pizzabot.agent.errors import AlreadyDecided, CardChanged, NotFound
 from pizzabot.agent.events import NewEvent
+from pizzabot.agent.handover import ClaimedRun, Take
 from pizzabot.agent.model import (
     DECIDED_STATUS,
     Box,
@@ -24,7 +25,7 @@ from pizzabot.agent.model import (
     RunStatus,
     Target,
 )
-from pizzabot.agent.store import ClaimedRun, RunEnd, Take
+from pizzabot.agent.store import RunEnd
 from pizzabot.agent.testing._memory_runs import take_run
 from pizzabot.agent.testing._memory_state import MemoryBase, MemoryState, as_json, fresh
 

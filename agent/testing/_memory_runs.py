@@ -12,8 +12,9 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from pizzabot.agent.events import Event, NewEvent
+from pizzabot.agent.handover import ClaimedRun
 from pizzabot.agent.model import Item, ItemStatus, Run, RunStatus, Target, Usage, transition
-from pizzabot.agent.store import ClaimedRun, LeaseLost
+from pizzabot.agent.store import LeaseLost
 from pizzabot.agent.testing._memory_state import MemoryBase, MemoryState, fresh
 
 

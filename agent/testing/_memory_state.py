@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from pizzabot.agent.errors import NotFound
 from pizzabot.agent.events import Event, NewEvent, load_event
+from pizzabot.agent.handover import HandsOver
 from pizzabot.agent.model import (
     EVENT_SCHEMA_VERSION,
     AuditEntry,
@@ -37,7 +38,7 @@ from pizzabot.agent.model import (
     Usage,
     transition,
 )
-from pizzabot.agent.store import HandsOver, LeaseLost, StoredRequest
+from pizzabot.agent.store import LeaseLost, StoredRequest
 
 T = TypeVar("T")
 

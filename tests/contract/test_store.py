@@ -21,6 +21,7 @@ from pizzabot.agent.events import (
     ToolRequest,
     ToolStarted,
 )
+from pizzabot.agent.handover import ClaimedRun, Take
 from pizzabot.agent.model import (
     Approve,
     Box,
@@ -38,16 +39,7 @@ from pizzabot.agent.model import (
     Target,
     Usage,
 )
-from pizzabot.agent.store import (
-    AuditLog,
-    ClaimedRun,
-    InboxItems,
-    LeaseLost,
-    Outbox,
-    RunStore,
-    Switches,
-    Take,
-)
+from pizzabot.agent.store import AuditLog, InboxItems, LeaseLost, Outbox, RunStore, Switches
 from tests.contract.helpers import claim_one
 
 T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
