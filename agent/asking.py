@@ -68,7 +68,9 @@ class Asker:
             await self._note(question, refused=why)
             return Answer("cancel")
         item = await self._create(question)
-        decided = await self.ctx.decisions.until(lambda: self._decided(item.id), self.timeout)
+        decided = await self.ctx.decisions.until(
+            lambda: self._decided(item.id), self.timeout, run_id=item.run_id
+        )
         if decided is None:
             decided = await self._expire(item.id)
         return answer_of(decided) or Answer("cancel")

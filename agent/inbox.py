@@ -116,8 +116,8 @@ class Inbox:
         if ends is not None:
             await request_ended(self.ctx, decided, decision, by=by.actor, via=by.channel)
         # The store handed the run to this process's worker, or woke it; whoever waits on
-        # an answer looks now.
-        self.ctx.decisions.ring()
+        # an answer of this run looks now.
+        self.ctx.decisions.ring(decided.run_id)
         self.ctx.wake_outbox()
         return decided
 
@@ -417,9 +417,10 @@ class Inbox:
         if ends is not None and await request_ended(
             self.ctx, decided, expired, by="timeout", via="timer"
         ):
-            self.ctx.decisions.ring()
+            pass  # the requester's run ended with it: no worker has work
         else:
             self.ctx.wake_workers()
+        self.ctx.decisions.ring(decided.run_id)
         self.ctx.wake_outbox()
         return decided
 

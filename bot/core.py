@@ -143,16 +143,11 @@ def build(
     whenever the outbox is. Without a `mind` nothing steps runs here."""
     workers_bell, outbox_bell, decisions = asyncio.Event(), asyncio.Event(), Bell()
 
-    def wake_workers() -> None:
-        # Every decision and expiry wakes the workers: whoever waits on an answer looks too.
-        workers_bell.set()
-        decisions.ring()
-
     ctx = Context(
         store=store,
         skills=skills,
         clock=clock,
-        wake_workers=wake_workers,
+        wake_workers=workers_bell.set,
         wake_outbox=ring(outbox_bell, *outbox_listeners),
         channels=frozenset(channels) if reach is None else reach,
         base_url=base_url,

@@ -404,15 +404,15 @@ def start_worker(svc: Services, worker: Worker) -> None:
 
 def listen_for_decisions(svc: Services, worker: Worker | None) -> None:
     """With PostgreSQL, another process's decision (a re-queued run) is announced on the
-    runs channel: wake the worker and everyone waiting on an answer here."""
+    runs channel: wake the worker, and whoever waits here on an answer of that run."""
     from pizzabot.store.pg import RunListener
 
     bell = svc.ctx.decisions
 
-    def woken() -> None:
+    def woken(run_id: str | None) -> None:
         if worker is not None:
             worker.wake()
-        bell.ring()
+        bell.ring(run_id)
 
     svc.spawn(RunListener(svc.store.engine, woken).run_forever(), "listen")
 
