@@ -38,9 +38,7 @@ def mail() -> Iterator[MailServer]:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def stack(
-    mail: MailServer, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[Stack]:
+async def stack(mail: MailServer, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
     env = {
         "PIZZABOT_EMAIL_FROM": "bot@example.test",
         "PIZZABOT_SMTP_HOST": mail.host,
