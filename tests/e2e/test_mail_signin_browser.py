@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Iterator
 from email.message import EmailMessage
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ import pytest_asyncio
 from playwright.async_api import Browser, Page, async_playwright, expect
 
 from tests.e2e.test_phone_browser import add_authenticator
-from tests.e2e.test_web_browser import ARGS, send_then_quote
+from tests.e2e.test_web_browser import ARGS, send_then_quote, shoot
 from tests.peers.mailserver import DEFAULT_USERS, MailServer
 from tests.peers.required import CHROMIUM, require
 from tests.peers.stack import Stack
@@ -99,7 +100,7 @@ async def audit(stack: Stack) -> list[dict[str, Any]]:
 
 
 async def test_a_listed_person_signs_in_by_a_mailed_link_then_adds_a_passkey(
-    browser: Browser, stack: Stack, mail: MailServer
+    browser: Browser, stack: Stack, mail: MailServer, output_dir: Path
 ) -> None:
     run = await stack.start_run("test", "Send Ann the quote")
     item = await stack.wait_item(run["id"])
@@ -110,6 +111,7 @@ async def test_a_listed_person_signs_in_by_a_mailed_link_then_adds_a_passkey(
         # An address nobody lists: the same answer, and no mail (its refusal is audited).
         await ask_link(page, stack, "mallory@example.test")
         await ask_link(page, stack, ALICE.upper())
+        await shoot(page, output_dir / "web-login-mail")  # and it fits a phone
         link = await link_in_mail(mail, seen)
         assert link.startswith(stack.server.url)  # the server's own address, not the request's
         secret = link.partition("token=")[2]
