@@ -57,6 +57,11 @@ def verdict_of(state: Any, wait: float) -> Verdict:
     """The host's allow or deny for a request's state (`pizzabot.client.RequestState`)."""
     who = state.decided_by or "a person"
     via = f" via {state.via}" if state.via else ""
+    if state.via == "policy":  # the skill's rules decided: no one was asked
+        if state.status == "approved":
+            return Verdict(True, f"Allowed by {who} in Pizza Bot (no one was asked)")
+        if state.status == "rejected":
+            return Verdict(False, f"Denied by {who} in Pizza Bot: {state.reason or 'not allowed'}")
     match state.status:
         case "approved":
             return Verdict(True, f"Approved by {who}{via} in Pizza Bot")

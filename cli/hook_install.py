@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import typer
 
-from pizzabot.cli.client import CliError, connect
+from pizzabot.cli.client import Api, CliError, connect
 from pizzabot.cli.hook_hosts import HOSTS
 
 __all__ = ["HookEntry", "Scope", "entry_for", "install", "merge"]
@@ -146,6 +147,17 @@ def _pizzabot() -> str:
     return shutil.which("pizzabot") or "pizzabot"
 
 
+def _new_token(api: Api, name: str) -> dict[str, Any]:
+    """A new ask token named `name`; one made by an earlier install is revoked first, so a
+    reinstall leaves one token for the hook, the one its file holds."""
+    for old in api.call("GET", "/api/tokens")["items"]:
+        if old["name"] == name and not old["revoked_at"]:
+            api.call("DELETE", f"/api/tokens/{quote(old['id'], safe='')}")
+            sys.stdout.write(f"revoked {old['id']}: the token of the hook installed before\n")
+    made: dict[str, Any] = api.call("POST", "/api/tokens", json={"name": name, "scope": "ask"})
+    return made
+
+
 def install(
     host: Annotated[str, typer.Argument(help=f"One of: {', '.join(HOSTS)}")],
     scope: Annotated[
@@ -174,14 +186,14 @@ def install(
     sys.stdout.write(
         f"{HOSTS[host].label}: hooks.{entry.event} in {entry.path} gets\n"
         f"{json.dumps(entry.hook, indent=2)}\n"
-        f"and a new ask token in {token_path}.\n"
+        f"and a new ask token in {token_path} (an earlier one of this hook is revoked).\n"
     )
     if not yes:
         if not sys.stdin.isatty():
             raise CliError("not written: pass --yes to write without a terminal to confirm.")
         if not typer.confirm("Write it?"):
             raise CliError("not written.")
-    made = api.call("POST", "/api/tokens", json={"name": f"{host}-hook", "scope": "ask"})
+    made = _new_token(api, f"{host}-hook")
     _write(token_path, str(made["token"]) + "\n", private=True)
     _write(entry.path, json.dumps(merged, indent=2) + "\n")
     sys.stdout.write(
