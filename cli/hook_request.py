@@ -62,14 +62,25 @@ def repository(cwd: str | None) -> tuple[str, str | None] | None:
     except OSError:
         return None
     for folder in (here, *here.parents):
-        head = folder / ".git" / "HEAD"
-        try:
-            text = head.read_text(errors="replace").strip()
-        except OSError:
+        text = _head(folder / ".git")
+        if text is None:
             continue
         prefix = "ref: refs/heads/"
         return str(folder), text[len(prefix) :] if text.startswith(prefix) else None
     return None
+
+
+def _head(git: Path) -> str | None:
+    """What `.git/HEAD` says; a worktree's `.git` is a file naming its git folder."""
+    try:
+        if git.is_file():
+            pointer = git.read_text(errors="replace").strip()
+            if not pointer.startswith("gitdir: "):
+                return None
+            git = git.parent / pointer.removeprefix("gitdir: ")
+        return (git / "HEAD").read_text(errors="replace").strip()
+    except OSError:
+        return None
 
 
 def _what(call: HookCall) -> tuple[str, list[str]]:

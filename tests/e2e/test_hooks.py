@@ -356,3 +356,48 @@ async def test_unreadable_input_and_the_servers_own_token_are_denied(
     said = json.loads(out)
     assert said["permissionDecision"] == "deny"
     assert "pizzabot hook install copilot" in said["permissionDecisionReason"]
+
+
+async def test_a_file_edit_shows_its_diff_and_reads_as_a_request(
+    server: ServerProcess, ask_token: str, tmp_path: Path
+) -> None:
+    shop = tmp_path / "shop"
+    (shop / ".git").mkdir(parents=True)
+    (shop / ".git" / "HEAD").write_text("ref: refs/heads/price-rise\n")
+    (shop / "src").mkdir()
+    body = payload("claude-code-pre-tool-use", "unused")
+    body |= {
+        "cwd": str(shop / "src"),
+        "tool_name": "Edit",
+        "tool_input": {
+            "file_path": f"{shop}/src/prices.py",
+            "old_string": "PRICE = 10\n",
+            "new_string": "PRICE = 12\n",
+            "replace_all": False,
+        },
+    }
+    proc = await hook(server, "claude-code", body, ask_token, "--timeout", "120")
+    item = await card(server, f"Claude Code: edit {shop}/src/prices.py")
+    assert item["tool"] == "Edit" and item["server"] is None and item["requested"] is True
+    assert "    -PRICE = 10\n    +PRICE = 12" in item["body"]
+    assert "session 9b1c2f4e-7a1d-4a51-9d0c-2f4c6b8e1a37" in item["body"]
+    assert f"Working directory: {shop}/src\nRepository: {shop}, branch price-rise" in item["body"]
+
+    shown = await asyncio.create_subprocess_exec(
+        str(BIN / "pizzabot"),
+        "item",
+        item["id"],
+        "--url",
+        server.url,
+        "--token",
+        TOKEN,
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    out, _ = await shown.communicate()
+    text = out.decode()
+    assert "The request" in text and "What the agent says" in text and "+PRICE = 12" in text
+    assert "The model's last message" not in text and "on server" not in text
+
+    await decide(server, item["id"], decision="reject", reason="prices stay")
+    assert await answer(proc) == claude_pre(False, "Rejected by owner via api: prices stay")
