@@ -104,10 +104,20 @@ def runs(
         return
     console.print(
         table(
-            [id_column(), "skill", "status", "trigger", "tokens", "steps", time_column("created")],
+            [
+                id_column(),
+                "what",
+                "skill",
+                "status",
+                "trigger",
+                "tokens",
+                "steps",
+                time_column("created"),
+            ],
             (
                 [
                     r["id"],
+                    _what(r.get("input") or ""),
                     r["skill"],
                     r["status"],
                     r["trigger"],
@@ -119,6 +129,12 @@ def runs(
             ),
         )
     )
+
+
+def _what(text: str) -> str:
+    """A run by its input's first line: a request's run by the request's title."""
+    first = (text.strip().splitlines() or [""])[0]
+    return first if len(first) <= 60 else first[:59] + "…"
 
 
 @app.command()

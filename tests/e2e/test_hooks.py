@@ -399,5 +399,18 @@ async def test_a_file_edit_shows_its_diff_and_reads_as_a_request(
     assert "The request" in text and "What the agent says" in text and "+PRICE = 12" in text
     assert "The model's last message" not in text and "on server" not in text
 
+    runs = await asyncio.create_subprocess_exec(
+        str(BIN / "pizzabot"),
+        "runs",
+        "--url",
+        server.url,
+        "--token",
+        TOKEN,
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "COLUMNS": "250"},
+    )
+    listed, _ = await runs.communicate()
+    assert "Claude Code: edit" in listed.decode()  # the request's run, titled by it
+
     await decide(server, item["id"], decision="reject", reason="prices stay")
     assert await answer(proc) == claude_pre(False, "Rejected by owner via api: prices stay")
