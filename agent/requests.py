@@ -137,6 +137,7 @@ class Requests:
                 verdict.grant, run_id=stored.run_id, call_id=REQUEST_CALL, now=now
             )
         self.ctx.wake_outbox()
+        self.ctx.wake_timers()  # its time-out, or its tool's, counts from now
         state = await self._state(stored)
         await self._audit("request_filed", state, by)
         return state, True

@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 import typer
 
+from pizzabot.cli import ids
 from pizzabot.cli.client import Api, ApiError, CliError
 from pizzabot.cli.common import JsonOpt, TokenOpt, UrlOpt, api_of, app, call, print_line
 from pizzabot.cli.render import (
@@ -140,7 +141,7 @@ def _what(text: str) -> str:
 @app.command()
 def show(run_id: str, url: UrlOpt = None, token: TokenOpt = None, as_json: JsonOpt = False) -> None:
     """Show a run and its timeline: model calls, who decided what via which channel, results."""
-    r = call(url, token, "GET", f"/api/runs/{quote(run_id, safe='')}")
+    r = call(url, token, "GET", f"/api/runs/{quote(ids.run_id(url, token, run_id), safe='')}")
     if as_json:
         dump_json(r)
         return
@@ -150,7 +151,9 @@ def show(run_id: str, url: UrlOpt = None, token: TokenOpt = None, as_json: JsonO
 @app.command()
 def cancel(run_id: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
     """Cancel a run."""
-    r = call(url, token, "POST", f"/api/runs/{quote(run_id, safe='')}/cancel")
+    r = call(
+        url, token, "POST", f"/api/runs/{quote(ids.run_id(url, token, run_id), safe='')}/cancel"
+    )
     print_line(f"{r['id']}: {r['status']}")
 
 
@@ -160,6 +163,10 @@ def say(run_id: str, text: str, url: UrlOpt = None, token: TokenOpt = None) -> N
     if not text.strip():
         raise CliError("Nothing to say: give the message as TEXT.", code=2)
     r = call(
-        url, token, "POST", f"/api/runs/{quote(run_id, safe='')}/messages", json={"text": text}
+        url,
+        token,
+        "POST",
+        f"/api/runs/{quote(ids.run_id(url, token, run_id), safe='')}/messages",
+        json={"text": text},
     )
     print_line(f"{r['id']}: {r['status']}")

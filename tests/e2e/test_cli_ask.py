@@ -199,7 +199,9 @@ async def test_errors_are_one_line_and_exit_2(server: ServerProcess) -> None:
 
     unknown = await run(server, "pizzabot", "ask", "nosuch", "--tool", "x", "--args", "{}")
     code, out, err = await unknown.done()
-    assert code == 2 and out is None and "nosuch" in err and len(err.strip().splitlines()) == 1
+    assert code == 2 and out is None and len(err.strip().splitlines()) == 1
+    # The server's words, as every command prints them: not a Python dict.
+    assert err.startswith("error: 422: ") and "skill: " in err and "{'" not in err
 
     wrong = await ask(server, "Mail with a wrong token", PIZZABOT_API_TOKEN="wrong")
     code, out, err = await wrong.done()
@@ -265,3 +267,23 @@ async def test_the_example_skill_loads() -> None:
     report = load_skills(EXAMPLES)
     assert report.errors == [] and set(report.skills) == {"agents"}
     assert report.skills["agents"].model is None  # inbox-only
+
+
+async def test_a_wait_ends_when_its_timeout_says_not_at_the_next_sweep(
+    tmp_path: Path,
+) -> None:
+    # The clock's loop passes once an hour here: only a timer can end the wait in time.
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    (skills / "agents.yaml").write_text(yaml.safe_dump(SKILL))
+    slow = ServerProcess(
+        data_dir=tmp_path / "data", skills_dir=skills, env={"PIZZABOT_TIMERS_INTERVAL": "3600"}
+    )
+    await slow.start()
+    try:
+        shell = await ask(slow, "Mail Fay", "--wait", "--timeout", "2")
+        code, decision, err = await asyncio.wait_for(shell.done(), 60)
+    finally:
+        slow.stop()
+    assert code == 1, err
+    assert decision["status"] == "expired" and decision["reason"] == "no one answered within 2s"
