@@ -10,6 +10,7 @@ server, so a terminal on another device works the same way (`--url`, `--token`).
     ask.py        ask, mcp: for agents Pizza Bot does not run
     hook*.py      hook HOST, hook install HOST: coding agents' hooks
     client.py     where the server and its token are, and every failure as one line
+    ids.py        ids as people type them: a unique beginning, as the web shows it
     render.py     tables, a run's timeline, an item's card
 
 The server's own commands (`serve`, `worker`) are added by `pizzabot.bot.main`.
