@@ -25,7 +25,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -33,6 +33,9 @@ from pizzabot.cli.client import CliError, connect
 from pizzabot.cli.hook_hosts import HOSTS, HookAnswer, HookCall, HookInputError, Host, Verdict
 from pizzabot.cli.hook_request import hook_request
 from pizzabot.cli.typer_app import App
+
+if TYPE_CHECKING:  # the client (pydantic) is loaded when a hook runs, not for every command
+    from pizzabot.client import InboxError, RequestState
 
 __all__ = ["DEFAULT_SKILL", "hook_app", "margin", "run_hook", "verdict_of"]
 
@@ -53,8 +56,8 @@ def margin(timeout: float) -> float:
     return min(60.0, max(5.0, timeout * 0.1))
 
 
-def verdict_of(state: Any, wait: float) -> Verdict:
-    """The host's allow or deny for a request's state (`pizzabot.client.RequestState`)."""
+def verdict_of(state: RequestState, wait: float) -> Verdict:
+    """The host's allow or deny for a request's state."""
     who = state.decided_by or "a person"
     via = f" via {state.via}" if state.via else ""
     if state.via == "policy":  # the skill's rules decided: no one was asked
@@ -84,10 +87,12 @@ def verdict_of(state: Any, wait: float) -> Verdict:
     return Verdict(False, f"Pizza Bot answered {state.status!r}, so the call is blocked.")
 
 
-def _refusal(exc: Exception, url: str) -> Verdict:
-    status = getattr(exc, "status", None)
-    if status is None and "cannot reach" in str(exc):
-        why = f"Pizza Bot is not reachable at {url} ({getattr(exc, 'detail', exc)})"
+def _refusal(exc: InboxError, url: str) -> Verdict:
+    from pizzabot.client._wire import worth_waiting
+
+    status = exc.status
+    if status is None and worth_waiting(exc):  # no status, worth another try: not reached
+        why = f"Pizza Bot is not reachable at {url} ({exc.detail})"
     elif status == 401:
         why = (
             "Pizza Bot refused the hook's token (401); make a new one with `pizzabot hook install`"

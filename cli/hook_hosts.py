@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 __all__ = ["HOSTS", "HookAnswer", "HookCall", "HookInputError", "Host", "Verdict"]
@@ -215,7 +215,7 @@ def _cursor_read(payload: Mapping[str, Any]) -> HookCall:
             session=_text(payload, "conversation_id"),
         )
     call = _tool_call("cursor", payload, default_event=event)
-    return call if call.cwd else HookCall(**{**call.__dict__, "cwd": root})
+    return call if call.cwd else replace(call, cwd=root)
 
 
 def _cursor_answer(call: HookCall, verdict: Verdict) -> HookAnswer:
