@@ -414,3 +414,13 @@ async def test_a_file_edit_shows_its_diff_and_reads_as_a_request(
 
     await decide(server, item["id"], decision="reject", reason="prices stay")
     assert await answer(proc) == claude_pre(False, "Rejected by owner via api: prices stay")
+
+
+async def test_a_command_the_rules_forbid_is_denied_without_asking(
+    server: ServerProcess, ask_token: str
+) -> None:
+    body = payload("claude-code-pre-tool-use", "sudo rm -rf /")
+    proc = await hook(server, "claude-code", body, ask_token)
+    assert await answer(proc) == claude_pre(
+        False, "Denied by rule 1 of shell.run in Pizza Bot: never this"
+    )
