@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pizzabot.cli.client import CliError, connect
+from pizzabot.cli.client import CliError, connect, detail_text
 from pizzabot.cli.hook_hosts import HOSTS, HookAnswer, HookCall, HookInputError, Host, Verdict
 from pizzabot.cli.hook_request import hook_request
 from pizzabot.cli.typer_app import App
@@ -97,8 +97,10 @@ def _refusal(exc: InboxError, url: str) -> Verdict:
         why = (
             "Pizza Bot refused the hook's token (401); make a new one with `pizzabot hook install`"
         )
+    elif status is not None:  # the server's words, never a Python repr of its detail
+        why = f"Pizza Bot refused the request ({status}: {detail_text(exc.detail or str(exc))})"
     else:
-        why = f"Pizza Bot refused the request ({exc})"
+        why = f"Pizza Bot could not be asked ({exc})"
     return Verdict(False, f"{why}, so the call is blocked.")
 
 

@@ -424,3 +424,16 @@ async def test_a_command_the_rules_forbid_is_denied_without_asking(
     assert await answer(proc) == claude_pre(
         False, "Denied by rule 1 of shell.run in Pizza Bot: never this"
     )
+
+
+async def test_a_refused_request_is_denied_in_the_servers_words(
+    server: ServerProcess, ask_token: str
+) -> None:
+    body = payload("copilot-pre-tool-use", "make deploy")
+    proc = await hook(server, "copilot", body, ask_token, "--skill", "nosuch")
+    code, out, err = await answer(proc)
+    reason = out["permissionDecisionReason"]
+    assert (code, out["permissionDecision"], err) == (0, "deny", "")
+    assert reason.startswith("Pizza Bot refused the request (422: ")
+    assert "skill: no skill named 'nosuch'" in reason and "{'" not in reason
+    assert reason.endswith("so the call is blocked.")
