@@ -120,7 +120,9 @@ async def test_install_merges_the_entry_and_its_command_asks_a_person(
     assert len(ours(pre)) == 1 and pre[0] == THEIRS["hooks"]["PreToolUse"][0]
     async with server.client() as c:
         tokens = (await c.get("/api/tokens")).json()["items"]
-    assert [t["revoked_at"] is None for t in tokens] == [True, False]  # the old one revoked
+    active = [t["id"] for t in tokens if t["revoked_at"] is None]
+    assert len(tokens) == 2 and len(active) == 1  # the old one revoked
+    assert f"(token {active[0]}, claude-code-hook, scope ask;" in again.stdout
 
 
 async def test_install_writes_each_hosts_own_format(server: ServerProcess, tmp_path: Path) -> None:
