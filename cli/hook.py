@@ -105,7 +105,14 @@ def _refusal(exc: InboxError, url: str) -> Verdict:
 
 
 def _ask(
-    host: Host, call: HookCall, *, skill: str, wait: float, url: str | None, token: str | None
+    host: Host,
+    call: HookCall,
+    *,
+    skill: str,
+    wait: float,
+    defer: bool,
+    url: str | None,
+    token: str | None,
 ) -> Verdict:
     from pizzabot.client import Inbox, InboxError
 
@@ -120,7 +127,11 @@ def _ask(
             "The hook has no token of its own (it would ask with the server's, which may also "
             f"decide): run `pizzabot hook install {host.name}`. The call is blocked.",
         )
-    request = hook_request(host, call, wait=wait)
+    # Deferred, the call is asked again when its session resumes: the same call (the host's
+    # id of it) finds the same request, decided meanwhile or still open.
+    defer = defer and call.event in host.defers and call.call_id is not None
+    key = f"{host.name}-{call.session}-{call.call_id}" if defer else None
+    request = hook_request(host, call, wait=wait, defer=defer)
     try:
         # Each try gets a short time, so a server that hangs cannot outlast the host's limit.
         with Inbox(api.url, api.token, timeout=min(30.0, max(2.0, wait / 4))) as inbox:
@@ -131,13 +142,17 @@ def _ask(
                 args=request.args,
                 schema=request.schema,
                 description=request.description,
-                timeout=max(1.0, wait),
+                timeout=None if defer else max(1.0, wait),
+                idempotency_key=key,
             )
             left = wait - (time.monotonic() - started)
             if state.pending and left > 0:
                 state = inbox.until_decided(state.id, timeout=left)
     except InboxError as exc:
         return _refusal(exc, api.url)
+    if defer and state.pending:
+        why = f"No one has decided in Pizza Bot yet ({state.url}); resume the session to ask again."
+        return Verdict(False, why, defer=True)
     return verdict_of(state, wait)
 
 
@@ -156,6 +171,7 @@ def run_hook(
     url: str | None,
     token: str | None,
     token_file: Path | None = None,
+    defer: bool = False,
 ) -> HookAnswer:
     """The host's answer to the hook input `text`: always an allow or a deny."""
     raw: object = None
@@ -173,7 +189,7 @@ def run_hook(
     wait = timeout - margin(timeout)
     try:
         secret = _token_from(token_file, token)
-        verdict = _ask(host, call, skill=skill, wait=wait, url=url, token=secret)
+        verdict = _ask(host, call, skill=skill, wait=wait, defer=defer, url=url, token=secret)
     except HookInputError as exc:
         verdict = Verdict(False, f"{exc}, so the call is blocked.")
     except Exception as exc:  # fail closed: whatever went wrong, the call does not run
@@ -209,6 +225,14 @@ def _command(host: Host) -> Callable[..., None]:
         token_file: Annotated[
             Path | None, typer.Option("--token-file", help="A file holding the hook's ask token")
         ] = None,
+        defer: Annotated[
+            bool,
+            typer.Option(
+                "--defer",
+                help="Undecided in time: hold the call (Claude Code's defer, headless -p only) "
+                "instead of denying it; the card stays open",
+            ),
+        ] = False,
         url: Annotated[
             str | None, typer.Option("--url", help="Server URL (env PIZZABOT_URL)")
         ] = None,
@@ -225,6 +249,7 @@ def _command(host: Host) -> Callable[..., None]:
             url=url,
             token=token,
             token_file=token_file,
+            defer=defer,
         )
         if answer.stdout:
             sys.stdout.write(answer.stdout + "\n")

@@ -36,7 +36,8 @@ class HookInputError(ValueError):
 
 @dataclass(frozen=True)
 class HookCall:
-    """One tool call a host asks about, in the host's own terms."""
+    """One tool call a host asks about, in the host's own terms. `call_id` is the host's id
+    of this very call (Claude Code's tool_use_id), the same when it is asked again."""
 
     host: str
     event: str
@@ -44,6 +45,7 @@ class HookCall:
     args: dict[str, Any]
     cwd: str | None = None
     session: str | None = None
+    call_id: str | None = None
 
     @property
     def shell(self) -> bool:
@@ -52,11 +54,13 @@ class HookCall:
 
 @dataclass(frozen=True)
 class Verdict:
-    """What a person (or the rules, or a failure) decided. `args` is set for an edit."""
+    """What a person (or the rules, or a failure) decided. `args` is set for an edit;
+    `defer`: no one decided yet, and the host may hold the call to ask again later."""
 
     allow: bool
     reason: str
     args: dict[str, Any] | None = None
+    defer: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,8 @@ class Host:
     label: str
     default_timeout: float
     rewrites: bool
+    #: The events whose answer may be "not yet, ask again later" (`Verdict.defer`).
+    defers: frozenset[str]
     read: Callable[[Mapping[str, Any]], HookCall]
     answer: Callable[[HookCall, Verdict], HookAnswer]
 
@@ -116,6 +122,7 @@ def _tool_call(host: str, payload: Mapping[str, Any], *, default_event: str) -> 
         args=_object(raw, "tool_input"),
         cwd=_text(payload, "cwd"),
         session=_text(payload, "session_id", "sessionId", "conversation_id"),
+        call_id=_text(payload, "tool_use_id"),
     )
 
 
@@ -152,9 +159,11 @@ def _claude_answer(call: HookCall, verdict: Verdict) -> HookAnswer:
             decision["message"] = verdict.reason
         out = {"hookEventName": "PermissionRequest", "decision": decision}
         return HookAnswer(_json({"hookSpecificOutput": out}))
+    decided = "allow" if verdict.allow else "deny"
     pre: dict[str, Any] = {
         "hookEventName": "PreToolUse",
-        "permissionDecision": "allow" if verdict.allow else "deny",
+        # defer: a headless (-p) session stops and holds the call; resumed, it asks again.
+        "permissionDecision": "defer" if verdict.defer else decided,
         "permissionDecisionReason": verdict.reason,
     }
     if verdict.allow and verdict.args is not None:
@@ -248,10 +257,18 @@ def _copilot_answer(call: HookCall, verdict: Verdict) -> HookAnswer:
 HOSTS: dict[str, Host] = {
     h.name: h
     for h in (
-        Host("claude-code", "Claude Code", 600, True, _claude_read, _claude_answer),
-        Host("codex", "Codex", 600, False, _codex_read, _codex_answer),
-        Host("gemini", "Gemini CLI", 60, True, _gemini_read, _gemini_answer),
-        Host("cursor", "Cursor", 60, False, _cursor_read, _cursor_answer),
-        Host("copilot", "Copilot CLI", 30, True, _copilot_read, _copilot_answer),
+        Host(
+            "claude-code",
+            "Claude Code",
+            600,
+            True,
+            frozenset({"PreToolUse"}),
+            _claude_read,
+            _claude_answer,
+        ),
+        Host("codex", "Codex", 600, False, frozenset(), _codex_read, _codex_answer),
+        Host("gemini", "Gemini CLI", 60, True, frozenset(), _gemini_read, _gemini_answer),
+        Host("cursor", "Cursor", 60, False, frozenset(), _cursor_read, _cursor_answer),
+        Host("copilot", "Copilot CLI", 30, True, frozenset(), _copilot_read, _copilot_answer),
     )
 }

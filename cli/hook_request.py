@@ -109,10 +109,11 @@ def _what(call: HookCall) -> tuple[str, list[str]]:
 
 
 def hook_request(
-    host: Host, call: HookCall, *, wait: float, now: datetime | None = None
+    host: Host, call: HookCall, *, wait: float, defer: bool = False, now: datetime | None = None
 ) -> HookRequest:
     """The request for `call`; the host gives up `wait` seconds from `now`, so the card says
-    until when an answer counts."""
+    until when an answer counts. A deferred call's card stays open past that (and says no
+    time, so the same call asked again is the same request)."""
     what, shown = _what(call)
     ends = (now or datetime.now(UTC)) + timedelta(seconds=wait)
     asks = "to run a shell command" if call.shell else f"to use its tool {call.tool}"
@@ -125,11 +126,18 @@ def hook_request(
         folder, branch = found
         lines.append(f"Repository: {folder}" + (f", branch {branch}" if branch else ""))
     lines += ["", *shown] if shown else []
-    lines += [
-        "",
-        f"{host.label} waits for an answer until {ends:%H:%M:%S} UTC "
-        f"({_duration(wait)}); after that the call is denied.",
-    ]
+    if defer:
+        lines += [
+            "",
+            f"{host.label} waits {_duration(wait)} for an answer, then holds the call; an "
+            "answer given later counts when its session is resumed.",
+        ]
+    else:
+        lines += [
+            "",
+            f"{host.label} waits for an answer until {ends:%H:%M:%S} UTC "
+            f"({_duration(wait)}); after that the call is denied.",
+        ]
     return HookRequest(
         title=_one_line(f"{host.label}: {what}", _MAX_TITLE),
         tool=SHELL_TOOL if call.shell else call.tool,

@@ -437,3 +437,24 @@ async def test_a_refused_request_is_denied_in_the_servers_words(
     assert reason.startswith("Pizza Bot refused the request (422: ")
     assert "skill: no skill named 'nosuch'" in reason and "{'" not in reason
     assert reason.endswith("so the call is blocked.")
+
+
+async def test_deferred_the_call_waits_for_its_session_to_resume(
+    server: ServerProcess, ask_token: str
+) -> None:
+    # Headless Claude Code (-p) holds a deferred call; resumed, it runs the hook again.
+    body = payload("claude-code-pre-tool-use", "terraform apply")
+    first = await hook(server, "claude-code", body, ask_token, "--timeout", "10", "--defer")
+    code, out, err = await answer(first)
+    said = out["hookSpecificOutput"]
+    assert (code, said["permissionDecision"], err) == (0, "defer", "")
+    assert said["permissionDecisionReason"].endswith("resume the session to ask again.")
+    item = await card(server, "Claude Code: terraform apply")  # still open
+    assert item["status"] == "pending" and "then holds the call" in item["body"]
+
+    await decide(server, item["id"], decision="approve")
+    again = await hook(server, "claude-code", body, ask_token, "--timeout", "10", "--defer")
+    assert await answer(again) == claude_pre(True, "Approved by owner via api in Pizza Bot")
+    async with server.client() as c:
+        items = (await c.get("/api/inbox", params={"all": "true"})).json()["items"]
+    assert [i["title"] for i in items].count("Claude Code: terraform apply") == 1
