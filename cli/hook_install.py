@@ -131,11 +131,18 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _write(path: Path, text: str, *, private: bool = False) -> None:
+    """Write `text` whole or not at all (a host never reads half a file), keeping the mode
+    of a file that was there; a private one is its owner's only."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = 0o600 if private else path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mode = 0o644
     part = path.with_name(f".{path.name}.pizzabot-tmp")
-    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with os.fdopen(fd, "w") as f:
         f.write(text)
+    os.chmod(part, mode)  # the umask narrowed what open() was given
     os.replace(part, path)
 
 

@@ -73,6 +73,7 @@ async def test_install_merges_the_entry_and_its_command_asks_a_person(
     home.mkdir()
     settings = project / ".claude" / "settings.json"
     settings.write_text(json.dumps(THEIRS))
+    settings.chmod(0o640)
 
     done = install(server, home, project, "claude-code", "--yes")
     assert done.returncode == 0, done.stderr
@@ -81,6 +82,7 @@ async def test_install_merges_the_entry_and_its_command_asks_a_person(
     assert written.startswith(str(settings))
 
     merged = json.loads(settings.read_text())
+    assert stat.S_IMODE(settings.stat().st_mode) == 0o640  # its mode kept
     assert merged["permissions"] == THEIRS["permissions"]
     assert merged["hooks"]["PostToolUse"] == THEIRS["hooks"]["PostToolUse"]
     pre = merged["hooks"]["PreToolUse"]
