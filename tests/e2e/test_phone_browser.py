@@ -32,7 +32,7 @@ from tests.peers.required import CHROMIUM
 from tests.peers.server import TOKEN
 from tests.peers.slack_api import SlackApi, http_mode_env, post_interaction
 from tests.peers.stack import Stack
-from tests.waiting import eventually
+from tests.waiting import DEADLINE, eventually
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
@@ -105,7 +105,7 @@ NOTIFICATIONS = (
 )
 
 
-async def until(page: Page, expression: str, timeout: float = 15.0) -> Any:
+async def until(page: Page, expression: str, timeout: float = DEADLINE) -> Any:
     """What `expression` gives in the page once it is truthy. (Playwright's wait_for_function
     evaluates a string, which the page's Content-Security-Policy forbids.)"""
 

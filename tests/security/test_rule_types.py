@@ -151,7 +151,7 @@ async def test_the_approvals_skill_denies_removing_the_root_however_it_is_writte
     state = await ask(server, "approvals", "shell.run", {"command": command})
 
     assert state["status"] == "rejected", (command, state)
-    assert state["decided_by"] == "rule 2 of shell.run"
+    assert state["decided_by"] == "rule 1 of shell.run"
     assert state["reason"].startswith("never this")
 
 
