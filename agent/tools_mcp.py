@@ -36,8 +36,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pizzabot.agent.errors import RunError
+from pizzabot.agent.mcp_call import CallQuestions, wind_down
 from pizzabot.agent.policy.rules import ToolHints
-from pizzabot.agent.questions import Answer, Question
+from pizzabot.agent.questions import Question
 from pizzabot.agent.skills import HttpServer, Skill, StdioServer
 from pizzabot.agent.tools import AskFn, ToolOutcome, ToolSpec, check_rules
 
@@ -52,7 +53,9 @@ __all__ = ["BASE_ENV", "ToolHub", "child_environment"]
 log = logging.getLogger(__name__)
 
 # The call that is asking, inside the call's own task (the `input_required` path).
-_ASKING: contextvars.ContextVar[AskFn | None] = contextvars.ContextVar("asking", default=None)
+_ASKING: contextvars.ContextVar[CallQuestions | None] = contextvars.ContextVar(
+    "asking", default=None
+)
 
 # Numbers each listing of a server's tools, so a hub can tell a listing it has checked.
 _LISTINGS = itertools.count(1)
@@ -125,13 +128,13 @@ class _Connection:
         self.lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
-        #: The calls in flight, each with how it asks (None: it cannot).
-        self.in_flight: dict[int, AskFn | None] = {}
+        #: The calls in flight, each with the questions it may ask.
+        self.in_flight: dict[int, CallQuestions] = {}
         self._tokens = itertools.count()
 
-    def enter(self, ask: AskFn | None) -> int:
+    def enter(self, questions: CallQuestions) -> int:
         token = next(self._tokens)
-        self.in_flight[token] = ask
+        self.in_flight[token] = questions
         return token
 
     def leave(self, token: int) -> None:
@@ -143,10 +146,10 @@ class _Connection:
         """A server asks for input: ask the person through the call in flight."""
         import mcp_types
 
-        ask = _ASKING.get()
-        if ask is None and len(self.in_flight) == 1:
-            ask = next(iter(self.in_flight.values()))
-        if ask is None:
+        questions = _ASKING.get()
+        if questions is None and len(self.in_flight) == 1:
+            questions = next(iter(self.in_flight.values()))
+        if questions is None or not questions.can_ask:
             # No call that can ask, or several calls whose asker cannot be told apart.
             log.warning(
                 "MCP server %s asked for input, but no single call in flight can ask "
@@ -159,7 +162,7 @@ class _Connection:
             question = Question(message=params.message, url=params.url)
         else:
             question = Question(message=params.message, schema=dict(params.requested_schema))
-        answer = await ask(question)
+        answer = await questions.ask(question)
         content = answer.content if answer.action == "accept" and question.url is None else None
         return mcp_types.ElicitResult(action=answer.action, content=content)
 
@@ -230,23 +233,6 @@ class _Connection:
     async def close(self) -> None:
         async with self.lock:
             await self._discard()
-
-
-def _paused(scope: asyncio.Timeout, ask: AskFn) -> AskFn:
-    """`ask`, with the call's time-out stopped while a person answers."""
-
-    async def asking(question: Question) -> Answer:
-        loop = asyncio.get_running_loop()
-        when = scope.when()
-        left = None if when is None else max(0.0, when - loop.time())
-        scope.reschedule(None)
-        try:
-            return await ask(question)
-        finally:
-            if left is not None:
-                scope.reschedule(loop.time() + left)
-
-    return asking
 
 
 class ToolHub:
@@ -322,14 +308,16 @@ class ToolHub:
         conn = self._conn(server, cfg)
         client = await conn.open(self._connect_timeout)
         started = time.perf_counter()
-        token = conn.enter(None)
+        questions = CallQuestions(ask)
+        token = conn.enter(questions)
+        # The call runs in a task of its own, so a cancelled run can tell the server
+        # "cancel" and let it wrap up before the call is dropped (`wind_down`).
+        work = asyncio.create_task(self._call(client, tool, args, questions))
         try:
-            # A timeout scope, not `wait_for`: no extra task (and loop turn) on every call.
-            async with asyncio.timeout(self._call_timeout) as scope:
-                paused = _paused(scope, ask) if ask is not None else None
-                conn.in_flight[token] = paused
-                _ASKING.set(paused)
-                result = await client.call_tool(tool, args)
+            result = await asyncio.shield(work)
+        except asyncio.CancelledError:
+            await wind_down(work, questions)
+            raise
         except TimeoutError:
             return ToolOutcome(
                 f"the tool did not answer within {self._call_timeout:.0f}s",
@@ -343,8 +331,8 @@ class ToolHub:
                 f"tool call failed: {exc!r}", True, (time.perf_counter() - started) * 1000
             )
         finally:
+            questions.end()  # a question still waiting is answered cancel, its item closed
             conn.leave(token)
-            _ASKING.set(None)
         duration = (time.perf_counter() - started) * 1000
         parts: list[str] = []
         for block in result.content:
@@ -355,6 +343,15 @@ class ToolHub:
         if not parts and result.structured_content is not None:
             parts.append(json.dumps(result.structured_content))
         return ToolOutcome("\n".join(parts), bool(result.is_error), duration)
+
+    async def _call(
+        self, client: Client, tool: str, args: dict[str, Any], questions: CallQuestions
+    ) -> mcp_types.CallToolResult:
+        _ASKING.set(questions)  # this task's own context: the `input_required` path asks here
+        # A timeout scope, not `wait_for`: on Python 3.11 `wait_for` can swallow a cancel.
+        async with asyncio.timeout(self._call_timeout) as scope:
+            questions.timed(scope)
+            return await client.call_tool(tool, args)
 
     async def aclose(self) -> None:
         conns, self._conns = list(self._conns.values()), {}

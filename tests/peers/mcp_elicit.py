@@ -3,6 +3,12 @@ middle of a call (MCP elicitation), over stdio or HTTP, with the official SDK.
 
     python tests/peers/mcp_elicit.py stdio        # serve over stdin/stdout
     python tests/peers/mcp_elicit.py http PORT    # streamable HTTP at http://127.0.0.1:PORT/mcp
+    python tests/peers/mcp_elicit.py stdio legacy # only the handshake era (before 2026-07-28)
+
+The 2026-07-28 protocol asks with an "input required" result and a retry of the call; earlier
+versions send `elicitation/create` in the middle of the call and wait for its answer. A
+`legacy` server answers no `server/discover`, so a client falls back to the `initialize`
+handshake and the server asks the old way (as servers on the 1.x SDK do).
 
 From a test, `server_entry(log)` is the stdio server as a skill's `mcp_servers` entry, and
 `serve_http(log=...)` starts the HTTP variant on a free port and yields its URL.
@@ -176,13 +182,24 @@ def build_server() -> MCPServer:
     return server
 
 
-def server_entry(log: Path) -> dict[str, Any]:
+def _handshake_era_only() -> None:
+    """Serve every stdio connection in the handshake era, whatever its first request: the
+    SDK opens a 2026 connection when the first request carries that protocol's envelope."""
+    from mcp.server import runner
+
+    runner._has_modern_envelope = lambda params: False  # type: ignore[assignment]
+
+
+def server_entry(log: Path, *, legacy: bool = False) -> dict[str, Any]:
     """This server as a skill's `mcp_servers` entry (stdio)."""
-    return {"command": "python", "args": [str(SCRIPT), "stdio"], "env": {LOG_ENV: str(log)}}
+    args = [str(SCRIPT), "stdio", *(["legacy"] if legacy else [])]
+    return {"command": "python", "args": args, "env": {LOG_ENV: str(log)}}
 
 
 @contextlib.asynccontextmanager
-async def serve_http(*, log: Path, startup: float = 20.0) -> AsyncIterator[str]:
+async def serve_http(
+    *, log: Path, startup: float = 20.0, legacy: bool = False
+) -> AsyncIterator[str]:
     """Run the HTTP variant in a subprocess on a free port; yield `http://127.0.0.1:N/mcp`."""
     # Imported here: this file also runs on its own as the MCP server, where `tests` is not
     # on the import path.
@@ -196,6 +213,7 @@ async def serve_http(*, log: Path, startup: float = 20.0) -> AsyncIterator[str]:
             str(SCRIPT),
             "http",
             str(port),
+            *(["legacy"] if legacy else []),
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
@@ -216,12 +234,17 @@ async def serve_http(*, log: Path, startup: float = 20.0) -> AsyncIterator[str]:
 
 def main(argv: list[str]) -> None:
     match argv:
-        case ["stdio"]:
+        case ["stdio", *era] if era in ([], ["legacy"]):
+            if era:
+                _handshake_era_only()
             build_server().run()
-        case ["http", port]:
-            build_server().run("streamable-http", host="127.0.0.1", port=int(port))
+        case ["http", port, *era] if era in ([], ["legacy"]):
+            sys.path.insert(0, str(SCRIPT.parents[2]))  # run as a script: find `tests`
+            from tests.peers.mcp_http import serve
+
+            serve(build_server(), int(port), legacy=bool(era))
         case _:
-            sys.exit("usage: mcp_elicit.py stdio | http PORT")
+            sys.exit("usage: mcp_elicit.py stdio [legacy] | http PORT [legacy]")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from pizzabot.agent.questions import (
     validate_answer,
     values_from_lines,
 )
+from pizzabot.agent.mcp_call import CallQuestions
 from pizzabot.agent.tools_mcp import _Connection
 from tests.peers.mcp_elicit import FORM, LINK, NESTED
 from tests.peers.web import T0, Form, WebApp, csrf_of
@@ -234,11 +235,11 @@ async def test_a_servers_question_goes_to_the_one_call_in_flight() -> None:
     ctx: Any = None
     # No call in flight, or one that cannot ask: cancel.
     assert (await conn._elicit(ctx, form)).action == "cancel"
-    quiet = conn.enter(None)
+    quiet = conn.enter(CallQuestions(None))
     assert (await conn._elicit(ctx, form)).action == "cancel"
     conn.leave(quiet)
 
-    token = conn.enter(ask)
+    token = conn.enter(CallQuestions(ask))
     got = await conn._elicit(ctx, form)
     assert (got.action, got.content) == ("accept", {"name": "Ann"})
     got = await conn._elicit(ctx, link)
@@ -246,7 +247,7 @@ async def test_a_servers_question_goes_to_the_one_call_in_flight() -> None:
     assert [q.url for q in asked] == [None, LINK] and asked[0].schema == FREE_TEXT_SCHEMA
 
     # Two calls in flight: which one asked cannot be known, so no one is asked.
-    other = conn.enter(ask)
+    other = conn.enter(CallQuestions(ask))
     assert (await conn._elicit(ctx, form)).action == "cancel"
     assert len(asked) == 2
     conn.leave(other)
