@@ -35,6 +35,7 @@ from pizzabot.agent.questions import (
     answer_of,
     check_schema,
     link_refusal,
+    with_defaults,
 )
 from pizzabot.agent.targets import targets_for
 from pizzabot.agent.timers import human_duration
@@ -141,7 +142,11 @@ class Asker:
             created_at=now,
             call_id=self.call_id,
             tool=self.tool,
-            args={"url": question.url} if link else dict(question.proposed),
+            # The asker's defaults are the proposal: every card shows them, and accepting
+            # the proposal (a mail's "ok") answers with them.
+            args={"url": question.url}
+            if link
+            else with_defaults(question.schema, question.proposed),
             schema=None if link else question.schema,
             risk=Risk(),
             secret=self.ctx.secrets(),

@@ -19,7 +19,9 @@ From a test, `server_entry(log)` is the stdio server as a skill's `mcp_servers` 
 - `connect` asks the person to open a link (URL mode);
 - `link` asks the person to open the link it is called with (URL mode: any text the asker
   sends, so a test can offer one that reads differently than it opens);
-- `nested` asks for a form no channel can draw (a nested object): the client must refuse it.
+- `nested` asks for a form no channel can draw (a nested object): the client must refuse it;
+- `defaults` asks for a form whose every field has a `default` (`DEFAULTS`, the shape of the
+  conformance suite's defaults scenario): what is not changed must come back as the default.
 
 Each tool writes what it got back (`action`, `content`, with the Python type of every
 value) to the JSON-lines file named by `MCP_TOOLS_LOG` (`tests.peers.mcp_tools.read_log`
@@ -88,6 +90,23 @@ FORM: dict[str, Any] = {
         },
     },
     "required": ["name", "email", "seats", "size", "color"],
+}
+
+#: A form whose fields all have defaults (text, whole number, number, choice, yes/no).
+DEFAULTS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "title": "Name", "default": "John Doe"},
+        "age": {"type": "integer", "title": "Age", "default": 30},
+        "score": {"type": "number", "title": "Score", "default": 95.5},
+        "status": {
+            "type": "string",
+            "title": "Status",
+            "enum": ["active", "inactive", "pending"],
+            "default": "active",
+        },
+        "verified": {"type": "boolean", "title": "Verified", "default": True},
+    },
 }
 
 NESTED: dict[str, Any] = {
@@ -175,9 +194,17 @@ async def nested(ctx: Context) -> str | InputRequiredResult:
     return _record("nested", got.action, got.content)
 
 
+async def defaults(ctx: Context) -> str | InputRequiredResult:
+    """Ask for a form whose every field has a default."""
+    got = await _ask(ctx, "defaults", _form("Check these, please.", DEFAULTS))
+    if isinstance(got, InputRequiredResult):
+        return got
+    return _record("defaults", got.action, got.content)
+
+
 def build_server() -> MCPServer:
     server = MCPServer("ask", log_level="WARNING")
-    for tool in (profile, connect, link, nested):
+    for tool in (profile, connect, link, nested, defaults):
         server.add_tool(tool)
     return server
 

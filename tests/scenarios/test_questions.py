@@ -15,6 +15,7 @@ import pytest
 from pizzabot.agent.argforms import coerce_form, form_fields
 from pizzabot.agent.errors import AlreadyDecided, InvalidArguments
 from pizzabot.agent.events import NewEvent, RunFinished
+from pizzabot.agent.mcp_call import CallQuestions
 from pizzabot.agent.model import Approve, Box, Edit, Item, ItemKind, ItemStatus, Reject, RunStatus
 from pizzabot.agent.policy import Principal
 from pizzabot.agent.questions import (
@@ -28,7 +29,6 @@ from pizzabot.agent.questions import (
     validate_answer,
     values_from_lines,
 )
-from pizzabot.agent.mcp_call import CallQuestions
 from pizzabot.agent.tools_mcp import _Connection
 from tests.peers.mcp_elicit import FORM, LINK, NESTED
 from tests.peers.web import T0, Form, WebApp, csrf_of
@@ -79,14 +79,15 @@ async def test_an_edit_accepts_with_its_values_and_an_approval_with_the_proposal
         assert answer_of(item) is None
         done = await decide(web, item, Edit(ANSWER))
         assert done.status is ItemStatus.EDITED
-        assert answer_of(done) == Answer("accept", ANSWER)
+        # The form's default for the field the answer left out comes with it.
+        assert answer_of(done) == Answer("accept", {**ANSWER, "vip": False})
         with pytest.raises(AlreadyDecided):  # the first answer wins
             await decide(web, done, Reject())
 
         proposed = await question(web, args=ANSWER)
         approved = await decide(web, proposed, Approve())
         assert approved.status is ItemStatus.APPROVED
-        assert answer_of(approved) == Answer("accept", ANSWER)
+        assert answer_of(approved) == Answer("accept", {**ANSWER, "vip": False})
 
 
 async def test_an_answer_outside_the_form_is_refused_by_field(tmp_path: Path) -> None:
