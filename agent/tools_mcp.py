@@ -32,7 +32,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pizzabot.agent.errors import RunError
@@ -111,6 +111,11 @@ def _params(cfg: StdioServer | HttpServer, env: Mapping[str, str]) -> StdioServe
     return StdioServerParameters(command=command, args=args, env=child_env, cwd=cfg.cwd)
 
 
+def _key(name: str, cfg: StdioServer | HttpServer) -> str:
+    """One connection per server name and configuration, shared by the skills that agree."""
+    return json.dumps([name, cfg.model_dump()], sort_keys=True)
+
+
 class _Connection:
     """One MCP client, owned by a task of its own.
 
@@ -126,6 +131,8 @@ class _Connection:
         #: Which listing `tools` is (0: none yet); a new one on every (re)connection.
         self.listing = 0
         self.lock = asyncio.Lock()
+        #: The skills that use this server (the status page lists it under each).
+        self.users: set[str] = set()
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         #: The calls in flight, each with the questions it may ask.
@@ -256,6 +263,9 @@ class ToolHub:
         self._extra_servers = extra_servers
         # Per skill: the version whose rules were checked last, and against which listings.
         self._checked: dict[str, tuple[Skill, tuple[int, ...]]] = {}
+        # Servers no loaded skill uses, kept until their calls in flight end; their closing.
+        self._retired: set[_Connection] = set()
+        self._closing: set[asyncio.Task[None]] = set()
 
     def servers(self, skill: Skill) -> dict[str, StdioServer | HttpServer]:
         servers: dict[str, StdioServer | HttpServer] = dict(skill.mcp_servers)
@@ -263,12 +273,48 @@ class ToolHub:
             servers.update(self._extra_servers(skill))
         return servers
 
-    def _conn(self, name: str, cfg: StdioServer | HttpServer) -> _Connection:
-        key = json.dumps([name, cfg.model_dump()], sort_keys=True)
+    def _conn(self, name: str, cfg: StdioServer | HttpServer, skill: str) -> _Connection:
+        key = _key(name, cfg)
         conn = self._conns.get(key)
         if conn is None:
             conn = self._conns[key] = _Connection(name, _params(cfg, self._env))
+        conn.users.add(skill)
         return conn
+
+    async def retain(self, skills: Iterable[Skill]) -> list[str]:
+        """Stop every server none of `skills` (the versions loaded now) uses: a skill removed
+        from disk, or changed so that a server's configuration differs, leaves no process or
+        session behind. A server with calls in flight stops when its last call ends. A run
+        that started on an older version and calls such a server again starts it anew.
+        Returns the names of the servers stopped."""
+        keep: dict[str, set[str]] = {}
+        for skill in skills:
+            for name, cfg in self.servers(skill).items():
+                keep.setdefault(_key(name, cfg), set()).add(skill.name)
+        loaded = {name for users in keep.values() for name in users}
+        self._checked = {k: v for k, v in self._checked.items() if k in loaded}
+        stopped: list[str] = []
+        for key, conn in list(self._conns.items()):
+            if key in keep:
+                conn.users = keep[key]
+                continue
+            del self._conns[key]
+            stopped.append(conn.name)
+            if conn.in_flight:
+                self._retired.add(conn)  # closed by its last call (`call`'s end)
+            else:
+                await conn.close()
+        return stopped
+
+    def running(self) -> dict[str, list[str]]:
+        """Per skill, the names of its servers that are connected now."""
+        out: dict[str, list[str]] = {}
+        for conn in self._conns.values():
+            if conn.client is None:
+                continue
+            for skill in conn.users:
+                out.setdefault(skill, []).append(conn.name)
+        return {skill: sorted(names) for skill, names in sorted(out.items())}
 
     async def list_tools(self, skill: Skill) -> list[ToolSpec]:
         """Every tool of the skill's servers. The skill's rules are checked against the
@@ -276,7 +322,7 @@ class ToolHub:
         first moment the schemas are known, and again whenever a server lists anew): a rule
         on an argument the tool does not have is refused (`SkillFileError`, with the rule's
         line)."""
-        conns = [self._conn(name, cfg) for name, cfg in self.servers(skill).items()]
+        conns = [self._conn(name, cfg, skill.name) for name, cfg in self.servers(skill).items()]
         for conn in conns:
             await conn.open(self._connect_timeout)
         specs = [spec for conn in conns for spec in conn.tools]
@@ -305,7 +351,7 @@ class ToolHub:
         cfg = self.servers(skill).get(server)
         if cfg is None:
             return ToolOutcome(f"no MCP server named {server!r} in skill {skill.name!r}", True, 0.0)
-        conn = self._conn(server, cfg)
+        conn = self._conn(server, cfg, skill.name)
         client = await conn.open(self._connect_timeout)
         started = time.perf_counter()
         questions = CallQuestions(ask)
@@ -333,6 +379,11 @@ class ToolHub:
         finally:
             questions.end()  # a question still waiting is answered cancel, its item closed
             conn.leave(token)
+            if conn in self._retired and not conn.in_flight:
+                self._retired.discard(conn)
+                self._closing.add(asyncio.create_task(conn.close(), name=f"mcp-stop:{server}"))
+                for task in [t for t in self._closing if t.done()]:
+                    self._closing.discard(task)
         duration = (time.perf_counter() - started) * 1000
         parts: list[str] = []
         for block in result.content:
@@ -354,6 +405,9 @@ class ToolHub:
             return await client.call_tool(tool, args)
 
     async def aclose(self) -> None:
-        conns, self._conns = list(self._conns.values()), {}
+        conns, self._conns = [*self._conns.values(), *self._retired], {}
+        self._retired = set()
         for conn in conns:
             await conn.close()
+        for task in self._closing:
+            await task
