@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
+import importlib.metadata
 import itertools
 import json
 import logging
@@ -48,7 +50,7 @@ if TYPE_CHECKING:  # the SDK takes seconds to import: load it on the first conne
     from mcp.client.session import ClientRequestContext
     from mcp.client.stdio import StdioServerParameters
 
-__all__ = ["BASE_ENV", "ToolHub", "child_environment"]
+__all__ = ["BASE_ENV", "CLIENT_NAME", "ToolHub", "child_environment", "client_info"]
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +111,23 @@ def _params(cfg: StdioServer | HttpServer, env: Mapping[str, str]) -> StdioServe
     child_env = child_environment(cfg, env)
     command, args = _launch(command, list(cfg.args), child_env)
     return StdioServerParameters(command=command, args=args, env=child_env, cwd=cfg.cwd)
+
+
+#: The name every client gives the servers it meets (with the installed version).
+CLIENT_NAME = "pizzabot"
+
+
+@functools.cache
+def client_info() -> mcp_types.Implementation:
+    """How Pizza Bot introduces itself to an MCP server (`clientInfo`): a server's logs and
+    its operator then see who calls, not the SDK's default name."""
+    import mcp_types
+
+    try:
+        version = importlib.metadata.version(CLIENT_NAME)
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        version = "0+unknown"
+    return mcp_types.Implementation(name=CLIENT_NAME, version=version)
 
 
 def _key(name: str, cfg: StdioServer | HttpServer) -> str:
@@ -178,7 +197,9 @@ class _Connection:
 
         _ASKING.set(None)  # this task's context is copied from whoever opened it
         try:
-            async with Client(self.target, elicitation_callback=self._elicit) as client:
+            async with Client(
+                self.target, elicitation_callback=self._elicit, client_info=client_info()
+            ) as client:
                 if not ready.done():
                     ready.set_result(client)
                 await self._stop.wait()

@@ -20,6 +20,7 @@ From a test, `server_entry(log)` is the stdio server as a skill's `mcp_servers` 
 - `link` asks the person to open the link it is called with (URL mode: any text the asker
   sends, so a test can offer one that reads differently than it opens);
 - `nested` asks for a form no channel can draw (a nested object): the client must refuse it;
+- `hello` asks nothing: it says how the client introduced itself (`clientInfo`);
 - `defaults` asks for a form whose every field has a `default` (`DEFAULTS`, the shape of the
   conformance suite's defaults scenario): what is not changed must come back as the default.
 
@@ -202,9 +203,22 @@ async def defaults(ctx: Context) -> str | InputRequiredResult:
     return _record("defaults", got.action, got.content)
 
 
+async def hello(ctx: Context) -> str:
+    """Say how the client introduced itself, and in which protocol version."""
+    params = ctx.session.client_params
+    info = params.client_info if params is not None else None
+    return json.dumps(
+        {
+            "name": info.name if info is not None else None,
+            "version": info.version if info is not None else None,
+            "protocol": ctx.protocol_version,
+        }
+    )
+
+
 def build_server() -> MCPServer:
     server = MCPServer("ask", log_level="WARNING")
-    for tool in (profile, connect, link, nested, defaults):
+    for tool in (profile, connect, link, nested, defaults, hello):
         server.add_tool(tool)
     return server
 
