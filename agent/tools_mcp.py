@@ -24,6 +24,7 @@ have calls in flight on that server at once (which of them asked cannot be known
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import importlib.metadata
@@ -39,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from pizzabot.agent.errors import RunError
 from pizzabot.agent.mcp_call import CallQuestions, wind_down
+from pizzabot.agent.mcp_http import HttpTarget, resolve_headers
 from pizzabot.agent.policy.rules import ToolHints
 from pizzabot.agent.questions import Question
 from pizzabot.agent.skills import HttpServer, Skill, StdioServer
@@ -101,11 +103,13 @@ def _launch(command: str, args: list[str], env: dict[str, str]) -> tuple[str, li
 _ENV_COMMAND = shutil.which("env", path=os.defpath)
 
 
-def _params(cfg: StdioServer | HttpServer, env: Mapping[str, str]) -> StdioServerParameters | str:
+def _params(
+    name: str, cfg: StdioServer | HttpServer, env: Mapping[str, str]
+) -> StdioServerParameters | HttpTarget:
     from mcp.client.stdio import StdioServerParameters
 
     if isinstance(cfg, HttpServer):
-        return cfg.url
+        return HttpTarget(cfg.url, resolve_headers(name, cfg.headers, env))
     # "python" names the interpreter Pizza Bot runs on, so bundled servers work in any venv.
     command = sys.executable if cfg.command in {"python", "python3"} else cfg.command
     child_env = child_environment(cfg, env)
@@ -142,9 +146,11 @@ class _Connection:
     task; runs come and go in other tasks, so the connection gets a task that holds it open.
     """
 
-    def __init__(self, name: str, target: StdioServerParameters | str) -> None:
+    def __init__(self, name: str, target: StdioServerParameters | HttpTarget) -> None:
         self.name = name
         self.target = target
+        #: What an HTTP server refused (401, 403), to say it plainly; None for stdio.
+        self.refusals = target.refusals() if isinstance(target, HttpTarget) else None
         self.client: Client | None = None
         self.tools: list[ToolSpec] = []
         #: Which listing `tools` is (0: none yet); a new one on every (re)connection.
@@ -197,9 +203,11 @@ class _Connection:
 
         _ASKING.set(None)  # this task's context is copied from whoever opened it
         try:
-            async with Client(
-                self.target, elicitation_callback=self._elicit, client_info=client_info()
-            ) as client:
+            async with contextlib.AsyncExitStack() as stack:
+                server = await self._transport(stack)
+                client = await stack.enter_async_context(
+                    Client(server, elicitation_callback=self._elicit, client_info=client_info())
+                )
                 if not ready.done():
                     ready.set_result(client)
                 await self._stop.wait()
@@ -211,6 +219,25 @@ class _Connection:
             log.warning("MCP server %s stopped: %r", self.name, exc)
         finally:
             self.client = None
+
+    async def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
+        """The stdio parameters, or an HTTP transport whose client sends the skill's headers
+        and watches for refusals (closed with the connection)."""
+        target = self.target
+        if not isinstance(target, HttpTarget):
+            return target
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        http = await stack.enter_async_context(create_mcp_http_client(headers=target.headers))
+        if self.refusals is not None:
+            self.refusals.status = None
+            http.event_hooks["response"].append(self.refusals.hook)
+        return streamable_http_client(target.url, http_client=http)
+
+    def refused(self) -> str | None:
+        """What the server refused, in words (None: nothing)."""
+        return self.refusals.said() if self.refusals is not None else None
 
     async def open(self, timeout: float) -> Client:
         async with self.lock:
@@ -230,6 +257,9 @@ class _Connection:
                 raise
             except Exception as exc:
                 await self._discard()
+                said = self.refused()
+                if said is not None:
+                    raise RunError(f"MCP server {self.name!r}: {said}") from exc
                 raise RunError(f"MCP server {self.name!r} could not be reached: {exc!r}") from exc
             self.tools = [
                 ToolSpec(
@@ -261,6 +291,17 @@ class _Connection:
     async def close(self) -> None:
         async with self.lock:
             await self._discard()
+
+
+def _text_of(result: mcp_types.CallToolResult) -> str:
+    """A call's result as the model reads it: its text blocks, other blocks as JSON."""
+    parts: list[str] = []
+    for block in result.content:
+        text = getattr(block, "text", None)
+        parts.append(text if isinstance(text, str) else json.dumps(block.model_dump(mode="json")))
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content))
+    return "\n".join(parts)
 
 
 class ToolHub:
@@ -298,7 +339,7 @@ class ToolHub:
         key = _key(name, cfg)
         conn = self._conns.get(key)
         if conn is None:
-            conn = self._conns[key] = _Connection(name, _params(cfg, self._env))
+            conn = self._conns[key] = _Connection(name, _params(name, cfg, self._env))
         conn.users.add(skill)
         return conn
 
@@ -392,11 +433,11 @@ class ToolHub:
                 (time.perf_counter() - started) * 1000,
             )
         except Exception as exc:
+            said = conn.refused()
             # The server may have died; reconnect on the next call rather than keep a dead client.
             await conn.close()
-            return ToolOutcome(
-                f"tool call failed: {exc!r}", True, (time.perf_counter() - started) * 1000
-            )
+            failed = f"tool call failed: {said or repr(exc)}"
+            return ToolOutcome(failed, True, (time.perf_counter() - started) * 1000)
         finally:
             questions.end()  # a question still waiting is answered cancel, its item closed
             conn.leave(token)
@@ -406,15 +447,7 @@ class ToolHub:
                 for task in [t for t in self._closing if t.done()]:
                     self._closing.discard(task)
         duration = (time.perf_counter() - started) * 1000
-        parts: list[str] = []
-        for block in result.content:
-            text = getattr(block, "text", None)
-            parts.append(
-                text if isinstance(text, str) else json.dumps(block.model_dump(mode="json"))
-            )
-        if not parts and result.structured_content is not None:
-            parts.append(json.dumps(result.structured_content))
-        return ToolOutcome("\n".join(parts), bool(result.is_error), duration)
+        return ToolOutcome(_text_of(result), bool(result.is_error), duration)
 
     async def _call(
         self, client: Client, tool: str, args: dict[str, Any], questions: CallQuestions
