@@ -55,8 +55,8 @@ class CallQuestions:
     def over(self) -> bool:
         return self._over.is_set()
 
-    def timed(self, scope: asyncio.Timeout) -> None:
-        """The call's time-out scope, paused while a question waits."""
+    def timed(self, scope: asyncio.Timeout | None) -> None:
+        """The call's time-out scope, paused while a question waits (None: it has ended)."""
         self._scope = scope
 
     def end(self) -> None:

@@ -18,7 +18,12 @@ routes a server's question to the call in flight that asked it (`ToolHub.call`'s
 the 2026 protocol's `input_required` results the SDK asks from inside the call itself, so
 the call is known; a server-to-client request (older protocol versions) names no call, so
 it goes to the connection's one call in flight, and is answered "cancel" when several runs
-have calls in flight on that server at once (which of them asked cannot be known).
+have calls in flight on that server at once (which of them asked cannot be known). A
+question lives as long as its call (`pizzabot.agent.mcp_call`).
+
+A server lives as long as a loaded skill uses it (`ToolHub.retain`, after every reload), and
+says who calls it: `clientInfo` names Pizza Bot and its release. An HTTP server gets the
+skill's headers, and its refusals are said in words (`pizzabot.agent.mcp_http`).
 """
 
 from __future__ import annotations
@@ -454,9 +459,15 @@ class ToolHub:
     ) -> mcp_types.CallToolResult:
         _ASKING.set(questions)  # this task's own context: the `input_required` path asks here
         # A timeout scope, not `wait_for`: on Python 3.11 `wait_for` can swallow a cancel.
-        async with asyncio.timeout(self._call_timeout) as scope:
-            questions.timed(scope)
-            return await client.call_tool(tool, args)
+        try:
+            async with asyncio.timeout(self._call_timeout) as scope:
+                questions.timed(scope)
+                try:
+                    return await client.call_tool(tool, args)
+                finally:
+                    questions.timed(None)  # the scope ends here: a late answer must not touch it
+        finally:
+            questions.end()  # however the call ended, no question of it waits any longer
 
     async def aclose(self) -> None:
         conns, self._conns = [*self._conns.values(), *self._retired], {}

@@ -113,3 +113,42 @@ async def test_a_server_that_dies_mid_question_leaves_no_question_open(tmp_path:
 
         assert done.status is RunStatus.DONE  # the model read the failed call and answered
         assert (await h.store.get_item(item.id)).status is ItemStatus.CANCELLED
+
+
+async def test_a_question_nobody_answers_in_time_is_answered_cancel(tmp_path: Path) -> None:
+    log = tmp_path / "ask.jsonl"
+    entry = mcp_elicit.server_entry(log, legacy=True)
+    quick = {
+        "mcp_servers": {"ask": entry},
+        "tools": {"ask.profile": {"policy": "auto", "timeout": "1s"}},
+    }
+    async with InProcess(tmp_path, SCRIPT, skill=quick) as h:
+        run = await h.runs.start("test", "profile please", by=Principal.owner("api"))
+        item = await question_of(h, run.id)
+
+        done = await h.wait(run.id, {"done"})
+
+        assert done.status is RunStatus.DONE
+        assert (await h.store.get_item(item.id)).status is ItemStatus.EXPIRED
+    assert await heard(log) == [
+        {"tool": "profile", "action": "cancel", "content": None, "types": None}
+    ]
+
+
+async def test_an_http_server_that_goes_away_mid_question_leaves_no_question_open(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "ask.jsonl"
+    async with contextlib.AsyncExitStack() as stack:
+        url = await stack.enter_async_context(mcp_elicit.serve_http(log=log, legacy=True))
+        h = await stack.enter_async_context(InProcess(tmp_path, SCRIPT, skill=skill({"url": url})))
+        run = await h.runs.start("test", "profile please", by=Principal.owner("api"))
+        item = await question_of(h, run.id)
+        for proc in ask_server_processes():
+            proc.kill()
+
+        # The call fails, and the server cannot be reached again: the run ends failed.
+        ended = await h.wait(run.id, {"failed"})
+
+        assert ended.error is not None and "could not be reached" in ended.error
+        assert (await h.store.get_item(item.id)).status is ItemStatus.CANCELLED
