@@ -45,7 +45,14 @@ def resolve_headers(
                 )
             return env[var]
 
-        out[name] = _VAR.sub(value, template)
+        resolved = _VAR.sub(value, template)
+        if any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in resolved):
+            # A line break would end the header early (and could start another one).
+            raise RunError(
+                f"MCP server {server!r}: header {name}: a variable it names holds a line break "
+                "or control character"
+            )
+        out[name] = resolved
     return out
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from pizzabot.agent.errors import RunError
+from pizzabot.agent.mcp_http import resolve_headers
 from pizzabot.agent.model import RunStatus
 from pizzabot.agent.policy import Principal
 from pizzabot.agent.skills import Skill
@@ -102,3 +103,13 @@ async def test_the_run_says_which_server_refused_it_and_why(hosted: str, tmp_pat
         failed = await h.wait(run.id, {RunStatus.FAILED})
     assert failed.error is not None
     assert "127.0.0.1 answered 401 Unauthorized: needs a token" in failed.error
+
+
+def test_a_header_cannot_smuggle_a_line_break_from_the_file_or_the_environment() -> None:
+    with pytest.raises(ValueError, match="not an HTTP header name"):
+        skill("https://crm.example/mcp", {"Bad Name": "x"})
+    with pytest.raises(ValueError, match="line break or control character"):
+        skill("https://crm.example/mcp", {"X-Team": "a\r\nX-Admin: yes"})
+    with pytest.raises(RunError, match="holds a line break") as refused:
+        resolve_headers("hosted", BEARER, {"CRM_TOKEN": f"{SECRET}\r\nX-Admin: yes"})
+    assert SECRET not in str(refused.value)
