@@ -239,15 +239,18 @@ def server_entry(log: Path, *, legacy: bool = False) -> dict[str, Any]:
 
 @contextlib.asynccontextmanager
 async def serve_http(
-    *, log: Path, startup: float = 20.0, legacy: bool = False
+    *, log: Path, startup: float = 20.0, legacy: bool = False, requests: Path | None = None
 ) -> AsyncIterator[str]:
     """Run the HTTP variant in a subprocess on a free port; yield `http://127.0.0.1:N/mcp`."""
     # Imported here: this file also runs on its own as the MCP server, where `tests` is not
     # on the import path.
+    from tests.peers.mcp_http import REQUESTS_ENV
     from tests.peers.mcp_tools import _wait_listening, free_port
 
     port = free_port()
     env = {**os.environ, LOG_ENV: str(log)}
+    if requests is not None:
+        env[REQUESTS_ENV] = str(requests)  # the HTTP requests it got, noted there
     with tempfile.TemporaryFile() as stderr:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,

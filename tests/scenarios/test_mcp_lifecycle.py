@@ -1,7 +1,8 @@
 """The hub keeps a server only while a loaded skill uses it: a skill whose server's
 configuration changed gets a new process and the old one ends; a server whose skill is gone
-ends once its last call in flight has ended, not in the middle of it. The servers are the
-real test servers over stdio, children of the test's own process."""
+ends once its last call in flight has ended, not in the middle of it; an HTTP server is told
+the session is over. The servers are the real test servers, over stdio (children of the
+test's own process) and over HTTP."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pizzabot.agent.questions import Answer, Question
 from pizzabot.agent.skills import Skill
 from pizzabot.agent.tools_mcp import ToolHub
 from tests.peers import mcp_elicit
+from tests.peers.mcp_http import read_requests
 from tests.waiting import eventually
 
 
@@ -92,3 +94,22 @@ async def test_a_removed_skills_server_ends_after_its_call_in_flight(tmp_path: P
         await ended(proc, "the removed skill's server to end after its call")
     finally:
         await hub.aclose()
+
+
+async def test_a_removed_skills_http_session_is_closed(tmp_path: Path) -> None:
+    requests = tmp_path / "requests.jsonl"
+    async with mcp_elicit.serve_http(
+        log=tmp_path / "ask.jsonl", legacy=True, requests=requests
+    ) as url:
+        hub = ToolHub(env={})
+        try:
+            await hub.warm(skill({"url": url}))
+            assert hub.running() == {"asker": ["ask"]}
+            assert "DELETE" not in [r["method"] for r in read_requests(requests)]
+
+            assert await hub.retain([]) == ["ask"]
+            # The session's end is said to the server (the handshake era keeps sessions).
+            assert {"method": "DELETE", "session": True} in read_requests(requests)
+            assert hub.running() == {}
+        finally:
+            await hub.aclose()
