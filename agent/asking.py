@@ -72,7 +72,9 @@ class Asker:
             return Answer("cancel")
         item = await self._create(question)
         try:
-            decided = await self.ctx.decisions.until(lambda: self._decided(item.id), self.timeout)
+            decided = await self.ctx.decisions.until(
+                lambda: self._decided(item.id), self.timeout, run_id=item.run_id
+            )
         except asyncio.CancelledError:
             # Shielded: the item is closed even if the closing is interrupted in turn.
             why = "the tool call that asked ended"

@@ -144,15 +144,14 @@ class CallSteps:
         """Wait on the call's item; ask anew if it was closed without a decision. The turn's
         later calls that have no card yet (a crash came between) are asked now."""
         assert spec is not None
-        store, now = self.ctx.store, self.ctx.clock()
-        await held.flush(self.ctx)
+        store = self.ctx.store
         item = await store.get_item(item_id)
         ahead = await self._asks_ahead(held, later)
         if item.status is ItemStatus.PENDING:
             if ahead:
                 await self._ask(held, ahead)
             else:
-                await store.set_status(held.run.id, RunStatus.WAITING, lease=held.lease, now=now)
+                await held.set_status(self.ctx, RunStatus.WAITING)
             return "wait"
         if item.decided_at is not None and item.status is not ItemStatus.CANCELLED:
             # Decided while this step ran (a turn's cards approved one after the other): the
@@ -185,7 +184,6 @@ class CallSteps:
         """Cancel what an interrupted start of the call asked and no one answered: the
         call that waited for it is gone."""
         store = self.ctx.store
-        await held.flush(self.ctx)
         pending = await store.list_items(run_id=held.run.id, status=ItemStatus.PENDING)
         closed = False
         for item in pending:
@@ -222,7 +220,6 @@ class CallSteps:
         grants, decided = self.ctx.grants, call.decision
         if grants is None or decided is None:
             return
-        await held.flush(self.ctx)
         # The grant counts from the decision, not from when a worker got to it.
         at = next(
             (
@@ -301,13 +298,10 @@ class CallSteps:
         """Put the calls on cards and park the run, in one transaction: a turn's cards
         appear together."""
         skill, now = held.skill, self.ctx.clock()
-        await held.flush(self.ctx)
-        await self.ctx.store.create_items(
+        await held.park(
+            self.ctx,
             [self._card(held, call, spec, ask, now) for call, spec, ask in asks],
             targets=targets_for(skill, self.ctx.channels),
-            lease=held.lease,
-            now=now,
-            run_status=RunStatus.WAITING,
         )
         self.ctx.wake_outbox()
 

@@ -1,7 +1,8 @@
 """A person's devices: the browsers that get Web Push, and the passkeys that sign them in.
 
 Both belong to one principal, kept by its `Principal.requester` key: `owner` for whoever
-holds the API token, `token:ID` for the person a named `decide` or `admin` token names. A
+holds the API token, `token:ID` for the person a named `decide` or `admin` token names,
+`web:ADDRESS` for a person who signed in on the page by a mail link (`Principal.by_mail`). A
 key is turned back into a principal on every use (`holder`), so a revoked token's devices
 stop at once, on every server sharing the database.
 
@@ -33,6 +34,7 @@ __all__ = [
 #: The key of the owner's devices.
 OWNER = "owner"
 _TOKEN = "token:"
+_MAILED = "web:"
 
 
 async def holder(key: str, *, tokens: Tokens | None, channel: str) -> Principal | None:
@@ -40,6 +42,9 @@ async def holder(key: str, *, tokens: Tokens | None, channel: str) -> Principal 
     token that was revoked (or one this server cannot look up)."""
     if key == OWNER:
         return Principal.owner(channel)
+    if key.startswith(_MAILED):
+        # What they may see and decide is read from the skills' lists at every use.
+        return Principal.by_mail(key[len(_MAILED) :])
     if not key.startswith(_TOKEN) or tokens is None:
         return None
     token = await tokens.by_id(key[len(_TOKEN) :])

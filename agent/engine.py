@@ -131,7 +131,7 @@ class Runner:
             return RunStatus.FAILED
 
     async def _step(self, held: HeldRun) -> Outcome:
-        run, skill = held.run, held.skill
+        skill = held.skill
         state = held.state()
         if state.budget_item is not None:
             return await self._settle_budget(held, state)
@@ -148,11 +148,7 @@ class Runner:
             return "continue"
         if state.finished:
             # A finished run was re-queued without a new message: nothing to do.
-            await held.flush(self.ctx)
-            await self.ctx.store.set_status(
-                run.id, RunStatus.DONE, lease=held.lease, now=self.ctx.clock()
-            )
-            held.status = RunStatus.DONE
+            await held.set_status(self.ctx, RunStatus.DONE)
             return "end"
         if state.answer is not None:
             # The model's final answer is in the log but the run did not end (a server of an
@@ -211,7 +207,7 @@ class Runner:
             )
             return "end"
         # Committed with the first call's start (or before whatever else the step writes).
-        held.defer(said, usage=usage)
+        await held.append(self.ctx, said, usage=usage, defer=True)
         return "continue"
 
     # -- budgets -------------------------------------------------------------------------
@@ -219,7 +215,6 @@ class Runner:
     async def _ask_budget(self, held: HeldRun, reached: BudgetCheck) -> Outcome:
         run, skill = held.run, held.skill
         now = self.ctx.clock()
-        await held.flush(self.ctx)
         why = reached.reached or "budget reached"
         extend = reached.extend
         what = ", ".join(f"{k.replace('_', ' ')} +{v:g}" for k, v in extend.items())
@@ -236,13 +231,9 @@ class Runner:
             args=extend,
             secret=self.ctx.secrets(),
         )
-        await self.ctx.store.create_item(
-            item,
-            targets=targets_for(skill, self.ctx.channels),
-            lease=held.lease,
-            now=now,
-            run_status=RunStatus.WAITING,
-            events=[NewEvent(BudgetReached(item_id=item.id, why=why, extend=extend))],
+        reached_event = NewEvent(BudgetReached(item_id=item.id, why=why, extend=extend))
+        await held.park(
+            self.ctx, [(item, [reached_event])], targets=targets_for(skill, self.ctx.channels)
         )
         self.ctx.wake_outbox()
         return "wait"
@@ -250,10 +241,9 @@ class Runner:
     async def _settle_budget(self, held: HeldRun, state: RunState) -> Outcome:
         run = held.run
         decision = state.budget_decision
-        await held.flush(self.ctx)
         now = self.ctx.clock()
         if decision is None:
-            await self.ctx.store.set_status(run.id, RunStatus.WAITING, lease=held.lease, now=now)
+            await held.set_status(self.ctx, RunStatus.WAITING)
             return "wait"
         match decision.decision:
             case Approve():
@@ -293,21 +283,14 @@ class Runner:
         usage: Usage | None = None,
         answer: Sequence[NewEvent] = (),
     ) -> None:
-        usage = usage or held.state().usage
-        # A deferred reply is recorded with the end, before it.
-        deferred, _ = held.take_deferred()
-        await finish_run(
+        await held.finish(
             self.ctx,
-            held.run,
             status,
-            lease=held.lease,
-            skill=held.skill,
             result=result,
             error=None if error is None else self.redact(error),
             usage=usage,
-            answer=[*deferred, *answer],
+            answer=answer,
         )
-        held.status = status
 
     async def _end(
         self,

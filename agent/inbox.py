@@ -64,15 +64,14 @@ from pizzabot.agent.policy.rules import judge
 from pizzabot.agent.questions import question_url, validate_answer, with_defaults
 from pizzabot.agent.requests import request_end, request_ended
 from pizzabot.agent.step_up import Assertion, item_step_up
-from pizzabot.agent.store import Handover, RunEnd, Take, kill_reason
+from pizzabot.agent.store import RunEnd, kill_reason
 
 log = logging.getLogger(__name__)
 
 
 class Inbox:
-    def __init__(self, ctx: Context, *, handover: Handover | None = None) -> None:
+    def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.handover = handover
 
     def may_decide(self, item: Item, *, by: Principal) -> Verdict:
         """The policy's answer (`pizzabot.agent.policy.access`): admins may decide anything; people
@@ -107,25 +106,18 @@ class Inbox:
             decision, args_before = counted.decision()
             final_args = counted.args
         ends = request_end(item, decision, final_args, by=by.actor, via=by.channel)
-        take = self.handover.offer() if self.handover is not None and ends is None else None
         try:
             decided = await self._record(
-                item, decision, args_before, final_args, by=by, now=now, take=take, ends=ends
+                item, decision, args_before, final_args, by=by, now=now, ends=ends
             )
         except CardChanged as exc:
             await self._changed(exc.item, decision, by=by, now=now)
             raise
-        if ends is not None and await request_ended(
-            self.ctx, decided, decision, by=by.actor, via=by.channel
-        ):
-            self.ctx.decisions.ring()  # the requester waits on it; no worker has work
-        elif take is not None and take.claimed is not None:
-            assert self.handover is not None
-            self.handover.start(take)
-            # No worker needs waking; whoever waits on an answer still does.
-            self.ctx.decisions.ring()
-        else:
-            self.ctx.wake_workers()
+        if ends is not None:
+            await request_ended(self.ctx, decided, decision, by=by.actor, via=by.channel)
+        # The store handed the run to this process's worker, or woke it; whoever waits on
+        # an answer of this run looks now.
+        self.ctx.decisions.ring(decided.run_id)
         self.ctx.wake_outbox()
         return decided
 
@@ -313,7 +305,6 @@ class Inbox:
         *,
         by: Principal,
         now: datetime,
-        take: Take | None = None,
         ends: RunEnd | None = None,
     ) -> Item:
         """Record the decision with its event, for the version of the item it was made on;
@@ -338,7 +329,6 @@ class Inbox:
             now=now,
             final_args=final_args,
             event=event,
-            take=take,
             ends=ends,
             # A reached count may have moved the version on (an edit on the way): the count
             # itself was taken at the version each person saw.
@@ -429,9 +419,10 @@ class Inbox:
         if ends is not None and await request_ended(
             self.ctx, decided, expired, by="timeout", via="timer"
         ):
-            self.ctx.decisions.ring()
+            pass  # the requester's run ended with it: no worker has work
         else:
             self.ctx.wake_workers()
+        self.ctx.decisions.ring(decided.run_id)
         self.ctx.wake_outbox()
         return decided
 

@@ -10,9 +10,11 @@ and two-person approval all work as for the engine's own calls.
 
 A request gets the verdict the engine's own call would (`pizzabot.agent.policy.call_verdict`:
 the skill's rules, then its grants): `auto` or a grant approves at once and `deny` rejects
-with the rule's reason, with no card; `ask` makes the item. A decision re-queues the run, and the engine ends it (`answer_request`) with no model
-call: DONE, its result the decision. Waiting for the decision sleeps on `ctx.decisions`, the
-bell every decision rings, so a long-poll costs no database reads while nothing happens.
+with the rule's reason, with no card; `ask` makes the item. Its decision ends the run in the
+decision's own transaction (`request_end`), DONE, its result the decision, with no worker
+step. Waiting for the decision sleeps on `ctx.decisions`, the bell a decision rings for its
+run, so a long-poll costs no database reads while nothing happens, and none when another
+request is decided.
 
 A requester's `Idempotency-Key` makes a request safe to send again: the same key with the
 same body is the same request; with another body it is a `Conflict`.
@@ -192,7 +194,7 @@ class Requests:
             state = await self._state(stored)
             return None if state.pending else state
 
-        found = await self.ctx.decisions.until(look, seconds)
+        found = await self.ctx.decisions.until(look, seconds, run_id=stored.run_id)
         if found is None:
             return await self._state(stored)
         await self._audit("request_answered", found, by)

@@ -19,7 +19,7 @@ from pizzabot.agent.model import Run, RunStatus
 from pizzabot.agent.policy.access import Verdict, audit_refusal
 from pizzabot.agent.policy.principal import Principal
 from pizzabot.agent.skills import inbox_only
-from pizzabot.agent.store import Handover, kill_reason
+from pizzabot.agent.store import kill_reason
 
 
 class Runs:
@@ -28,12 +28,10 @@ class Runs:
         ctx: Context,
         *,
         interrupt: Callable[[str], Awaitable[None]] | None = None,
-        handover: Handover | None = None,
     ) -> None:
         self.ctx = ctx
         #: The worker's: stop the in-flight task of a run on this process, if any.
         self.interrupt = interrupt
-        self.handover = handover
 
     async def start(
         self,
@@ -53,8 +51,8 @@ class Runs:
         await self._kill_off()
         now = self.ctx.clock()
         trigger = trigger or by.channel
-        take = self.handover.offer() if self.handover is not None else None
-        run = await self.ctx.store.create_run(
+        # The store hands the run to this process's worker, or wakes it (`HandsOver`).
+        return await self.ctx.store.create_run(
             run_id=self.ctx.ids(),
             skill=skill,
             input=input,
@@ -62,14 +60,7 @@ class Runs:
             now=now,
             events=[NewEvent(RunStarted(input=input, trigger=trigger, by=by.actor))],
             idempotency_key=idempotency_key,
-            take=take,
         )
-        if take is not None and take.claimed is not None:
-            assert self.handover is not None
-            self.handover.start(take)
-        else:
-            self.ctx.wake_workers()
-        return run
 
     async def follow_up(self, run_id: str, text: str, *, by: Principal) -> Run:
         """Give a run another message; a finished run continues with its whole history."""

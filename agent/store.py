@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol
 
 from pizzabot.agent.addresses import DeliveryRef
 from pizzabot.agent.events import Event, NewEvent
+from pizzabot.agent.handover import ClaimedRun, HandOverHook
 from pizzabot.agent.model import (
     AuditEntry,
     Box,
@@ -42,27 +43,6 @@ class LeaseLost(Exception):
 
 
 @dataclass(frozen=True)
-class ClaimedRun:
-    """A run just claimed, with its event log as of the claim (read in the same transaction,
-    so the worker starts stepping without another round trip)."""
-
-    run: Run
-    events: list[Event]
-
-
-@dataclass
-class Take:
-    """A worker's offer to take a run in the transaction that makes it runnable: a decision's
-    (`record_decision(take=…)`; the run must be waiting) or a new run's (`create_run(take=…)`).
-    Unless the kill switch is on, the run goes straight to running under `lease` and comes
-    back in `claimed`, with its log."""
-
-    lease: str
-    lease_seconds: float
-    claimed: ClaimedRun | None = None
-
-
-@dataclass(frozen=True)
 class RunEnd:
     """A decision that ends its run in its own transaction: a request's run, which has
     nothing left to do once decided, is DONE with `result`, its log closed by `event`."""
@@ -71,22 +51,13 @@ class RunEnd:
     event: NewEvent
 
 
-class Handover(Protocol):
-    """A worker in this process that takes runs the moment they become runnable, in the
-    transaction that makes them so (`pizzabot.agent.worker.Worker`)."""
-
-    def offer(self) -> Take | None: ...
-
-    def start(self, take: Take) -> None: ...
-
-
 class RunReader(Protocol):
     """Looking a run up."""
 
     async def get_run(self, run_id: str) -> Run: ...
 
 
-class RunStore(RunReader, Protocol):
+class RunStore(RunReader, HandOverHook, Protocol):
     """The run store: runs, their leases and their event logs."""
 
     async def list_runs(
@@ -105,12 +76,11 @@ class RunStore(RunReader, Protocol):
         now: datetime,
         events: Sequence[NewEvent] = (),
         idempotency_key: str | None = None,
-        take: Take | None = None,
     ) -> Run:
         """Insert a queued run with its first events. With an idempotency key that was used
-        before, return that earlier run instead. With `take`, the new run is claimed in the
-        same transaction (running under `take.lease`, unless the kill switch is on) and comes
-        back in `take.claimed`."""
+        before, return that earlier run instead. With a worker installed (`HandsOver`), the
+        new run is claimed for it in the same transaction (running, unless the kill switch
+        is on) and started once committed."""
         ...
 
     async def claim_runs(
@@ -221,7 +191,7 @@ class CardRefresh(Protocol):
         ...
 
 
-class InboxItems(ItemReader, CardRefresh, Protocol):
+class InboxItems(ItemReader, CardRefresh, HandOverHook, Protocol):
     """The inbox: items, and the decisions on them."""
 
     async def create_item(
@@ -262,14 +232,13 @@ class InboxItems(ItemReader, CardRefresh, Protocol):
         final_args: dict[str, Any] | None,
         event: NewEvent,
         status: ItemStatus | None = None,
-        take: Take | None = None,
         version: int | None = None,
         ends: RunEnd | None = None,
     ) -> Item:
         """The first decision wins: a conditional update of a pending item (at `version`,
         when given). In the same transaction: the decision event on the run, the run
-        re-queued (or, given `take`, claimed by the worker that offered it; given `ends`
-        and a waiting run, ended DONE at once), every sent delivery marked for update, and
+        re-queued (or claimed for the installed worker, `HandsOver`; given `ends` and a
+        waiting run, ended DONE at once), every sent delivery marked for update, and
         an audit entry. Raise AlreadyDecided when the item was decided, CardChanged when it
         is pending at another version."""
         ...

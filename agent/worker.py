@@ -21,8 +21,9 @@ from typing import Any
 
 from pizzabot.agent.context import Context
 from pizzabot.agent.engine import Runner, cancel_in_flight
+from pizzabot.agent.handover import ClaimedRun, Take
 from pizzabot.agent.model import RunStatus
-from pizzabot.agent.store import ClaimedRun, LeaseLost, Take
+from pizzabot.agent.store import LeaseLost
 from pizzabot.agent.tasks import stop_if_cancelled
 
 log = logging.getLogger(__name__)

@@ -46,8 +46,8 @@ def bench(
     only: Annotated[
         list[str] | None,
         typer.Option(
-            help="Run only these parts: workers, steps, decisions, memory, start, channels "
-            "(with --compare: steps, decisions, memory, start, inflight)"
+            help="Run only these parts: workers, steps, decisions, memory, start, channels, "
+            "requests (with --compare: steps, decisions, memory, start, inflight)"
         ),
     ] = None,
     compare: Annotated[

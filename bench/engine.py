@@ -60,6 +60,7 @@ class Sizes:
     throughput_runs: int  # runs per worker-count phase
     starts: int  # `pizzabot serve` starts timed
     channel_samples: int = 20  # decisions timed per channel
+    crowds: tuple[int, ...] = (100,)  # requests waiting on long-polls, one server per size
 
 
 def child_env(extra: dict[str, str]) -> dict[str, str]:

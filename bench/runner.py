@@ -55,6 +55,7 @@ from bench.engine import (
 )
 from bench.model import ModelProcess
 from bench.procs import bench_start, bench_workers, scratch_postgres
+from bench.requests_path import bench_requests_path
 from pizzabot.cli.client import CliError
 
 DEFAULT_OUTPUT = Path("bench-output/bench.json")
@@ -71,6 +72,7 @@ FULL = Sizes(
     throughput_runs=1000,
     starts=3,
     channel_samples=100,
+    crowds=(100, 1000, 10_000),
 )
 QUICK = Sizes(
     steps=20,
@@ -80,6 +82,7 @@ QUICK = Sizes(
     throughput_runs=30,
     starts=1,
     channel_samples=5,
+    crowds=(10, 100),
 )
 
 
@@ -113,6 +116,7 @@ TARGETS: dict[str, Target] = {
     "slack_to_tool_p50_ms": Target("<=", 50.0, "≤ 50 ms"),
     "web_to_tool_p50_ms": Target("<=", 20.0, "≤ 20 ms"),
     "long_poll_wake_p50_ms": Target("<=", 50.0, "≤ 50 ms"),
+    "crowd_wake_p99_ms": Target("<=", 50.0, "≤ 50 ms at every size"),
     "email_to_tool_p50_ms": Target("<=", 2000.0, "≤ 2 s"),
 }
 
@@ -151,6 +155,12 @@ ROWS: list[tuple[str, str, str]] = [
     ("web_to_tool_p99_ms", "  web form POST → tool body, p99", "ms"),
     ("long_poll_wake_p50_ms", "decision POST → request long-poll answered, p50", "ms"),
     ("long_poll_wake_p99_ms", "  decision POST → long-poll answered, p99", "ms"),
+    ("crowd_wake_p99_ms", "decision → its long-poll, p99, the largest crowd", "ms"),
+    ("crowd_wake_p50_ms", "  decision → its long-poll, p50, the largest crowd", "ms"),
+    ("crowd_waiting", "  requests held on long-polls, the largest crowd", ""),
+    ("crowd_wake_growth", "  its p99 ÷ the smallest crowd's", "×"),
+    ("crowd_request_p99_ms", "  request POST → answered, p99, the largest crowd", "ms"),
+    ("crowd_rss_per_poll_kib", "  server RSS per held long-poll", "KiB"),
     ("email_to_tool_p50_ms", "email reply accepted by SMTP → tool body, p50", "ms"),
     ("email_to_tool_p99_ms", "  email reply accepted by SMTP → tool body, p99", "ms"),
 ]
@@ -159,7 +169,7 @@ ROWS: list[tuple[str, str, str]] = [
 # -- the whole bench ---------------------------------------------------------------------
 
 
-SECTIONS_ALL = ("workers", "steps", "decisions", "memory", "start", "channels")
+SECTIONS_ALL = ("workers", "steps", "decisions", "memory", "start", "channels", "requests")
 
 
 @dataclass
@@ -262,6 +272,11 @@ async def measure(opts: Options) -> dict[str, Any]:
                     run.details["channels"] = await bench_channels(
                         model, work, sizes.channel_samples
                     )
+            if run.wants("requests"):
+                with run.section("requests", f"the request path, {sizes.crowds} waiting"):
+                    run.details["requests"] = await bench_requests_path(
+                        work, sizes.crowds, sizes.channel_samples
+                    )
     finally:
         if opts.keep:
             err.print(f"bench: work folder kept: {work}")
@@ -358,6 +373,25 @@ def figures_from(details: dict[str, Any]) -> dict[str, float | None]:
         "long_poll_wake_p99_ms": pick("channels", "long_poll_p99_ms"),
         "email_to_tool_p50_ms": pick("channels", "email_p50_ms"),
         "email_to_tool_p99_ms": pick("channels", "email_p99_ms"),
+        **_crowd_figures(details.get("requests")),
+    }
+
+
+def _crowd_figures(crowds: dict[str, Any] | None) -> dict[str, float | None]:
+    """The request path's figures: at the largest crowd, and how its p99 grew from the
+    smallest's (1.0: flat in the number waiting)."""
+    keys = ("wake_p99_ms", "wake_p50_ms", "waiting", "wake_growth", "request_p99_ms")
+    if not crowds:
+        return {f"crowd_{k}": None for k in (*keys, "rss_per_poll_kib")}
+    sizes = sorted(crowds.values(), key=lambda c: c["waiting"])
+    small, large = sizes[0], sizes[-1]
+    return {
+        "crowd_wake_p99_ms": large["wake_p99_ms"],
+        "crowd_wake_p50_ms": large["wake_p50_ms"],
+        "crowd_waiting": float(large["waiting"]),
+        "crowd_wake_growth": large["wake_p99_ms"] / small["wake_p99_ms"],
+        "crowd_request_p99_ms": large["request_p99_ms"],
+        "crowd_rss_per_poll_kib": large["rss_per_held_poll_kib"],
     }
 
 

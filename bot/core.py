@@ -143,16 +143,11 @@ def build(
     whenever the outbox is. Without a `mind` nothing steps runs here."""
     workers_bell, outbox_bell, decisions = asyncio.Event(), asyncio.Event(), Bell()
 
-    def wake_workers() -> None:
-        # Every decision and expiry wakes the workers: whoever waits on an answer looks too.
-        workers_bell.set()
-        decisions.ring()
-
     ctx = Context(
         store=store,
         skills=skills,
         clock=clock,
-        wake_workers=wake_workers,
+        wake_workers=workers_bell.set,
         wake_outbox=ring(outbox_bell, *outbox_listeners),
         channels=frozenset(channels) if reach is None else reach,
         base_url=base_url,
@@ -172,9 +167,8 @@ def build(
         redactor=redactor,
         wake=outbox_bell,
     )
-    # A run started or decided here is handed to this process's worker, when there is one.
-    runs = Runs(ctx, interrupt=worker.interrupt if worker is not None else None, handover=worker)
-    inbox = Inbox(ctx, handover=worker)
+    store.hand_over_to(worker)  # runs started or decided here go to this process's worker
+    runs = Runs(ctx, interrupt=worker.interrupt if worker is not None else None)
     return Core(
-        ctx=ctx, runs=runs, inbox=inbox, dispatcher=dispatcher, engine=engine, worker=worker
+        ctx=ctx, runs=runs, inbox=Inbox(ctx), dispatcher=dispatcher, engine=engine, worker=worker
     )

@@ -407,15 +407,15 @@ def start_worker(svc: Services, worker: Worker) -> None:
 
 def listen_for_decisions(svc: Services, worker: Worker | None) -> None:
     """With PostgreSQL, another process's decision (a re-queued run) is announced on the
-    runs channel: wake the worker and everyone waiting on an answer here."""
+    runs channel: wake the worker, and whoever waits here on an answer of that run."""
     from pizzabot.store.pg import RunListener
 
     bell = svc.ctx.decisions
 
-    def woken() -> None:
+    def woken(run_id: str | None) -> None:
         if worker is not None:
             worker.wake()
-        bell.ring()
+        bell.ring(run_id)
 
     svc.spawn(RunListener(svc.store.engine, woken).run_forever(), "listen")
 
@@ -440,8 +440,9 @@ async def shutdown(svc: Services) -> None:
 
 async def warm(svc: Services) -> None:
     """Load the model libraries the skills need and start every skill's MCP servers, both
-    in the background, so the first run does not wait for them (and `/healthz` never does)."""
-    await asyncio.sleep(0.2)  # let the server take its first requests before the imports
+    in the background, so the first run does not wait for them (and `/healthz` never does):
+    the libraries import on a thread (`ModelRoute.prepare`), the servers start as tasks, so
+    the event loop keeps answering requests meanwhile."""
     skills = list(svc.ctx.skills.all())
     model = svc.engine.model if svc.engine is not None else None
     models = model.prepare(skills) if isinstance(model, ModelRouter) else asyncio.sleep(0)

@@ -13,6 +13,8 @@ from pizzabot.bot.services import Services
 from pizzabot.bot.settings import Settings
 from pizzabot.channels.web import WebDeps, WebSite
 from pizzabot.channels.web import install as install_web
+from pizzabot.channels.web.mail_signin import MailSignIn
+from pizzabot.store.phone import SqlPasskeys
 from pizzabot.store.web_sessions import SqlSessionEnds
 
 
@@ -31,6 +33,21 @@ def _deps(request: Request) -> WebDeps:
         tokens=svc.tokens,
         access=svc.access,
         phone=svc.phone,
+        mail_signin=_mail_signin(svc),
+    )
+
+
+def _mail_signin(svc: Services) -> MailSignIn | None:
+    """Sign-in links by mail, where this server sends mail; the link's one-time row is kept
+    with the passkeys' ceremonies."""
+    if svc.email is None:
+        return None
+    return MailSignIn(
+        skills=svc.ctx.skills,
+        ceremonies=SqlPasskeys(svc.store.db),
+        trail=svc.store,
+        mailer=svc.email.channel,
+        base_url=svc.settings.base_url,
     )
 
 

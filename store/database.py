@@ -1,8 +1,8 @@
 """`Database`: the one way every store class reaches the database, on SQLite and PostgreSQL.
 
 Every store method is one transaction, written as a plain function of a `Connection` (or of
-a `Session` where the ORM earns its keep) and handed to `Database.run` / `Database.session`,
-which run it in one go:
+a `Session` where the ORM earns its keep, through `orm`) and handed to `Database.run` (or
+`Database.read` when it only reads), which run it in one go:
 - on PostgreSQL through asyncpg (`run_sync`: no threads);
 - on SQLite, on the event loop itself. A local SQLite transaction takes a fraction of a
   millisecond of CPU, and under the GIL a thread does not run it any sooner: aiosqlite's hop
@@ -146,58 +146,6 @@ def _locked(exc: OperationalError) -> bool:
     return "locked" in str(exc.orig) or "busy" in str(exc.orig)
 
 
-async def _pg_transaction(
-    engine: AsyncEngine, fn: Callable[[Connection], T], *, retry: bool = True
-) -> T:
-    """Run `fn` as one PostgreSQL transaction; once more on a fresh connection if its
-    connection turned out to be dead before COMMIT was sent. Nothing of it was applied then
-    (the server rolls back a transaction whose connection is gone), so running it again is
-    safe. A connection lost during COMMIT leaves the outcome unknown: that error goes to the
-    caller."""
-    committing = False
-    try:
-        async with engine.begin() as conn:
-            result = await conn.run_sync(fn)
-            committing = True
-        return result
-    except DBAPIError as exc:
-        if not retry or committing or not exc.connection_invalidated:
-            raise
-        log.info("a pooled PostgreSQL connection was dead (%s); retrying", type(exc.orig).__name__)
-    return await _pg_transaction(engine, fn, retry=False)
-
-
-async def _pg_autocommit(
-    engine: AsyncEngine,
-    fn: Callable[[Connection], T],
-    *,
-    may_retry: Callable[[DBAPIError], bool],
-    retry: bool = True,
-) -> T:
-    """Run `fn` on a PostgreSQL connection in autocommit: no BEGIN and no COMMIT, each a round
-    trip. A failure `may_retry` accepts discards the connection and runs `fn` once more on a
-    fresh one."""
-    async with engine.connect() as conn:
-        try:
-            auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
-            return await auto.run_sync(fn)
-        except DBAPIError as exc:
-            if not retry or not may_retry(exc):
-                raise
-            log.info(
-                "a pooled PostgreSQL connection was dead (%s); retrying", type(exc.orig).__name__
-            )
-            if not exc.connection_invalidated:
-                await conn.invalidate()
-    return await _pg_autocommit(engine, fn, may_retry=may_retry, retry=False)
-
-
-def _dead(exc: DBAPIError) -> bool:
-    """A read has no effect: any dead pooled connection may be replaced and the read run
-    again."""
-    return exc.connection_invalidated
-
-
 # What asyncpg's protocol says when an operation starts on a connection it knows is gone or
 # still busy with the server's last message (a backend ended by a restart): nothing was sent.
 _UNSENT = ("cannot switch to state", "not connected")
@@ -213,6 +161,65 @@ def _refused_unsent(exc: DBAPIError) -> bool:
     if isinstance(cause, InternalClientError):
         return str(cause).startswith(_UNSENT)
     return isinstance(cause, InterfaceError)
+
+
+def _nothing_applied(exc: DBAPIError, *, applies_when_sent: bool) -> bool:
+    """The one rule for running a unit of work again: only when none of it can have taken
+    effect. Nothing sent never did; on a connection that died, what was sent took effect
+    only if it applies on its own (a write in autocommit), never inside a transaction
+    whose COMMIT was not sent (the server rolls it back)."""
+    if _refused_unsent(exc):
+        return True
+    return exc.connection_invalidated and not applies_when_sent
+
+
+async def _pg(
+    engine: AsyncEngine,
+    fn: Callable[[Connection], T],
+    *,
+    autocommit: bool,
+    applies_when_sent: bool,
+    again: bool = True,
+) -> T:
+    """Run `fn` on a PostgreSQL connection, as one transaction or in autocommit (no BEGIN
+    and no COMMIT, each a round trip), and once more on a fresh connection when the first
+    failed before any of it could apply (`_nothing_applied`). A connection lost during
+    COMMIT leaves the outcome unknown: that error goes to the caller."""
+    committing = False
+    async with engine.connect() as conn:
+        try:
+            if autocommit:
+                auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                return await auto.run_sync(fn)
+            async with conn.begin():
+                result = await conn.run_sync(fn)
+                committing = True
+            return result
+        except DBAPIError as exc:
+            if committing or not again:
+                raise
+            if not _nothing_applied(exc, applies_when_sent=applies_when_sent):
+                raise
+            log.info(
+                "a pooled PostgreSQL connection was dead (%s); retrying", type(exc.orig).__name__
+            )
+            if not exc.connection_invalidated:
+                await conn.invalidate()
+    return await _pg(
+        engine, fn, autocommit=autocommit, applies_when_sent=applies_when_sent, again=False
+    )
+
+
+def orm(fn: Callable[[Session], T]) -> Callable[[Connection], T]:
+    """`fn` with an ORM session on the transaction's connection, for `Database.run`."""
+
+    def in_session(c: Connection) -> T:
+        with Session(bind=c, expire_on_commit=False) as session:
+            result = fn(session)
+            session.flush()  # the connection's transaction commits it
+            return result
+
+    return in_session
 
 
 def _sqlite_transaction(engine: Engine, fn: Callable[[Connection], T]) -> tuple[T, bool]:
@@ -243,11 +250,16 @@ class Database:
             self._thread = ThreadPoolExecutor(1, thread_name_prefix="pizzabot-sqlite")
             self._checkpointer = QuietCheckpointer(self._waiting, self._lock, self._thread)
 
-    async def run(self, fn: Callable[[Connection], T]) -> T:
+    async def run(self, fn: Callable[[Connection], T], *, one_statement: bool = False) -> T:
         """Run `fn` with a plain connection as one transaction: committed when it returns,
-        rolled back if it raises."""
+        rolled back if it raises. With `one_statement` (`fn` sends exactly one statement,
+        and may read what it wrote through RETURNING), on PostgreSQL that statement is its
+        own transaction, without BEGIN and COMMIT, each a round trip. On SQLite both are the
+        same."""
         if self.is_postgres:
-            return await _pg_transaction(self.engine, fn)
+            return await _pg(
+                self.engine, fn, autocommit=one_statement, applies_when_sent=one_statement
+            )
         return await self._sqlite(fn)
 
     async def read(self, fn: Callable[[Connection], T]) -> T:
@@ -256,29 +268,8 @@ class Database:
         started, as under READ COMMITTED inside a transaction, and a read of one statement is
         one round trip instead of three. On SQLite it is `run`, which costs nothing extra."""
         if self.is_postgres:
-            return await _pg_autocommit(self.engine, fn, may_retry=_dead)
+            return await _pg(self.engine, fn, autocommit=True, applies_when_sent=False)
         return await self._sqlite(fn)
-
-    async def statement(self, fn: Callable[[Connection], T]) -> T:
-        """Run `fn`, which sends exactly one statement (it may read what it wrote, through
-        RETURNING), as that statement's own transaction: on PostgreSQL without BEGIN and
-        COMMIT, each a round trip. A write may be sent again only where asyncpg refused it
-        before sending anything; a connection lost while the statement was out leaves the
-        outcome unknown, and that error goes to the caller. On SQLite it is `run`."""
-        if self.is_postgres:
-            return await _pg_autocommit(self.engine, fn, may_retry=_refused_unsent)
-        return await self._sqlite(fn)
-
-    async def session(self, fn: Callable[[Session], T]) -> T:
-        """`run`, with an ORM session on the transaction's connection."""
-
-        def in_session(c: Connection) -> T:
-            with Session(bind=c, expire_on_commit=False) as session:
-                result = fn(session)
-                session.flush()  # the connection's transaction commits it
-                return result
-
-        return await self.run(in_session)
 
     def insert(self, table: Any) -> Any:
         """An INSERT that can say ON CONFLICT DO NOTHING, in the database's own dialect."""

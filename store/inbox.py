@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from pizzabot.agent.errors import AlreadyDecided, CardChanged, NotFound
 from pizzabot.agent.events import NewEvent
+from pizzabot.agent.handover import ClaimedRun, HandsOver, Take
 from pizzabot.agent.model import (
     DECIDED_STATUS,
     Box,
@@ -29,9 +30,9 @@ from pizzabot.agent.model import (
     Target,
     transition,
 )
-from pizzabot.agent.store import ClaimedRun, LeaseLost, RunEnd, Take
+from pizzabot.agent.store import LeaseLost, RunEnd
 from pizzabot.store.audit import insert_audit
-from pizzabot.store.database import Database
+from pizzabot.store.database import Database, orm
 from pizzabot.store.events import RUNS, append_events, read_events, run_of
 from pizzabot.store.outbox import copies_need_update, insert_deliveries
 from pizzabot.store.switches import kill_switch
@@ -178,7 +179,7 @@ def _why_not_decided(c: Connection, item_id: str) -> NoReturn:
     raise AlreadyDecided(item_of(earlier))
 
 
-class SqlInbox:
+class SqlInbox(HandsOver):
     def __init__(self, db: Database) -> None:
         self.db = db
 
@@ -206,7 +207,7 @@ class SqlInbox:
                 _move_run(run, run_status, now)
             return item
 
-        return await self.db.session(tx)
+        return await self.db.run(orm(tx))
 
     async def create_items(
         self,
@@ -235,7 +236,7 @@ class SqlInbox:
                     _move_run(run, run_status, now)
             return [i for i, _ in items]
 
-        return await self.db.session(tx)
+        return await self.db.run(orm(tx))
 
     async def get_item(self, item_id: str) -> Item:
         def tx(c: Connection) -> Item:
@@ -278,10 +279,11 @@ class SqlInbox:
         final_args: dict[str, Any] | None,
         event: NewEvent,
         status: ItemStatus | None = None,
-        take: Take | None = None,
         version: int | None = None,
         ends: RunEnd | None = None,
     ) -> Item:
+        take = self._offer()
+        went_on = False
         new_status = status or DECIDED_STATUS[decision.kind]
         reason = getattr(decision, "reason", None) or None
         decide = {
@@ -297,13 +299,15 @@ class SqlInbox:
         statement = _DECIDE if version is None else _DECIDE_AT_VERSION
 
         def tx(c: Connection) -> Item:
+            nonlocal went_on
             # The first decision wins: only a pending item is updated, and only at the
             # version the decision was made on.
             row = c.execute(statement, decide).first()
             if row is None:
                 _why_not_decided(c, item_id)
             run_id = row.run_id
-            if ends is None or not self._end(c, run_id, event, ends, now):
+            went_on = ends is None or not self._end(c, run_id, event, ends, now)
+            if went_on:
                 self._go_on(c, run_id, event, take, now)
             copies_need_update(c, item_id, now)
             detail = {
@@ -313,25 +317,24 @@ class SqlInbox:
                 "args_after": final_args,
                 "reason": reason,
             }
+            where = {"run_id": run_id, "item_id": item_id}
             insert_audit(
-                c,
-                action="decision",
-                actor=actor,
-                channel=channel,
-                now=now,
-                run_id=run_id,
-                item_id=item_id,
-                detail=detail,
+                c, action="decision", actor=actor, channel=channel, now=now, detail=detail, **where
             )
             return item_of(row)
 
-        return await self.db.run(tx)
+        item = await self.db.run(tx)
+        if went_on:
+            self._handed_over(take)
+        return item
 
     def _go_on(
         self, c: Connection, run_id: str, event: NewEvent, take: Take | None, now: datetime
     ) -> None:
         """The decided run goes on: its decision event, then re-queued (or taken by the
         worker that offered `take`), and announced to other processes' waiters."""
+        if take is not None:
+            take.claimed = None  # a try before this one may have rolled back
         append_events(c, run_id, [event], now)
         if take is None or not self._take(c, run_id, take, now):
             c.execute(_QUEUE_IF_WAITING, {"run_id": run_id, "now": now})
@@ -372,7 +375,7 @@ class SqlInbox:
         def tx(s: Session) -> list[Item]:
             return close_pending(s, run_id, status=status, now=now)
 
-        return await self.db.session(tx)
+        return await self.db.run(orm(tx))
 
     async def show_again(self, item_id: str, *, now: datetime) -> None:
         """Mark every sent copy of the item for an update, so each shows it as it is now."""
@@ -392,4 +395,4 @@ class SqlInbox:
                 row.read_at = now
             return item_of(row)
 
-        return await self.db.session(tx)
+        return await self.db.run(orm(tx))

@@ -27,7 +27,7 @@ from pizzabot.agent.context import new_id
 from pizzabot.agent.errors import NotFound
 from pizzabot.agent.model import Box, Delivery, DeliveryStatus, ItemStatus, Target
 from pizzabot.store.audit import insert_audit
-from pizzabot.store.database import Database
+from pizzabot.store.database import Database, orm
 from pizzabot.store.tables import DeliveryRow, ItemRow, UtcDateTime
 
 DELIVERIES = cast(Table, DeliveryRow.__table__)
@@ -154,7 +154,7 @@ class SqlOutbox:
             )
             row.updated_at = now
 
-        await self.db.session(tx)
+        await self.db.run(orm(tx))
 
     async def delivery_updated(self, delivery_id: str, *, now: datetime) -> None:
         def tx(c: Connection) -> None:
@@ -198,7 +198,7 @@ class SqlOutbox:
                 detail={"delivery_id": row.id, "attempts": row.attempts, "error": error},
             )
 
-        await self.db.session(tx)
+        await self.db.run(orm(tx))
 
     async def deliveries(self, item_id: str) -> list[Delivery]:
         q = select(DELIVERIES).where(DELIVERIES.c.item_id == item_id)

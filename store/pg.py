@@ -36,8 +36,12 @@ def lock_key(name: str) -> int:
 
 
 class RunListener:
+    """LISTEN on the runs channel: `on_notify(run_id)` for every run another process made
+    runnable or decided, and `on_notify(None)` on each (re)connect, for whatever was
+    announced while nobody listened."""
+
     def __init__(
-        self, engine: AsyncEngine, on_notify: Callable[[], None], *, retry: float = 2.0
+        self, engine: AsyncEngine, on_notify: Callable[[str | None], None], *, retry: float = 2.0
     ) -> None:
         self._dsn = dsn(engine)
         self._on_notify = on_notify
@@ -50,9 +54,11 @@ class RunListener:
             conn = None
             try:
                 conn = await asyncpg.connect(self._dsn)
-                await conn.add_listener(RUNS_CHANNEL, lambda *_: self._on_notify())
+                await conn.add_listener(
+                    RUNS_CHANNEL, lambda _c, _pid, _ch, run_id: self._on_notify(run_id)
+                )
                 # A wake-up now covers anything queued while we were not listening.
-                self._on_notify()
+                self._on_notify(None)
                 while not conn.is_closed():
                     await asyncio.sleep(self._retry)
             except asyncio.CancelledError:

@@ -20,7 +20,7 @@ from pizzabot.agent.addresses import PushTarget
 from pizzabot.agent.devices import Challenge, StoredPasskey, Subscription
 from pizzabot.agent.errors import Conflict
 from pizzabot.store.audit import insert_audit
-from pizzabot.store.database import Database
+from pizzabot.store.database import Database, orm
 from pizzabot.store.outbox import insert_deliveries
 from pizzabot.store.tables import DeliveryRow
 from pizzabot.store.tables_phone import PasskeyChallengeRow, PasskeyRow, PushSubscriptionRow
@@ -127,7 +127,7 @@ class SqlSubscriptions:
             insert_deliveries(s, item_id=item_id, run_id=run_id, targets=targets, now=now)
             return len(targets)
 
-        return await self.db.session(tx)
+        return await self.db.run(orm(tx))
 
     async def item_of(self, delivery_id: str) -> str | None:
         query = select(DeliveryRow.item_id).where(

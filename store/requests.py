@@ -31,7 +31,7 @@ from pizzabot.agent.model import (
 )
 from pizzabot.agent.store import LeaseLost, StoredRequest
 from pizzabot.store.audit import insert_audit
-from pizzabot.store.database import Database
+from pizzabot.store.database import Database, orm
 from pizzabot.store.events import append_events, run_of
 from pizzabot.store.inbox import close_pending, insert_item
 from pizzabot.store.tables import DeliveryRow, ItemRow, RunRow
@@ -138,7 +138,7 @@ class SqlRequests:
             return request, True
 
         try:
-            return await self.db.session(tx)
+            return await self.db.run(orm(tx))
         except IntegrityError:
             # Another process took the same key a moment earlier: its request is the one.
             if request.idempotency_key is None:
@@ -269,4 +269,4 @@ class SqlRequests:
             close_pending(s, run_id, status=ItemStatus.CANCELLED, now=now)
             return run_of(row)
 
-        return await self.db.session(tx)
+        return await self.db.run(orm(tx))

@@ -19,9 +19,10 @@ from sqlalchemy.orm import Session
 
 from pizzabot.agent.errors import NotFound
 from pizzabot.agent.events import Event, NewEvent
+from pizzabot.agent.handover import ClaimedRun, HandsOver
 from pizzabot.agent.model import Item, ItemStatus, Run, RunStatus, Target, Usage, transition
-from pizzabot.agent.store import ClaimedRun, LeaseLost, Take
-from pizzabot.store.database import Database
+from pizzabot.agent.store import LeaseLost
+from pizzabot.store.database import Database, orm
 from pizzabot.store.events import RUNS, append_events, read_events, run_of
 from pizzabot.store.inbox import close_pending, insert_item
 from pizzabot.store.switches import kill_switch
@@ -87,7 +88,29 @@ def _age(run: Run) -> tuple[datetime, str]:
     return (run.created_at, run.id)
 
 
-class SqlRuns:
+def _new_run(
+    run_id: str, skill: str, input: str, trigger: str, now: datetime, key: str | None
+) -> RunRow:
+    """A queued run's row, with nothing used yet."""
+    return RunRow(
+        id=run_id,
+        skill=skill,
+        status=RunStatus.QUEUED.value,
+        input=input,
+        trigger=trigger,
+        created_at=now,
+        updated_at=now,
+        tokens=0,
+        cost_usd=0.0,
+        steps=0,
+        cost_known=True,
+        budget_extra={},
+        idempotency_key=key,
+        last_seq=0,
+    )
+
+
+class SqlRuns(HandsOver):
     def __init__(self, db: Database) -> None:
         self.db = db
 
@@ -101,34 +124,22 @@ class SqlRuns:
         now: datetime,
         events: Sequence[NewEvent] = (),
         idempotency_key: str | None = None,
-        take: Take | None = None,
     ) -> Run:
         if idempotency_key is not None:
             existing = await self._by_idempotency(idempotency_key)
             if existing is not None:
                 return existing
+        take = self._offer()
 
         def tx(s: Session) -> Run:
             c = s.connection()
+            if take is not None:
+                take.claimed = None  # a try before this one may have rolled back
             # Taken at once unless the kill switch is on: then it queues, as any new run.
             taken = take is not None and kill_switch(c) is None
-            row = RunRow(
-                id=run_id,
-                skill=skill,
-                status=(RunStatus.RUNNING if taken else RunStatus.QUEUED).value,
-                input=input,
-                trigger=trigger,
-                created_at=now,
-                updated_at=now,
-                tokens=0,
-                cost_usd=0.0,
-                steps=0,
-                cost_known=True,
-                budget_extra={},
-                idempotency_key=idempotency_key,
-                last_seq=0,
-            )
+            row = _new_run(run_id, skill, input, trigger, now, idempotency_key)
             if take is not None and taken:
+                row.status = RunStatus.RUNNING.value
                 row.lease_owner = take.lease
                 row.lease_expires_at = now + timedelta(seconds=take.lease_seconds)
                 row.started_at = now
@@ -143,7 +154,7 @@ class SqlRuns:
             return run
 
         try:
-            return await self.db.session(tx)
+            run = await self.db.run(orm(tx))
         except IntegrityError:
             if idempotency_key is None:
                 raise
@@ -151,6 +162,8 @@ class SqlRuns:
             if existing is None:
                 raise
             return existing
+        self._handed_over(take)
+        return run
 
     async def _by_idempotency(self, key: str) -> Run | None:
         def tx(c: Connection) -> Run | None:
@@ -278,7 +291,7 @@ class SqlRuns:
                 killed_by=killed_by,
             )
 
-        return await self.db.session(tx)
+        return await self.db.run(orm(tx))
 
     def _set_status(
         self,
@@ -342,7 +355,7 @@ class SqlRuns:
             self.db.notify_runnable(c, run_id)
             return run_of(row)
 
-        return await self.db.session(tx)
+        return await self.db.run(orm(tx))
 
     async def add_budget(
         self,
@@ -364,7 +377,7 @@ class SqlRuns:
             row.budget_extra = merged
             return appended
 
-        return await self.db.session(tx)
+        return await self.db.run(orm(tx))
 
     async def append_events(
         self,
@@ -379,7 +392,7 @@ class SqlRuns:
             return append_events(c, run_id, events, now, lease=lease, usage=usage)
 
         # One statement (see `append_events`): on PostgreSQL without BEGIN and COMMIT.
-        return await self.db.statement(tx)
+        return await self.db.run(tx, one_statement=True)
 
     async def events(self, run_id: str) -> list[Event]:
         def tx(c: Connection) -> list[Event]:
@@ -420,4 +433,4 @@ class SqlRuns:
             insert_item(s, unread, targets, now)
             return run
 
-        return await self.db.session(tx)
+        return await self.db.run(orm(tx))

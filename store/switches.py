@@ -11,7 +11,7 @@ from typing import Any, cast
 from sqlalchemy import Connection, Table, select
 from sqlalchemy.orm import Session
 
-from pizzabot.store.database import Database
+from pizzabot.store.database import Database, orm
 from pizzabot.store.tables import SwitchRow
 
 SWITCHES = cast(Table, SwitchRow.__table__)
@@ -47,4 +47,4 @@ class SqlSwitches:
                 row.value = value
                 row.updated_at = now
 
-        await self.db.session(tx)
+        await self.db.run(orm(tx))

@@ -24,6 +24,7 @@ from pizzabot.agent.errors import NotFound
 from pizzabot.agent.events import NewEvent
 from pizzabot.agent.model import Box, ItemStatus, Target
 from pizzabot.agent.schedules import FireOutcome, FireRecord, ScheduleRecord
+from pizzabot.store.database import orm
 from pizzabot.store.events import append_events
 from pizzabot.store.outbox import insert_deliveries
 from pizzabot.store.sql import SqlStore
@@ -92,27 +93,27 @@ class TriggerStore:
                 )
             )
 
-        await self.db.session(tx)
+        await self.db.run(orm(tx))
 
     async def add_schedule(self, rec: ScheduleRecord) -> ScheduleRecord:
         def tx(s: Session) -> None:
             s.add(ScheduleRow(**_values(rec)))
 
-        await self.db.session(tx)
+        await self.db.run(orm(tx))
         return rec
 
     async def get_schedule(self, schedule_id: str) -> ScheduleRecord:
         def tx(s: Session) -> ScheduleRecord:
             return _schedule(_get_schedule(s, schedule_id))
 
-        return await self.db.session(tx)
+        return await self.db.run(orm(tx))
 
     async def list_schedules(self) -> list[ScheduleRecord]:
         def tx(s: Session) -> list[ScheduleRecord]:
             q = select(ScheduleRow).order_by(ScheduleRow.skill, ScheduleRow.created_at)
             return [_schedule(r) for r in s.execute(q).scalars()]
 
-        return await self.db.session(tx)
+        return await self.db.run(orm(tx))
 
     async def set_paused(self, schedule_id: str, *, paused: bool, now: datetime) -> ScheduleRecord:
         def tx(s: Session) -> ScheduleRecord:
@@ -125,7 +126,7 @@ class TriggerStore:
                     row.active_since = now
             return _schedule(row)
 
-        return await self.db.session(tx)
+        return await self.db.run(orm(tx))
 
     async def delete_schedule(self, schedule_id: str) -> None:
         def tx(s: Session) -> None:
@@ -133,7 +134,7 @@ class TriggerStore:
             if result.rowcount != 1:
                 raise NotFound(f"no schedule {schedule_id}")
 
-        await self.db.session(tx)
+        await self.db.run(orm(tx))
 
     # -- fires ---------------------------------------------------------------------------
 
@@ -170,7 +171,7 @@ class TriggerStore:
             result: Any = s.execute(fire)
             return "claimed" if result.rowcount == 1 else "duplicate"
 
-        return await self.db.session(tx)
+        return await self.db.run(orm(tx))
 
     async def finish_fire(
         self,
@@ -192,7 +193,7 @@ class TriggerStore:
                 .values(status=status, run_id=run_id, detail=detail, updated_at=now)
             )
 
-        await self.db.session(tx)
+        await self.db.run(orm(tx))
 
     async def last_fires(self) -> dict[str, FireRecord]:
         """The latest fire of every schedule that has fired."""
@@ -228,7 +229,7 @@ class TriggerStore:
         def tx(s: Session) -> list[FireRecord]:
             return [_fire(r) for r in s.execute(q).scalars()]
 
-        return await self.db.session(tx)
+        return await self.db.run(orm(tx))
 
     # -- webhook signatures --------------------------------------------------------------
 
@@ -250,7 +251,7 @@ class TriggerStore:
             result: Any = s.execute(accept)
             return bool(result.rowcount == 1)
 
-        return await self.db.session(tx)
+        return await self.db.run(orm(tx))
 
     async def forget_signature(self, signature: str) -> None:
         """Let a signature be used again: its request was refused after it was recorded."""
@@ -258,7 +259,7 @@ class TriggerStore:
         def tx(s: Session) -> None:
             s.execute(delete(HookSignatureRow).where(HookSignatureRow.signature == signature))
 
-        await self.db.session(tx)
+        await self.db.run(orm(tx))
 
     # -- item timers ---------------------------------------------------------------------
 
@@ -273,7 +274,7 @@ class TriggerStore:
         def tx(s: Session) -> set[tuple[str, str]]:
             return {(r[0], r[1]) for r in s.execute(q).all()}
 
-        return await self.db.session(tx)
+        return await self.db.run(orm(tx))
 
     async def add_deliveries_once(
         self,
@@ -303,7 +304,7 @@ class TriggerStore:
             append_events(s.connection(), item.run_id, [note], now)
             return True
 
-        return await self.db.session(tx)
+        return await self.db.run(orm(tx))
 
     def _pending_item(self, s: Session, item_id: str) -> ItemRow | None:
         q = select(ItemRow).where(ItemRow.id == item_id)

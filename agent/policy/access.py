@@ -9,8 +9,9 @@ The asker is a `Principal` (`pizzabot.agent.policy.principal`); a channel only s
   runs, and nothing else.
 - **Deciding** an item: the skill's approvers, and for a tool's item also the approvers that
   tool escalates to (`pizzabot.agent.skills.Escalation`). A person on Slack or by mail counts by their
-  identity there; a **decide** token counts as the person it names (`people:`), through every
-  identity that person has.
+  identity there, and one signed in on the web page by a mail link by that address; a
+  **decide** token counts as the person it names (`people:`), through every identity that
+  person has.
 - **Following up** a run, and **revoking** a grant: the approvers of its skill (of the grant's
   tool) in the same way.
 - **Starting** a run: on a chat channel (Slack, Teams, Discord, Telegram), whoever approves
@@ -168,8 +169,8 @@ class Access:
             found = self._skill(skill) if skill is not None else None
             ok = found is not None and self._approves(who, found, None)
             return Verdict(Act.START, who, ok, _STARTER if ok else _NOT_STARTER)
-        key = identity_key(who.channel, who.identity)
-        ok = key is not None and key in self.starters(who.channel)
+        key = identity_key(who.namespace, who.identity)
+        ok = key is not None and key in self.starters(who.namespace)
         return Verdict(Act.START, who, ok, _STARTER if ok else _NOT_STARTER)
 
     def may_revoke(self, who: Principal, skill: str, tool: str) -> Verdict:
@@ -233,7 +234,7 @@ class Access:
             TELEGRAM: [deliver.telegram or ""],
         }
         return who.kind == "person" and any(
-            same_identity(who.channel, who.identity, t) for t in targets.get(who.channel, [])
+            same_identity(who.namespace, who.identity, t) for t in targets.get(who.namespace, [])
         )
 
     def _skill(self, name: str) -> Skill | None:
@@ -262,10 +263,10 @@ class Access:
         a person by their identity on their channel; a token as the person it names, by name
         or by any identity that person has in `skill.people`."""
         if who.kind == "person":
-            if who.channel not in PEOPLE_CHANNELS:
+            if who.namespace not in PEOPLE_CHANNELS:
                 return False
-            listed = skill.approvers_for(tool, who.channel)
-            return any(same_identity(who.channel, who.identity, a) for a in listed)
+            listed = skill.approvers_for(tool, who.namespace)
+            return any(same_identity(who.namespace, who.identity, a) for a in listed)
         if who.kind != "token" or not who.person:
             return False
         if who.person == "owner":

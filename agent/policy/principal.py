@@ -11,6 +11,9 @@ A principal is one of four kinds:
 - a **person** on a channel where people act under their own identity: a Slack user id, a
   mail's one `From` address. What they may do is what the skills' lists say
   (`pizzabot.agent.policy.access`); their scope is `decide` at most.
+- a **person signed in on the web page by a mail link** (`by_mail`): the address a sign-in
+  link was mailed to. They count by that address, as the skills' `email` lists and `people:`
+  name it (`namespace`), and act through the page.
 - a **system** trigger: a schedule, a signed webhook, the clock. It may start the runs it
   was configured to start, and decide nothing.
 
@@ -81,6 +84,12 @@ class Principal:
         return cls("person", channel, identity, Scope.DECIDE)
 
     @classmethod
+    def by_mail(cls, address: str) -> Principal:
+        """A person signed in on the web page by a link mailed to `address`: they act through
+        the page and count by that address (`namespace`)."""
+        return cls("person", "web", address, Scope.DECIDE)
+
+    @classmethod
     def system(cls, channel: str, name: str | None = None) -> Principal:
         """A trigger that acts on its own (a schedule, a webhook, the clock, the bench)."""
         return cls("system", channel, name or channel, Scope.ASK)
@@ -99,6 +108,14 @@ class Principal:
     @property
     def is_admin(self) -> bool:
         return self.kind != "system" and self.scope is Scope.ADMIN
+
+    @property
+    def namespace(self) -> str:
+        """The channel whose lists name this principal's identity: its own channel, except
+        for a person signed in on the page by a mail link, who is their email address."""
+        if self.kind == "person" and self.channel == "web":
+            return "email"
+        return self.channel
 
     @property
     def actor(self) -> str:

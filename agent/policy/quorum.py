@@ -73,9 +73,10 @@ def person_of(skill: Skill | None, who: Principal) -> str:
             return f"{who.channel}:{who.identity}"
     if skill is not None:
         for name, person in skill.people.items():
-            if same_identity(who.channel, person.on(who.channel), who.identity):
+            if same_identity(who.namespace, person.on(who.namespace), who.identity):
                 return name
-    return f"{who.channel}:{identity_key(who.channel, who.identity) or who.identity}"
+    ns = who.namespace
+    return f"{ns}:{identity_key(ns, who.identity) or who.identity}"
 
 
 def required_for(item: Item, skill: Skill | None) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 
 from pizzabot.agent.errors import AlreadyDecided, CardChanged, NotFound
 from pizzabot.agent.events import NewEvent
+from pizzabot.agent.handover import ClaimedRun, Take
 from pizzabot.agent.model import (
     DECIDED_STATUS,
     Box,
@@ -24,7 +25,7 @@ from pizzabot.agent.model import (
     RunStatus,
     Target,
 )
-from pizzabot.agent.store import ClaimedRun, RunEnd, Take
+from pizzabot.agent.store import RunEnd
 from pizzabot.agent.testing._memory_runs import take_run
 from pizzabot.agent.testing._memory_state import MemoryBase, MemoryState, as_json, fresh
 
@@ -146,10 +147,10 @@ class MemoryInbox(MemoryBase):
         final_args: dict[str, Any] | None,
         event: NewEvent,
         status: ItemStatus | None = None,
-        take: Take | None = None,
         version: int | None = None,
         ends: RunEnd | None = None,
     ) -> Item:
+        take = self._offer()
         new_status = status or DECIDED_STATUS[decision.kind]
         reason = getattr(decision, "reason", None) or None
         with self.transaction() as s:
@@ -164,7 +165,8 @@ class MemoryInbox(MemoryBase):
                 final_args=as_json(final_args),
                 reason=reason,
             )
-            if ends is None or not _end(s, before.run_id, event, ends, now):
+            went_on = ends is None or not _end(s, before.run_id, event, ends, now)
+            if went_on:
                 _go_on(s, before.run_id, event, take, now)
             s.copies_need_update(item_id)
             detail = {
@@ -183,7 +185,9 @@ class MemoryInbox(MemoryBase):
                 item_id=item_id,
                 detail=detail,
             )
-            return fresh(after)
+        if went_on:
+            self._handed_over(take)
+        return fresh(after)
 
     async def show_again(self, item_id: str, *, now: datetime) -> None:
         with self.transaction() as s:

@@ -12,8 +12,9 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from pizzabot.agent.events import Event, NewEvent
+from pizzabot.agent.handover import ClaimedRun
 from pizzabot.agent.model import Item, ItemStatus, Run, RunStatus, Target, Usage, transition
-from pizzabot.agent.store import ClaimedRun, LeaseLost, Take
+from pizzabot.agent.store import LeaseLost
 from pizzabot.agent.testing._memory_state import MemoryBase, MemoryState, fresh
 
 
@@ -49,8 +50,8 @@ class MemoryRuns(MemoryBase):
         now: datetime,
         events: Sequence[NewEvent] = (),
         idempotency_key: str | None = None,
-        take: Take | None = None,
     ) -> Run:
+        take = self._offer()
         with self.transaction() as s:
             if idempotency_key is not None and idempotency_key in s.run_keys:
                 return fresh(s.runs[s.run_keys[idempotency_key]])
@@ -72,7 +73,8 @@ class MemoryRuns(MemoryBase):
             appended = s.append(run_id, events, now)
             if take is not None and s.kill is None:
                 take.claimed = ClaimedRun(fresh(run), appended)
-            return fresh(run)
+        self._handed_over(take)
+        return fresh(run)
 
     async def get_run(self, run_id: str) -> Run:
         return fresh(self.state.run(run_id))

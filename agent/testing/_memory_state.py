@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from pizzabot.agent.errors import NotFound
 from pizzabot.agent.events import Event, NewEvent, load_event
+from pizzabot.agent.handover import HandsOver
 from pizzabot.agent.model import (
     EVENT_SCHEMA_VERSION,
     AuditEntry,
@@ -236,8 +237,9 @@ class MemoryState:
         )
 
 
-class MemoryBase:
-    """What every role of the memory store shares: the state, and its transactions."""
+class MemoryBase(HandsOver):
+    """What every role of the memory store shares: the state, its transactions, and the
+    hand-over hook."""
 
     def __init__(self) -> None:
         self._state = MemoryState()

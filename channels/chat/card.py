@@ -46,10 +46,14 @@ _STATUS_WORD = {
 
 @dataclass(frozen=True)
 class Button:
-    """One decision a card offers: its verb (what it asks the engine for) and its label."""
+    """One decision a card offers: its verb (what it asks the engine for) and its label. A
+    button with a `url` opens that page instead of deciding: the approval of a call that needs
+    a passkey (`pizzabot.agent.step_up`) is made on the card's web page, and a click on the
+    platform alone decides nothing (the inbox refuses it and the person is told where to go)."""
 
     verb: Verb
     label: str
+    url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -140,7 +144,7 @@ def _facts(item: Item) -> tuple[str, ...]:
     return tuple(facts)
 
 
-def _buttons(item: Item) -> tuple[Button, ...]:
+def _buttons(item: Item, url: str) -> tuple[Button, ...]:
     if item.decided:
         return ()
     match item.kind:
@@ -149,11 +153,12 @@ def _buttons(item: Item) -> tuple[Button, ...]:
         case ItemKind.QUESTION:
             return (Button("edit", "Answer"), Button("reject", "Decline"))
         case _:
-            return (
-                Button("approve", "Approve"),
-                Button("edit", "Edit"),
-                Button("reject", "Reject"),
+            approve = (
+                Button("approve", "Approve with passkey", url=url)
+                if item.risk.step_up is not None
+                else Button("approve", "Approve")
             )
+            return (approve, Button("edit", "Edit"), Button("reject", "Reject"))
 
 
 def _args(args: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
@@ -193,7 +198,7 @@ def card_of(item: Item, *, base_url: str, outcome: RunStatus | None = None) -> C
         args_label="" if question and not item.decided else label,
         args=() if question and not item.decided else _args(shown),
         outcome=decided_line(item) if item.decided else None,
-        buttons=_buttons(item),
+        buttons=_buttons(item, item_url(base_url, item)),
         url=item_url(base_url, item),
     )
 

@@ -88,6 +88,9 @@ def read_custom_id(value: str) -> list[str] | None:
 def _buttons(item: Item, buttons: Sequence[Button]) -> list[dict[str, Any]]:
     row: list[dict[str, Any]] = []
     for button in buttons:
+        if button.url is not None:  # approved on the web page, with a passkey: a link button
+            row.append({"type": 2, "style": 5, "label": button.label, "url": button.url})
+            continue
         custom = _custom_id(button.verb, card_value(item))
         if custom is not None:
             row.append(

@@ -2,7 +2,8 @@
 
 `deliver` mails an item into its run's thread; `update` mails how an action ended (a mail
 cannot be edited, so the outcome follows in the thread); `answer` replies to a mail the bot
-received (an error, a refusal, an acknowledgement). An SMTP outage raises `DeliveryError`,
+received (an error, a refusal, an acknowledgement); `send_signin` mails a sign-in link to the
+web page (`pizzabot.channels.web.mail_signin`). An SMTP outage raises `DeliveryError`,
 so the outbox retries with backoff: it only delays delivery. SMTP logs in with a password
 or with SASL XOAUTH2 (a token from a `TokenSource`; a refused token is replaced once).
 
@@ -43,6 +44,7 @@ from pizzabot.channels.email.headers import HeaderError
 from pizzabot.channels.email.keys import MailKey
 from pizzabot.channels.email.links import make_links
 from pizzabot.channels.email.ports import MailStore, TokenSource
+from pizzabot.channels.email.signin import signin_mail
 
 log = logging.getLogger(__name__)
 
@@ -279,6 +281,21 @@ class EmailChannel:
         except HeaderError as exc:
             log.warning("answer not sent: %s", exc)
             return
+        self._later(msg)
+
+    def send_signin(self, *, to: str, link: str, expires: datetime) -> None:
+        """Mail `to` a sign-in link, in the background and retried as an answer is: the page
+        that asked does not wait for SMTP. The link is never logged."""
+        try:
+            msg = signin_mail(
+                identity=self.identity, to=to, link=link, expires=expires, now=self.clock()
+            )
+        except HeaderError as exc:
+            log.warning("sign-in link not sent: %s", exc)
+            return
+        self._later(msg)
+
+    def _later(self, msg: EmailMessage) -> None:
         task = asyncio.create_task(self._send_answer(msg), name="email-answer")
         self._answers.add(task)
         task.add_done_callback(self._answers.discard)

@@ -57,7 +57,7 @@ def push_of(deps: ApiDeps) -> Subscriptions:
 router = APIRouter(
     prefix="/api/push",
     dependencies=[Depends(caller)],
-    responses=errors(401, 403, 404),
+    responses=errors(401, 403, 404, 422),
 )
 
 

@@ -66,7 +66,9 @@ def _actions(item: Item, card: Card) -> list[dict[str, Any]]:
     """The decision buttons of a pending item, for someone who may decide it."""
     actions: list[dict[str, Any]] = []
     for button in card.buttons:
-        if button.verb == "approve":
+        if button.url is not None:  # approved on the web page, with a passkey
+            actions.append({"type": "Action.OpenUrl", "title": button.label, "url": button.url})
+        elif button.verb == "approve":
             actions.append(
                 {
                     "type": "Action.Execute",

@@ -1,5 +1,6 @@
 """Telegram messages for cards and prompts: HTML text (Telegram's `parse_mode: HTML`) with an
-inline keyboard of callback buttons.
+inline keyboard of callback buttons (and a link button to the card's page where the approval
+needs a passkey).
 
 Telegram's limits shape this: a message holds 4,096 characters after its markup is read, a
 button's `callback_data` 64 bytes, and a force-reply's placeholder 64 characters. Every part
@@ -14,10 +15,12 @@ reply answers), and only a prompt the bot itself sent is read so.
 from __future__ import annotations
 
 import html
+import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from pizzabot.agent.argforms import Field
 from pizzabot.agent.card_digest import card_digest
@@ -33,6 +36,7 @@ __all__ = [
     "callback_of",
     "card_message",
     "edit_prompt",
+    "public_url",
     "read_prompt",
     "reject_prompt",
     "visible_length",
@@ -95,10 +99,29 @@ def read_callback(data: str) -> tuple[str, str, str | None] | None:
 def _keyboard(item: Item, buttons: Sequence[Button]) -> dict[str, Any] | None:
     row: list[dict[str, str]] = []
     for button in buttons:
+        if button.url is not None and public_url(button.url):
+            # Approved on the web page, with a passkey. Telegram takes no link to a loopback
+            # or a bare address: there the button stays one whose click is refused, saying why.
+            row.append({"text": button.label, "url": button.url})
+            continue
         data = callback_of(button.verb, item)
         if data is not None:
             row.append({"text": button.label, "callback_data": data})
     return {"inline_keyboard": [row]} if row else None
+
+
+def public_url(url: str) -> bool:
+    """Whether Telegram takes `url` for a button: http(s), to a host name that is not this
+    computer's (it refuses "localhost" and bare IP addresses as a wrong HTTP URL)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.scheme not in ("http", "https") or not host or host == "localhost":
+        return False
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return "." in host
+    return False
 
 
 def _args_lines(card: Card) -> list[str]:

@@ -39,6 +39,11 @@ FLASHES: dict[str, tuple[str, str]] = {
     "declined": ("Declined: the asker is told you said no.", "ok"),
     "unsubscribed": ("That browser gets no more notifications.", "ok"),
     "passkey_removed": ("Passkey removed: it signs nobody in any more.", "ok"),
+    "mailed": (
+        "If that address belongs to someone who may sign in here, a sign-in link is on its "
+        "way to it. The link works once, for 15 minutes.",
+        "ok",
+    ),
 }
 
 HEADERS = {
@@ -62,6 +67,7 @@ async def page(v: Visit, template: str, *, status: int = 200, **context: Any) ->
         template,
         root=v.root,
         signed_in=v.sid is not None,
+        mail_signin=v.deps.mail_signin is not None,
         csrf=v.csrf,
         flash={"text": flash[0], "tone": flash[1]} if flash else None,
         kill=kill,

@@ -6,7 +6,11 @@ keyed from the token), and a form's CSRF token is a signature of the session id 
 salt. A new API token therefore ends every session at once, and a CSRF token is useless
 without its cookie. A person may also sign in with a named token of scope `decide` or
 `admin` (`pizzabot.agent.policy.tokens`): the session id then ends with that token's id, and the
-session acts as that token's principal for as long as the token is not revoked.
+session acts as that token's principal for as long as the token is not revoked. A person who
+signed in by a link mailed to them (`pizzabot.channels.web.mail_signin`) has a session id that
+ends with a digest of their address (a dash, then 22 base64url characters: a token id has no
+dash), and acts as the address a loaded skill lists under `people:` with that digest, for as
+long as one does (`mailed_digest`).
 
 A living session is stored nowhere; an ended one is (`SessionEnds`, in the database): logout
 must stop a copied cookie, which no signature can do on its own.
@@ -18,6 +22,7 @@ one, so guessing is slow and cannot flood the audit log.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import math
 import re
@@ -42,6 +47,8 @@ _CLOCK_SKEW = 60
 _SIGNED = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
 #: A session id's random part: `secrets.token_urlsafe(18)` is always 24 characters.
 _SID_CHARS = 24
+#: What starts the tail of a mail link's session id (a token id is hex: never a dash).
+_MAILED = "-"
 
 
 class _ClockedSigner(TimestampSigner):
@@ -73,10 +80,11 @@ class Sessions:
         # Bytes, because compare_digest refuses non-ASCII str and a form may hold anything.
         return bool(self._token) and secrets.compare_digest(given.encode(), self._token.encode())
 
-    def issue(self, token_id: str | None = None) -> str:
+    def issue(self, token_id: str | None = None, *, mailed: str | None = None) -> str:
         """A new cookie value: a random session id (for a named token's login, followed by
-        the token's id), its issue time and their signature."""
-        sid = secrets.token_urlsafe(18) + (token_id or "")
+        the token's id; for a mail link's, by the address), its issue time and their signature."""
+        tail = (_MAILED + address_digest(mailed)) if mailed else (token_id or "")
+        sid = secrets.token_urlsafe(18) + tail
         return self._cookies.sign(sid).decode()
 
     def verify(self, cookie: str | None) -> str | None:
@@ -103,8 +111,23 @@ class Sessions:
 
 
 def token_of(sid: str) -> str | None:
-    """The id of the named token a session was signed in with; None: the API token's."""
-    return sid[_SID_CHARS:] or None
+    """The id of the named token a session was signed in with; None: the API token's (or a
+    mail link's, `mailed_of`)."""
+    tail = sid[_SID_CHARS:]
+    return tail if tail and not tail.startswith(_MAILED) else None
+
+
+def address_digest(address: str) -> str:
+    """What a mail link's session id holds of its address: short enough for the stored id of
+    an ended session, and naming one address among the listed ones."""
+    raw = hashlib.sha256(f"pizzabot web person\0{address}".encode()).digest()[:16]
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def mailed_digest(sid: str) -> str | None:
+    """The address digest of a session signed in by a mail link; None for any other."""
+    tail = sid[_SID_CHARS:]
+    return tail[len(_MAILED) :] if tail.startswith(_MAILED) else None
 
 
 class SessionEnds(Protocol):

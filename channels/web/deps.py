@@ -27,7 +27,14 @@ from fastapi.responses import RedirectResponse, Response
 from pizzabot.agent.policy import Principal
 from pizzabot.agent.policy.tokens import principal_of
 from pizzabot.channels.web._pages import HEADERS, error_page, page
-from pizzabot.channels.web._session import COOKIE, Sessions, token_of
+from pizzabot.channels.web._session import (
+    COOKIE,
+    Sessions,
+    address_digest,
+    mailed_digest,
+    token_of,
+)
+from pizzabot.channels.web.mail_signin import listed_addresses
 from pizzabot.channels.web.site import (
     CHANNEL,
     Answered,
@@ -71,7 +78,13 @@ async def visit(request: Request, site: Annotated[WebSite, Depends(web_site)]) -
 
 
 async def _principal(deps: WebDeps, sid: str) -> Principal | None:
-    """Who a session acts as: the owner, or a named token that is still in force."""
+    """Who a session acts as: the owner, a named token that is still in force, or a person
+    signed in by a mail link whose address a skill still lists."""
+    digest = mailed_digest(sid)
+    if digest is not None:
+        found = (a for a in listed_addresses(deps.skills) if address_digest(a) == digest)
+        address = next(found, None)
+        return Principal.by_mail(address) if address is not None else None
     token_id = token_of(sid)
     if token_id is None:
         return Principal.owner(CHANNEL)

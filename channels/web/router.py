@@ -18,6 +18,7 @@ from pizzabot.channels.web import (
     routes_items,
     routes_login,
     routes_logs,
+    routes_mail_login,
     routes_passkeys,
     routes_phone,
     routes_runs,
@@ -30,6 +31,7 @@ __all__ = ["PARTS", "install", "web_router"]
 #: The web inbox's routers, one per group of pages.
 PARTS = (
     routes_login.router,
+    routes_mail_login.router,
     routes_items.router,
     routes_runs.router,
     routes_logs.router,

@@ -98,11 +98,13 @@ async def _login(v: Visit, token: str, next_: str | None) -> Response:
 
 
 def start_session(v: Visit, who: Principal, response: Response) -> None:
-    """Sign `who` in: `response` sets a new session cookie for them (a token's login, or a
-    passkey's, `pizzabot.channels.web.routes_passkeys`)."""
+    """Sign `who` in: `response` sets a new session cookie for them (a token's login, a
+    passkey's, `pizzabot.channels.web.routes_passkeys`, or a mail link's,
+    `pizzabot.channels.web.routes_mail_login`)."""
+    mailed = who.identity if who.kind == "person" else None  # `Principal.by_mail`
     response.set_cookie(
         COOKIE,
-        v.sessions.issue(who.token_id),
+        v.sessions.issue(who.token_id, mailed=mailed),
         max_age=MAX_AGE,
         path=v.root or "/",
         httponly=True,

@@ -22,6 +22,7 @@ from pizzabot.agent.runs import Runs
 from pizzabot.agent.skills import SkillBook
 from pizzabot.agent.store import Store
 from pizzabot.channels.web._session import LoginThrottle, SessionEnds, Sessions
+from pizzabot.channels.web.mail_signin import MailSignIn
 from pizzabot.channels.web.phone import PhoneDeps
 
 __all__ = ["CHANNEL", "Answered", "Post", "Visit", "WebDeps", "WebSite", "form_text"]
@@ -54,6 +55,8 @@ class WebDeps:
     access: Access | None = None
     #: Web Push and passkeys (`pizzabot.channels.web.phone`); None: the page offers neither.
     phone: PhoneDeps | None = None
+    #: Sign-in links by mail for the people the skills list; None: the page offers none.
+    mail_signin: MailSignIn | None = None
 
     @property
     def policy(self) -> Access:

@@ -21,6 +21,7 @@ from pizzabot.agent.events import (
     ToolRequest,
     ToolStarted,
 )
+from pizzabot.agent.handover import ClaimedRun, Take
 from pizzabot.agent.model import (
     Approve,
     Box,
@@ -38,15 +39,7 @@ from pizzabot.agent.model import (
     Target,
     Usage,
 )
-from pizzabot.agent.store import (
-    AuditLog,
-    InboxItems,
-    LeaseLost,
-    Outbox,
-    RunStore,
-    Switches,
-    Take,
-)
+from pizzabot.agent.store import AuditLog, InboxItems, LeaseLost, Outbox, RunStore, Switches
 from tests.contract.helpers import claim_one
 
 T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
@@ -57,7 +50,6 @@ async def _run(
     run_id: str = "r1",
     *,
     idempotency_key: str | None = None,
-    take: Take | None = None,
 ) -> Run:
     return await runs.create_run(
         run_id=run_id,
@@ -67,7 +59,6 @@ async def _run(
         now=T0,
         events=[NewEvent(RunStarted(input="hi"))],
         idempotency_key=idempotency_key,
-        take=take,
     )
 
 
@@ -187,15 +178,38 @@ async def test_a_decided_run_is_claimed_before_runs_made_after_it(
     assert [c.run.id for c in claimed] == ["r1"]
 
 
-async def test_a_decision_hands_its_waiting_run_to_the_worker_that_offered(
+class Hand:
+    """A worker as a store sees it once installed: it offers a lease per run made runnable,
+    and keeps what it was given to start, and how often it was woken instead."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.offered = 0
+        self.started: list[ClaimedRun] = []
+        self.woken = 0
+
+    def offer(self) -> Take | None:
+        self.offered += 1
+        return Take(lease=f"{self.name}#{self.offered}", lease_seconds=30)
+
+    def start(self, take: Take) -> None:
+        assert take.claimed is not None
+        self.started.append(take.claimed)
+
+    def wake(self) -> None:
+        self.woken += 1
+
+
+async def test_a_decision_hands_its_waiting_run_to_the_installed_worker(
     runs: RunStore, items: InboxItems
 ) -> None:
-    # The decision's transaction claims the run for the offered lease, with its log: no
+    # The decision's transaction claims the run for the worker's lease, with its log: no
     # other worker ever finds it queued.
     await _run(runs, "r1")
     await claim_one(runs, lease="w", now=T0, lease_seconds=30)
     await items.create_item(_item(), targets=[], lease="w", now=T0, run_status=RunStatus.WAITING)
-    take = Take(lease="w2#1", lease_seconds=30)
+    hand = Hand("w2")
+    items.hand_over_to(hand)
     await items.record_decision(
         "i1",
         Approve(),
@@ -204,13 +218,13 @@ async def test_a_decision_hands_its_waiting_run_to_the_worker_that_offered(
         now=T0,
         final_args=None,
         event=NewEvent(DecisionMade(item_id="i1", decision=Approve())),
-        take=take,
     )
-    assert take.claimed is not None
+    [claimed] = hand.started
     run = await runs.get_run("r1")
     assert (run.status, run.lease_owner) == (RunStatus.RUNNING, "w2#1")
-    assert take.claimed.events == await runs.events("r1")
-    assert isinstance(take.claimed.events[-1].payload, DecisionMade)
+    assert claimed.events == await runs.events("r1")
+    assert isinstance(claimed.events[-1].payload, DecisionMade)
+    assert hand.woken == 0
     assert await runs.claim_runs(lease="w3", now=T0, lease_seconds=30, limit=5) == []
 
 
@@ -221,43 +235,49 @@ async def test_a_decision_takes_no_run_that_is_not_waiting_nor_any_while_killed(
     await claim_one(runs, lease="w", now=T0, lease_seconds=30)
     two = [_item("i1"), _item("i2")]
     await items.create_items([(i, []) for i in two], targets=[], lease="w", now=T0)
+    hand = Hand("w2")
+    items.hand_over_to(hand)
     # r1 is still running under "w" (a turn's later card decided early): it stays w's.
-    take = Take(lease="w2#1", lease_seconds=30)
     event = NewEvent(DecisionMade(item_id="i1", decision=Approve()))
     await items.record_decision(
-        "i1", Approve(), actor="u", channel="api", now=T0, final_args=None, event=event, take=take
+        "i1", Approve(), actor="u", channel="api", now=T0, final_args=None, event=event
     )
-    assert take.claimed is None
+    assert (hand.started, hand.woken) == ([], 1)
     assert (await runs.get_run("r1")).lease_owner == "w"
     # Waiting, with the kill switch on: queued as before, not taken.
     await runs.set_status("r1", RunStatus.WAITING, lease="w", now=T0)
     await switches.set_kill(on=True, actor="ops", now=T0)
     event = NewEvent(DecisionMade(item_id="i2", decision=Approve()))
     await items.record_decision(
-        "i2", Approve(), actor="u", channel="api", now=T0, final_args=None, event=event, take=take
+        "i2", Approve(), actor="u", channel="api", now=T0, final_args=None, event=event
     )
-    assert take.claimed is None
+    assert (hand.started, hand.woken) == ([], 2)
     assert (await runs.get_run("r1")).status is RunStatus.QUEUED
 
 
-async def test_a_new_run_is_taken_by_the_worker_that_offered_unless_killed(
+async def test_a_new_run_is_taken_by_the_installed_worker_unless_killed(
     runs: RunStore, switches: Switches
 ) -> None:
     # The creating transaction claims the run, with its first event: no other worker ever
     # finds it queued, and no wake-up is needed.
-    take = Take(lease="w1#1", lease_seconds=30)
-    await _run(runs, "r1", take=take)
-    assert take.claimed is not None
+    hand = Hand("w1")
+    runs.hand_over_to(hand)
+    await _run(runs, "r1")
+    [claimed] = hand.started
     run = await runs.get_run("r1")
     assert (run.status, run.lease_owner, run.started_at) == (RunStatus.RUNNING, "w1#1", T0)
-    assert take.claimed.events == await runs.events("r1")
+    assert claimed.events == await runs.events("r1")
     assert await runs.claim_runs(lease="w2", now=T0, lease_seconds=30, limit=5) == []
     # With the kill switch on it queues like any new run, for when the switch goes off.
     await switches.set_kill(on=True, actor="ops", now=T0)
-    take = Take(lease="w1#2", lease_seconds=30)
-    await _run(runs, "r2", take=take)
-    assert take.claimed is None
+    await _run(runs, "r2")
+    assert (len(hand.started), hand.woken) == (1, 1)
     assert (await runs.get_run("r2")).status is RunStatus.QUEUED
+    # Uninstalled, nothing is offered: the run queues for any worker.
+    runs.hand_over_to(None)
+    await switches.set_kill(on=False, actor="ops", now=T0)
+    await _run(runs, "r3")
+    assert (hand.offered, (await runs.get_run("r3")).status) == (2, RunStatus.QUEUED)
 
 
 async def test_illegal_transitions_are_refused(runs: RunStore) -> None:

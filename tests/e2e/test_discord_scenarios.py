@@ -71,8 +71,14 @@ async def stack(
         "deliver": {"discord": PAIR_CHANNEL},
         "tools": {"crm.send_email": {"policy": "ask", "approvals": {"required": 2}}},
     }
+    guarded = {
+        "name": "guarded",
+        "deliver": {"discord": CHANNEL},
+        "approvers": {"discord": [ANN]},
+        "tools": {"crm.send_email": {"policy": "ask", "step_up": "passkey"}},
+    }
     async with Stack(
-        root, script=send_then_summarise, skill=skill, extra_skills=[pair], env=env
+        root, script=send_then_summarise, skill=skill, extra_skills=[pair, guarded], env=env
     ) as st:
         yield st
 
@@ -259,6 +265,35 @@ async def test_a_non_approvers_click_is_refused_and_audited(
         e for e in entries if e["action"] == "decision_refused" and e["item_id"] == item["id"]
     ]
     assert [(e["actor"], e["channel"]) for e in refused] == [(STRANGER, "discord")] * 2
+    await st.decide(item["id"], "reject", reason="cleaning up")
+
+
+async def test_a_card_that_needs_a_passkey_is_approved_on_the_page_not_by_a_click(
+    stack: Stack, discord: DiscordPeer
+) -> None:
+    st = stack
+    item, card = await carded(st, discord, "send Ann the quote, with a passkey", skill="guarded")
+    [approve, edit, reject] = card.args["components"][0]["components"]
+    assert approve == {
+        "type": 2,
+        "style": 5,
+        "label": "Approve with passkey",
+        "url": f"http://pizza.example/items/{item['id']}",
+    }
+    assert (edit["label"], reject["label"]) == ("Edit", "Reject")
+    # The approve click sent anyway (it has no button to come from): refused, and told why.
+    forged = edit["custom_id"].replace(":edit:", ":approve:", 1)
+    answer = await send(st, component(user=ANN, custom_id=forged, message=card.answer))
+    assert answer == {"type": 6}
+    [told] = await discord.wait_for(
+        "followup",
+        lambda c: item["id"] in c.args.get("content", "") and "passkey" in c.args["content"],
+    )
+    assert told.args["flags"] == 64
+    assert (await item_now(st, item["id"]))["status"] == "pending"
+    # Reject never needs a passkey.
+    _, opened = await click(st, card.answer, "Reject")
+    assert opened["type"] == 9  # the modal that asks why
     await st.decide(item["id"], "reject", reason="cleaning up")
 
 

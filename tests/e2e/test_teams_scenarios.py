@@ -72,8 +72,14 @@ async def stack(teams: TeamsPeer, tmp_path_factory: pytest.TempPathFactory) -> A
         "deliver": {"teams": PAIR},
         "tools": {"crm.send_email": {"policy": "ask", "approvals": {"required": 2}}},
     }
+    guarded = {
+        "name": "guarded",
+        "deliver": {"teams": CHANNEL},
+        "approvers": {"teams": [ANN]},
+        "tools": {"crm.send_email": {"policy": "ask", "step_up": "passkey"}},
+    }
     async with Stack(
-        root, script=send_then_summarise, skill=skill, extra_skills=[pair], env=env
+        root, script=send_then_summarise, skill=skill, extra_skills=[pair, guarded], env=env
     ) as st:
         yield st
 
@@ -306,6 +312,38 @@ async def test_a_non_approvers_click_is_refused_and_audited(stack: Stack, teams:
     found = [e for e in entries if e["action"] == "decision_refused" and e["item_id"] == item["id"]]
     assert [(e["actor"], e["channel"]) for e in found] == [(STRANGER, "teams")] * 2
     await st.decide(item["id"], "reject", reason="cleaning up")
+
+
+async def test_a_card_that_needs_a_passkey_is_approved_on_the_page_not_by_a_click(
+    stack: Stack, teams: TeamsPeer
+) -> None:
+    st = stack
+    item, sent = await carded(st, teams, "send Ann the quote, with a passkey", "guarded")
+    mine = await refreshed(st, teams, card_of(sent), ANN)
+    page = f"http://pizza.example/items/{item['id']}"
+    assert titles(mine) == ["Approve with passkey", "Edit", "Reject", "Open on the web page"]
+    assert find_action(mine, "Approve with passkey") == {
+        "type": "Action.OpenUrl",
+        "title": "Approve with passkey",
+        "url": page,
+    }
+    # The approve click sent anyway (it has no button to come from): refused, and told why.
+    seen = find_action(mine, "Edit")["data"]["seen"]
+    forged = action(
+        service_url=teams.service_url,
+        user=ANN,
+        conversation=CHANNEL,
+        verb="approve",
+        data={"pz": "approve", "item": item["id"], "seen": seen},
+    )
+    answer = (await send(st, teams, forged))["value"]
+    assert "passkey" in text_of(answer) and page in text_of(answer)
+    assert "Approve with passkey" in titles(answer)
+    assert (await item_now(st, item["id"]))["status"] == "pending"
+    # Reject never needs a passkey.
+    rejected = await send(st, teams, execute(teams, mine, "Reject", ANN, reason="not today"))
+    assert "Rejected by " + ANN + " via teams" in text_of(rejected["value"])
+    assert (await becomes(st, item["id"], "rejected"))["reason"] == "not today"
 
 
 async def test_an_activity_without_a_valid_token_is_refused_before_it_is_read(

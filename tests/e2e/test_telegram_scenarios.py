@@ -62,8 +62,14 @@ async def stack(
         "deliver": {"telegram": PAIR_CHAT},
         "tools": {"crm.send_email": {"policy": "ask", "approvals": {"required": 2}}},
     }
+    guarded = {
+        "name": "guarded",
+        "deliver": {"telegram": CHAT},
+        "approvers": {"telegram": [ANN]},
+        "tools": {"crm.send_email": {"policy": "ask", "step_up": "passkey"}},
+    }
     async with Stack(
-        root, script=send_then_summarise, skill=skill, extra_skills=[pair], env=env
+        root, script=send_then_summarise, skill=skill, extra_skills=[pair, guarded], env=env
     ) as st:
         yield st
 
@@ -239,6 +245,30 @@ async def test_a_non_approvers_click_is_refused_and_audited(
     ]
     assert {(e["actor"], e["channel"]) for e in refused} == {(str(STRANGER), "telegram")}
     assert len(refused) == 2
+    await st.decide(item["id"], "reject", reason="cleaning up")
+
+
+async def test_a_card_that_needs_a_passkey_is_approved_on_the_page_not_by_a_click(
+    stack: Stack, telegram: TelegramPeer
+) -> None:
+    st = stack
+    item, card = await carded(st, telegram, "send Ann the quote, with a passkey", "guarded")
+    [approve, edit, reject] = card.args["reply_markup"]["inline_keyboard"][0]
+    assert approve == {
+        "text": "Approve with passkey",
+        "url": f"http://pizza.example/items/{item['id']}",
+    }
+    assert (edit["text"], reject["text"]) == ("Edit", "Reject")
+    # The approve click sent anyway (it has no button to come from): refused, and told why.
+    forged = "a:" + edit["callback_data"].partition(":")[2]
+    update = callback_update(user=ANN, data=forged, card=telegram.message(card))
+    await send(st, update)
+    answer = await toast(telegram, update)
+    assert answer.args["show_alert"] is True and "passkey" in answer.args["text"]
+    assert (await item_now(st, item["id"]))["status"] == "pending"
+    # Reject never needs a passkey.
+    await click(st, telegram, card, "Reject")
+    await prompt_for(telegram, item["id"], "reject")
     await st.decide(item["id"], "reject", reason="cleaning up")
 
 

@@ -254,6 +254,36 @@ async def test_reject_with_a_reason_the_model_reads(browser: Browser, stack: Sta
         await context.close()
 
 
+async def test_an_open_inbox_shows_a_new_card_by_itself_and_a_reload_shows_it_without_script(
+    browser: Browser, stack: Stack
+) -> None:
+    live_context, live = await logged_in(browser, stack)
+    still_context, still = await logged_in(browser, stack, javascript=False)
+    try:
+        for page in (live, still):
+            await page.goto(f"{stack.server.url}/")
+            await expect(page.locator("#boxes")).to_be_visible()
+        run = await stack.start_run("test", "Send Ann the quote while the inbox is open")
+        item = await stack.wait_item(run["id"])
+        row = f"#boxes a[href='/items/{item['id']}']"
+
+        # With JavaScript the open inbox shows the card without a reload, and the tab says so.
+        await expect(live.locator(row)).to_be_visible(timeout=15_000)
+        await expect(live).to_have_title(re.compile(r"^\([1-9]\d*\) Inbox"))
+        # Without, the page stays as it was, and a reload shows the card, ready to decide.
+        await expect(still.locator(row)).to_have_count(0)
+        await still.reload()
+        await still.locator(row).click()
+        await still.get_by_role("button", name="Approve").click()
+        await expect(still.locator(".decided")).to_contain_text("Approved by owner via web")
+        await stack.wait_run(run["id"], {"done"})
+        # And the open inbox lets the card go by itself too.
+        await expect(live.locator(row)).to_have_count(0, timeout=15_000)
+    finally:
+        await live_context.close()
+        await still_context.close()
+
+
 async def test_a_decision_made_through_the_api_shows_on_an_open_page(
     browser: Browser, stack: Stack
 ) -> None:

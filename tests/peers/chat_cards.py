@@ -68,6 +68,7 @@ def cards() -> Iterator[tuple[str, Item]]:
         yield what, action(schema, args)
     huge = huge_item()
     yield "every text at its longest", huge
+    yield "approved only with a passkey", replace(huge, risk=replace(huge.risk, step_up="passkey"))
     decided = {"decided_by": HUGE, "decided_via": "telegram", "decided_at": AT}
     yield (
         "rejected with a long reason",

@@ -171,12 +171,17 @@ def _components_problems(rows: Any, *, modal: bool = False) -> list[str]:
         if not 1 <= len(children) <= (1 if modal else 5):
             problems.append(f"a row of {len(children)} components")
         for c in children:
+            if c.get("type") == 2 and c.get("style") == 5:
+                problems += _link_problems(c)
+                continue
             custom = str(c.get("custom_id") or "")
             if not 1 <= len(custom) <= 100:
                 problems.append(f"custom_id of {len(custom)} characters")
             if custom in seen:
                 problems.append(f"custom_id {custom!r} twice")
             seen.add(custom)
+            if "url" in c:
+                problems.append("only a link button (style 5) has a url")
             if modal:
                 problems += _text_input_problems(c)
             elif c.get("type") == 3:
@@ -186,6 +191,19 @@ def _components_problems(rows: Any, *, modal: bool = False) -> list[str]:
                     problems.append("a button label of 1-80 characters is needed")
                 if c.get("style") not in (1, 2, 3, 4):
                     problems.append(f"button style {c.get('style')}")
+    return problems
+
+
+def _link_problems(c: Mapping[str, Any]) -> list[str]:
+    """A link button: a label, a url of at most 512 characters, and no custom_id."""
+    problems: list[str] = []
+    if not 1 <= len(str(c.get("label") or "")) <= 80:
+        problems.append("a button label of 1-80 characters is needed")
+    url = str(c.get("url") or "")
+    if not url.startswith(("http://", "https://")) or len(url) > 512:
+        problems.append(f"a link button's url {url[:80]!r}")
+    if "custom_id" in c:
+        problems.append("a link button has no custom_id")
     return problems
 
 

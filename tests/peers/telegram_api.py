@@ -20,6 +20,7 @@ import html
 import itertools
 from html.parser import HTMLParser
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from aiohttp import web
@@ -197,6 +198,16 @@ def _text_problems(text: Any, parse_mode: Any) -> list[str]:
     return problems
 
 
+def _button_url_ok(url: str) -> bool:
+    """What Telegram takes as a button's link: http(s) to a host name with a dot; it refuses
+    localhost and bare IP addresses ("Wrong HTTP URL")."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.scheme not in ("http", "https") or "." not in host:
+        return False
+    return not all(part.isdigit() for part in host.split(".")) and ":" not in host
+
+
 def _markup_problems(markup: Any) -> list[str]:
     if markup is None:
         return []
@@ -213,6 +224,8 @@ def _markup_problems(markup: Any) -> list[str]:
             actions = [k for k in ("callback_data", "url") if k in button]
             if len(actions) != 1:
                 problems.append(f"a button must have exactly one action, has {actions}")
+            if "url" in button and not _button_url_ok(str(button["url"])):
+                problems.append(f"Wrong HTTP URL: {str(button['url'])[:80]!r}")
             data = button.get("callback_data")
             if data is not None and not 1 <= len(str(data).encode()) <= 64:
                 problems.append(f"BUTTON_DATA_INVALID: {len(str(data).encode())} bytes")

@@ -60,6 +60,7 @@ class WebApp:
         self.ctx: Context
         self.inbox: Inbox
         self.runs: Runs
+        self.deps: WebDeps
         self.app = FastAPI()
         self._n = 0
 
@@ -74,7 +75,7 @@ class WebApp:
             mind=None,
         )
         self.ctx, self.inbox, self.runs = core.ctx, core.inbox, core.runs
-        deps = WebDeps(
+        self.deps = WebDeps(
             store=self.store,
             inbox=self.inbox,
             runs=self.runs,
@@ -82,7 +83,8 @@ class WebApp:
             token=self.token,
             ended=SqlSessionEnds(self.store),
         )
-        install(self.app, WebSite(lambda _request: deps, **self.site_options))
+        # Read per request, so a test may swap a service in (`dataclasses.replace`).
+        install(self.app, WebSite(lambda _request: self.deps, **self.site_options))
         return self
 
     async def __aexit__(

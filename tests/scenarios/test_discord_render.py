@@ -48,6 +48,15 @@ def test_buttons_carry_the_item_and_the_cards_digest() -> None:
             continue
         for row in message["components"]:
             for button in row["components"]:
+                if item.risk.step_up and button["label"] == "Approve with passkey":
+                    # Its Approve is a link to the card's page: no click reaches the bot.
+                    assert button == {
+                        "type": 2,
+                        "style": 5,
+                        "label": "Approve with passkey",
+                        "url": f"{BASE_URL}/items/{item.id}",
+                    }, what
+                    continue
                 parts = render.read_custom_id(button["custom_id"])
                 assert parts is not None, what
                 if parts[0] != "reply":

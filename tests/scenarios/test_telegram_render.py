@@ -5,6 +5,7 @@ untouched gives back the proposal, and long polling hands each update on once, i
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,12 +17,13 @@ from pizzabot.channels.telegram import Poller, TelegramApi
 from pizzabot.channels.telegram.render import (
     card_message,
     edit_prompt,
+    public_url,
     read_callback,
     read_prompt,
     reject_prompt,
     visible_length,
 )
-from tests.peers.chat_cards import BASE_URL, WIDE_SCHEMA, action, cards
+from tests.peers.chat_cards import BASE_URL, WIDE_SCHEMA, action, cards, huge_item
 from tests.peers.telegram_api import TOKEN, TelegramPeer, html_text, message_problems, person
 from tests.scenarios.test_slack_modals import SCHEMAS
 
@@ -61,8 +63,26 @@ def test_a_pending_card_has_its_buttons_with_the_digest_and_a_decided_one_none()
             continue
         assert msg.markup is not None, what
         for button in msg.markup["inline_keyboard"][0]:
+            if item.risk.step_up and button["text"] == "Approve with passkey":
+                # Its Approve is a link to the card's page: no click reaches the bot.
+                assert button == {"text": button["text"], "url": f"{BASE_URL}/items/{item.id}"}
+                continue
             _verb, item_id, seen = read_callback(button["callback_data"]) or ("", "", None)
             assert (item_id, seen) == (item.id, card_digest(item)), what
+
+
+def test_on_a_loopback_address_a_passkey_card_keeps_a_button_the_bot_refuses() -> None:
+    # Telegram takes no link to localhost or a bare IP address: the Approve stays a callback
+    # button, whose click the inbox refuses with the way to the page.
+    item = replace(huge_item(), risk=replace(huge_item().risk, step_up="passkey"))
+    for base in ("http://127.0.0.1:8787", "http://localhost:8787"):
+        msg = card_message(item, base_url=base)
+        assert msg.markup is not None and sent(msg.text, msg.markup) == []
+        first = msg.markup["inline_keyboard"][0][0]
+        assert first["text"] == "Approve with passkey" and "url" not in first
+        assert read_callback(first["callback_data"]) == ("approve", item.id, card_digest(item))
+    assert public_url("https://pizza.example.com/items/1")
+    assert not public_url("http://[::1]:8787/items/1") and not public_url("ftp://pizza.example")
 
 
 def test_an_untouched_prompt_sent_back_gives_back_the_proposal() -> None:

@@ -241,8 +241,9 @@ def _form_posts() -> list[str]:
         for route in part.routes
         if isinstance(route, APIRoute) and "POST" in (route.methods or ())
     }
-    # The login form and a passkey's sign-in are how a session starts.
-    return sorted(paths - {"/login", "/login/passkey", "/login/passkey/options"})
+    # The login form, a passkey's sign-in and a mailed link are how a session starts.
+    starts = {"/login", "/login/passkey", "/login/passkey/options"}
+    return sorted(paths - starts - {"/login/mail", "/login/mail/send"})
 
 
 async def test_every_form_post_needs_a_session_and_its_csrf_token(web: WebApp) -> None:

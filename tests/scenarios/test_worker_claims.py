@@ -61,9 +61,14 @@ async def test_a_full_worker_takes_the_next_queued_run_when_one_finishes(tmp_pat
 async def test_an_idle_worker_claims_once_per_run_queued_elsewhere(tmp_path: Path) -> None:
     async with InProcess(tmp_path, turns(Reply(text="done"))) as h:
         asked = await _quiet(h, concurrency=8)
-        # Started as a process without a worker starts it (the CLI, a web-only server): it
-        # queues, and wakes the workers.
+        # Started as a process without a worker starts it (the CLI, a web-only server): its
+        # store hands the run to no one, so it queues; word of it wakes this worker, as the
+        # listener for other processes' runs does.
+        h.store.hand_over_to(None)
         run = await Runs(h.ctx).start("test", "one job", by=Principal.owner("api"))
+        assert run.status is RunStatus.QUEUED
+        h.store.hand_over_to(h.worker)
+        h.worker.wake()
         await h.wait(run.id, {"done"}, timeout=30)
         await eventually(lambda: not h.worker._tasks, what="the run's step to end")
         # One claim for all eight free slots; it came back short, so the queue was empty and

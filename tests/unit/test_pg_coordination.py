@@ -29,19 +29,21 @@ async def pg_store(pg_url: str) -> AsyncIterator[SqlStore]:
     await store.aclose()
 
 
-async def test_a_new_run_wakes_a_listener_in_another_connection(pg_store: SqlStore) -> None:
-    woken = asyncio.Event()
-    calls = 0
+async def test_a_new_run_wakes_a_listener_in_another_connection_naming_the_run(
+    pg_store: SqlStore,
+) -> None:
+    heard: list[str | None] = []
+    named = asyncio.Event()
 
-    def wake() -> None:
-        nonlocal calls
-        calls += 1
-        if calls > 1:  # the first call is the listener's own catch-up wake at connect
-            woken.set()
+    def wake(run_id: str | None) -> None:
+        heard.append(run_id)
+        if run_id is not None:
+            named.set()
 
     listener = asyncio.create_task(RunListener(pg_store.engine, wake, retry=0.1).run_forever())
     try:
-        await eventually(lambda: calls > 0, what="the listener's catch-up wake at connect")
+        # The listener's own catch-up wake at connect names no run: everyone looks.
+        await eventually(lambda: heard == [None], what="the listener's catch-up wake at connect")
         await pg_store.create_run(
             run_id="r1",
             skill="s",
@@ -51,7 +53,8 @@ async def test_a_new_run_wakes_a_listener_in_another_connection(pg_store: SqlSto
             events=[NewEvent(RunStarted())],
         )
         async with asyncio.timeout(10):
-            await woken.wait()
+            await named.wait()
+        assert heard == [None, "r1"]
     finally:
         listener.cancel()
 

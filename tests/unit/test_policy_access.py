@@ -12,6 +12,7 @@ import pytest
 
 from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus
 from pizzabot.agent.policy import EMAIL, SLACK, Access, Act, Principal, Scope, audit_refusal
+from pizzabot.agent.policy.quorum import person_of
 from pizzabot.agent.skills import Skill, SkillBook
 from pizzabot.store.migrate import upgrade
 from pizzabot.store.sql import SqlStore, connect
@@ -182,6 +183,28 @@ def test_a_decide_token_decides_as_its_person_through_every_identity() -> None:
     # Tokens and the kill switch stay an admin's.
     assert not access.may_manage_tokens(ann) and not access.may_control(ann)
     assert access.may_control(token(Scope.ADMIN))
+
+
+def test_a_person_signed_in_by_a_mailed_link_counts_by_that_address() -> None:
+    people = {"ann": {"slack": "U1", "email": "ann@example.test"}, "bob": {"slack": "U2"}}
+    book = SkillBook(
+        {
+            "sales": skill(people=people, approvers=["ann"]),
+            "ops": skill("ops", people=people, approvers=["bob"]),
+        }
+    )
+    access = Access(skills=book, email_senders=["ann@example.test"])
+    ann = Principal.by_mail("ann@example.test")
+    assert (ann.channel, ann.namespace, ann.actor) == ("web", EMAIL, "ann@example.test")
+    assert access.may_decide(ann, item()) and not access.may_decide(ann, item(skill="ops"))
+    assert access.may_follow_up(ann, "sales") and access.may_start(ann)
+    assert access.may_see(ann, item()) and not access.may_see(ann, item(skill="ops"))
+    # Ann by mail link and Ann on Slack are one person to a count of approvals.
+    assert person_of(book.get("sales"), ann) == person_of(book.get("sales"), P(SLACK, "U1"))
+    assert person_of(book.get("sales"), ann) == "ann"
+    # Not an admin, and an address no list names decides nothing.
+    assert not access.may_control(ann) and not access.may_manage_tokens(ann)
+    assert not access.may_decide(Principal.by_mail("mallory@example.test"), item())
 
 
 async def test_a_refusal_is_audited_with_its_act_and_one_wording(
