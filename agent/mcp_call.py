@@ -7,7 +7,7 @@ waiting is answered `cancel` at once, and the asker closes its item. Waiting for
 else (another item's decision, the question's own time-out) would leave the server hanging
 for minutes and then answer it with an internal error, since the call's scope is gone.
 
-A run cancelled while its call waits does not just drop the call: the server hears
+A run cancelled while its call waits on a person does not just drop the call: the server hears
 `cancel` first (a response to its `elicitation/create` on older protocols; the call's retry
 carrying the answer on the 2026-07-28 protocol's "input required") and gets a moment
 (`WIND_DOWN`) to wrap up and release what it holds; only then is the call itself cancelled.
@@ -59,9 +59,11 @@ class CallQuestions:
         """The call's time-out scope, paused while a question waits (None: it has ended)."""
         self._scope = scope
 
-    def end(self) -> None:
-        """The call is over (or being given up): no question waits any longer."""
+    def end(self) -> bool:
+        """The call is over (or being given up): no question waits any longer. True when a
+        question was waiting (it is answered cancel now)."""
         self._over.set()
+        return self._waiting > 0
 
     async def ask(self, question: Question) -> Answer:
         """Ask, and wait until the person answers or the call ends (then: cancel)."""
@@ -115,11 +117,12 @@ async def _until_over(asking: Awaitable[Answer], over: asyncio.Event) -> Answer:
 
 
 async def wind_down(work: asyncio.Task[T], questions: CallQuestions) -> None:
-    """Give up a call: its questions are answered cancel, the server gets `WIND_DOWN`
-    seconds to finish the call on its own, and the call is then cancelled."""
-    questions.end()
+    """Give up a call: its questions are answered cancel and, when one was waiting, the
+    server gets `WIND_DOWN` seconds to finish the call on its own; then the call is
+    cancelled. A call that asked nothing is cancelled at once: there is nothing to hear."""
+    asked = questions.end()
     try:
-        if not work.done():
+        if asked and not work.done():
             await asyncio.wait({work}, timeout=WIND_DOWN)
     finally:
         if not work.done():

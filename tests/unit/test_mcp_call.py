@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from pizzabot.agent import mcp_call
 from pizzabot.agent.mcp_call import CallQuestions, wind_down
 from pizzabot.agent.questions import Answer, Question
 
@@ -83,3 +86,23 @@ async def test_a_call_given_up_hears_cancel_and_may_finish_on_its_own() -> None:
     await wind_down(work, questions)
 
     assert work.result() == "the server heard cancel"
+
+
+async def test_a_call_that_asked_nothing_is_cancelled_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(mcp_call, "WIND_DOWN", 3600.0)  # a grace waited out would hang here
+    questions = CallQuestions(Asker().ask)
+    started = asyncio.Event()
+
+    async def call() -> str:
+        started.set()
+        await asyncio.Event().wait()  # a long tool: it would never finish on its own
+        return "never"
+
+    work = asyncio.create_task(call())
+    await started.wait()
+
+    await wind_down(work, questions)
+
+    assert work.cancelled()
