@@ -46,6 +46,10 @@ class CallQuestions:
         self._scope: asyncio.Timeout | None = None
         self._waiting = 0
         self._left: float | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
+        #: Whether a question was put to the person (the server then waits on its answer).
+        self.asked = False
 
     @property
     def can_ask(self) -> bool:
@@ -69,14 +73,25 @@ class CallQuestions:
         """Ask, and wait until the person answers or the call ends (then: cancel)."""
         if self._ask is None or self.over:
             return Answer("cancel")
+        self.asked = True
         self._pause()
         try:
             return await _until_over(self._ask(question), self._over)
         finally:
             self._resume()
 
+    async def settled(self, timeout: float = WIND_DOWN) -> None:
+        """Wait (at most `timeout`) until no question of this call is still being answered:
+        the answers are handed to the server's session before the caller may close it."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self._idle.wait()
+        except TimeoutError:
+            log.warning("a question of an ended call was still being answered after %ss", timeout)
+
     def _pause(self) -> None:
         self._waiting += 1
+        self._idle.clear()
         scope = self._scope
         if self._waiting > 1 or scope is None:
             return
@@ -87,6 +102,8 @@ class CallQuestions:
 
     def _resume(self) -> None:
         self._waiting -= 1
+        if not self._waiting:
+            self._idle.set()
         scope, left = self._scope, self._left
         # Once over, the call's scope may be gone: rescheduling a finished one raises.
         if self._waiting or scope is None or left is None or self.over:

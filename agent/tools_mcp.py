@@ -122,6 +122,10 @@ def _params(
     return StdioServerParameters(command=command, args=args, env=child_env, cwd=cfg.cwd)
 
 
+#: Seconds a broken connection is kept, after its call's questions were answered, so the
+#: answers can still be sent on the session before it closes.
+ANSWER_GRACE = 1.0
+
 #: The name every client gives the servers it meets (with the installed version).
 CLIENT_NAME = "pizzabot"
 
@@ -440,7 +444,7 @@ class ToolHub:
         except Exception as exc:
             said = conn.refused()
             # The server may have died; reconnect on the next call rather than keep a dead client.
-            await conn.close()
+            await self._replace(conn, questions)
             failed = f"tool call failed: {said or repr(exc)}"
             return ToolOutcome(failed, True, (time.perf_counter() - started) * 1000)
         finally:
@@ -453,6 +457,25 @@ class ToolHub:
                     self._closing.discard(task)
         duration = (time.perf_counter() - started) * 1000
         return ToolOutcome(_text_of(result), bool(result.is_error), duration)
+
+    async def _replace(self, conn: _Connection, questions: CallQuestions) -> None:
+        """Let go of a connection a call failed on; the next call opens a new one. When the
+        call had asked a question, the server may well live on (only the call's stream
+        broke) and is owed the "cancel" that question was answered: the connection is
+        closed in the background once that answer has had `ANSWER_GRACE` to go out."""
+        if not questions.asked:
+            await conn.close()
+            return
+        for key, held in list(self._conns.items()):
+            if held is conn:
+                del self._conns[key]
+
+        async def close_later() -> None:
+            await questions.settled()
+            await asyncio.sleep(ANSWER_GRACE)  # the session sends the answer after it is given
+            await conn.close()
+
+        self._closing.add(asyncio.create_task(close_later(), name=f"mcp-replace:{conn.name}"))
 
     async def _call(
         self, client: Client, tool: str, args: dict[str, Any], questions: CallQuestions

@@ -24,6 +24,7 @@ from pizzabot.agent.policy import Principal
 from pizzabot.agent.testing.scripts import Reply, ToolCall, turns
 from tests.peers import mcp_elicit, mcp_tools
 from tests.peers.inproc import InProcess
+from tests.peers.tcp_proxy import TcpProxy
 from tests.waiting import eventually
 
 SCRIPT = turns(
@@ -152,3 +153,26 @@ async def test_an_http_server_that_goes_away_mid_question_leaves_no_question_ope
 
         assert ended.error is not None and "could not be reached" in ended.error
         assert (await h.store.get_item(item.id)).status is ItemStatus.CANCELLED
+
+
+async def test_a_dropped_http_connection_answers_the_live_server_cancel(tmp_path: Path) -> None:
+    log = tmp_path / "ask.jsonl"
+    async with contextlib.AsyncExitStack() as stack:
+        url = await stack.enter_async_context(mcp_elicit.serve_http(log=log, legacy=True))
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        proxy = await stack.enter_async_context(TcpProxy(port))
+        through = url.replace(f":{port}/", f":{proxy.port}/")
+        h = await stack.enter_async_context(
+            InProcess(tmp_path, SCRIPT, skill=skill({"url": through}))
+        )
+        run = await h.runs.start("test", "profile please", by=Principal.owner("api"))
+        item = await question_of(h, run.id)
+
+        assert proxy.drop() > 0  # the call's stream is cut; the server lives on
+
+        assert await heard(log) == [
+            {"tool": "profile", "action": "cancel", "content": None, "types": None}
+        ]
+        assert (await h.store.get_item(item.id)).status is ItemStatus.CANCELLED
+        done = await h.wait(run.id, {"done"})
+        assert done.status is RunStatus.DONE  # the model read the failed call and answered
