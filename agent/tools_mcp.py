@@ -31,8 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import functools
-import importlib.metadata
 import itertools
 import json
 import logging
@@ -46,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from pizzabot.agent.errors import RunError
 from pizzabot.agent.mcp_call import CallQuestions, wind_down
 from pizzabot.agent.mcp_http import HttpTarget, resolve_headers
+from pizzabot.agent.mcp_identity import CLIENT_NAME, client_info
 from pizzabot.agent.policy.rules import ToolHints
 from pizzabot.agent.questions import Question
 from pizzabot.agent.skills import HttpServer, Skill, StdioServer
@@ -125,22 +124,6 @@ def _params(
 #: Seconds a broken connection is kept, after its call's questions were answered, so the
 #: answers can still be sent on the session before it closes.
 ANSWER_GRACE = 1.0
-
-#: The name every client gives the servers it meets (with the installed version).
-CLIENT_NAME = "pizzabot"
-
-
-@functools.cache
-def client_info() -> mcp_types.Implementation:
-    """How Pizza Bot introduces itself to an MCP server (`clientInfo`): a server's logs and
-    its operator then see who calls, not the SDK's default name."""
-    import mcp_types
-
-    try:
-        version = importlib.metadata.version(CLIENT_NAME)
-    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
-        version = "0+unknown"
-    return mcp_types.Implementation(name=CLIENT_NAME, version=version)
 
 
 def _key(name: str, cfg: StdioServer | HttpServer) -> str:
