@@ -44,6 +44,9 @@ class Context:
     wake_workers: Callable[[], None] = _noop
     #: Wake the outbox dispatcher: deliveries or updates are due.
     wake_outbox: Callable[[], None] = _noop
+    #: Wake the clock's loop (`pizzabot.agent.timers`): an item with a time-out was made, so
+    #: it expires when it says, not at the loop's next pass.
+    wake_timers: Callable[[], None] = _noop
     #: Channels that are configured: deliveries are only made for these.
     channels: frozenset[str] = frozenset()
     #: Base URL of the web page, for links in messages ("" when unknown).

@@ -19,6 +19,9 @@ from pizzabot.agent.addresses import Target as Target
 #: Version of the event payloads written by this code. Stored with every event; a reader
 #: refuses versions it does not know instead of guessing.
 EVENT_SCHEMA_VERSION = 1
+#: The call id of a request's one call (`pizzabot.agent.requests`): what tells a request's
+#: item from a run's.
+REQUEST_CALL = "request"
 
 
 class RunStatus(enum.StrEnum):
@@ -231,6 +234,21 @@ class Item:
     @property
     def decided(self) -> bool:
         return self.box is Box.ACTION and self.status is not ItemStatus.PENDING
+
+    @property
+    def requested(self) -> bool:
+        """Asked by an agent Pizza Bot does not run (a request), not by a run's model."""
+        return self.requested_by is not None and self.call_id == REQUEST_CALL
+
+    @property
+    def tool_place(self) -> tuple[str, str | None]:
+        """The tool as a card names it, and the MCP server it is on. A run's tool is
+        "server.tool"; a request's is the requester's own name, on no server of ours."""
+        tool = self.tool or ""
+        if self.requested:
+            return tool, None
+        server, _, name = tool.partition(".")
+        return name or server, server
 
 
 @dataclass(frozen=True)

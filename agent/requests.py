@@ -40,6 +40,7 @@ from pizzabot.agent.events import DecisionMade, NewEvent, RunFinished, RunStarte
 from pizzabot.agent.held import HeldRun
 from pizzabot.agent.model import (
     DECIDED_STATUS,
+    REQUEST_CALL,
     Approve,
     Box,
     Decision,
@@ -77,8 +78,6 @@ log = logging.getLogger(__name__)
 
 #: The tool name a question's run records (a question calls no tool).
 ASK_HUMAN = "ask_human"
-#: The call id of a request's one call.
-REQUEST_CALL = "request"
 
 
 @dataclass(frozen=True)
@@ -140,6 +139,7 @@ class Requests:
                 verdict.grant, run_id=stored.run_id, call_id=REQUEST_CALL, now=now
             )
         self.ctx.wake_outbox()
+        self.ctx.wake_timers()  # its time-out, or its tool's, counts from now
         state = await self._state(stored)
         await self._audit("request_filed", state, by)
         return state, True
@@ -346,7 +346,7 @@ def request_end(
     """How a decision on a request's item ends its run, in the decision's own transaction
     (None: the item is not a request's). A request's run has nothing left to do once its
     item is decided: DONE, its result the decision in words."""
-    if item.requested_by is None or item.call_id != REQUEST_CALL:
+    if not item.requested:
         return None
     decided = replace(
         item,

@@ -12,7 +12,9 @@ A loop looks at the pending action items whose tool rule (in the skill) has `tim
 A request from an agent (`pizzabot.agent.requests`) may set its own `timeout`, which wins over its
 tool's; an expired request is never a halt (its run has nothing to stop).
 
-Ages come from the injected clock, so tests need not wait. Each act happens once however many
+The loop sleeps until the next thing is due, at most `interval`, and a new item with a
+time-out wakes it (`Context.wake_timers`): a request that may wait 3 s expires after 3 s,
+not at the next pass. Ages come from the injected clock, so tests need not wait. Each act happens once however many
 servers run this loop: expiry is the inbox's conditional update (the first decision wins), and
 a reminder or an escalation is claimed by a unique row in the `ItemTimers` store.
 """
@@ -83,15 +85,25 @@ class Timers:
         self.inbox = inbox
         self.store = store
         self.interval = interval
+        self._bell = asyncio.Event()
+        #: Seconds from the last pass until the next time-out, reminder or escalation is due.
+        self.next_due: float | None = None
+
+    def wake(self) -> None:
+        """Look again now: something new may be due before the loop would next look."""
+        self._bell.set()
 
     async def run_forever(self) -> None:
         while True:
             stop_if_cancelled()
+            self._bell.clear()
             try:
                 await self.tick()
             except Exception:
                 log.exception("approval timers pass failed")
-            await asyncio.sleep(self.interval)
+            pause = self.interval if self.next_due is None else min(self.interval, self.next_due)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._bell.wait(), max(0.01, pause))
 
     async def tick(self) -> list[TimerAction]:
         """Act on every pending action item whose time has come; return what was done."""
@@ -106,6 +118,7 @@ class Timers:
         # A request may set its own time-out, over its tool's.
         timeouts = await self.ctx.store.request_timeouts([i.id for i in items])
         actions: list[TimerAction] = []
+        self.next_due = None
         for item in items:
             skill = self.ctx.skills.get(item.skill)
             rule = skill.rule(item.tool or "ask_human")  # a question names no tool
@@ -114,9 +127,18 @@ class Timers:
                     update={"timeout": timeouts[item.id], "on_timeout": "reject"}
                 )
             actions.extend(await self._item(item, skill, rule, done))
+            self._note_due(item, rule)
         if any(a.kind in {"reminded", "escalated"} for a in actions):
             self.ctx.wake_outbox()
         return actions
+
+    def _note_due(self, item: Item, rule: ToolRule) -> None:
+        """Keep the soonest moment one of the item's times comes, for the loop's sleep."""
+        age = (self.ctx.clock() - item.created_at).total_seconds()
+        for after in (rule.timeout, rule.remind_after, rule.escalate_after):
+            if after is not None and after > age:
+                left = after - age
+                self.next_due = left if self.next_due is None else min(self.next_due, left)
 
     async def _item(
         self, item: Item, skill: Skill, rule: ToolRule, done: set[tuple[str, str]]

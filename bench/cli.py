@@ -43,6 +43,10 @@ def bench(
         bool, typer.Option("--profile", help="cProfile the step runs (next to the JSON)")
     ] = False,
     keep: Annotated[bool, typer.Option("--keep", help="Keep the work folder (logs)")] = False,
+    crowd: Annotated[
+        list[int] | None,
+        typer.Option(help="Also measure the request path with this many requests waiting"),
+    ] = None,
     only: Annotated[
         list[str] | None,
         typer.Option(
@@ -78,6 +82,7 @@ def bench(
             profile=profile,
             keep=keep,
             sections=tuple(only) if only else bench_.SECTIONS_ALL,
+            crowds=tuple(crowd or ()),
         )
     )
     if result["errors"]:

@@ -1,7 +1,8 @@
 """The request path with many agents waiting: how a decision reaches its own waiter when
 hundreds or thousands of other requests hold a long-poll open on the same server.
 
-For each crowd size, a served bot (`pizzabot serve`, SQLite) gets that many requests, each with
+For each crowd size (100 and 1,000 in the full bench; `--crowd` adds more, e.g. 10,000, which
+takes a 2-core machine over ten minutes to build), a served bot (`pizzabot serve`, SQLite) gets that many requests, each with
 a long-poll parked on `GET /api/requests/{id}?wait=`; then, one at a time, `samples` fresh
 requests are made and decided through the API while the crowd waits:
 - `POST /api/requests` sent → answered (the request recorded, its card made), p50/p99;
@@ -86,7 +87,10 @@ async def _hold(api: httpx.AsyncClient, request_id: str) -> None:
     """Wait on the request as an agent does: a long-poll, again each time one ends pending
     (the server holds one for at most a minute)."""
     while True:
-        r = await api.get(f"/api/requests/{request_id}", params={"wait": 60})
+        try:
+            r = await api.get(f"/api/requests/{request_id}", params={"wait": 60})
+        except httpx.TransportError:
+            continue  # a connection the server closed as it was reused: ask again, as agents do
         r.raise_for_status()
         if r.json()["status"] != "pending":
             raise RuntimeError(f"request {request_id} of the crowd was decided")
@@ -121,7 +125,10 @@ async def _one(api: httpx.AsyncClient, k: int) -> tuple[float, float]:
 
 async def _crowd(work: Path, crowd: int, samples: int) -> dict[str, Any]:
     token = "bench-token-" + uuid.uuid4().hex
-    limits = httpx.Limits(max_connections=crowd + 50, max_keepalive_connections=crowd + 50)
+    # Idle connections are dropped before the server's keep-alive time-out closes them.
+    limits = httpx.Limits(
+        max_connections=crowd + 50, max_keepalive_connections=crowd + 50, keepalive_expiry=1.0
+    )
     headers = {"Authorization": f"Bearer {token}"}
     async with (
         _server(work, token, crowd) as (base, child),
@@ -151,4 +158,4 @@ async def _crowd(work: Path, crowd: int, samples: int) -> dict[str, Any]:
 
 async def bench_requests_path(work: Path, crowds: tuple[int, ...], samples: int) -> dict[str, Any]:
     """The figures above for each crowd size, smallest first."""
-    return {str(n): await _crowd(work, n, samples) for n in crowds}
+    return {str(n): await _crowd(work, n, samples) for n in sorted(crowds)}

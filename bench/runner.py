@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -72,7 +72,7 @@ FULL = Sizes(
     throughput_runs=1000,
     starts=3,
     channel_samples=100,
-    crowds=(100, 1000, 10_000),
+    crowds=(100, 1000),
 )
 QUICK = Sizes(
     steps=20,
@@ -180,6 +180,7 @@ class Options:
     profile: bool = False
     keep: bool = False  # keep the work folder (logs, databases) for a look afterwards
     sections: tuple[str, ...] = SECTIONS_ALL
+    crowds: tuple[int, ...] = ()  # more sizes of the request path's crowd
 
 
 def _bytecode_cache(work: Path) -> None:
@@ -239,6 +240,8 @@ class _Run:
 
 async def measure(opts: Options) -> dict[str, Any]:
     sizes = QUICK if opts.quick else FULL
+    if opts.crowds:
+        sizes = replace(sizes, crowds=tuple(sorted({*sizes.crowds, *opts.crowds})))
     work = Path(tempfile.mkdtemp(prefix="pizzabot-bench-"))
     began = time.perf_counter()
     run = _Run(opts, sizes, work, {"section_seconds": {}, "errors": {}})

@@ -44,6 +44,7 @@ def build(settings: Settings, *, store: SqlStore, core: Core) -> TriggerParts:
         sync_interval=settings.schedule_sync_interval,
     )
     timers = Timers(core.ctx, core.inbox, triggers, interval=settings.timers_interval)
+    core.ctx.wake_timers = timers.wake  # a new item's time-out is kept on time
     return TriggerParts(scheduler=scheduler, timers=timers)
 
 

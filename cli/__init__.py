@@ -8,7 +8,9 @@ server, so a terminal on another device works the same way (`--url`, `--token`).
     grants.py     grants, revoke, tokens …
     schedules.py  schedules …
     ask.py        ask, mcp: for agents Pizza Bot does not run
+    hook*.py      hook HOST, hook install HOST: coding agents' hooks
     client.py     where the server and its token are, and every failure as one line
+    ids.py        ids as people type them: a unique beginning, as the web shows it
     render.py     tables, a run's timeline, an item's card
 
 The server's own commands (`serve`, `worker`) are added by `pizzabot.bot.main`.
@@ -17,7 +19,11 @@ The server's own commands (`serve`, `worker`) are added by `pizzabot.bot.main`.
 from pizzabot.cli import runs, items, control, grants, schedules  # noqa: I001 - the order of `--help`
 from pizzabot.cli.ask import register as register_ask
 from pizzabot.cli.common import app
+from pizzabot.cli.hook import hook_app
+from pizzabot.cli.hook_install import install as hook_install
 
 register_ask(app)
+hook_app.command("install")(hook_install)
+app.add_typer(hook_app, name="hook")
 
 __all__ = ["app", "control", "grants", "items", "runs", "schedules"]

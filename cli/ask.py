@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pizzabot.cli.client import Api, CliError, connect
+from pizzabot.cli.client import Api, CliError, connect, detail_text
 from pizzabot.cli.typer_app import App
 
 if TYPE_CHECKING:
@@ -192,7 +192,8 @@ def _error_line(exc: Exception, token_from: str) -> str:
         return f"403: {exc}"
     if status is None:
         return f"{exc}: start the server with `pizzabot serve`, or pass --url / set PIZZABOT_URL."
-    return str(exc)
+    # The server's detail in words, as every other command prints it (never a Python repr).
+    return f"{status}: {detail_text(getattr(exc, 'detail', None) or str(exc))}"
 
 
 #: The inbox-only skill `pizzabot mcp` asks through unless told otherwise (as the server's).

@@ -12,6 +12,7 @@ from urllib.parse import quote
 import typer
 from rich.table import Column
 
+from pizzabot.cli import ids
 from pizzabot.cli.client import ApiError, CliError
 from pizzabot.cli.common import BoxName, JsonOpt, TokenOpt, UrlOpt, api_of, app, call, print_line
 from pizzabot.cli.render import (
@@ -33,6 +34,7 @@ def item(
 ) -> None:
     """Show an inbox item's whole card: the run, the tool, its risk, the arguments, the decision."""
     api = api_of(url, token)
+    item_id = ids.item_id(url, token, item_id)
     it = api.call("GET", f"/api/items/{quote(item_id, safe='')}")
     if as_json:
         dump_json(it)
@@ -96,6 +98,7 @@ def _decide(
 ) -> Any:
     """Decide, bound to the card as it was seen (`seen`), else as it is read here: a change
     in between is refused by the server rather than decided."""
+    item_id = ids.item_id(url, token, item_id)
     if seen is None:
         seen = call(url, token, "GET", f"/api/items/{quote(item_id, safe='')}").get("digest")
     if seen:
@@ -169,7 +172,7 @@ def _approve_all(
         url,
         token,
         "POST",
-        f"/api/runs/{quote(run, safe='')}/decisions",
+        f"/api/runs/{quote(ids.run_id(url, token, run), safe='')}/decisions",
         json={"decision": "approve", "all": True},
     )
     for result in r["results"]:
@@ -209,7 +212,7 @@ def _new_args(
             f"(`pizzabot item {item}` shows the arguments); to keep them, approve.",
             code=2,
         )
-    current = call(url, token, "GET", f"/api/items/{quote(item, safe='')}")
+    current = call(url, token, "GET", f"/api/items/{quote(ids.item_id(url, token, item), safe='')}")
     new = dict(current.get("args") or {})
     for pair in set_:
         name, eq, value = pair.partition("=")
@@ -272,5 +275,6 @@ def reject(
 @app.command()
 def read(item: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
     """Mark an Unread item read."""
+    item = ids.item_id(url, token, item)
     r = call(url, token, "POST", f"/api/items/{quote(item, safe='')}/read")
     print_line(f"{r['id']}: {r['status']}")

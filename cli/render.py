@@ -264,16 +264,18 @@ def item_card(item: dict[str, Any], run: dict[str, Any] | None) -> None:
 
 
 def _what_it_is_doing(item: dict[str, Any], run: dict[str, Any] | None, *, budget: bool) -> None:
-    _section("What the run is doing")
+    requested = bool(item.get("requested"))  # an outside agent's request, not a model's call
+    _section("The request" if requested else "What the run is doing")
     _field("Skill", str(item.get("skill", "")))
     if item.get("requested_by"):
         _field("Requested by", str(item["requested_by"]))
     if item.get("digest") and item.get("status") == "pending":
         # What `approve|edit|reject --seen` binds a decision to: this card, this version.
         _field("Card", f"{item['digest']} (version {item.get('version', 1)})")
-    if run is not None:
+    if run is not None and not requested:
         _block("Run input", str(run.get("input") or "(none)"))
-    _block("Why" if budget else "The model's last message", str(item.get("body") or "(none)"))
+    said = "Why" if budget else "What the agent says" if requested else "The model's last message"
+    _block(said, str(item.get("body") or "(none)"))
 
 
 def _tool(item: dict[str, Any]) -> None:

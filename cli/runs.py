@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 import typer
 
+from pizzabot.cli import ids
 from pizzabot.cli.client import Api, ApiError, CliError
 from pizzabot.cli.common import JsonOpt, TokenOpt, UrlOpt, api_of, app, call, print_line
 from pizzabot.cli.render import (
@@ -104,10 +105,20 @@ def runs(
         return
     console.print(
         table(
-            [id_column(), "skill", "status", "trigger", "tokens", "steps", time_column("created")],
+            [
+                id_column(),
+                "what",
+                "skill",
+                "status",
+                "trigger",
+                "tokens",
+                "steps",
+                time_column("created"),
+            ],
             (
                 [
                     r["id"],
+                    _what(r.get("input") or ""),
                     r["skill"],
                     r["status"],
                     r["trigger"],
@@ -121,10 +132,16 @@ def runs(
     )
 
 
+def _what(text: str) -> str:
+    """A run by its input's first line: a request's run by the request's title."""
+    first = (text.strip().splitlines() or [""])[0]
+    return first if len(first) <= 60 else first[:59] + "…"
+
+
 @app.command()
 def show(run_id: str, url: UrlOpt = None, token: TokenOpt = None, as_json: JsonOpt = False) -> None:
     """Show a run and its timeline: model calls, who decided what via which channel, results."""
-    r = call(url, token, "GET", f"/api/runs/{quote(run_id, safe='')}")
+    r = call(url, token, "GET", f"/api/runs/{quote(ids.run_id(url, token, run_id), safe='')}")
     if as_json:
         dump_json(r)
         return
@@ -134,7 +151,9 @@ def show(run_id: str, url: UrlOpt = None, token: TokenOpt = None, as_json: JsonO
 @app.command()
 def cancel(run_id: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
     """Cancel a run."""
-    r = call(url, token, "POST", f"/api/runs/{quote(run_id, safe='')}/cancel")
+    r = call(
+        url, token, "POST", f"/api/runs/{quote(ids.run_id(url, token, run_id), safe='')}/cancel"
+    )
     print_line(f"{r['id']}: {r['status']}")
 
 
@@ -144,6 +163,10 @@ def say(run_id: str, text: str, url: UrlOpt = None, token: TokenOpt = None) -> N
     if not text.strip():
         raise CliError("Nothing to say: give the message as TEXT.", code=2)
     r = call(
-        url, token, "POST", f"/api/runs/{quote(run_id, safe='')}/messages", json={"text": text}
+        url,
+        token,
+        "POST",
+        f"/api/runs/{quote(ids.run_id(url, token, run_id), safe='')}/messages",
+        json={"text": text},
     )
     print_line(f"{r['id']}: {r['status']}")

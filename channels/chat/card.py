@@ -130,8 +130,8 @@ def _risk(item: Item) -> str | None:
 def _facts(item: Item) -> tuple[str, ...]:
     facts: list[str] = []
     if item.tool:
-        server, _, tool = item.tool.partition(".")
-        facts.append(f"🔧 Tool {tool or server} on server {server}")
+        tool, server = item.tool_place
+        facts.append(f"🔧 Tool {tool} on server {server}" if server else f"🔧 Tool {tool}")
     risk = _risk(item)
     if risk:
         facts.append(risk)

@@ -224,6 +224,16 @@ def _link_lines(links: Links) -> list[str]:
     return lines
 
 
+def _heading(item: Item) -> tuple[str, str]:
+    """An action's heading and what its body is: an outside agent's request is worded as its
+    request, not as a run of the skill's model."""
+    if item.requested:
+        return f"{item.requested_by} asks: {item.title}", "The request"
+    if item.kind is ItemKind.TOOL:
+        return f"{item.skill} wants to run {item.tool}", "What the run is doing"
+    return item.title, "What the run is doing"
+
+
 def _item_text(item: Item, run: Run, *, can_decide: bool, links: Links | None) -> list[str]:
     if item.kind is ItemKind.QUESTION:
         return question_text(item, can_decide=can_decide, page=links.page if links else None)
@@ -235,8 +245,8 @@ def _item_text(item: Item, run: Run, *, can_decide: bool, links: Links | None) -
                 "with its whole history."
             )
         return lines
-    heading = f"{item.skill} wants to run {item.tool}" if item.kind is ItemKind.TOOL else item.title
-    lines = [heading, "", "What the run is doing:"]
+    heading, doing = _heading(item)
+    lines = [heading, "", f"{doing}:"]
     lines += [f"  {line}" for line in (item.body.strip() or run.input).split("\n")]
     lines.append("")
     if item.kind is ItemKind.TOOL:
@@ -304,11 +314,9 @@ def _item_html(item: Item, run: Run, *, can_decide: bool, links: Links | None) -
     elif item.box is Box.UNREAD:
         blocks = _unread_html(item, can_decide=can_decide)
     else:
-        heading = (
-            f"{item.skill} wants to run {item.tool}" if item.kind is ItemKind.TOOL else item.title
-        )
+        heading, doing = _heading(item)
         blocks.append(f"<h2>{e(heading)}</h2>")
-        blocks.append("<p><b>What the run is doing:</b></p>")
+        blocks.append(f"<p><b>{e(doing)}:</b></p>")
         body = item.body.strip() or run.input
         blocks.append(f"<blockquote style='white-space:pre-wrap'>{e(body)}</blockquote>")
         if item.kind is ItemKind.TOOL:

@@ -62,7 +62,7 @@ def run_detail(run: Run, events: list[Event]) -> out.RunDetail:
 
 
 def item_out(item: Item) -> out.ItemOut:
-    server, _, _ = (item.tool or "").partition(".")
+    _, server = item.tool_place
     return out.ItemOut(
         id=item.id,
         run_id=item.run_id,
@@ -88,6 +88,7 @@ def item_out(item: Item) -> out.ItemOut:
         version=item.version,
         digest=card_digest(item),
         requested_by=item.requested_by,
+        requested=item.requested,
     )
 
 

@@ -135,6 +135,8 @@ class ItemOut(BaseModel):
     digest: str
     #: Who asked for it (a request's filer), when known.
     requested_by: str | None = None
+    #: Asked by an agent Pizza Bot does not run (a request), not by a run's model.
+    requested: bool = False
 
 
 class ItemList(BaseModel):

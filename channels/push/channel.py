@@ -27,7 +27,6 @@ from collections.abc import Callable
 from datetime import datetime
 
 import httpx
-from pywebpush import WebPusher
 
 from pizzabot.agent.addresses import SUBSCRIBERS, DeliveryRef
 from pizzabot.agent.channel import DeliveryError, retry_after_seconds
@@ -117,6 +116,10 @@ class PushChannel:
 
     async def _send(self, sub: Subscription, body: bytes) -> None:
         """Encrypt `body` for the device and hand it to its push service (RFC 8030)."""
+        # Imported when a push first goes out: it loads aiohttp and requests (~13 MiB) that a
+        # server whose people never subscribe should not carry.
+        from pywebpush import WebPusher
+
         info = {"endpoint": sub.endpoint, "keys": {"p256dh": sub.p256dh, "auth": sub.auth}}
         try:
             sealed = WebPusher(info).encode(body, "aes128gcm")["body"]

@@ -148,8 +148,9 @@ def _action(item: Item, base_url: str) -> Message:
         section(f"*{esc(item.title)}*\n{esc(clip(item.body, _BODY_CUT))}"),
     ]
     if item.tool:
-        server, _, tool = item.tool.partition(".")
-        blocks.append(context(f"🔧 Tool `{esc(tool or server)}` on server `{esc(server)}`"))
+        tool, server = item.tool_place
+        on = f" on server `{esc(server)}`" if server else ""
+        blocks.append(context(f"🔧 Tool `{esc(tool)}`{on}"))
     risk = _risk_text(item)
     if risk:
         blocks.append(context(risk))

@@ -85,8 +85,8 @@ def _action_blocks(item: Item, base_url: str) -> list[dict[str, Any]]:
         lines.append(esc(_cut(item.body, 300)))
     facts = [f"*{esc(item.skill)}*: {what}", blocks.when(item.created_at)]
     if item.tool:
-        server, _, tool = item.tool.partition(".")
-        facts.append(f"🔧 `{esc(tool or server)}` on `{esc(server)}`")
+        tool, server = item.tool_place
+        facts.append(f"🔧 `{esc(tool)}`" + (f" on `{esc(server)}`" if server else ""))
     facts.append(f"<{url}|Details on the web page>")
     return [
         _section("\n".join(lines)),

@@ -273,9 +273,10 @@ def edit_modal(item: Item, *, ref: ModalRef, base_url: str) -> dict[str, Any]:
     """The edit form for an action: one input per argument, prefilled with the proposal."""
     fields = form_fields(item.schema or {}, item.args or {})
     url = item_url(base_url, item)
-    server, _, tool = (item.tool or "").partition(".")
+    tool, server = item.tool_place
+    on = f" on `{esc(server)}`" if server else ""
     intro = context(
-        f"Change the arguments of `{esc(tool or server)}` on `{esc(server)}`, then run it. "
+        f"Change the arguments of `{esc(tool)}`{on}, then run it. "
         f"Required fields are marked. {link(url, 'Open on the web page')}"
     )
     return form_modal(item, ref=ref, url=url, fields=fields, intro=[intro], words=EDIT_WORDS)

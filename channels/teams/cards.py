@@ -270,7 +270,7 @@ def form_card(
         body.append(
             _rich(_run("Not applied; the item still waits.", color="Attention", weight="Bolder"))
         )
-    tool = (item.tool or "").partition(".")[2] or item.tool or item.title
+    tool = item.tool_place[0] or item.title
     body.append(_rich(_run(f"Change the arguments of {clip(tool, 200)}, then run it.")))
     for index, field in enumerate(fields):
         value = values.get(field.name) if values is not None else field.value

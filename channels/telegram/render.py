@@ -223,7 +223,7 @@ def edit_prompt(
         why = "This form is too long for a message." if fields else "Nothing here can be typed."
         parts.append(f"{_esc(why)} {_link(url, 'Edit it on the web page')}.")
         return Message("\n".join(parts), None)
-    tool = (item.tool or "").partition(".")[2] or item.tool or item.title
+    tool = item.tool_place[0] or item.title
     if len(fields) == 1:
         ask = f"reply to this message with the new {fields[0].name}"
     else:

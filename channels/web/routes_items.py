@@ -265,7 +265,7 @@ async def _item_page(
     if views is None and editable:
         views = field_views(item.schema or {}, item.args)
     link = question_url(item)
-    server, _, tool = (item.tool or "").partition(".")
+    tool, server = item.tool_place
     return await page(
         v,
         "item.html",

@@ -4,10 +4,6 @@ cards to the ones its servers deliver on, and a half-configured one stays off.""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from pydantic import SecretStr
@@ -15,7 +11,7 @@ from pydantic import SecretStr
 from pizzabot.bot import wire_chats
 from pizzabot.bot.outlets import reach
 from pizzabot.bot.settings import Settings
-from tests.peers.server import BYTECODE
+from tests.imports import loaded_by_a_server
 
 CHAT_MODULES = [
     "pizzabot.channels.chat",
@@ -27,39 +23,9 @@ CHAT_MODULES = [
 TELEGRAM = {"PIZZABOT_TELEGRAM_BOT_TOKEN": "1:x", "PIZZABOT_TELEGRAM_API_URL": "http://127.0.0.1:9"}
 
 
-def loaded_by_a_server(tmp_path: Path, env: dict[str, str]) -> list[str]:
-    """What of `CHAT_MODULES` a fresh interpreter has loaded once it built and started a
-    server's app with `env` as its settings."""
-    code = (
-        "import asyncio, json, os, sys\n"
-        f"os.environ.update({env!r})\n"
-        "from pizzabot.bot.settings import Settings\n"
-        "from pizzabot.bot.server import build, create_app, shutdown\n"
-        "async def main():\n"
-        f"    s = Settings(data_dir={str(tmp_path / 'data')!r}, skills_dir={str(tmp_path)!r})\n"
-        "    create_app(s, token='t')\n"
-        "    await shutdown(await build(s, token='t'))\n"
-        "asyncio.run(main())\n"
-        f"among = {CHAT_MODULES!r}\n"
-        "print(json.dumps(sorted(m for m in among if m in sys.modules)))\n"
-    )
-    # The servers' shared bytecode: building an app compiles much of the project otherwise.
-    run_env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(BYTECODE)}
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-        env=run_env,
-    )
-    loaded: list[str] = json.loads(out.stdout.strip().splitlines()[-1])
-    return loaded
-
-
 def test_a_server_loads_only_the_chat_channels_it_is_configured_for(tmp_path: Path) -> None:
-    assert loaded_by_a_server(tmp_path / "none", {}) == []
-    only = loaded_by_a_server(tmp_path / "telegram", TELEGRAM)
+    assert loaded_by_a_server(tmp_path / "none", {}, among=CHAT_MODULES) == []
+    only = loaded_by_a_server(tmp_path / "telegram", TELEGRAM, among=CHAT_MODULES)
     assert only == ["pizzabot.channels.chat", "pizzabot.channels.telegram"]
 
 

@@ -1,4 +1,4 @@
-"""`pizzabot ask` from a shell, and the Claude Code hook built on it, against a real server:
+"""`pizzabot ask` from a shell, and the shell example built on it, against a real server:
 the request is decided on the web page or through the API while the command waits, and the
 exit code and the JSON it prints say what was decided."""
 
@@ -199,7 +199,9 @@ async def test_errors_are_one_line_and_exit_2(server: ServerProcess) -> None:
 
     unknown = await run(server, "pizzabot", "ask", "nosuch", "--tool", "x", "--args", "{}")
     code, out, err = await unknown.done()
-    assert code == 2 and out is None and "nosuch" in err and len(err.strip().splitlines()) == 1
+    assert code == 2 and out is None and len(err.strip().splitlines()) == 1
+    # The server's words, as every command prints them: not a Python dict.
+    assert err.startswith("error: 422: ") and "skill: " in err and "{'" not in err
 
     wrong = await ask(server, "Mail with a wrong token", PIZZABOT_API_TOKEN="wrong")
     code, out, err = await wrong.done()
@@ -215,12 +217,24 @@ async def test_errors_are_one_line_and_exit_2(server: ServerProcess) -> None:
 
 
 async def test_the_shell_example_asks_with_pizzabot_ask_then_with_curl(
-    server: ServerProcess,
+    server: ServerProcess, tmp_path: Path
 ) -> None:
     for tool in ("jq", "curl"):
         if shutil.which(tool) is None:
             pytest.fail(f"the shell example needs {tool} (apt-get install {tool})")
-    shell = await run(server, "bash", str(EXAMPLES / "ask.sh"))
+    # No PIZZABOT_API_TOKEN: both halves find the server's token file, as `pizzabot` does.
+    env = {k: v for k, v in shell_env(server).items() if k != "PIZZABOT_API_TOKEN"}
+    (tmp_path / "api-token").write_text(TOKEN)
+    env |= {"PIZZABOT_SKILL": "agents", "PIZZABOT_DATA_DIR": str(tmp_path)}
+    proc = await asyncio.create_subprocess_exec(
+        "bash",
+        str(EXAMPLES / "ask.sh"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL,
+        env=env,
+    )
+    shell = Shell(proc)
     first = await pending_item(server, "Mail Ann the quote")
     await decide(
         server, first["id"], decision="edit", args={**first["args"], "to": "ann@example.org"}
@@ -239,72 +253,37 @@ async def test_the_shell_example_asks_with_pizzabot_ask_then_with_curl(
     assert '"status": "rejected"' in text and '"reason": "sent by hand"' in text
 
 
-def hook_input(command: str) -> bytes:
-    """What Claude Code writes on a PreToolUse hook's stdin."""
-    return json.dumps(
-        {
-            "session_id": "abc123",
-            "transcript_path": "/tmp/t.jsonl",
-            "cwd": "/work",
-            "hook_event_name": "PreToolUse",
-            "tool_name": "Bash",
-            "tool_input": {"command": command, "description": "clean up"},
-            "tool_use_id": "toolu_01",
-        }
-    ).encode()
-
-
-async def hook(server: ServerProcess, command: str) -> Shell:
-    if shutil.which("jq") is None:
-        pytest.fail("the Claude Code hook example needs jq (apt-get install jq)")
-    script = str(EXAMPLES / "claude-code-hook.sh")
-    return await run(server, "bash", script, stdin=hook_input(command))
-
-
-async def test_the_claude_code_hook_allows_an_edit_with_the_new_input(
+async def test_the_shell_example_stops_when_pizza_bot_cannot_be_asked(
     server: ServerProcess,
 ) -> None:
-    shell = await hook(server, "rm -rf build")
-    item = await pending_item(server, "Claude Code: rm -rf build")
-    assert item["tool"] == "Bash" and item["args"]["command"] == "rm -rf build"
-    assert item["schema"]["required"] == ["command"]  # the cards offer an edit form
-    edited = {"command": "rm -rf build/tmp", "description": "clean up"}
-    await decide(server, item["id"], decision="edit", args=edited)
-    code, answer, err = await shell.done()
-    assert code == 0, err
-    out = answer["hookSpecificOutput"]
-    assert out["hookEventName"] == "PreToolUse" and out["permissionDecision"] == "allow"
-    assert out["updatedInput"] == edited and "owner" in out["permissionDecisionReason"]
-
-
-async def test_the_claude_code_hook_denies_with_the_reason(server: ServerProcess) -> None:
-    shell = await hook(server, "git push --force")
-    item = await pending_item(server, "Claude Code: git push --force")
-    await decide(server, item["id"], decision="reject", reason="never force-push main")
-    code, answer, err = await shell.done()
-    assert code == 0, err  # a deny is an answer: Claude reads the reason
-    out = answer["hookSpecificOutput"]
-    assert out["permissionDecision"] == "deny" and "updatedInput" not in out
-    assert "never force-push main" in out["permissionDecisionReason"]
-
-
-async def test_the_claude_code_hook_blocks_when_pizza_bot_cannot_be_asked(
-    server: ServerProcess,
-) -> None:
-    if shutil.which("jq") is None:
-        pytest.fail("the Claude Code hook example needs jq (apt-get install jq)")
-    down = await run(
-        server,
-        "bash",
-        str(EXAMPLES / "claude-code-hook.sh"),
-        stdin=hook_input("ls"),
-        PIZZABOT_URL=f"http://127.0.0.1:{free_port()}",
-    )
-    code, answer, err = await down.done()
-    assert code == 2 and answer is None and "blocked" in err
+    down = f"http://127.0.0.1:{free_port()}"
+    shell = await run(server, "bash", str(EXAMPLES / "ask.sh"), PIZZABOT_URL=down)
+    out, err = await asyncio.wait_for(shell.proc.communicate(), 60)
+    assert shell.proc.returncode == 2 and out == b""  # not "rejected": nothing was decided
+    assert "not sent: Pizza Bot could not be asked" in err.decode()
 
 
 async def test_the_example_skill_loads() -> None:
     report = load_skills(EXAMPLES)
     assert report.errors == [] and set(report.skills) == {"agents"}
     assert report.skills["agents"].model is None  # inbox-only
+
+
+async def test_a_wait_ends_when_its_timeout_says_not_at_the_next_sweep(
+    tmp_path: Path,
+) -> None:
+    # The clock's loop passes once an hour here: only a timer can end the wait in time.
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    (skills / "agents.yaml").write_text(yaml.safe_dump(SKILL))
+    slow = ServerProcess(
+        data_dir=tmp_path / "data", skills_dir=skills, env={"PIZZABOT_TIMERS_INTERVAL": "3600"}
+    )
+    await slow.start()
+    try:
+        shell = await ask(slow, "Mail Fay", "--wait", "--timeout", "2")
+        code, decision, err = await asyncio.wait_for(shell.done(), 60)
+    finally:
+        slow.stop()
+    assert code == 1, err
+    assert decision["status"] == "expired" and decision["reason"] == "no one answered within 2s"

@@ -18,8 +18,9 @@ from pizzabot.agent.testing.scripts import Reply, ToolCall, count_role, last_too
 from pizzabot.cli.client import connect
 
 PROMPT = "Send Ann the quote."
-#: The skill that says who decides (`agents.yaml` here); PIZZABOT_SKILL names another.
-SKILL = os.environ.get("PIZZABOT_SKILL", "agents")
+#: The skill that says who decides: `approvals`, which `make serve` loads; PIZZABOT_SKILL
+#: names another (`agents.yaml` here is one to copy).
+SKILL = os.environ.get("PIZZABOT_SKILL", "approvals")
 
 
 def server() -> tuple[str, str]:

@@ -1,0 +1,22 @@
+"""A served bot carries only what its configuration uses: libraries a feature needs are
+loaded when the feature is first used, not at start (asked of a fresh interpreter that builds
+and shuts down a whole server)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.imports import loaded_by_a_server
+
+#: Sending a Web Push loads these (pywebpush brings aiohttp and requests along).
+PUSH_SENDING = ["pywebpush", "aiohttp", "requests"]
+#: A server without Slack, mail, PostgreSQL or a litellm-routed model needs none of these.
+UNCONFIGURED = ["slack_bolt", "slack_sdk", "aioimaplib", "aiosmtplib", "asyncpg", "litellm"]
+
+
+def test_a_default_server_loads_no_push_sender_and_nothing_it_is_not_configured_for(
+    tmp_path: Path,
+) -> None:
+    # Push is on by default (its key is made at start), yet nothing is sent until a person
+    # subscribes and a card arrives.
+    assert loaded_by_a_server(tmp_path, {}, among=PUSH_SENDING + UNCONFIGURED) == []
