@@ -10,22 +10,24 @@ wakes it at once.
 
 The wait ends when the item is decided, or after the tool's `timeout` in the skill (else
 `DEFAULT_TIMEOUT`): then the item expires like an unanswered approval and the tool is told
-"cancel". If the run ends meanwhile (cancelled, killed, its lease lost), the step is cancelled
-and the run's end closes the item. A question this server cannot draw (`check_schema`) or a
+"cancel". When the wait is given up (the call that asked ended: its run was cancelled or
+killed, its transport dropped), the item is closed as cancelled at once (`close_question`),
+before the server hears "cancel": a card never offers to answer a call that is gone. A question this server cannot draw (`check_schema`) or a
 link that is not http(s) is answered "cancel" at once, with the reason on the run's log.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import datetime
 
 from pizzabot.agent.context import Context
 from pizzabot.agent.errors import AlreadyDecided
-from pizzabot.agent.events import NewEvent, Note, QuestionRemark
+from pizzabot.agent.events import DecisionMade, NewEvent, Note, QuestionRemark
 from pizzabot.agent.held import HeldRun
 from pizzabot.agent.inbox import Inbox
-from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, Risk
+from pizzabot.agent.model import Box, Expired, Item, ItemKind, ItemStatus, Risk
 from pizzabot.agent.questions import (
     MAX_URL,
     Answer,
@@ -33,11 +35,12 @@ from pizzabot.agent.questions import (
     answer_of,
     check_schema,
     link_refusal,
+    with_defaults,
 )
 from pizzabot.agent.targets import targets_for
 from pizzabot.agent.timers import human_duration
 
-__all__ = ["DEFAULT_TIMEOUT", "MAX_MESSAGE", "Asker", "refusal"]
+__all__ = ["DEFAULT_TIMEOUT", "MAX_MESSAGE", "Asker", "close_question", "refusal"]
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +71,15 @@ class Asker:
             await self._note(question, refused=why)
             return Answer("cancel")
         item = await self._create(question)
-        decided = await self.ctx.decisions.until(
-            lambda: self._decided(item.id), self.timeout, run_id=item.run_id
-        )
+        try:
+            decided = await self.ctx.decisions.until(
+                lambda: self._decided(item.id), self.timeout, run_id=item.run_id
+            )
+        except asyncio.CancelledError:
+            # Shielded: the item is closed even if the closing is interrupted in turn.
+            why = "the tool call that asked ended"
+            await asyncio.shield(close_question(self.ctx, item, reason=why))
+            raise
         if decided is None:
             decided = await self._expire(item.id)
         return answer_of(decided) or Answer("cancel")
@@ -135,11 +144,42 @@ class Asker:
             created_at=now,
             call_id=self.call_id,
             tool=self.tool,
-            args={"url": question.url} if link else dict(question.proposed),
+            # The asker's defaults are the proposal: every card shows them, and accepting
+            # the proposal (a mail's "ok") answers with them.
+            args={"url": question.url}
+            if link
+            else with_defaults(question.schema, question.proposed),
             schema=None if link else question.schema,
             risk=Risk(),
             secret=self.ctx.secrets(),
         )
+
+
+async def close_question(ctx: Context, item: Item, *, reason: str) -> Item | None:
+    """Close a question no one answered because the call that asked is gone: status
+    CANCELLED, the closing on the run's log, the cards updated. None when it was decided
+    first (the decision stands)."""
+    gone = Expired(reason=reason)
+    event = NewEvent(
+        DecisionMade(
+            item_id=item.id, call_id=item.call_id, decision=gone, actor="engine", channel="engine"
+        )
+    )
+    try:
+        closed = await ctx.store.record_decision(
+            item.id,
+            gone,
+            actor="engine",
+            channel="engine",
+            now=ctx.clock(),
+            final_args=None,
+            event=event,
+            status=ItemStatus.CANCELLED,
+        )
+    except AlreadyDecided:
+        return None
+    ctx.wake_outbox()
+    return closed
 
 
 def refusal(question: Question) -> str | None:

@@ -23,10 +23,9 @@ from datetime import datetime
 from typing import Any, Protocol, assert_never
 
 from pizzabot.agent import settle
-from pizzabot.agent.asking import Asker
+from pizzabot.agent.asking import Asker, close_question
 from pizzabot.agent.context import Context
 from pizzabot.agent.conversation import CallState
-from pizzabot.agent.errors import AlreadyDecided
 from pizzabot.agent.events import (
     DecisionMade,
     NewEvent,
@@ -36,7 +35,7 @@ from pizzabot.agent.events import (
     ToolStarted,
 )
 from pizzabot.agent.held import HeldRun, Outcome
-from pizzabot.agent.model import Box, Expired, Item, ItemKind, ItemStatus, RunStatus
+from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, RunStatus
 from pizzabot.agent.policy.grants import Grant, make_grant
 from pizzabot.agent.redaction import Redactor
 from pizzabot.agent.settle import (
@@ -184,36 +183,16 @@ class CallSteps:
     async def _close_questions(self, held: HeldRun, call: CallState) -> None:
         """Cancel what an interrupted start of the call asked and no one answered: the
         call that waited for it is gone."""
-        store, now = self.ctx.store, self.ctx.clock()
+        store = self.ctx.store
         pending = await store.list_items(run_id=held.run.id, status=ItemStatus.PENDING)
+        closed = False
         for item in pending:
             if item.kind is not ItemKind.QUESTION or item.call_id != call.id:
                 continue
-            gone = Expired(reason="the tool call that asked was interrupted")
-            event = NewEvent(
-                DecisionMade(
-                    item_id=item.id,
-                    call_id=call.id,
-                    decision=gone,
-                    actor="engine",
-                    channel="engine",
-                )
-            )
-            try:
-                await store.record_decision(
-                    item.id,
-                    gone,
-                    actor="engine",
-                    channel="engine",
-                    now=now,
-                    final_args=None,
-                    event=event,
-                    status=ItemStatus.CANCELLED,
-                )
-            except AlreadyDecided:
-                continue
+            why = "the tool call that asked was interrupted"
+            closed = await close_question(self.ctx, item, reason=why) is not None or closed
+        if closed:
             held.events = await store.events(held.run.id)
-        self.ctx.wake_outbox()
 
     async def _interrupted(self, held: HeldRun, call: CallState, qualified: str) -> None:
         why = INTERRUPTED_ASK

@@ -61,7 +61,7 @@ from pizzabot.agent.policy.grants import same_choice
 from pizzabot.agent.policy.principal import Principal
 from pizzabot.agent.policy.quorum import Count, count, person_of, required_for
 from pizzabot.agent.policy.rules import judge
-from pizzabot.agent.questions import question_url, validate_answer
+from pizzabot.agent.questions import question_url, validate_answer, with_defaults
 from pizzabot.agent.requests import request_end, request_ended
 from pizzabot.agent.step_up import Assertion, item_step_up
 from pizzabot.agent.store import RunEnd, kill_reason
@@ -272,6 +272,7 @@ class Inbox:
             case Edit(args=values):
                 if link:
                     raise InvalidArguments({"": "a link is accepted or declined, not edited"})
+                values = with_defaults(item.schema, values)
                 self._check_answer(item, values)
                 return values
             case Approve(grant=grant):
@@ -279,6 +280,7 @@ class Inbox:
                     raise InvalidArguments({"grant": "no grant is offered for a question"})
                 values = dict(item.args or {})
                 if not link:
+                    values = with_defaults(item.schema, values)
                     self._check_answer(item, values)
                 return values
             case Reject():

@@ -11,7 +11,8 @@ link to open); Pizza Bot's own `ask_human` asks in words. Both become an item of
 - `Expired` (no one answered in time) or the item `CANCELLED` (the run ended): cancel.
 
 So the item's status says the answer: EDITED/APPROVED accepted, REJECTED declined,
-EXPIRED/CANCELLED cancelled (`answer_of`). A form question's `item.schema` is a flat object
+EXPIRED/CANCELLED cancelled (`answer_of`). An accepted form carries the schema's
+`default` for every field the answer left out (`with_defaults`). A form question's `item.schema` is a flat object
 (`check_schema` says what is allowed: text with a format, numbers, yes/no, choices with or
 without titles, several choices); `item.args` holds the proposed values. A link question has
 no schema and `item.args == {"url": ...}` (`question_url`). Channels that read a typed reply
@@ -50,6 +51,7 @@ __all__ = [
     "read_link",
     "validate_answer",
     "values_from_lines",
+    "with_defaults",
 ]
 
 #: The schema of a question asked in words (`ask_human` without a schema): one text answer.
@@ -277,6 +279,23 @@ def _check_choices(node: Mapping[str, Any], kind: str) -> str | None:
             if set(branch) - {"const", "title", "description"}:
                 return "a choice of oneOf/anyOf has only const, title and description"
     return None
+
+
+def with_defaults(schema: Mapping[str, Any] | None, values: Mapping[str, Any]) -> dict[str, Any]:
+    """`values` with the schema's `default` for every field the answer leaves out (or empty).
+
+    An asker that sends defaults means "unless the person says otherwise": the web form
+    shows them filled in, but a mail reply names only the lines it changes and an API call
+    only the fields it sets. Filled in here, once, where every channel's answer is built, an
+    accepted form carries the same values whichever way it was answered."""
+    props = schema.get("properties") if isinstance(schema, Mapping) else None
+    out = dict(values)
+    if not isinstance(props, Mapping):
+        return out
+    for name, prop in props.items():
+        if out.get(name) is None and isinstance(prop, Mapping) and "default" in prop:
+            out[name] = prop["default"]
+    return out
 
 
 def validate_answer(schema: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, str]:

@@ -18,12 +18,18 @@ routes a server's question to the call in flight that asked it (`ToolHub.call`'s
 the 2026 protocol's `input_required` results the SDK asks from inside the call itself, so
 the call is known; a server-to-client request (older protocol versions) names no call, so
 it goes to the connection's one call in flight, and is answered "cancel" when several runs
-have calls in flight on that server at once (which of them asked cannot be known).
+have calls in flight on that server at once (which of them asked cannot be known). A
+question lives as long as its call (`pizzabot.agent.mcp_call`).
+
+A server lives as long as a loaded skill uses it (`ToolHub.retain`, after every reload), and
+says who calls it: `clientInfo` names Pizza Bot and its release. An HTTP server gets the
+skill's headers, and its refusals are said in words (`pizzabot.agent.mcp_http`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import itertools
 import json
@@ -32,12 +38,15 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pizzabot.agent.errors import RunError
+from pizzabot.agent.mcp_call import CallQuestions, wind_down
+from pizzabot.agent.mcp_http import HttpTarget, resolve_headers
+from pizzabot.agent.mcp_identity import CLIENT_NAME, client_info
 from pizzabot.agent.policy.rules import ToolHints
-from pizzabot.agent.questions import Answer, Question
+from pizzabot.agent.questions import Question
 from pizzabot.agent.skills import HttpServer, Skill, StdioServer
 from pizzabot.agent.tools import AskFn, ToolOutcome, ToolSpec, check_rules
 
@@ -47,12 +56,14 @@ if TYPE_CHECKING:  # the SDK takes seconds to import: load it on the first conne
     from mcp.client.session import ClientRequestContext
     from mcp.client.stdio import StdioServerParameters
 
-__all__ = ["BASE_ENV", "ToolHub", "child_environment"]
+__all__ = ["BASE_ENV", "CLIENT_NAME", "ToolHub", "child_environment", "client_info"]
 
 log = logging.getLogger(__name__)
 
 # The call that is asking, inside the call's own task (the `input_required` path).
-_ASKING: contextvars.ContextVar[AskFn | None] = contextvars.ContextVar("asking", default=None)
+_ASKING: contextvars.ContextVar[CallQuestions | None] = contextvars.ContextVar(
+    "asking", default=None
+)
 
 # Numbers each listing of a server's tools, so a hub can tell a listing it has checked.
 _LISTINGS = itertools.count(1)
@@ -96,16 +107,28 @@ def _launch(command: str, args: list[str], env: dict[str, str]) -> tuple[str, li
 _ENV_COMMAND = shutil.which("env", path=os.defpath)
 
 
-def _params(cfg: StdioServer | HttpServer, env: Mapping[str, str]) -> StdioServerParameters | str:
+def _params(
+    name: str, cfg: StdioServer | HttpServer, env: Mapping[str, str]
+) -> StdioServerParameters | HttpTarget:
     from mcp.client.stdio import StdioServerParameters
 
     if isinstance(cfg, HttpServer):
-        return cfg.url
+        return HttpTarget(cfg.url, resolve_headers(name, cfg.headers, env))
     # "python" names the interpreter Pizza Bot runs on, so bundled servers work in any venv.
     command = sys.executable if cfg.command in {"python", "python3"} else cfg.command
     child_env = child_environment(cfg, env)
     command, args = _launch(command, list(cfg.args), child_env)
     return StdioServerParameters(command=command, args=args, env=child_env, cwd=cfg.cwd)
+
+
+#: Seconds a broken connection is kept, after its call's questions were answered, so the
+#: answers can still be sent on the session before it closes.
+ANSWER_GRACE = 1.0
+
+
+def _key(name: str, cfg: StdioServer | HttpServer) -> str:
+    """One connection per server name and configuration, shared by the skills that agree."""
+    return json.dumps([name, cfg.model_dump()], sort_keys=True)
 
 
 class _Connection:
@@ -115,23 +138,27 @@ class _Connection:
     task; runs come and go in other tasks, so the connection gets a task that holds it open.
     """
 
-    def __init__(self, name: str, target: StdioServerParameters | str) -> None:
+    def __init__(self, name: str, target: StdioServerParameters | HttpTarget) -> None:
         self.name = name
         self.target = target
+        #: What an HTTP server refused (401, 403), to say it plainly; None for stdio.
+        self.refusals = target.refusals() if isinstance(target, HttpTarget) else None
         self.client: Client | None = None
         self.tools: list[ToolSpec] = []
         #: Which listing `tools` is (0: none yet); a new one on every (re)connection.
         self.listing = 0
         self.lock = asyncio.Lock()
+        #: The skills that use this server (the status page lists it under each).
+        self.users: set[str] = set()
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
-        #: The calls in flight, each with how it asks (None: it cannot).
-        self.in_flight: dict[int, AskFn | None] = {}
+        #: The calls in flight, each with the questions it may ask.
+        self.in_flight: dict[int, CallQuestions] = {}
         self._tokens = itertools.count()
 
-    def enter(self, ask: AskFn | None) -> int:
+    def enter(self, questions: CallQuestions) -> int:
         token = next(self._tokens)
-        self.in_flight[token] = ask
+        self.in_flight[token] = questions
         return token
 
     def leave(self, token: int) -> None:
@@ -143,10 +170,10 @@ class _Connection:
         """A server asks for input: ask the person through the call in flight."""
         import mcp_types
 
-        ask = _ASKING.get()
-        if ask is None and len(self.in_flight) == 1:
-            ask = next(iter(self.in_flight.values()))
-        if ask is None:
+        questions = _ASKING.get()
+        if questions is None and len(self.in_flight) == 1:
+            questions = next(iter(self.in_flight.values()))
+        if questions is None or not questions.can_ask:
             # No call that can ask, or several calls whose asker cannot be told apart.
             log.warning(
                 "MCP server %s asked for input, but no single call in flight can ask "
@@ -159,7 +186,7 @@ class _Connection:
             question = Question(message=params.message, url=params.url)
         else:
             question = Question(message=params.message, schema=dict(params.requested_schema))
-        answer = await ask(question)
+        answer = await questions.ask(question)
         content = answer.content if answer.action == "accept" and question.url is None else None
         return mcp_types.ElicitResult(action=answer.action, content=content)
 
@@ -168,7 +195,11 @@ class _Connection:
 
         _ASKING.set(None)  # this task's context is copied from whoever opened it
         try:
-            async with Client(self.target, elicitation_callback=self._elicit) as client:
+            async with contextlib.AsyncExitStack() as stack:
+                server = await self._transport(stack)
+                client = await stack.enter_async_context(
+                    Client(server, elicitation_callback=self._elicit, client_info=client_info())
+                )
                 if not ready.done():
                     ready.set_result(client)
                 await self._stop.wait()
@@ -180,6 +211,25 @@ class _Connection:
             log.warning("MCP server %s stopped: %r", self.name, exc)
         finally:
             self.client = None
+
+    async def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
+        """The stdio parameters, or an HTTP transport whose client sends the skill's headers
+        and watches for refusals (closed with the connection)."""
+        target = self.target
+        if not isinstance(target, HttpTarget):
+            return target
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        http = await stack.enter_async_context(create_mcp_http_client(headers=target.headers))
+        if self.refusals is not None:
+            self.refusals.status = None
+            http.event_hooks["response"].append(self.refusals.hook)
+        return streamable_http_client(target.url, http_client=http)
+
+    def refused(self) -> str | None:
+        """What the server refused, in words (None: nothing)."""
+        return self.refusals.said() if self.refusals is not None else None
 
     async def open(self, timeout: float) -> Client:
         async with self.lock:
@@ -199,6 +249,9 @@ class _Connection:
                 raise
             except Exception as exc:
                 await self._discard()
+                said = self.refused()
+                if said is not None:
+                    raise RunError(f"MCP server {self.name!r}: {said}") from exc
                 raise RunError(f"MCP server {self.name!r} could not be reached: {exc!r}") from exc
             self.tools = [
                 ToolSpec(
@@ -232,21 +285,15 @@ class _Connection:
             await self._discard()
 
 
-def _paused(scope: asyncio.Timeout, ask: AskFn) -> AskFn:
-    """`ask`, with the call's time-out stopped while a person answers."""
-
-    async def asking(question: Question) -> Answer:
-        loop = asyncio.get_running_loop()
-        when = scope.when()
-        left = None if when is None else max(0.0, when - loop.time())
-        scope.reschedule(None)
-        try:
-            return await ask(question)
-        finally:
-            if left is not None:
-                scope.reschedule(loop.time() + left)
-
-    return asking
+def _text_of(result: mcp_types.CallToolResult) -> str:
+    """A call's result as the model reads it: its text blocks, other blocks as JSON."""
+    parts: list[str] = []
+    for block in result.content:
+        text = getattr(block, "text", None)
+        parts.append(text if isinstance(text, str) else json.dumps(block.model_dump(mode="json")))
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content))
+    return "\n".join(parts)
 
 
 class ToolHub:
@@ -270,6 +317,9 @@ class ToolHub:
         self._extra_servers = extra_servers
         # Per skill: the version whose rules were checked last, and against which listings.
         self._checked: dict[str, tuple[Skill, tuple[int, ...]]] = {}
+        # Servers no loaded skill uses, kept until their calls in flight end; their closing.
+        self._retired: set[_Connection] = set()
+        self._closing: set[asyncio.Task[None]] = set()
 
     def servers(self, skill: Skill) -> dict[str, StdioServer | HttpServer]:
         servers: dict[str, StdioServer | HttpServer] = dict(skill.mcp_servers)
@@ -277,12 +327,48 @@ class ToolHub:
             servers.update(self._extra_servers(skill))
         return servers
 
-    def _conn(self, name: str, cfg: StdioServer | HttpServer) -> _Connection:
-        key = json.dumps([name, cfg.model_dump()], sort_keys=True)
+    def _conn(self, name: str, cfg: StdioServer | HttpServer, skill: str) -> _Connection:
+        key = _key(name, cfg)
         conn = self._conns.get(key)
         if conn is None:
-            conn = self._conns[key] = _Connection(name, _params(cfg, self._env))
+            conn = self._conns[key] = _Connection(name, _params(name, cfg, self._env))
+        conn.users.add(skill)
         return conn
+
+    async def retain(self, skills: Iterable[Skill]) -> list[str]:
+        """Stop every server none of `skills` (the versions loaded now) uses: a skill removed
+        from disk, or changed so that a server's configuration differs, leaves no process or
+        session behind. A server with calls in flight stops when its last call ends. A run
+        that started on an older version and calls such a server again starts it anew.
+        Returns the names of the servers stopped."""
+        keep: dict[str, set[str]] = {}
+        for skill in skills:
+            for name, cfg in self.servers(skill).items():
+                keep.setdefault(_key(name, cfg), set()).add(skill.name)
+        loaded = {name for users in keep.values() for name in users}
+        self._checked = {k: v for k, v in self._checked.items() if k in loaded}
+        stopped: list[str] = []
+        for key, conn in list(self._conns.items()):
+            if key in keep:
+                conn.users = keep[key]
+                continue
+            del self._conns[key]
+            stopped.append(conn.name)
+            if conn.in_flight:
+                self._retired.add(conn)  # closed by its last call (`call`'s end)
+            else:
+                await conn.close()
+        return stopped
+
+    def running(self) -> dict[str, list[str]]:
+        """Per skill, the names of its servers that are connected now."""
+        out: dict[str, list[str]] = {}
+        for conn in self._conns.values():
+            if conn.client is None:
+                continue
+            for skill in conn.users:
+                out.setdefault(skill, []).append(conn.name)
+        return {skill: sorted(names) for skill, names in sorted(out.items())}
 
     async def list_tools(self, skill: Skill) -> list[ToolSpec]:
         """Every tool of the skill's servers. The skill's rules are checked against the
@@ -290,7 +376,7 @@ class ToolHub:
         first moment the schemas are known, and again whenever a server lists anew): a rule
         on an argument the tool does not have is refused (`SkillFileError`, with the rule's
         line)."""
-        conns = [self._conn(name, cfg) for name, cfg in self.servers(skill).items()]
+        conns = [self._conn(name, cfg, skill.name) for name, cfg in self.servers(skill).items()]
         for conn in conns:
             await conn.open(self._connect_timeout)
         specs = [spec for conn in conns for spec in conn.tools]
@@ -319,17 +405,19 @@ class ToolHub:
         cfg = self.servers(skill).get(server)
         if cfg is None:
             return ToolOutcome(f"no MCP server named {server!r} in skill {skill.name!r}", True, 0.0)
-        conn = self._conn(server, cfg)
+        conn = self._conn(server, cfg, skill.name)
         client = await conn.open(self._connect_timeout)
         started = time.perf_counter()
-        token = conn.enter(None)
+        questions = CallQuestions(ask)
+        token = conn.enter(questions)
+        # The call runs in a task of its own, so a cancelled run can tell the server
+        # "cancel" and let it wrap up before the call is dropped (`wind_down`).
+        work = asyncio.create_task(self._call(client, tool, args, questions))
         try:
-            # A timeout scope, not `wait_for`: no extra task (and loop turn) on every call.
-            async with asyncio.timeout(self._call_timeout) as scope:
-                paused = _paused(scope, ask) if ask is not None else None
-                conn.in_flight[token] = paused
-                _ASKING.set(paused)
-                result = await client.call_tool(tool, args)
+            result = await asyncio.shield(work)
+        except asyncio.CancelledError:
+            await wind_down(work, questions)
+            raise
         except TimeoutError:
             return ToolOutcome(
                 f"the tool did not answer within {self._call_timeout:.0f}s",
@@ -337,26 +425,60 @@ class ToolHub:
                 (time.perf_counter() - started) * 1000,
             )
         except Exception as exc:
+            said = conn.refused()
             # The server may have died; reconnect on the next call rather than keep a dead client.
-            await conn.close()
-            return ToolOutcome(
-                f"tool call failed: {exc!r}", True, (time.perf_counter() - started) * 1000
-            )
+            await self._replace(conn, questions)
+            failed = f"tool call failed: {said or repr(exc)}"
+            return ToolOutcome(failed, True, (time.perf_counter() - started) * 1000)
         finally:
+            questions.end()  # a question still waiting is answered cancel, its item closed
             conn.leave(token)
-            _ASKING.set(None)
+            if conn in self._retired and not conn.in_flight:
+                self._retired.discard(conn)
+                self._closing.add(asyncio.create_task(conn.close(), name=f"mcp-stop:{server}"))
+                for task in [t for t in self._closing if t.done()]:
+                    self._closing.discard(task)
         duration = (time.perf_counter() - started) * 1000
-        parts: list[str] = []
-        for block in result.content:
-            text = getattr(block, "text", None)
-            parts.append(
-                text if isinstance(text, str) else json.dumps(block.model_dump(mode="json"))
-            )
-        if not parts and result.structured_content is not None:
-            parts.append(json.dumps(result.structured_content))
-        return ToolOutcome("\n".join(parts), bool(result.is_error), duration)
+        return ToolOutcome(_text_of(result), bool(result.is_error), duration)
+
+    async def _replace(self, conn: _Connection, questions: CallQuestions) -> None:
+        """Let go of a connection a call failed on; the next call opens a new one. When the
+        call had asked a question, the server may well live on (only the call's stream
+        broke) and is owed the "cancel" that question was answered: the connection is
+        closed in the background once that answer has had `ANSWER_GRACE` to go out."""
+        if not questions.asked:
+            await conn.close()
+            return
+        for key, held in list(self._conns.items()):
+            if held is conn:
+                del self._conns[key]
+
+        async def close_later() -> None:
+            await questions.settled()
+            await asyncio.sleep(ANSWER_GRACE)  # the session sends the answer after it is given
+            await conn.close()
+
+        self._closing.add(asyncio.create_task(close_later(), name=f"mcp-replace:{conn.name}"))
+
+    async def _call(
+        self, client: Client, tool: str, args: dict[str, Any], questions: CallQuestions
+    ) -> mcp_types.CallToolResult:
+        _ASKING.set(questions)  # this task's own context: the `input_required` path asks here
+        # A timeout scope, not `wait_for`: on Python 3.11 `wait_for` can swallow a cancel.
+        try:
+            async with asyncio.timeout(self._call_timeout) as scope:
+                questions.timed(scope)
+                try:
+                    return await client.call_tool(tool, args)
+                finally:
+                    questions.timed(None)  # the scope ends here: a late answer must not touch it
+        finally:
+            questions.end()  # however the call ended, no question of it waits any longer
 
     async def aclose(self) -> None:
-        conns, self._conns = list(self._conns.values()), {}
+        conns, self._conns = [*self._conns.values(), *self._retired], {}
+        self._retired = set()
         for conn in conns:
             await conn.close()
+        for task in self._closing:
+            await task

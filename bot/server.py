@@ -382,11 +382,14 @@ def guard(app: FastAPI, settings: Settings, *, token: str) -> None:
 
 def follow_skill_files(svc: Services) -> None:
     """Reload the skills when their files change (each process watches its own folder), and
-    bring what the skills declare along: schedules at once, MCP servers warmed."""
+    bring what the skills declare along: schedules at once, MCP servers warmed, and the
+    servers of a removed or changed skill stopped."""
 
     async def after(change: Reload) -> None:
         if svc.triggers is not None:
             await svc.triggers.scheduler.sync()
+        if change.removed or change.changed:
+            await svc.tools.retain(svc.ctx.skills.all())  # no server outlives its skill
         for name in [*change.added, *change.changed]:
             if name in svc.ctx.skills:
                 svc.spawn(warm_skill(svc, svc.ctx.skills.get(name)), f"warm-mcp:{name}")

@@ -38,6 +38,7 @@ def deps(svc: Services) -> http.ApiDeps:
             "channels": sorted(svc.dispatcher.channels),
             "kill": await store.get_kill() is not None,
             "outbox": {"dead": sum(dead.values()), "dead_by_channel": dead},
+            "mcp": svc.tools.running(),
         }
 
     return http.ApiDeps(

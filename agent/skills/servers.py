@@ -34,9 +34,28 @@ class StdioServer(Strict):
         return v
 
 
+# An HTTP header name (RFC 9110 token), and a value without control characters.
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
 class HttpServer(Strict):
+    """A server Pizza Bot reaches over streamable HTTP at `url`, sending `headers` with every
+    request; `${NAME}` in a value is taken from the server's environment when it connects
+    (`pizzabot.agent.mcp_http`), so a token need not be written in the file."""
+
     url: str
     headers: dict[str, str] = {}
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, value in v.items():
+            if not _HEADER_NAME.match(name):
+                raise ValueError(f"{name[:60]!r} is not an HTTP header name")
+            if _CONTROL.search(value):
+                raise ValueError(f"header {name}: the value has a line break or control character")
+        return v
 
 
 class Folder(Strict):

@@ -191,6 +191,9 @@ class Status(BaseModel):
     channels: list[str]
     kill: bool
     outbox: OutboxHealth
+    #: Per skill, the MCP servers this process is connected to now (a stdio server's
+    #: process running, an HTTP server's session open).
+    mcp: dict[str, list[str]] = {}
 
 
 class SkillOut(BaseModel):

@@ -117,7 +117,8 @@ class McpEndpoint:
                 raise DeskError("this call carries no token the server knows")
             return LocalDesk(requests, by=who)
 
-        server = build_server(Asking(desk_for=desk_for, skill=config.skill))
+        # serverInfo names the server's release, not the client distribution's.
+        server = build_server(Asking(desk_for=desk_for, skill=config.skill), version=_version())
         server.streamable_http_app(
             stateless_http=True,
             transport_security=transport_security(config),
@@ -140,3 +141,12 @@ class McpEndpoint:
 def install(app: FastAPI, config: McpConfig) -> None:
     """Serve the MCP tools at `/mcp` (the token guard is installed with the others)."""
     app.router.routes.append(Route(MCP_PATH, McpEndpoint(config=config), include_in_schema=False))
+
+
+def _version() -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("pizzabot")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "0+unknown"

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import sys
 from collections.abc import AsyncIterator
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -338,3 +339,14 @@ async def test_a_decided_approval_is_never_handed_to_a_new_identical_call(
     assert fresh["id"] != item["id"] and fresh["requested_by"] == "token:mcp-agent"
     actions = [e["action"] for e in entries if e["actor"] == "token:mcp-agent"]
     assert actions.count("request_filed") == 2 and actions.count("request_answered") == 2
+
+
+async def test_the_server_names_its_release_over_both_transports(tmp_path: Path) -> None:
+    async with _server(tmp_path) as server:
+        async with _stdio(server) as session:
+            stdio_info = session.server_info
+        async with _http(server) as session:
+            http_info = session.server_info
+    assert stdio_info is not None and http_info is not None
+    assert (stdio_info.name, stdio_info.version) == ("pizzabot", version("pizzabot-client"))
+    assert (http_info.name, http_info.version) == ("pizzabot", version("pizzabot"))

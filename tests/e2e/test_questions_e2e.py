@@ -134,14 +134,15 @@ async def test_a_form_answered_through_the_api_reaches_the_tool_typed(stack: Sta
     run_id, item = await asked(stack, "profile")
     assert item["schema"] == mcp_elicit.FORM
     assert item["body"] == "Fill in the customer's profile, please."
-    assert item["tool"] == "ask.profile" and item["args"] == {}
+    # The form's defaults are the proposal (only `vip` has one).
+    assert item["tool"] == "ask.profile" and item["args"] == {"vip": False}
 
     # A wrong answer is refused with the field named; the question stays open.
     bad = await stack.decide(item["id"], "edit", args={**ANSWER, "seats": "three"})
     assert bad.status_code == 422 and "seats" in bad.text
     bad = await stack.decide(item["id"], "edit", args={**ANSWER, "meeting": "tomorrow"})
     assert bad.status_code == 422 and "meeting" in bad.text
-    # Accepting the (empty) proposal is refused too: required fields are missing.
+    # Accepting the proposal (the defaults) is refused too: required fields are missing.
     assert (await stack.decide(item["id"], "approve")).status_code == 422
 
     r = await stack.decide(item["id"], "edit", args=ANSWER)

@@ -3,6 +3,12 @@ middle of a call (MCP elicitation), over stdio or HTTP, with the official SDK.
 
     python tests/peers/mcp_elicit.py stdio        # serve over stdin/stdout
     python tests/peers/mcp_elicit.py http PORT    # streamable HTTP at http://127.0.0.1:PORT/mcp
+    python tests/peers/mcp_elicit.py stdio legacy # only the handshake era (before 2026-07-28)
+
+The 2026-07-28 protocol asks with an "input required" result and a retry of the call; earlier
+versions send `elicitation/create` in the middle of the call and wait for its answer. A
+`legacy` server answers no `server/discover`, so a client falls back to the `initialize`
+handshake and the server asks the old way (as servers on the 1.x SDK do).
 
 From a test, `server_entry(log)` is the stdio server as a skill's `mcp_servers` entry, and
 `serve_http(log=...)` starts the HTTP variant on a free port and yields its URL.
@@ -13,7 +19,10 @@ From a test, `server_entry(log)` is the stdio server as a skill's `mcp_servers` 
 - `connect` asks the person to open a link (URL mode);
 - `link` asks the person to open the link it is called with (URL mode: any text the asker
   sends, so a test can offer one that reads differently than it opens);
-- `nested` asks for a form no channel can draw (a nested object): the client must refuse it.
+- `nested` asks for a form no channel can draw (a nested object): the client must refuse it;
+- `hello` asks nothing: it says how the client introduced itself (`clientInfo`);
+- `defaults` asks for a form whose every field has a `default` (`DEFAULTS`, the shape of the
+  conformance suite's defaults scenario): what is not changed must come back as the default.
 
 Each tool writes what it got back (`action`, `content`, with the Python type of every
 value) to the JSON-lines file named by `MCP_TOOLS_LOG` (`tests.peers.mcp_tools.read_log`
@@ -82,6 +91,23 @@ FORM: dict[str, Any] = {
         },
     },
     "required": ["name", "email", "seats", "size", "color"],
+}
+
+#: A form whose fields all have defaults (text, whole number, number, choice, yes/no).
+DEFAULTS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "title": "Name", "default": "John Doe"},
+        "age": {"type": "integer", "title": "Age", "default": 30},
+        "score": {"type": "number", "title": "Score", "default": 95.5},
+        "status": {
+            "type": "string",
+            "title": "Status",
+            "enum": ["active", "inactive", "pending"],
+            "default": "active",
+        },
+        "verified": {"type": "boolean", "title": "Verified", "default": True},
+    },
 }
 
 NESTED: dict[str, Any] = {
@@ -169,33 +195,69 @@ async def nested(ctx: Context) -> str | InputRequiredResult:
     return _record("nested", got.action, got.content)
 
 
+async def defaults(ctx: Context) -> str | InputRequiredResult:
+    """Ask for a form whose every field has a default."""
+    got = await _ask(ctx, "defaults", _form("Check these, please.", DEFAULTS))
+    if isinstance(got, InputRequiredResult):
+        return got
+    return _record("defaults", got.action, got.content)
+
+
+async def hello(ctx: Context) -> str:
+    """Say how the client introduced itself, and in which protocol version."""
+    params = ctx.session.client_params
+    info = params.client_info if params is not None else None
+    return json.dumps(
+        {
+            "name": info.name if info is not None else None,
+            "version": info.version if info is not None else None,
+            "protocol": ctx.protocol_version,
+        }
+    )
+
+
 def build_server() -> MCPServer:
     server = MCPServer("ask", log_level="WARNING")
-    for tool in (profile, connect, link, nested):
+    for tool in (profile, connect, link, nested, defaults, hello):
         server.add_tool(tool)
     return server
 
 
-def server_entry(log: Path) -> dict[str, Any]:
+def _handshake_era_only() -> None:
+    """Serve every stdio connection in the handshake era, whatever its first request: the
+    SDK opens a 2026 connection when the first request carries that protocol's envelope."""
+    from mcp.server import runner
+
+    runner._has_modern_envelope = lambda params: False  # type: ignore[assignment]
+
+
+def server_entry(log: Path, *, legacy: bool = False) -> dict[str, Any]:
     """This server as a skill's `mcp_servers` entry (stdio)."""
-    return {"command": "python", "args": [str(SCRIPT), "stdio"], "env": {LOG_ENV: str(log)}}
+    args = [str(SCRIPT), "stdio", *(["legacy"] if legacy else [])]
+    return {"command": "python", "args": args, "env": {LOG_ENV: str(log)}}
 
 
 @contextlib.asynccontextmanager
-async def serve_http(*, log: Path, startup: float = 20.0) -> AsyncIterator[str]:
+async def serve_http(
+    *, log: Path, startup: float = 20.0, legacy: bool = False, requests: Path | None = None
+) -> AsyncIterator[str]:
     """Run the HTTP variant in a subprocess on a free port; yield `http://127.0.0.1:N/mcp`."""
     # Imported here: this file also runs on its own as the MCP server, where `tests` is not
     # on the import path.
+    from tests.peers.mcp_http import REQUESTS_ENV
     from tests.peers.mcp_tools import _wait_listening, free_port
 
     port = free_port()
     env = {**os.environ, LOG_ENV: str(log)}
+    if requests is not None:
+        env[REQUESTS_ENV] = str(requests)  # the HTTP requests it got, noted there
     with tempfile.TemporaryFile() as stderr:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             str(SCRIPT),
             "http",
             str(port),
+            *(["legacy"] if legacy else []),
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
@@ -216,12 +278,17 @@ async def serve_http(*, log: Path, startup: float = 20.0) -> AsyncIterator[str]:
 
 def main(argv: list[str]) -> None:
     match argv:
-        case ["stdio"]:
+        case ["stdio", *era] if era in ([], ["legacy"]):
+            if era:
+                _handshake_era_only()
             build_server().run()
-        case ["http", port]:
-            build_server().run("streamable-http", host="127.0.0.1", port=int(port))
+        case ["http", port, *era] if era in ([], ["legacy"]):
+            sys.path.insert(0, str(SCRIPT.parents[2]))  # run as a script: find `tests`
+            from tests.peers.mcp_http import serve
+
+            serve(build_server(), int(port), legacy=bool(era))
         case _:
-            sys.exit("usage: mcp_elicit.py stdio | http PORT")
+            sys.exit("usage: mcp_elicit.py stdio [legacy] | http PORT [legacy]")
 
 
 if __name__ == "__main__":

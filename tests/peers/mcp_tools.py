@@ -192,16 +192,22 @@ def free_port() -> int:
 
 
 @contextlib.asynccontextmanager
-async def serve_http(*, log: Path | None = None, startup: float = 20.0) -> AsyncIterator[str]:
-    """Run the HTTP variant in a subprocess on a free port; yield `http://127.0.0.1:N/mcp`."""
+async def serve_http(
+    *, log: Path | None = None, startup: float = 20.0, token: str | None = None
+) -> AsyncIterator[str]:
+    """Run the HTTP variant in a subprocess on a free port; yield `http://127.0.0.1:N/mcp`.
+    With `token`, every request must carry `Authorization: Bearer <token>` (else 401)."""
+    from tests.peers.mcp_http import TOKEN_ENV
+
     port = free_port()
+    env = _child_env(log) | ({TOKEN_ENV: token} if token is not None else {})
     with tempfile.TemporaryFile() as stderr:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             str(SCRIPT),
             "http",
             str(port),
-            env=_child_env(log),
+            env=env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=stderr,
@@ -255,7 +261,10 @@ def main(argv: list[str]) -> None:
         case ["stdio", "shop"]:
             build_shop_server().run()
         case ["http", port]:
-            build_server().run("streamable-http", host="127.0.0.1", port=int(port))
+            sys.path.insert(0, str(SCRIPT.parents[2]))  # run as a script: find `tests`
+            from tests.peers.mcp_http import TOKEN_ENV, serve
+
+            serve(build_server(), int(port), token=os.environ.get(TOKEN_ENV))
         case _:
             sys.exit("usage: mcp_tools.py stdio [shop] | http PORT")
 

@@ -15,6 +15,7 @@ import pytest
 from pizzabot.agent.argforms import coerce_form, form_fields
 from pizzabot.agent.errors import AlreadyDecided, InvalidArguments
 from pizzabot.agent.events import NewEvent, RunFinished
+from pizzabot.agent.mcp_call import CallQuestions
 from pizzabot.agent.model import Approve, Box, Edit, Item, ItemKind, ItemStatus, Reject, RunStatus
 from pizzabot.agent.policy import Principal
 from pizzabot.agent.questions import (
@@ -78,14 +79,15 @@ async def test_an_edit_accepts_with_its_values_and_an_approval_with_the_proposal
         assert answer_of(item) is None
         done = await decide(web, item, Edit(ANSWER))
         assert done.status is ItemStatus.EDITED
-        assert answer_of(done) == Answer("accept", ANSWER)
+        # The form's default for the field the answer left out comes with it.
+        assert answer_of(done) == Answer("accept", {**ANSWER, "vip": False})
         with pytest.raises(AlreadyDecided):  # the first answer wins
             await decide(web, done, Reject())
 
         proposed = await question(web, args=ANSWER)
         approved = await decide(web, proposed, Approve())
         assert approved.status is ItemStatus.APPROVED
-        assert answer_of(approved) == Answer("accept", ANSWER)
+        assert answer_of(approved) == Answer("accept", {**ANSWER, "vip": False})
 
 
 async def test_an_answer_outside_the_form_is_refused_by_field(tmp_path: Path) -> None:
@@ -234,11 +236,11 @@ async def test_a_servers_question_goes_to_the_one_call_in_flight() -> None:
     ctx: Any = None
     # No call in flight, or one that cannot ask: cancel.
     assert (await conn._elicit(ctx, form)).action == "cancel"
-    quiet = conn.enter(None)
+    quiet = conn.enter(CallQuestions(None))
     assert (await conn._elicit(ctx, form)).action == "cancel"
     conn.leave(quiet)
 
-    token = conn.enter(ask)
+    token = conn.enter(CallQuestions(ask))
     got = await conn._elicit(ctx, form)
     assert (got.action, got.content) == ("accept", {"name": "Ann"})
     got = await conn._elicit(ctx, link)
@@ -246,7 +248,7 @@ async def test_a_servers_question_goes_to_the_one_call_in_flight() -> None:
     assert [q.url for q in asked] == [None, LINK] and asked[0].schema == FREE_TEXT_SCHEMA
 
     # Two calls in flight: which one asked cannot be known, so no one is asked.
-    other = conn.enter(ask)
+    other = conn.enter(CallQuestions(ask))
     assert (await conn._elicit(ctx, form)).action == "cancel"
     assert len(asked) == 2
     conn.leave(other)

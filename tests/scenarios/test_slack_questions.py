@@ -39,6 +39,7 @@ from pizzabot.channels.slack.home import HomeInbox, home_view
 from pizzabot.channels.slack.questions import ANSWER, DECLINE, DONE, OPEN_LINK
 from pizzabot.store.migrate import upgrade
 from pizzabot.store.sql import SqlStore, connect
+from tests.peers.mcp_elicit import DEFAULTS
 from tests.peers.slack_api import (
     Call,
     SlackApi,
@@ -357,6 +358,26 @@ async def test_a_question_in_words_is_one_multiline_field(desk: Desk) -> None:
     answered = await desk.item_when(item.id, ItemStatus.EDITED)
     assert answered.final_args == {"answer": "Tuesday,\nafter six"}
     await desk.updated(post, "Answered by <@U1> via slack")
+
+
+async def test_a_modal_answer_keeps_the_defaults_of_the_fields_left_alone(desk: Desk) -> None:
+    item = await desk.question(schema=DEFAULTS)
+    post = await desk.card(item)
+    view = await desk.opened(await desk.click(item, post, ANSWER))
+    elements = {b["label"]["text"]: b["element"] for b in view["blocks"] if b["type"] == "input"}
+    assert elements["Age"]["initial_value"] == "30"  # the modal opens with the defaults
+    assert elements["Verified"]["initial_options"]
+    # Slack sends a checkbox's state as shown, and only the inputs a person filled.
+    sent = by_name(DEFAULTS, name=text_value("Ann"), verified=checkbox_value(True))
+    await desk.submit(view, sent)
+    answered = await desk.item_when(item.id, ItemStatus.EDITED)
+    assert answered.final_args == {
+        "name": "Ann",
+        "age": 30,
+        "score": 95.5,
+        "status": "active",
+        "verified": True,
+    }
 
 
 async def test_a_link_question_shows_where_it_leads_and_done_accepts_it(desk: Desk) -> None:

@@ -16,6 +16,7 @@ and answered.
 """
 
 import hashlib
+import importlib.metadata
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -221,12 +222,24 @@ def _result(model: BaseModel, text: str) -> CallToolResult:
     )
 
 
-def build_server(asking: Asking, *, name: str = "pizzabot") -> MCPServer:
-    """An MCP server with `request_approval` and `ask_human`, asking through `asking`."""
-    server = MCPServer(name, instructions=INSTRUCTIONS, log_level="WARNING")
+def build_server(
+    asking: Asking, *, name: str = "pizzabot", version: str | None = None
+) -> MCPServer:
+    """An MCP server with `request_approval` and `ask_human`, asking through `asking`.
+    `version` is what `serverInfo` reports (default: this distribution's installed version),
+    so a client's logs say which release answered."""
+    version = version or _installed_version()
+    server = MCPServer(name, version=version, instructions=INSTRUCTIONS, log_level="WARNING")
     _add_request_approval(server, asking)
     _add_ask_human(server, asking)
     return server
+
+
+def _installed_version() -> str:
+    try:
+        return importlib.metadata.version("pizzabot-client")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "0+unknown"
 
 
 #: Both tools wait for a person, change nothing themselves, and reach outside the client.
