@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from pizzabot.channels.web._render import render
 from pizzabot.channels.web.live import held_fragment
-from pizzabot.channels.web.site import Visit
+from pizzabot.channels.web.site import Answered, Visit
 
 #: Messages shown after a redirect, by the key in ``?flash=`` (any other query is ignored).
 FLASHES: dict[str, tuple[str, str]] = {
@@ -93,9 +93,21 @@ def fragment(v: Visit, template: str, **context: Any) -> str:
 
 async def live(v: Visit, make: Callable[[], Awaitable[str]]) -> Response:
     """A live region's fragment (`make` renders it), held as its long-poll asks
-    (`pizzabot.channels.web.live`); only a signed-in visit gets here."""
-    assert v.sid is not None, "a live region depends on a signed-in session"
-    return await held_fragment(v.request, v.sid, v.deps.live, make, HEADERS)
+    (`pizzabot.channels.web.live`); only a signed-in visit gets here. A session that ends
+    while its request is held (a logout elsewhere) gets a bare 401 at the next look, never
+    another fragment."""
+    sid = v.sid
+    assert sid is not None, "a live region depends on a signed-in session"
+    looks = 0
+
+    async def look() -> str:
+        nonlocal looks
+        looks += 1
+        if looks > 1 and await v.deps.ended.ended(sid):
+            raise Answered(Response(status_code=401, headers=HEADERS))
+        return await make()
+
+    return await held_fragment(v.request, sid, v.deps.live, look, HEADERS)
 
 
 def go(v: Visit, path: str, flash: str | None = None) -> RedirectResponse:

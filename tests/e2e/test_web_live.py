@@ -10,6 +10,7 @@ through the API answers an item page's held request; and nobody signed in gets a
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -149,3 +150,22 @@ async def test_nobody_signed_in_gets_no_fragment_held_or_not(stack: Stack) -> No
             assert r.status_code == 401 and r.text == ""
             r = await c.get(path)
             assert r.status_code == 401
+
+
+async def test_a_logout_elsewhere_ends_the_sessions_held_asks_with_401(stack: Stack) -> None:
+    c = await signed_in(stack)
+    other = httpx.AsyncClient(base_url=stack.server.url, timeout=60, cookies=c.cookies)
+    try:
+        first = await c.get("/boxes")
+        held = await hold_all(c, "/boxes", first.headers["X-Live-Version"])
+        # The same session's cookie, in another tab or on another device, logs out.
+        page = await other.get("/")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+        assert csrf is not None
+        r = await other.post("/logout", data={"csrf": csrf.group(1)})
+        assert r.status_code == 303
+        for answer in await asyncio.gather(*held):
+            assert answer.status_code == 401 and answer.text == ""
+    finally:
+        await other.aclose()
+        await c.aclose()
