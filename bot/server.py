@@ -404,8 +404,7 @@ def start_worker(svc: Services, worker: Worker) -> None:
 
 def listen_for_decisions(svc: Services, worker: Worker | None) -> None:
     """With PostgreSQL, another process's decision (a re-queued run) is announced on the
-    runs channel: wake the worker, whoever waits here on an answer of that run, and the web
-    page's long-polls."""
+    runs channel: wake the worker, whoever waits here on that run, and the web's held asks."""
     from pizzabot.store.pg import RunListener
 
     bell = svc.ctx.decisions

@@ -10,7 +10,9 @@ those whose fingerprint moved answer. Nothing polls the database on a timer.
 
 What it costs is bounded: at most `Changes.per_session` requests held for one session and
 `Changes.total` for the process (429 beyond either), each for at most `Changes.max_wait`
-seconds; a request whose browser went away (a closed tab, a reload) is let go at once.
+seconds; a request whose browser went away (a closed tab, a reload) is let go at once, and
+every held request is answered when the server is told to stop (`Changes.close`), so a stop
+never waits a wait out.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import asyncio
 import hashlib
 import math
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, Response
@@ -43,9 +45,16 @@ class Changes:
         self.max_wait = max_wait
         self._bell = Bell()
         self._by_session: dict[str, int] = {}
+        #: The server is stopping: nothing more is held, so it need not wait for anything.
+        self.closed = False
 
     def ring(self) -> None:
         """Wake every held request to look again."""
+        self._bell.ring()
+
+    def close(self) -> None:
+        """Answer every held request now (204) and hold no more: the server is stopping."""
+        self.closed = True
         self._bell.ring()
 
     @property
@@ -55,6 +64,8 @@ class Changes:
 
     def take(self, sid: str) -> bool:
         """Count one more request held for `sid`; False (nothing counted) over a cap."""
+        if self.closed:
+            return False
         if self._by_session.get(sid, 0) >= self.per_session or self.held >= self.total:
             return False
         self._by_session[sid] = self._by_session.get(sid, 0) + 1
@@ -69,8 +80,13 @@ class Changes:
 
     async def until(self, look: Callable[[], Awaitable[T | None]], wait: float) -> T | None:
         """`look` now and after every ring, until it finds something or `wait` (at most
-        `max_wait`) seconds pass (None)."""
-        return await self._bell.until(look, min(wait, self.max_wait))
+        `max_wait`) seconds pass, or the server stops (None)."""
+
+        async def unless_closed() -> T | bool | None:
+            return False if self.closed else await look()
+
+        found = await self._bell.until(unless_closed, min(wait, self.max_wait))
+        return None if found is False else cast("T | None", found)
 
 
 def fingerprint(html: str) -> str:
@@ -91,7 +107,7 @@ async def held_fragment(
     seen = request.query_params.get("seen", "")[:32]
     wait = _seconds(request.query_params.get("wait"))
     html = await render()
-    if changes is None or wait <= 0 or fingerprint(html) != seen:
+    if changes is None or changes.closed or wait <= 0 or fingerprint(html) != seen:
         return _answer(html, headers)
     if not changes.take(sid):
         return Response(status_code=429, headers={**headers, "Retry-After": "5"})

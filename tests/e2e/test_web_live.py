@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,7 +20,7 @@ import pytest
 import pytest_asyncio
 
 from pizzabot.agent.testing.scripts import last_tool_result
-from tests.peers.server import TOKEN
+from tests.peers.server import TOKEN, ServerProcess
 from tests.peers.stack import Reply, Stack, ToolCall
 from tests.waiting import eventually
 
@@ -169,3 +170,22 @@ async def test_a_logout_elsewhere_ends_the_sessions_held_asks_with_401(stack: St
     finally:
         await other.aclose()
         await c.aclose()
+
+
+async def test_a_stopping_server_answers_its_held_asks_instead_of_waiting_them_out(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "skills").mkdir()
+    server = ServerProcess(data_dir=tmp_path / "data", skills_dir=tmp_path / "skills")
+    await server.start()
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=60, follow_redirects=True) as c:
+            assert (await c.get("/login", params={"token": TOKEN})).status_code == 200
+            seen = (await c.get("/boxes")).headers["X-Live-Version"]
+            held = await hold_all(c, "/boxes", seen)
+            await asyncio.to_thread(server.stop)  # SIGTERM, as a Ctrl-C or `docker stop`
+            for answer in await asyncio.gather(*held):
+                # Answered by the stopping server; one killed after waiting gives no answer.
+                assert answer.status_code == 204
+    finally:
+        server.stop()

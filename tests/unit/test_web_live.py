@@ -62,3 +62,19 @@ def test_equal_fragments_have_equal_fingerprints() -> None:
     assert fingerprint("<div>1</div>") == fingerprint("<div>1</div>")
     assert fingerprint("<div>1</div>") != fingerprint("<div>2</div>")
     assert len(fingerprint("")) == 16
+
+
+async def test_closing_answers_every_held_ask_and_holds_no_more() -> None:
+    changes = Changes()
+    looked = asyncio.Event()
+
+    async def nothing() -> str | None:
+        looked.set()
+        return None
+
+    assert changes.take("a")
+    waiting = asyncio.create_task(changes.until(nothing, 30))
+    await looked.wait()
+    changes.close()
+    assert await waiting is None
+    assert not changes.take("b")
