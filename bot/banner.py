@@ -123,19 +123,27 @@ def stop_line(sig: int | None) -> str:
 
 
 class Server(uvicorn.Server):
-    """uvicorn's server, telling `on_stop` which signal stopped it.
+    """uvicorn's server, telling `on_stop` which signal stopped it (and `on_exit` it came).
 
     uvicorn hands a caught signal back to Python once it has shut down (SIGTERM's default
     then ends the process at once), so the stop line is said just before that.
     """
 
-    def __init__(self, config: uvicorn.Config, *, on_stop: Callable[[int | None], None]) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        *,
+        on_stop: Callable[[int | None], None],
+        on_exit: Callable[[], None] = lambda: None,
+    ) -> None:
         super().__init__(config)
         self.stop_signals: list[int] = []
         self._on_stop = on_stop
+        self._on_exit = on_exit
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self.stop_signals.append(sig)
+        self._on_exit()
         super().handle_exit(sig, frame)
 
     @contextlib.contextmanager

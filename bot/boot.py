@@ -45,6 +45,10 @@ class BootApp:
     def ready(self) -> bool:
         return self._app is not None
 
+    @property
+    def built(self) -> Any:
+        return self._app
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)

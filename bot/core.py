@@ -76,12 +76,12 @@ class Core:
     worker: Worker | None
 
 
-def ring(*bells: asyncio.Event) -> Callable[[], None]:
-    """A wake-up call that sets every one of `bells`."""
+def ring(*calls: Callable[[], None]) -> Callable[[], None]:
+    """A wake-up call that makes every one of `calls` (an event's `set`, a bell's `ring`)."""
 
     def wake() -> None:
-        for bell in bells:
-            bell.set()
+        for call in calls:
+            call()
 
     return wake
 
@@ -126,7 +126,7 @@ def build(
     mind: Mind | None,
     with_worker: bool = True,
     reach: frozenset[str] | None = None,
-    outbox_listeners: tuple[asyncio.Event, ...] = (),
+    outbox_listeners: tuple[Callable[[], None], ...] = (),
     clock: Callable[[], datetime] = utcnow,
     base_url: str = "",
     redactor: Redactor | None = None,
@@ -139,8 +139,8 @@ def build(
 ) -> Core:
     """Wire the engine's parts. `channels` are the ones this process delivers on; `reach`
     the ones items are addressed to (default: the same; a process that only steps runs
-    addresses items to the channels its servers deliver on). `outbox_listeners` are rung
-    whenever the outbox is. Without a `mind` nothing steps runs here."""
+    addresses items to the channels its servers deliver on). `outbox_listeners` are called
+    whenever the outbox is rung. Without a `mind` nothing steps runs here."""
     workers_bell, outbox_bell, decisions = asyncio.Event(), asyncio.Event(), Bell()
 
     ctx = Context(
@@ -148,7 +148,7 @@ def build(
         skills=skills,
         clock=clock,
         wake_workers=workers_bell.set,
-        wake_outbox=ring(outbox_bell, *outbox_listeners),
+        wake_outbox=ring(outbox_bell.set, *outbox_listeners),
         channels=frozenset(channels) if reach is None else reach,
         base_url=base_url,
         on_run_end=on_run_end,

@@ -6,6 +6,7 @@ command is a client of the HTTP API (`cli`), which imports nothing of the server
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sys
 from pathlib import Path
@@ -64,6 +65,11 @@ def _run_server(settings: Any, *, token: str, created: bool, with_worker: bool) 
     def stop() -> None:
         server.should_exit = True
 
+    def exiting() -> None:  # the web page's held asks are answered: a stop waits for none
+        with contextlib.suppress(RuntimeError, AttributeError):  # not built yet, or no loop
+            live = app_.built.state.services.live
+            asyncio.get_running_loop().call_soon_threadsafe(live.close)
+
     def stopped(sig: int | None) -> None:
         if app_.ready or sig is not None:
             banner.say(banner.stop_line(sig))
@@ -82,6 +88,7 @@ def _run_server(settings: Any, *, token: str, created: bool, with_worker: bool) 
             access_log=False,
         ),
         on_stop=stopped,
+        on_exit=exiting,
     )
     # stderr often ends in `docker logs` or the journal: the token goes only to a person.
     for line in banner.start_block(

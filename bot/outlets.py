@@ -5,7 +5,7 @@ worker (`pizzabot worker`) on none, addressing its items to its servers' channel
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pizzabot.agent.channel import Channel
@@ -14,6 +14,7 @@ from pizzabot.agent.policy import Access
 from pizzabot.agent.skills import SkillBook
 from pizzabot.bot import wire_chats, wire_email, wire_phone, wire_slack
 from pizzabot.bot.settings import Settings, environment
+from pizzabot.channels.web.live import Changes
 from pizzabot.store.sql import SqlStore
 
 if TYPE_CHECKING:
@@ -32,6 +33,8 @@ class Outlets:
     #: Every channel this process delivers on, and the ones items are addressed to.
     channels: list[Channel]
     addressed: frozenset[str]
+    #: The web page's long-polls, rung whenever the outbox is.
+    live: Changes = field(default_factory=Changes)
 
 
 def outlets(

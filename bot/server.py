@@ -117,8 +117,7 @@ async def _assemble(
     # One policy for every channel: who may decide, start and follow up, and through which.
     access = Access(skills=files.book, email_senders=settings.email_allowed_senders)
     env = environment()
-    # The API token and every secret setting: a provider's, a tool's, Slack's or an SMTP
-    # server's error must not show them.
+    # The API token and every secret setting: no provider's, tool's or server's error shows them.
     redactor = Redactor.of(token, *settings.secret_values())
     tools = ToolHub(env=env, call_timeout=settings.tool_timeout, extra_servers=folder_servers)
     tracer = tracing.exporter(env) if settings.otel else None
@@ -132,7 +131,7 @@ async def _assemble(
         reach=out.addressed,
         mind=mind,
         with_worker=settings.worker if with_worker is None else with_worker,
-        outbox_listeners=(home_bell,) if out.slack is not None else (),
+        outbox_listeners=(home_bell.set, out.live.ring),
         on_run_end=tracing.run_end_hook(store, tracer) if tracer is not None else None,
         **_engine_settings(settings, store, redactor),
         access=access,
@@ -157,6 +156,7 @@ async def _assemble(
         email=_email(settings, out.mail, core=core, store=store, access=access),
         triggers=wire_triggers.build(settings, store=store, core=core) if serving else None,
         phone=out.phone,
+        live=out.live,
         chats=wire_chats.build(settings, out.channels, core=core, store=store, access=access),
     )
     if tracer is not None:
@@ -407,7 +407,7 @@ def start_worker(svc: Services, worker: Worker) -> None:
 
 def listen_for_decisions(svc: Services, worker: Worker | None) -> None:
     """With PostgreSQL, another process's decision (a re-queued run) is announced on the
-    runs channel: wake the worker, and whoever waits here on an answer of that run."""
+    runs channel: wake the worker, whoever waits here on that run, and the web's held asks."""
     from pizzabot.store.pg import RunListener
 
     bell = svc.ctx.decisions
@@ -416,6 +416,7 @@ def listen_for_decisions(svc: Services, worker: Worker | None) -> None:
         if worker is not None:
             worker.wake()
         bell.ring(run_id)
+        svc.live.ring()
 
     svc.spawn(RunListener(svc.store.engine, woken).run_forever(), "listen")
 

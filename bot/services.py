@@ -27,6 +27,7 @@ from pizzabot.agent.worker import Worker
 from pizzabot.bot.core import Core
 from pizzabot.bot.settings import Settings
 from pizzabot.bot.skill_reload import SkillFiles
+from pizzabot.channels.web.live import Changes
 from pizzabot.store.sql import SqlStore
 from pizzabot.store.tokens import SqlTokens
 
@@ -104,6 +105,8 @@ class Services:
     chats: dict[str, ChatParts] = field(default_factory=dict)
     #: Push subscriptions and passkeys, as the web page uses them (`pizzabot.bot.wire_phone`).
     phone: PhoneDeps | None = None
+    #: What the web page's long-polls wait on; rung by the outbox and the runs channel.
+    live: Changes = field(default_factory=Changes)
     #: Long-lived tasks (receivers, loops) cancelled at shutdown.
     background: list[asyncio.Task[Any]] = field(default_factory=list)
     #: Called at shutdown, newest first (close clients, stop servers).

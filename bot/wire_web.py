@@ -34,6 +34,7 @@ def _deps(request: Request) -> WebDeps:
         access=svc.access,
         phone=svc.phone,
         mail_signin=_mail_signin(svc),
+        live=svc.live,
     )
 
 

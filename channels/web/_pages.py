@@ -1,4 +1,4 @@
-"""The web inbox's answers: a whole page, a polled fragment, a redirect with a flash message.
+"""The web inbox's answers: a whole page, a live region's fragment, a redirect with a flash message.
 
 Every answer carries the same security headers (no framing, no outside scripts, no caching,
 no referrer), and a redirect's flash message is chosen by a fixed key, so no text from a URL is ever
@@ -7,12 +7,14 @@ echoed on the page.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from pizzabot.channels.web._render import render
-from pizzabot.channels.web.site import Visit
+from pizzabot.channels.web.live import held_fragment
+from pizzabot.channels.web.site import Answered, Visit
 
 #: Messages shown after a redirect, by the key in ``?flash=`` (any other query is ignored).
 FLASHES: dict[str, tuple[str, str]] = {
@@ -84,9 +86,28 @@ async def not_found(v: Visit, what: str) -> HTMLResponse:
     return await error_page(v, 404, "Not found", f"No such {what}.")
 
 
-def fragment(v: Visit, template: str, **context: Any) -> HTMLResponse:
-    """A region of a page alone, as ``static/live.js`` polls it."""
-    return HTMLResponse(render(template, root=v.root, csrf=v.csrf, **context), 200, HEADERS)
+def fragment(v: Visit, template: str, **context: Any) -> str:
+    """A region of a page alone, as ``static/live.js`` asks for it."""
+    return render(template, root=v.root, csrf=v.csrf, **context)
+
+
+async def live(v: Visit, make: Callable[[], Awaitable[str]]) -> Response:
+    """A live region's fragment (`make` renders it), held as its long-poll asks
+    (`pizzabot.channels.web.live`); only a signed-in visit gets here. A session that ends
+    while its request is held (a logout elsewhere) gets a bare 401 at the next look, never
+    another fragment."""
+    sid = v.sid
+    assert sid is not None, "a live region depends on a signed-in session"
+    looks = 0
+
+    async def look() -> str:
+        nonlocal looks
+        looks += 1
+        if looks > 1 and await v.deps.ended.ended(sid):
+            raise Answered(Response(status_code=401, headers=HEADERS))
+        return await make()
+
+    return await held_fragment(v.request, sid, v.deps.live, look, HEADERS)
 
 
 def go(v: Visit, path: str, flash: str | None = None) -> RedirectResponse:

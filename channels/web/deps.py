@@ -4,7 +4,8 @@ The routes declare these as FastAPI dependencies instead of repeating a prologue
 
 - `Visitor`: anyone; the session is read from the cookie (the login pages);
 - `SignedIn`: a page; without a session the visitor is sent to the login form;
-- `SignedInLive`: an HTML fragment polled by ``static/live.js``; a bare 401 without a session;
+- `SignedInLive`: a live region's fragment ``static/live.js`` asks for; a bare 401 without a
+  session;
 - `Posted`: a state-changing form; 401 without a session, 403 without the signed-in session's CSRF
   token. The session is checked before the body is read, so an anonymous post is refused
   unparsed.
@@ -110,7 +111,7 @@ async def signed_in(v: Annotated[Visit, Depends(visit)]) -> Visit:
 
 
 async def signed_in_live(v: Annotated[Visit, Depends(visit)]) -> Visit:
-    """For a polled fragment: the visit when signed in; else a bare 401 for the script."""
+    """For a live region's fragment: the visit when signed in; else a bare 401 for the script."""
     if v.sid is None:
         raise Answered(Response(status_code=401))
     return v

@@ -1,7 +1,8 @@
 """The web inbox put together: its routes in one router, and `install` to plug it into an app.
 
 Every page works without JavaScript (forms post, then redirect to a page that shows the
-outcome); ``static/live.js`` only refreshes a few regions by polling their HTML fragments.
+outcome); ``static/live.js`` only refreshes a few regions, long-polling their HTML fragments
+(`pizzabot.channels.web.live`).
 Routes translate HTTP to `Inbox`/`Runs` calls and back, nothing more; who may ask is settled
 by the dependencies in `pizzabot.channels.web.deps`.
 """

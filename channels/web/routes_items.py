@@ -45,7 +45,15 @@ from pizzabot.agent.model import (
 )
 from pizzabot.agent.questions import answer_of, question_url, read_link
 from pizzabot.agent.step_up import Assertion, item_step_up
-from pizzabot.channels.web._pages import error_page, fragment, go, not_found, page, safe_next
+from pizzabot.channels.web._pages import (
+    error_page,
+    fragment,
+    go,
+    live,
+    not_found,
+    page,
+    safe_next,
+)
 from pizzabot.channels.web.deps import Post, Posted, SignedIn, SignedInLive, Visit
 from pizzabot.channels.web.forms import FieldView, field_views, read_form
 
@@ -78,7 +86,10 @@ async def home(v: SignedIn) -> Response:
 
 @router.get("/boxes")
 async def boxes_fragment(v: SignedInLive) -> Response:
-    return fragment(v, "_boxes.html", **await _boxes(v))
+    async def make() -> str:
+        return fragment(v, "_boxes.html", **await _boxes(v))
+
+    return await live(v, make)
 
 
 @router.post("/items/read-all")
@@ -101,10 +112,14 @@ async def item_get(item_id: str, v: SignedIn) -> Response:
 @router.get("/items/{item_id}/state")
 async def item_state(item_id: str, v: SignedInLive) -> Response:
     try:
-        item = await v.deps.store.get_item(item_id)
+        await v.deps.store.get_item(item_id)
     except NotFound:
         return Response(status_code=404)
-    return fragment(v, "_item_state.html", item=item)
+
+    async def make() -> str:
+        return fragment(v, "_item_state.html", item=await v.deps.store.get_item(item_id))
+
+    return await live(v, make)
 
 
 @router.post("/items/{item_id}")

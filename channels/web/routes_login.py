@@ -51,6 +51,8 @@ async def logout(post: Posted) -> Response:
     # A copy of the cookie (another browser, a proxy log) must stop working too.
     expires = now + timedelta(seconds=MAX_AGE + 60)
     await v.deps.ended.end(v.sid, expires_at=expires, now=now)
+    if v.deps.live is not None:  # its held asks look again, and are refused
+        v.deps.live.ring()
     response = RedirectResponse(f"{v.root}/login?flash=loggedout", 303, headers=HEADERS)
     response.delete_cookie(COOKIE, path=v.root or "/", httponly=True, samesite="strict")
     return response

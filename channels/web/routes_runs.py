@@ -1,6 +1,6 @@
 """Runs on the web inbox: the list, starting one, a run's timeline, cancelling, following up.
 
-A run's page shows its timeline live (``/runs/{id}/live`` is the polled region); a follow-up
+A run's page shows its timeline live (``/runs/{id}/live`` is its live region); a follow-up
 message goes to a run that is not waiting on a decision.
 """
 
@@ -15,7 +15,7 @@ from pizzabot.agent.conversation import derive
 from pizzabot.agent.errors import Conflict, KillSwitchOn, NotAllowed, NotFound
 from pizzabot.agent.model import ItemStatus
 from pizzabot.agent.timeline import entries
-from pizzabot.channels.web._pages import error_page, fragment, go, not_found, page
+from pizzabot.channels.web._pages import error_page, fragment, go, live, not_found, page
 from pizzabot.channels.web.deps import CHANNEL, Posted, SignedIn, SignedInLive, Visit
 
 __all__ = ["router"]
@@ -64,10 +64,14 @@ async def run_get(run_id: str, v: SignedIn) -> Response:
 @router.get("/runs/{run_id}/live")
 async def run_live(run_id: str, v: SignedInLive) -> Response:
     try:
-        context = await _run_context(v, run_id)
+        await v.deps.store.get_run(run_id)
     except NotFound:
         return Response(status_code=404)
-    return fragment(v, "_run_live.html", **context)
+
+    async def make() -> str:
+        return fragment(v, "_run_live.html", **await _run_context(v, run_id))
+
+    return await live(v, make)
 
 
 @router.post("/runs/{run_id}/cancel")

@@ -22,6 +22,7 @@ from pizzabot.agent.runs import Runs
 from pizzabot.agent.skills import SkillBook
 from pizzabot.agent.store import Store
 from pizzabot.channels.web._session import LoginThrottle, SessionEnds, Sessions
+from pizzabot.channels.web.live import Changes
 from pizzabot.channels.web.mail_signin import MailSignIn
 from pizzabot.channels.web.phone import PhoneDeps
 
@@ -57,6 +58,9 @@ class WebDeps:
     phone: PhoneDeps | None = None
     #: Sign-in links by mail for the people the skills list; None: the page offers none.
     mail_signin: MailSignIn | None = None
+    #: What the live regions' long-polls wait on, rung when the inbox changes (one for the
+    #: process); None: a live region is answered at once, as a plain poll.
+    live: Changes | None = None
 
     @property
     def policy(self) -> Access:

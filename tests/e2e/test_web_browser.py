@@ -22,6 +22,7 @@ from playwright.async_api import (
     Browser,
     BrowserContext,
     Page,
+    Request,
     ViewportSize,
     async_playwright,
     expect,
@@ -31,6 +32,7 @@ from pizzabot.agent.testing.scripts import last_tool_result
 from tests.peers.required import CHROMIUM
 from tests.peers.server import TOKEN
 from tests.peers.stack import Reply, Stack, ToolCall
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
@@ -254,15 +256,37 @@ async def test_reject_with_a_reason_the_model_reads(browser: Browser, stack: Sta
         await context.close()
 
 
+#: Counts the page's interval timers: the live regions keep none, they long-poll.
+COUNT_INTERVALS = """
+    window.__intervals = 0;
+    const every = window.setInterval;
+    window.setInterval = function () { window.__intervals += 1; return every.apply(this, arguments); };
+"""
+
+
 async def test_an_open_inbox_shows_a_new_card_by_itself_and_a_reload_shows_it_without_script(
     browser: Browser, stack: Stack
 ) -> None:
     live_context, live = await logged_in(browser, stack)
     still_context, still = await logged_in(browser, stack, javascript=False)
+    # What the open inbox asks for, in order, with a mark where the card is made.
+    seen: list[tuple[str, Request | None]] = []
+    live.on("request", lambda r: seen.append(("sent", r)) if "/boxes" in r.url else None)
+    live.on(
+        "requestfinished", lambda r: seen.append(("answered", r)) if "/boxes" in r.url else None
+    )
+    await live_context.add_init_script(COUNT_INTERVALS)
     try:
         for page in (live, still):
             await page.goto(f"{stack.server.url}/")
             await expect(page.locator("#boxes")).to_be_visible()
+        # The page's first ask learns what the list's fingerprint is; its next one says it and
+        # is held.
+        await eventually(
+            lambda: any(k == "sent" and r and "seen=&" not in r.url for k, r in seen),
+            what="the inbox to ask with the fingerprint of what it shows",
+        )
+        seen.append(("card made", None))
         run = await stack.start_run("test", "Send Ann the quote while the inbox is open")
         item = await stack.wait_item(run["id"])
         row = f"#boxes a[href='/items/{item['id']}']"
@@ -270,6 +294,9 @@ async def test_an_open_inbox_shows_a_new_card_by_itself_and_a_reload_shows_it_wi
         # With JavaScript the open inbox shows the card without a reload, and the tab says so.
         await expect(live.locator(row)).to_be_visible(timeout=15_000)
         await expect(live).to_have_title(re.compile(r"^\([1-9]\d*\) Inbox"))
+        # It came in the answer to an ask sent before the card was made: held, not a timer.
+        await held_across_the_card(seen, item["id"])
+        assert await live.evaluate("window.__intervals") == 0
         # Without, the page stays as it was, and a reload shows the card, ready to decide.
         await expect(still.locator(row)).to_have_count(0)
         await still.reload()
@@ -282,6 +309,23 @@ async def test_an_open_inbox_shows_a_new_card_by_itself_and_a_reload_shows_it_wi
     finally:
         await live_context.close()
         await still_context.close()
+
+
+async def held_across_the_card(seen: list[tuple[str, Request | None]], item_id: str) -> None:
+    """Some ask of the inbox was sent before the card was made, with the fingerprint of the
+    list then and a wait, and its answer (after) carried the card."""
+    mark = seen.index(("card made", None))
+    sent_before = {id(r) for k, r in seen[:mark] if k == "sent"}
+    for kind, request in seen[mark:]:
+        if kind != "answered" or request is None or id(request) not in sent_before:
+            continue
+        response = await request.response()
+        assert response is not None
+        if response.status == 200 and f"/items/{item_id}" in await response.text():
+            assert "seen=" in request.url and "seen=&" not in request.url
+            assert "wait=25" in request.url
+            return
+    raise AssertionError(f"no ask held across the card: {[(k, r and r.url) for k, r in seen]}")
 
 
 async def test_a_decision_made_through_the_api_shows_on_an_open_page(
