@@ -145,7 +145,19 @@ def bench(ctx: typer.Context) -> None:
     bench_app(args=list(ctx.args), prog_name="pizzabot bench")
 
 
+def _where() -> Any:
+    from pizzabot.bot.settings import Settings
+    from pizzabot.store.backup import Where
+
+    s = Settings()
+    return Where(database_url=s.db_url, data_dir=s.data_dir, audit_key=s.audit_key_path)
+
+
 def main() -> None:
+    from pizzabot.cli.control import audit_app
+    from pizzabot.store.admin import register
+
+    register(app, audit_app, where=_where)  # audit verify/export, backup, restore: the database's
     app(prog_name="pizzabot")
 
 
