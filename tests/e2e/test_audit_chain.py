@@ -174,3 +174,35 @@ async def test_many_writers_at_once_keep_one_chain_on_postgres() -> None:
         finally:
             for s in stores:
                 await s.aclose()
+
+
+async def test_the_upgrade_chains_the_rows_already_there(db_url: str) -> None:
+    """A database from before the chain: its audit rows are chained, oldest first, as they
+    were, and what is written after goes on from them."""
+    from alembic import command
+
+    from pizzabot.store.migrate import alembic_config
+
+    engine = connect(db_url)
+    async with engine.begin() as conn:
+        await conn.run_sync(lambda c: command.upgrade(alembic_config(c), "0011"))
+        for k in range(3):
+            await conn.execute(
+                text(
+                    "INSERT INTO audit (at, action, actor, channel, run_id, item_id, detail)"
+                    " VALUES (:t, 'kill', :who, 'cli', NULL, NULL, :d)"
+                ),
+                {"t": T0 + timedelta(seconds=k), "who": f"old{k}", "d": '{"reason": "é"}'},
+            )
+    await upgrade(engine)
+    store = SqlStore(engine)
+    try:
+        await write(store, 2)
+        verdict = await verify(store.db, key=None)
+        assert verdict.ok and verdict.rows == 5, verdict
+        old = [r async for r in export(store.db)][:3]
+        assert [(r["seq"], r["actor"], r["detail"]) for r in old] == [
+            (k + 1, f"old{k}", {"reason": "é"}) for k in range(3)
+        ]
+    finally:
+        await store.aclose()

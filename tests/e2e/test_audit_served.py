@@ -13,6 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from tests.conftest import fresh_pg_database
 from tests.peers.grant_stories import calls, calls_from_input
 from tests.peers.stack import Stack
 from tests.waiting import eventually
@@ -140,3 +143,31 @@ async def test_restore_refuses_what_is_not_a_backup(tmp_path: Path) -> None:
     done = await asyncio.to_thread(host, tmp_path / "data", "restore", str(tmp_path / "junk"))
     assert done.returncode == 1 and "is not a Pizza Bot backup" in done.stderr
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.postgres
+async def test_a_postgres_backup_restores_into_an_empty_database(tmp_path: Path) -> None:
+    async with fresh_pg_database() as url, fresh_pg_database() as empty:
+        env = {"PIZZABOT_DATABASE_URL": url}
+        async with Stack(tmp_path, script=calls_from_input, env=env) as st:
+            known = await make_history(st)
+            data = st.server.data_dir
+            running = await st.start_run("test", calls(("b@x.example", "later")))
+            done = await asyncio.to_thread(host, data, "backup", str(tmp_path / "b"), env=env)
+            assert done.returncode == 0, done.stderr
+            await st.wait_item(running["id"], status="pending")
+        into_used = await asyncio.to_thread(
+            host, tmp_path / "other", "restore", str(tmp_path / "b"), env=env
+        )
+        assert into_used.returncode == 1 and "not empty" in into_used.stderr
+        fresh_env = {"PIZZABOT_DATABASE_URL": empty}
+        fresh = tmp_path / "fresh"
+        restored = await asyncio.to_thread(
+            host, fresh, "restore", str(tmp_path / "b"), env=fresh_env
+        )
+        assert restored.returncode == 0, restored.stderr
+        verified = await asyncio.to_thread(host, fresh, "audit", "verify", env=fresh_env)
+        assert verified.returncode == 0, verified.stderr
+        exported = await asyncio.to_thread(host, fresh, "audit", "export", env=fresh_env)
+        runs = {json.loads(x)["run_id"] for x in exported.stdout.splitlines()}
+        assert set(known) <= runs

@@ -7,6 +7,7 @@ Create Date: 2026-12-06 10:00:00.000000
 """
 
 from collections.abc import Sequence
+from types import SimpleNamespace
 
 import sqlalchemy as sa
 from alembic import op
@@ -40,7 +41,7 @@ def _chain_existing() -> tuple[int, str]:
     rows = bind.execute(sa.select(audit).order_by(audit.c.id)).fetchall()
     for row in rows:
         seq += 1
-        h = hash_of(row._replace(seq=seq), prev=prev)
+        h = hash_of(SimpleNamespace(**{**row._mapping, "seq": seq}), prev=prev)
         bind.execute(
             audit.update().where(audit.c.id == row.id).values(seq=seq, prev_hash=prev, hash=h)
         )
