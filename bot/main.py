@@ -14,6 +14,8 @@ from typing import Annotated, Any
 import typer
 
 from pizzabot.cli import app
+from pizzabot.cli.control import audit_app
+from pizzabot.store.admin import register as register_admin
 
 __all__ = ["app", "main"]
 
@@ -153,11 +155,11 @@ def _where() -> Any:
     return Where(database_url=s.db_url, data_dir=s.data_dir, audit_key=s.audit_key_path)
 
 
-def main() -> None:
-    from pizzabot.cli.control import audit_app
-    from pizzabot.store.admin import register
+# audit verify/export, backup, restore: on the server's host, with the database itself
+register_admin(app, audit_app, where=_where)
 
-    register(app, audit_app, where=_where)  # audit verify/export, backup, restore: the database's
+
+def main() -> None:
     app(prog_name="pizzabot")
 
 
