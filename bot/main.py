@@ -1,7 +1,7 @@
 """`pizzabot`: the server (`serve`, `worker`) beside the client commands of `cli`.
 
-The server's two commands live here, with the composition root they start; every other
-command is a client of the HTTP API (`cli`), which imports nothing of the server.
+The server's commands live here (`audit verify`/`export`, `backup`, `restore`: `store.admin`);
+every other command is a client of the HTTP API (`cli`), which imports nothing of the server.
 """
 
 from __future__ import annotations

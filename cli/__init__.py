@@ -11,7 +11,8 @@ server, so a terminal on another device works the same way (`--url`, `--token`).
     client.py     where the server and its token are, and every failure as one line
     render.py     tables, a run's timeline, an item's card
 
-The server's own commands (`serve`, `worker`) are added by `pizzabot.bot.main`.
+The server's own commands (`serve`, `worker`, `audit verify`/`export`, `backup`, `restore`)
+are added by `pizzabot.bot.main`.
 """
 
 from pizzabot.cli import runs, items, control, grants, schedules  # noqa: I001 - the order of `--help`

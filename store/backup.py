@@ -86,17 +86,18 @@ def _database_files(where: Where) -> set[str]:
 def backup(where: Where, target: Path, *, now: datetime) -> dict[str, object]:
     """Back the server up into `target` (a new or empty folder); what `backup.json` says."""
     _empty_target(target, "the backup folder")
-    target.mkdir(mode=0o700, parents=True, exist_ok=True)
     db = _sqlite_path(where.database_url)
+    if db is not None and not db.exists():
+        raise BackupError(f"there is no database at {db}")
+    dump = _pg_tool("pg_dump") if db is None else ""
+    target.mkdir(mode=0o700, parents=True, exist_ok=True)
     if db is not None:
-        if not db.exists():
-            raise BackupError(f"there is no database at {db}")
         _sqlite_backup(db, target / _DB_FILE)
         kind = "sqlite"
     else:
         url, env = _libpq(where.database_url)
         out = target / _DUMP_FILE
-        _run([_pg_tool("pg_dump"), "--format=custom", f"--file={out}", url], env)
+        _run([dump, "--format=custom", f"--file={out}", url], env)
         kind = "postgresql"
     files = target / _FILES
     files.mkdir(mode=0o700)

@@ -171,3 +171,14 @@ async def test_a_postgres_backup_restores_into_an_empty_database(tmp_path: Path)
         exported = await asyncio.to_thread(host, fresh, "audit", "export", env=fresh_env)
         runs = {json.loads(x)["run_id"] for x in exported.stdout.splitlines()}
         assert set(known) <= runs
+
+
+async def test_a_postgres_backup_without_pg_dump_says_what_is_missing(tmp_path: Path) -> None:
+    env = {
+        "PIZZABOT_DATABASE_URL": "postgresql+asyncpg://u:secret@127.0.0.1:9/none",
+        "PATH": "/nonexistent",
+    }
+    done = await asyncio.to_thread(host, tmp_path / "data", "backup", str(tmp_path / "b"), env=env)
+    assert done.returncode == 1
+    assert "pg_dump is not installed" in done.stderr and "secret" not in done.stderr
+    assert not (tmp_path / "b").exists()
