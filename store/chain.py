@@ -21,6 +21,7 @@ import functools
 import hashlib
 import hmac
 import json
+import logging
 import os
 import secrets
 from collections.abc import Awaitable, Callable
@@ -30,10 +31,13 @@ from pathlib import Path
 from typing import Any, cast
 
 from sqlalchemy import Connection, Table, insert, select, update
+from sqlalchemy.exc import SQLAlchemyError
 
 from pizzabot.store.database import Database
 from pizzabot.store.tables import AuditRow
 from pizzabot.store.tables_audit import AuditCheckpointRow, AuditHeadRow
+
+log = logging.getLogger(__name__)
 
 AUDIT = cast(Table, AuditRow.__table__)
 HEAD = cast(Table, AuditHeadRow.__table__)
@@ -91,7 +95,8 @@ def row_hash(
         "channel": channel,
         "run_id": run_id,
         "item_id": item_id,
-        "detail": detail or {},
+        # As the JSON column gives it back: keys as strings, tuples as lists.
+        "detail": json.loads(json.dumps(detail or {})),
     }
     return hashlib.sha256(_canonical(fields)).hexdigest()
 
@@ -178,9 +183,13 @@ async def keep_checkpointing(
     clock: Callable[[], datetime],
     sleep: Callable[[float], Awaitable[None]],
 ) -> None:
-    """Sign the head at once, then every `every` seconds, until cancelled."""
+    """Sign the head at once, then every `every` seconds, until cancelled. A failed try (the
+    database away for a while) is logged and tried again next time; the key is never logged."""
     while True:
-        await db.run(functools.partial(write_checkpoint, key=key, now=clock()))
+        try:
+            await db.run(functools.partial(write_checkpoint, key=key, now=clock()))
+        except (ChainError, SQLAlchemyError, OSError) as exc:
+            log.warning("audit checkpoint not written: %s", type(exc).__name__)
         await sleep(every)
 
 

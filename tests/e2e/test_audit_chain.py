@@ -8,6 +8,7 @@ import asyncio
 import itertools
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Connection, select, text
@@ -206,3 +207,47 @@ async def test_the_upgrade_chains_the_rows_already_there(db_url: str) -> None:
         ]
     finally:
         await store.aclose()
+
+
+async def test_checkpoints_are_signed_at_start_and_then_every_period(store: SqlStore) -> None:
+    """The loop with an injected clock and sleep: one checkpoint per period that saw writes."""
+    from pizzabot.store.chain import keep_checkpointing
+
+    await write(store, 2)
+    periods: list[float] = []
+    ticks = iter(T0 + timedelta(hours=h) for h in range(10))
+
+    async def sleep(seconds: float) -> None:
+        periods.append(seconds)
+        if len(periods) == 1:
+            await write(store, 1, start=2)  # written in the first period
+        if len(periods) == 3:
+            raise asyncio.CancelledError
+
+    with pytest.raises(asyncio.CancelledError):
+        await keep_checkpointing(
+            store.db, key=KEY, every=60.0, clock=lambda: next(ticks), sleep=sleep
+        )
+    assert periods == [60.0, 60.0, 60.0]
+    cps = await store.db.read(
+        lambda c: [
+            tuple(r) for r in c.execute(text("SELECT seq FROM audit_checkpoints ORDER BY id"))
+        ]
+    )
+    assert cps == [(2,), (3,)]
+    assert (await verify(store.db, key=KEY)).ok
+
+
+def test_the_key_file_is_made_owner_only_and_never_shown(tmp_path: Path) -> None:
+    import stat
+
+    from pizzabot.store.chain import ChainError, ensure_key, read_key
+
+    path = tmp_path / "audit-key"
+    key = ensure_key(path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and len(key) == 32
+    assert ensure_key(path) == key  # kept, not made again
+    path.write_text("not hex at all, and a secret")
+    with pytest.raises(ChainError) as err:
+        read_key(path)
+    assert "secret" not in str(err.value) and str(path) in str(err.value)
