@@ -251,3 +251,36 @@ def test_the_key_file_is_made_owner_only_and_never_shown(tmp_path: Path) -> None
     with pytest.raises(ChainError) as err:
         read_key(path)
     assert "secret" not in str(err.value) and str(path) in str(err.value)
+
+
+def _write_from_another_process(url: str, start: int) -> None:
+    async def go() -> None:
+        s = SqlStore(connect(url))
+        try:
+            await write(s, 200, start=start)
+        finally:
+            await s.aclose()
+
+    asyncio.run(go())
+
+
+async def test_processes_writing_one_sqlite_file_at_once_keep_one_chain(tmp_path: Path) -> None:
+    import multiprocessing
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 'pizzabot.db'}"
+    engine = connect(url)
+    await upgrade(engine)
+    await engine.dispose()
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_write_from_another_process, args=(url, 1000 * k)) for k in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        await asyncio.to_thread(p.join, 120)
+        assert p.exitcode == 0
+    store = SqlStore(connect(url))
+    try:
+        verdict = await verify(store.db, key=None)
+        assert verdict.ok and verdict.rows == 600, verdict
+    finally:
+        await store.aclose()
