@@ -272,7 +272,9 @@ async def test_processes_writing_one_sqlite_file_at_once_keep_one_chain(tmp_path
     await upgrade(engine)
     await engine.dispose()
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_write_from_another_process, args=(url, 1000 * k)) for k in range(3)]
+    procs = [
+        ctx.Process(target=_write_from_another_process, args=(url, 1000 * k)) for k in range(3)
+    ]
     for p in procs:
         p.start()
     for p in procs:
