@@ -50,10 +50,14 @@ def parse_since(text: str, *, now: datetime) -> datetime:
 
 
 async def _open(where: Where) -> Database:
+    from pizzabot.store.backup import sqlite_path
     from pizzabot.store.chain import ChainError
     from pizzabot.store.database import Database, connect
     from pizzabot.store.migrate import current_revision, head_revision
 
+    file = sqlite_path(where.database_url)
+    if file is not None and not file.exists():  # connecting would make an empty one
+        raise ChainError(f"there is no database at {file}")
     db = Database(connect(where.database_url))
     now_at, head = await current_revision(db.engine), head_revision()
     if now_at != head:
@@ -103,11 +107,12 @@ def register(app: typer.Typer, audit: typer.Typer, *, where: Callable[[], Where]
     @audit.command("verify")
     def verify_command() -> None:
         """Check the audit chain and its signed checkpoints; name the first bad row."""
+        from pizzabot.store.backup import BackupError
         from pizzabot.store.chain import ChainError
 
         try:
             verdict = asyncio.run(_verify(where()))
-        except ChainError as exc:
+        except (ChainError, BackupError) as exc:
             _fail(str(exc))
         for line in ([verdict.first_bad] if verdict.first_bad else []) + verdict.bad_checkpoints:
             sys.stderr.write(f"error: {line}\n")
@@ -124,6 +129,7 @@ def register(app: typer.Typer, audit: typer.Typer, *, where: Callable[[], Where]
         ] = None,
     ) -> None:
         """Print the audit rows as JSON Lines, oldest first, with their chain hashes."""
+        from pizzabot.store.backup import BackupError
         from pizzabot.store.chain import ChainError
 
         try:
@@ -132,7 +138,7 @@ def register(app: typer.Typer, audit: typer.Typer, *, where: Callable[[], Where]
             _fail(str(exc), 2)
         try:
             asyncio.run(_export(where(), start))
-        except ChainError as exc:
+        except (ChainError, BackupError) as exc:
             _fail(str(exc))
 
     _register_backup(app, where)

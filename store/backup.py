@@ -41,7 +41,7 @@ class Where:
     audit_key: Path
 
 
-def _sqlite_path(url: str) -> Path | None:
+def sqlite_path(url: str) -> Path | None:
     parsed = make_url(url)
     if not parsed.get_backend_name().startswith("sqlite"):
         return None
@@ -77,7 +77,7 @@ def _empty_target(path: Path, what: str) -> None:
 
 
 def _database_files(where: Where) -> set[str]:
-    db = _sqlite_path(where.database_url)
+    db = sqlite_path(where.database_url)
     if db is None or db.parent.resolve() != where.data_dir.resolve():
         return set()
     return {db.name, f"{db.name}-wal", f"{db.name}-shm", f"{db.name}-journal"}
@@ -86,7 +86,7 @@ def _database_files(where: Where) -> set[str]:
 def backup(where: Where, target: Path, *, now: datetime) -> dict[str, object]:
     """Back the server up into `target` (a new or empty folder); what `backup.json` says."""
     _empty_target(target, "the backup folder")
-    db = _sqlite_path(where.database_url)
+    db = sqlite_path(where.database_url)
     if db is not None and not db.exists():
         raise BackupError(f"there is no database at {db}")
     dump = _pg_tool("pg_dump") if db is None else ""
@@ -159,7 +159,7 @@ def restore(where: Where, source: Path) -> dict[str, object]:
     """Restore the backup in `source` into `where`, whose data folder must be empty."""
     manifest = _read_manifest(source)
     _empty_target(where.data_dir, "the data folder")
-    db = _sqlite_path(where.database_url)
+    db = sqlite_path(where.database_url)
     if (db is None) != (manifest["database"] == "postgresql"):
         raise BackupError(
             f"the backup holds a {manifest['database']} database, the server is set up for "
@@ -203,4 +203,5 @@ def _pg_restore(url: str, dump: Path) -> None:
         raise BackupError(f"cannot reach the database: {count.stderr.strip()[-2000:]}")
     if count.stdout.strip() != "0":
         raise BackupError("the database is not empty: restore into a new, empty database")
-    _run([tool, "--no-owner", "--exit-on-error", f"--dbname={plain}", str(dump)], env)
+    # One transaction: a restore that fails leaves the database as empty as it found it.
+    _run([tool, "--no-owner", "--single-transaction", f"--dbname={plain}", str(dump)], env)

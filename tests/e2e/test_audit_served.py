@@ -143,6 +143,11 @@ async def test_restore_refuses_what_is_not_a_backup(tmp_path: Path) -> None:
     done = await asyncio.to_thread(host, tmp_path / "data", "restore", str(tmp_path / "junk"))
     assert done.returncode == 1 and "is not a Pizza Bot backup" in done.stderr
     assert not (tmp_path / "data").exists()
+    (tmp_path / "data").mkdir()
+    for args in (("audit", "verify"), ("audit", "export")):
+        missing = await asyncio.to_thread(host, tmp_path / "data", *args)
+        assert missing.returncode == 1 and "there is no database at" in missing.stderr
+    assert list((tmp_path / "data").iterdir()) == []  # nothing made on the way
 
 
 @pytest.mark.postgres
