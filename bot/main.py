@@ -1,7 +1,7 @@
 """`pizzabot`: the server (`serve`, `worker`) beside the client commands of `cli`.
 
-The server's two commands live here, with the composition root they start; every other
-command is a client of the HTTP API (`cli`), which imports nothing of the server.
+The server's commands live here (`audit verify`/`export`, `backup`, `restore`: `store.admin`);
+every other command is a client of the HTTP API (`cli`), which imports nothing of the server.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from typing import Annotated, Any
 import typer
 
 from pizzabot.cli import app
+from pizzabot.cli.control import audit_app
+from pizzabot.store.admin import register as register_admin
 
 __all__ = ["app", "main"]
 
@@ -150,6 +152,18 @@ def bench(ctx: typer.Context) -> None:
             "a checkout of the repository (make bench)"
         ) from None
     bench_app(args=list(ctx.args), prog_name="pizzabot bench")
+
+
+def _where() -> Any:
+    from pizzabot.bot.settings import Settings
+    from pizzabot.store.backup import Where
+
+    s = Settings()
+    return Where(database_url=s.db_url, data_dir=s.data_dir, audit_key=s.audit_key_path)
+
+
+# audit verify/export, backup, restore: on the server's host, with the database itself
+register_admin(app, audit_app, where=_where)
 
 
 def main() -> None:

@@ -61,6 +61,7 @@ from pizzabot.bot.settings import Settings, environment, private_folder
 from pizzabot.bot.skill_reload import SkillFiles
 from pizzabot.channels.mcp import http as mcp_http
 from pizzabot.store.approvals import SqlApprovals
+from pizzabot.store.chain import ensure_key, keep_checkpointing
 from pizzabot.store.grants import SqlGrants
 from pizzabot.store.migrate import upgrade
 from pizzabot.store.sql import SqlStore, connect
@@ -343,6 +344,13 @@ async def start(svc: Services) -> None:
         await wire_triggers.start(svc, svc.triggers)
     wire_digest.start(svc)
     svc.spawn_singleton("outbox", svc.dispatcher.run_forever)
+    key, every = ensure_key(svc.settings.audit_key_path), svc.settings.audit_checkpoint_every
+    svc.spawn_singleton(
+        "audit-checkpoints",
+        lambda: keep_checkpointing(
+            svc.store.db, key=key, every=every, clock=utcnow, sleep=asyncio.sleep
+        ),
+    )
     if svc.worker is not None:
         start_worker(svc, svc.worker)
     elif svc.store.is_postgres:

@@ -153,6 +153,10 @@ class Settings(BaseSettings):
     # Signs decision links and reply tokens; unset: a random key kept in data_dir/mail-key.
     # Every server process of one deployment needs the same key.
     email_key: SecretStr | None = None
+    # Signs the audit chain's checkpoints (docs/audit.md); unset: data_dir/audit-key, made at
+    # the first start. Every server of one deployment needs the same file.
+    audit_key_file: Path | None = None
+    audit_checkpoint_every: float = Field(default=3600.0, gt=0)  # seconds between checkpoints
 
     @field_validator("imap_tls", mode="before")
     @classmethod
@@ -213,6 +217,10 @@ class Settings(BaseSettings):
     @property
     def db_url(self) -> str:
         return self.database_url or f"sqlite+aiosqlite:///{self.data_dir / 'pizzabot.db'}"
+
+    @property
+    def audit_key_path(self) -> Path:
+        return self.audit_key_file or self.data_dir / "audit-key"
 
     @property
     def base_url(self) -> str:

@@ -13,7 +13,8 @@ server, so a terminal on another device works the same way (`--url`, `--token`).
     ids.py        ids as people type them: a unique beginning, as the web shows it
     render.py     tables, a run's timeline, an item's card
 
-The server's own commands (`serve`, `worker`) are added by `pizzabot.bot.main`.
+The server's own commands (`serve`, `worker`, `audit verify`/`export`, `backup`, `restore`)
+are added by `pizzabot.bot.main`.
 """
 
 from pizzabot.cli import runs, items, control, grants, schedules  # noqa: I001 - the order of `--help`

@@ -19,7 +19,7 @@ from pizzabot.cli.render import (
     time_column,
     when,
 )
-from pizzabot.cli.typer_app import stderr
+from pizzabot.cli.typer_app import App, stderr
 
 
 @app.command()
@@ -106,14 +106,23 @@ def _refusal(e: dict[str, Any]) -> None:
         )
 
 
-@app.command()
+#: `pizzabot audit` lists; the server's host adds `audit verify` and `audit export`
+#: (`pizzabot.bot.main`), which read the database itself.
+audit_app = App(help="The audit trail (verify and export: on the server's host).")
+app.add_typer(audit_app, name="audit")
+
+
+@audit_app.callback(invoke_without_command=True)
 def audit(
+    ctx: typer.Context,
     url: UrlOpt = None,
     token: TokenOpt = None,
     limit: Annotated[int, typer.Option(help="How many, newest first", min=1, max=5000)] = 50,
     as_json: JsonOpt = False,
 ) -> None:
     """Show the audit trail: who decided, started, cancelled or killed what, and when."""
+    if ctx.invoked_subcommand is not None:
+        return
     data = call(url, token, "GET", "/api/audit", params={"limit": limit})
     if as_json:
         dump_json(data)

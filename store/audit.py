@@ -1,24 +1,20 @@
 """The audit trail in SQL: who did what, through which channel, to which run or item.
 
 Writes that are audited as part of a larger change (a decision) call `insert_audit` in that
-change's transaction; everything else writes one entry on its own. Implements
-`pizzabot.agent.store.AuditLog`.
+change's transaction; everything else writes one entry on its own. Each entry is the audit
+chain's next row (`pizzabot.store.chain`). Implements `pizzabot.agent.store.AuditLog`.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Connection, Table, insert, select
+from sqlalchemy import Connection, select
 
 from pizzabot.agent.model import AuditEntry
+from pizzabot.store.chain import AUDIT, append
 from pizzabot.store.database import Database
-from pizzabot.store.tables import AuditRow
-
-AUDIT = cast(Table, AuditRow.__table__)
-
-_INSERT_AUDIT = insert(AUDIT)
 
 
 def insert_audit(
@@ -32,8 +28,8 @@ def insert_audit(
     item_id: str | None = None,
     detail: dict[str, Any] | None = None,
 ) -> None:
-    c.execute(
-        _INSERT_AUDIT,
+    append(
+        c,
         {
             "at": now,
             "action": action,

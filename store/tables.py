@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Float,
     ForeignKey,
@@ -131,6 +132,10 @@ class AuditRow(Base):
     run_id: Mapped[str | None] = mapped_column(String(32))
     item_id: Mapped[str | None] = mapped_column(String(32))
     detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # The chain (store/chain.py): the row's place in it, the hash of the row before, its own.
+    seq: Mapped[int] = mapped_column(BigInteger)
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    hash: Mapped[str] = mapped_column(String(64))
 
 
 class SwitchRow(Base):
@@ -144,6 +149,7 @@ class SwitchRow(Base):
 
 # The other tables join the same metadata, so the migrations' check sees the whole schema.
 import pizzabot.store.tables_approvals  # noqa: E402
+import pizzabot.store.tables_audit  # noqa: E402
 import pizzabot.store.tables_grants  # noqa: E402
 import pizzabot.store.tables_mail  # noqa: E402
 import pizzabot.store.tables_phone  # noqa: E402
