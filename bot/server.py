@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, TypedDict
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
+from pizzabot.agent import warmup
 from pizzabot.agent.context import utcnow
-from pizzabot.agent.llm import LiteLLMClient, ModelRouter, freeze_after_import
+from pizzabot.agent.llm import LiteLLMClient, ModelRouter
 from pizzabot.agent.llm_demo import DemoModel
 from pizzabot.agent.llm_openai import OpenAIClient
 from pizzabot.agent.outbox import Limits
@@ -400,7 +401,8 @@ def follow_skill_files(svc: Services) -> None:
             await svc.tools.retain(svc.ctx.skills.all())  # no server outlives its skill
         for name in [*change.added, *change.changed]:
             if name in svc.ctx.skills:
-                svc.spawn(warm_skill(svc, svc.ctx.skills.get(name)), f"warm-mcp:{name}")
+                skill = svc.ctx.skills.get(name)
+                svc.spawn(warmup.warm_skill(svc.tools, skill), f"warm-mcp:{name}")
 
     svc.skill_files.listeners.append(after)
     if svc.skill_files.interval > 0:
@@ -448,26 +450,6 @@ async def shutdown(svc: Services) -> None:
 
 
 async def warm(svc: Services) -> None:
-    """Load the model libraries the skills need and start every skill's MCP servers, both
-    in the background, so the first run does not wait for them (and `/healthz` never does):
-    the libraries import on a thread (`ModelRoute.prepare`), the servers start as tasks, so
-    the event loop keeps answering requests meanwhile."""
-    skills = list(svc.ctx.skills.all())
+    """The skills' model libraries and MCP servers, in the background (`agent.warmup`)."""
     model = svc.engine.model if svc.engine is not None else None
-    models = model.prepare(skills) if isinstance(model, ModelRouter) else asyncio.sleep(0)
-
-    async def servers() -> None:
-        for skill in skills:
-            await warm_skill(svc, skill)
-
-    # Side by side: a server's start (a process, a handshake) mostly waits, an import works.
-    await asyncio.gather(models, servers())
-    # What stays loaded now lives as long as the process: out of the collector's sight.
-    freeze_after_import("warm-up")
-
-
-async def warm_skill(svc: Services, skill: Skill) -> None:
-    try:
-        await svc.tools.warm(skill)
-    except Exception as exc:
-        log.warning("skill %s: MCP servers not ready yet: %s", skill.name, exc)
+    await warmup.warm(svc.ctx.skills.all(), model=model, tools=svc.tools)

@@ -16,16 +16,10 @@ for as long as the configured one is the one it replaced.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import os
-import secrets
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
@@ -70,65 +64,17 @@ def install(app: FastAPI, settings: Settings) -> None:
         app.include_router(links_router(_desk))
 
 
-def _key_file(path: Path) -> str:
-    """The key kept at `path`, made (0600, atomically: other processes may race) if missing."""
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        spare = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-        fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(48) + "\n")
-        try:
-            os.link(spare, path)  # fails if another process was first: theirs is kept
-        except FileExistsError:
-            pass
-        finally:
-            spare.unlink()
-    if path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        log.warning("Email: %s is readable by others; it should be mode 0600", path)
-    return path.read_text().strip()
-
-
 def mail_key(settings: Settings) -> MailKey:
-    from pizzabot.channels.email import MailKey
-
     """The key that signs decision links and reply tokens; it never leaves the server."""
+    from pizzabot.channels.email.keys import MailKey, kept_key
+
     if settings.email_key is not None:
         text = settings.email_key.get_secret_value()
     else:
-        text = _key_file(settings.data_dir / "mail-key")
+        text = kept_key(settings.data_dir / "mail-key")
     if len(text.encode()) < 32:
         raise ValueError("PIZZABOT_EMAIL_KEY must be at least 32 characters")
     return MailKey(text.encode())
-
-
-_ROTATED = "mail-oauth-refresh-token"
-
-
-def _fingerprint(refresh_token: str) -> str:
-    return hashlib.sha256(refresh_token.encode()).hexdigest()
-
-
-def _rotated_token(path: Path, configured: str) -> str | None:
-    """The newest refresh token kept for `configured`; None when there is none or the
-    configured one changed since (then the configured one is newer)."""
-    try:
-        kept = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(kept, dict) or kept.get("configured") != _fingerprint(configured):
-        return None
-    token = kept.get("token")
-    return token if isinstance(token, str) and token else None
-
-
-def _keep_rotated(path: Path, configured: str, token: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    spare = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"configured": _fingerprint(configured), "token": token}, f)
-    os.replace(spare, path)
 
 
 def oauth_tokens(settings: Settings) -> OAuthTokens | None:
@@ -141,6 +87,7 @@ def oauth_tokens(settings: Settings) -> OAuthTokens | None:
     if "xoauth2" not in (s.imap_auth, s.smtp_auth):
         return None
     from pizzabot.channels.email.oauth import OAuthConfig, OAuthTokens, provider_defaults
+    from pizzabot.channels.email.oauth_file import RotatedToken
 
     if s.oauth_provider is None:
         raise ValueError("XOAUTH2 needs PIZZABOT_OAUTH_PROVIDER (google, microsoft or custom)")
@@ -155,22 +102,15 @@ def oauth_tokens(settings: Settings) -> OAuthTokens | None:
     configured = _secret(s.oauth_refresh_token)
     if not s.oauth_client_id or not configured:
         raise ValueError("XOAUTH2 needs PIZZABOT_OAUTH_CLIENT_ID and PIZZABOT_OAUTH_REFRESH_TOKEN")
-    path = s.data_dir / _ROTATED
+    rotated = RotatedToken(s.data_dir / "mail-oauth-refresh-token", configured)
     config = OAuthConfig(
         token_url=token_url,
         client_id=s.oauth_client_id,
         client_secret=_secret(s.oauth_client_secret),
-        refresh_token=_rotated_token(path, configured) or configured,
+        refresh_token=rotated.newest() or configured,
         scope=s.oauth_scope if s.oauth_scope is not None else default_scope or None,
     )
-
-    def keep(token: str) -> None:
-        try:
-            _keep_rotated(path, configured, token)
-        except OSError as exc:
-            log.warning("Email: cannot keep the rotated OAuth refresh token in %s: %s", path, exc)
-
-    return OAuthTokens(config, on_refresh_token=keep)
+    return OAuthTokens(config, on_refresh_token=rotated.keep)
 
 
 def _secret(value: object) -> str | None:

@@ -17,7 +17,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import logging
+import os
 import secrets
+import stat
+from pathlib import Path
 from typing import Any
 
 from itsdangerous import BadSignature, URLSafeSerializer
@@ -25,6 +29,7 @@ from itsdangerous import BadSignature, URLSafeSerializer
 from pizzabot.channels.email.trust import normalize_address
 
 MIN_KEY_BYTES = 32
+log = logging.getLogger(__name__)
 
 
 class MailKey:
@@ -63,3 +68,22 @@ class MailKey:
 
 
 __all__ = ["BadSignature", "MailKey"]
+
+
+def kept_key(path: Path) -> str:
+    """The key kept at `path`, made (0600, atomically: other processes may race) if missing."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        spare = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(48) + "\n")
+        try:
+            os.link(spare, path)  # fails if another process was first: theirs is kept
+        except FileExistsError:
+            pass
+        finally:
+            spare.unlink()
+    if path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        log.warning("Email: %s is readable by others; it should be mode 0600", path)
+    return path.read_text().strip()
