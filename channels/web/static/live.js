@@ -14,6 +14,8 @@
   // An answer that came back at once and unchanged means nobody held it (a proxy, an old
   // server): ask again only after this long, not in a tight loop.
   var QUICK_MS = 1000, UNHELD_MS = 4000;
+  // Set once a form on the page is sent: no region asks or reloads after that.
+  var leaving = false;
 
   function Region(el) {
     this.el = el;
@@ -37,6 +39,7 @@
     if (!fresh) return;
     var was = r.el.getAttribute("data-version");
     var now = fresh.getAttribute("data-version");
+    if (leaving) return;
     if (r.el.hasAttribute("data-reload") && now !== null && was !== now) {
       window.location.reload();
       return;
@@ -60,7 +63,7 @@
   }
 
   function ask(r) {
-    if (document.hidden || r.asking) return;
+    if (document.hidden || r.asking || leaving) return;
     window.clearTimeout(r.timer);
     r.timer = null;
     var ctl = window.AbortController ? new AbortController() : null;
@@ -106,7 +109,14 @@
     });
     // A push arrived (app.js hears it from the service worker): ask anew now.
     document.addEventListener("pizzabot:refresh", function () {
-      regions.forEach(function (r) { stop(r); ask(r); });
+      if (!leaving) regions.forEach(function (r) { stop(r); ask(r); });
+    });
+    // A form sent from this page decides what shows next (its answer, with its message):
+    // the page's own change must not reload it from under that navigation.
+    document.addEventListener("submit", function (e) {
+      if (e.defaultPrevented) return;
+      leaving = true;
+      regions.forEach(stop);
     });
   });
 })();
