@@ -146,6 +146,11 @@ async def test_a_subscribed_browser_is_pushed_that_a_card_waits_and_nothing_else
         manifest = await (await page.request.get(f"{here(stack)}/manifest.webmanifest")).json()
         assert manifest["display"] == "standalone" and manifest["start_url"] == "/"
         assert {i["sizes"] for i in manifest["icons"]} >= {"192x192", "512x512"}
+        # Once the worker is active it controls the page: at once through its claim, or,
+        # when the page was already loading as the worker activated, from the next load.
+        await until(page, "navigator.serviceWorker.ready.then(r => r.active !== null)")
+        if not await page.evaluate("navigator.serviceWorker.controller !== null"):
+            await page.reload()
         await until(page, "navigator.serviceWorker.controller !== null")
         # It keeps the shell, and no page of the inbox.
         cached = await page.evaluate(
