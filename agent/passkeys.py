@@ -21,6 +21,9 @@ assertion cannot be used twice at once either. Logins are audited (`passkey_logi
 The relying party's id is the page's host name and the origins its addresses
 (`relying_party`, from the public URL): a browser signs only for the site it is on, so a
 passkey made here cannot be used for any other site, nor another's for this one.
+
+The `webauthn` library (~7 MiB resident) is imported by the first ceremony, not with this
+module: a server whose people never use a passkey does not carry it.
 """
 
 from __future__ import annotations
@@ -33,20 +36,6 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
-
-from webauthn import (
-    generate_authentication_options,
-    generate_registration_options,
-    verify_authentication_response,
-    verify_registration_response,
-)
-from webauthn.helpers import options_to_json_dict, parse_authentication_credential_json
-from webauthn.helpers.structs import (
-    AuthenticatorSelectionCriteria,
-    PublicKeyCredentialDescriptor,
-    ResidentKeyRequirement,
-    UserVerificationRequirement,
-)
 
 from pizzabot.agent.context import new_id, utcnow
 from pizzabot.agent.devices import Challenge, PasskeyStore, StoredPasskey, holder
@@ -129,6 +118,15 @@ class Passkeys:
 
     async def register_options(self, who: Principal) -> dict[str, Any]:
         """The options `navigator.credentials.create` takes, and the nonce to send back."""
+        from webauthn import generate_registration_options
+        from webauthn.helpers import options_to_json_dict
+        from webauthn.helpers.structs import (
+            AuthenticatorSelectionCriteria,
+            PublicKeyCredentialDescriptor,
+            ResidentKeyRequirement,
+            UserVerificationRequirement,
+        )
+
         nonce = await self._open("register", who.requester)
         mine = await self.store.list_passkeys(who.requester)
         options = generate_registration_options(
@@ -152,6 +150,8 @@ class Passkeys:
         self, who: Principal, *, nonce: str, credential: str, name: str
     ) -> StoredPasskey:
         """Keep the passkey `credential` made for the challenge `nonce`, as `who`'s."""
+        from webauthn import verify_registration_response
+
         now = self._clock()
         opened = await self.store.take(nonce, purpose="register", now=now)
         if opened is None or opened.principal != who.requester:
@@ -181,6 +181,10 @@ class Passkeys:
 
     async def login_options(self) -> dict[str, Any]:
         """Options for `navigator.credentials.get` with any of this site's passkeys."""
+        from webauthn import generate_authentication_options
+        from webauthn.helpers import options_to_json_dict
+        from webauthn.helpers.structs import UserVerificationRequirement
+
         nonce = await self._open("login", None)
         options = generate_authentication_options(
             rp_id=self.rp_id,
@@ -214,6 +218,13 @@ class Passkeys:
     async def step_up_options(self, who: Principal, item: Item, *, digest: str) -> dict[str, Any]:
         """Options to confirm the card of `item` whose digest is `digest` with one of `who`'s
         passkeys."""
+        from webauthn import generate_authentication_options
+        from webauthn.helpers import options_to_json_dict
+        from webauthn.helpers.structs import (
+            PublicKeyCredentialDescriptor,
+            UserVerificationRequirement,
+        )
+
         mine = await self.store.list_passkeys(who.requester)
         if not mine:
             raise PasskeyRefused("you have no passkey yet: add one on the Phone page first")
@@ -257,6 +268,8 @@ class Passkeys:
         return nonce
 
     async def _key(self, credential: str) -> StoredPasskey:
+        from webauthn.helpers import parse_authentication_credential_json
+
         try:
             parsed = parse_authentication_credential_json(credential)
         except Exception as exc:
@@ -269,6 +282,8 @@ class Passkeys:
     async def _check(self, key: StoredPasskey, credential: str, challenge: bytes) -> None:
         """The assertion is `key`'s signature over `challenge` from this site, with its user
         verified and its counter moved forward (the stored counter follows)."""
+        from webauthn import verify_authentication_response
+
         try:
             verified = verify_authentication_response(
                 credential=credential,

@@ -8,15 +8,17 @@ from pathlib import Path
 
 from tests.imports import loaded_by_a_server
 
-#: Sending a Web Push loads these (pywebpush brings aiohttp and requests along).
-PUSH_SENDING = ["pywebpush", "aiohttp", "requests"]
+#: Sending a Web Push loads these (pywebpush brings aiohttp and requests along); the first
+#: passkey ceremony loads webauthn.
+FIRST_USE = ["pywebpush", "aiohttp", "requests", "webauthn"]
 #: A server without Slack, mail, PostgreSQL or a litellm-routed model needs none of these.
 UNCONFIGURED = ["slack_bolt", "slack_sdk", "aioimaplib", "aiosmtplib", "asyncpg", "litellm"]
 
 
-def test_a_default_server_loads_no_push_sender_and_nothing_it_is_not_configured_for(
+def test_a_default_server_loads_no_push_sender_nor_passkeys_nor_what_it_is_not_configured_for(
     tmp_path: Path,
 ) -> None:
-    # Push is on by default (its key is made at start), yet nothing is sent until a person
-    # subscribes and a card arrives.
-    assert loaded_by_a_server(tmp_path, {}, among=PUSH_SENDING + UNCONFIGURED) == []
+    # Push and passkeys are on by default (the push key is made at start), yet nothing is
+    # sent until a person subscribes and a card arrives, and no ceremony runs until a person
+    # adds or uses a passkey.
+    assert loaded_by_a_server(tmp_path, {}, among=FIRST_USE + UNCONFIGURED) == []
