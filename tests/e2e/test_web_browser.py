@@ -87,7 +87,11 @@ async def browser() -> AsyncIterator[Browser]:
 async def logged_in(
     browser: Browser, stack: Stack, *, javascript: bool = True
 ) -> tuple[BrowserContext, Page]:
-    context = await browser.new_context(viewport=DESKTOP, java_script_enabled=javascript)
+    # The page's service worker is the phone tests' subject; here it would only add a
+    # Chromium part these tests do not look at.
+    context = await browser.new_context(
+        viewport=DESKTOP, java_script_enabled=javascript, service_workers="block"
+    )
     page = await context.new_page()
     await page.goto(f"{stack.server.url}/login?token={TOKEN}")
     assert TOKEN not in page.url  # the link swapped the token for a cookie and moved on
@@ -137,7 +141,7 @@ async def test_the_login_link_leaves_a_strict_httponly_cookie_and_no_token(
         assert TOKEN not in cookies[0]["value"]
 
         # Another browser without the cookie is sent to the login form; a wrong token fails.
-        stranger = await browser.new_context()
+        stranger = await browser.new_context(service_workers="block")
         other = await stranger.new_page()
         await other.goto(f"{stack.server.url}/runs")
         assert other.url.startswith(f"{stack.server.url}/login?next=")
@@ -401,7 +405,7 @@ async def test_every_page_fits_a_phone_and_tables_read_as_cards(
     assert (await stack.decide(decided_item["id"], "approve")).status_code == 200
     done = await stack.wait_run(decided["id"], {"done"})
 
-    stranger = await browser.new_context(viewport=DESKTOP)
+    stranger = await browser.new_context(viewport=DESKTOP, service_workers="block")
     login = await stranger.new_page()
     context, page = await logged_in(browser, stack)
     try:

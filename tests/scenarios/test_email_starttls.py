@@ -24,6 +24,7 @@ from pizzabot.channels.email.imap_ext import StartTlsError, starttls
 from tests.peers.mailserver import DEFAULT_USERS, MailServer
 from tests.peers.required import require
 from tests.scenarios.test_email_oauth import Inbox, message, send_as_alice, spare_user
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.mail
 
@@ -90,6 +91,14 @@ def logins(mail: MailServer, user: str) -> list[str]:
     return [line for line in mail.imap_logins() if f"user=<{user}>" in line]
 
 
+async def the_login(mail: MailServer, user: str) -> str:
+    """The one login of `user` in the mail server's log, once its log has it (it writes the
+    line on its own time, after the session began)."""
+    found = await eventually(lambda: logins(mail, user) or None, what=f"a login of {user}")
+    [login] = found
+    return login
+
+
 async def test_the_receiver_reads_mail_over_starttls_on_the_imap_port(mail: MailServer) -> None:
     user, password = fresh_user(mail)
     inbox = Inbox()
@@ -105,7 +114,7 @@ async def test_the_receiver_reads_mail_over_starttls_on_the_imap_port(mail: Mail
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
 
-    [login] = logins(mail, user)
+    login = await the_login(mail, user)
     assert "method=PLAIN" in login and ", TLS," in login
 
 
@@ -114,7 +123,7 @@ async def test_implicit_tls_still_works(mail: MailServer) -> None:
     receiver = ImapReceiver(config(mail, user, password, port=mail.imaps_port, tls=True), Inbox())
     await first_round(receiver)
     assert receiver.connects == 1
-    [login] = logins(mail, user)
+    login = await the_login(mail, user)
     assert ", TLS," in login
 
 
