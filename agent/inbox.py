@@ -416,11 +416,10 @@ class Inbox:
             status=ItemStatus.EXPIRED,
             ends=ends,
         )
-        if ends is not None and await request_ended(
+        # A requester's run ended with it: then no worker has work.
+        if ends is None or not await request_ended(
             self.ctx, decided, expired, by="timeout", via="timer"
         ):
-            pass  # the requester's run ended with it: no worker has work
-        else:
             self.ctx.wake_workers()
         self.ctx.decisions.ring(decided.run_id)
         self.ctx.wake_outbox()
