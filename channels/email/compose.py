@@ -398,7 +398,7 @@ def outcome_text(item: Item) -> str:
     count = f" ({item.risk.approvals_text})" if item.risk.approvals_text else ""
     match item.status:
         case ItemStatus.PENDING if count:
-            args = "\n".join(_args_text(item.args))
+            args = "\n".join([*_args_text(item.args), *preview_lines(item)])
             return f"Waiting for more approvals{count}. It would run with:\n{args}"
         case ItemStatus.APPROVED:
             return f"Approved by {who}{count}."

@@ -15,11 +15,12 @@ import pytest
 
 from pizzabot.agent.card_digest import card_digest
 from pizzabot.agent.errors import SkillError
-from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, Preview, Risk
+from pizzabot.agent.model import PREVIEW_LABEL, Box, Item, ItemKind, ItemStatus, Preview, Risk
 from pizzabot.agent.preview import PREVIEW_CAP, Previewer, edited_preview, preview_tool
 from pizzabot.agent.redaction import Redactor
 from pizzabot.agent.skills import Skill, parse_skill
 from pizzabot.agent.tools import AskFn, ToolOutcome, ToolSpec
+from pizzabot.channels.email.compose import outcome_text
 from pizzabot.tools.files import FolderGrants, PathRefused
 from pizzabot.tools.files.diffs import write_diff
 
@@ -187,3 +188,13 @@ async def test_an_edit_never_keeps_the_old_preview() -> None:
     # Where nothing can make it anew, the card says so instead of showing the old one.
     none = await edited_preview(None, skill(PAY), item, {"amount": 7})
     assert none is not None and none.failed and "no preview of the edited arguments" in none.text
+
+
+def test_a_count_still_open_mails_the_edited_preview_with_the_arguments() -> None:
+    # The notice of a new count carries a reply token for the card as it is now: it shows
+    # what that card shows, preview included.
+    preview = Preview("would pay 7 <b>now</b>", "pay.transfer_dry_run")
+    item = _item(Risk(approvals_required=2, approved=("alice via Slack",), preview=preview))
+    said = outcome_text(item)
+    assert said.startswith("Waiting for more approvals (1 of 2 approved: alice via Slack).")
+    assert f"{PREVIEW_LABEL} (by pay.transfer_dry_run):\n  | would pay 7 <b>now</b>" in said
