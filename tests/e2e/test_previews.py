@@ -6,6 +6,7 @@ text and marked as a preview; the real tool runs only once approved."""
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from pizzabot.agent.model import PREVIEW_LABEL
+from tests.e2e.test_cli_errors import Cli
 from tests.e2e.test_email_e2e import ALICE, env, item_mail, text_of
 from tests.e2e.test_grants_web import browser
 from tests.peers import dry_runs
@@ -72,6 +74,10 @@ async def test_a_write_to_a_granted_folder_shows_the_diff_it_would_make(tmp_path
         async with browser(st) as c:
             page = (await c.get(f"/items/{item['id']}")).text
         assert PREVIEW_LABEL in page and "+thanks for the quote: we accept." in page
+        shown = await asyncio.to_thread(Cli(st.server), "item", item["id"], columns=200)
+        assert shown.code == 0, shown.err
+        assert f"{PREVIEW_LABEL} (by files.preview_write)" in shown.out
+        assert "+thanks for the quote: we accept." in shown.out
 
         assert (await st.decide(item["id"], "approve")).status_code == 200
         await st.wait_run(run["id"], {"done"})
