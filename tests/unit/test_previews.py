@@ -31,6 +31,12 @@ def skill(tail: str = "") -> Skill:
     return parse_skill(HEAD + tail, "skills/x.yaml")
 
 
+PAY = (
+    "mcp_servers:\n  pay: {command: pay}\ntools:\n"
+    "  pay.transfer: {policy: ask, preview: pay.transfer_dry_run, preview_timeout: 1s}\n"
+)
+
+
 @pytest.fixture
 def grants(tmp_path: Path) -> FolderGrants:
     (tmp_path / "drafts").mkdir()
@@ -101,9 +107,6 @@ class FakeTools:
         return None
 
 
-PAY = "tools:\n  pay.transfer: {policy: ask, preview: pay.transfer_dry_run, preview_timeout: 1s}\n"
-
-
 async def test_a_dry_run_is_called_with_the_arguments_and_made_safe_to_show() -> None:
     text = "would pay\r\n\x1b[31mred\x1b[0m \u202eevil sk-live-XYZ123\n" + "x" * 3000
     tools = FakeTools(ToolOutcome(text, False, 1.0))
@@ -147,11 +150,13 @@ def test_which_tool_previews_a_call() -> None:
         ("{policy: ask, preview: transfer_dry_run}", "preview: String should match"),
         ("{policy: ask, preview: 'pay.*'}", "preview: String should match"),
         ("{policy: ask, preview: pay.t, preview_timeout: 10m}", "between 1s and 2m"),
+        ("{policy: ask, preview: bank.t}", "bank.t is on no server of this skill"),
     ],
 )
 def test_a_bad_preview_entry_is_refused(entry: str, says: str) -> None:
-    with pytest.raises(SkillError, match=says):
-        skill(f"tools:\n  pay.transfer: {entry}\n")
+    with pytest.raises(SkillError, match=says) as caught:
+        skill(f"mcp_servers:\n  pay: {{command: pay}}\ntools:\n  pay.transfer: {entry}\n")
+    assert caught.value.line == 7
 
 
 def _item(risk: Risk) -> Item:
