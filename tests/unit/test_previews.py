@@ -20,6 +20,7 @@ from pizzabot.agent.preview import PREVIEW_CAP, Previewer, edited_preview, previ
 from pizzabot.agent.redaction import Redactor
 from pizzabot.agent.skills import Skill, parse_skill
 from pizzabot.agent.tools import AskFn, ToolOutcome, ToolSpec
+from pizzabot.channels.chat.card import card_of
 from pizzabot.channels.email.compose import outcome_text
 from pizzabot.tools.files import FolderGrants, PathRefused
 from pizzabot.tools.files.diffs import write_diff
@@ -203,3 +204,11 @@ def test_a_count_still_open_mails_the_edited_preview_with_the_arguments() -> Non
     said = outcome_text(item)
     assert said.startswith("Waiting for more approvals (1 of 2 approved: alice via Slack).")
     assert f"{PREVIEW_LABEL} (by pay.transfer_dry_run):\n  | would pay 7 <b>now</b>" in said
+
+
+def test_chat_cards_show_the_start_of_the_preview() -> None:
+    # Teams, Discord and Telegram share this card; the whole preview is on the web page.
+    preview = Preview("would pay 5 EUR to Ann", "pay.transfer_dry_run")
+    card = card_of(_item(Risk(preview=preview)), base_url="http://pizza.example")
+    assert f"🔍 {PREVIEW_LABEL}: would pay 5 EUR to Ann" in card.facts
+    assert not any(PREVIEW_LABEL in f for f in card_of(_item(Risk()), base_url="").facts)
