@@ -21,6 +21,7 @@ from a2a.types import (
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
+    TaskNotFoundError,
     TaskState,
 )
 from google.protobuf.json_format import MessageToDict
@@ -204,5 +205,5 @@ async def test_an_ask_token_reads_only_its_own_tasks(server: ServerProcess) -> N
     async with Agent(server, mine) as client:
         task = await send(client, message(Part(text="May I?"), message_id="m5"))
     async with Agent(server, other) as client:
-        with pytest.raises(Exception, match="(?i)not found"):
+        with pytest.raises(TaskNotFoundError):
             await client.get_task(GetTaskRequest(id=task.id))
