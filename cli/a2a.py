@@ -64,7 +64,7 @@ def watch(
             _watch(api.url, api.token, agent_url, say, task_id, skill, bearer, timeout)
         )
     except ImportError:
-        raise CliError("A2A needs the a2a extra: pip install 'pizzabot-client[a2a]'", 2) from None
+        raise CliError("A2A needs the a2a extra: pip install 'pizzabot[a2a]'", code=2) from None
     except Exception as exc:
         raise CliError(f"{type(exc).__name__}: {exc}", code=2) from None
     from a2a.types import TaskState

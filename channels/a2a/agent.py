@@ -131,9 +131,7 @@ class PersonAgent(RequestHandler):
         try:
             key, context_id = key_for(message)
             body = body_of(message, skill=self._skill)
-            state, _ = await self._requests().create(
-                new_request(body), by=who, idempotency_key=key
-            )
+            state, _ = await self._requests().create(new_request(body), by=who, idempotency_key=key)
         except (MessageRefused, InvalidArguments, Conflict, NotAllowed, NotFound) as exc:
             _refused(exc)
         return task_of(wire_state(state), context_id=context_id)

@@ -83,6 +83,7 @@ def agent_card(*, skill: str, base_url: str, version: str) -> AgentCard:
 
 def install(app: FastAPI, *, skill: str, base_url: str, owner_token: str) -> None:
     """Serve `skill` over A2A on `app` (the routes stay out of the API's OpenAPI document)."""
+    from a2a.server.context import ServerCallContext
     from a2a.server.routes import (
         DefaultServerCallContextBuilder,
         create_agent_card_routes,
@@ -105,7 +106,7 @@ def install(app: FastAPI, *, skill: str, base_url: str, owner_token: str) -> Non
         return api().requests
 
     class WithPrincipal(DefaultServerCallContextBuilder):
-        def build(self, request: Request):  # type: ignore[no-untyped-def]
+        def build(self, request: Request) -> ServerCallContext:
             built = super().build(request)
             built.state[PRINCIPAL_KEY] = request.scope.get(PRINCIPAL)
             return built

@@ -60,7 +60,8 @@ async def answer_next(server: ServerProcess, title_part: str, answer: str) -> di
     item: dict[str, Any] = await server.wait_for(card, what=f"a card saying {title_part!r}")
     async with server.client() as c:
         r = await c.post(
-            f"/api/items/{item['id']}/decision", json={"decision": "edit", "args": {"answer": answer}}
+            f"/api/items/{item['id']}/decision",
+            json={"decision": "edit", "args": {"answer": answer}},
         )
     assert r.status_code == 200, r.text
     return item
@@ -120,4 +121,3 @@ async def test_pizzabot_a2a_watch_answers_from_the_inbox_and_prints_the_ended_ta
     task = json.loads(out)
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert task["artifacts"][0]["parts"][0]["text"] == "deployed to staging"
-

@@ -145,7 +145,9 @@ async def test_a_message_waits_in_input_required_then_completes_with_the_approva
         item_id = MessageToDict(task.status.message.parts[1].data)["item_id"]
 
         # The same message again is the same task, not a second card.
-        again = await send(client, message(asked, Part(text="Ship 1.2"), message_id="m1", context_id="c1"))
+        again = await send(
+            client, message(asked, Part(text="Ship 1.2"), message_id="m1", context_id="c1")
+        )
         assert again.id == task.id
 
         await decide(server, item_id, decision="edit", args={"env": "prod", "replicas": 2})

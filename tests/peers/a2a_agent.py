@@ -54,7 +54,9 @@ class DeployAgent(AgentExecutor):
             ask = updater.new_agent_message([Part(text=f"Paste the deploy code for {said}.")])
             await updater.requires_auth(ask)
         else:
-            await updater.add_artifact([Part(text=f"deployed to {self.environment}")], name="result")
+            await updater.add_artifact(
+                [Part(text=f"deployed to {self.environment}")], name="result"
+            )
             await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:

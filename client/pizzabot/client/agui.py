@@ -83,9 +83,12 @@ async def _events(
                 if count > max_events:
                     raise AgUiError(f"the run sent more than {max_events} events")
                 try:
-                    yield json.loads(b"\n".join(data))
+                    event = json.loads(b"\n".join(data))
                 except ValueError:
                     raise AgUiError("an event of the run is not JSON") from None
+                if not isinstance(event, dict):
+                    raise AgUiError("an event of the run is not a JSON object")
+                yield event
                 data, size = [], 0
         if len(buffer) + size > max_event_bytes:
             raise too_large
