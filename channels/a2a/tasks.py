@@ -100,7 +100,9 @@ def body_of(message: Message, *, skill: str) -> RequestBody:
         fields.setdefault("title", str(fields["tool"])[:MAX_TITLE])
         if text:
             fields.setdefault("description", text[:MAX_TEXT])
-    elif "question" not in fields:
+    elif "question" in fields:
+        fields.setdefault("title", (str(fields["question"]).splitlines() or [""])[0][:MAX_TITLE])
+    else:
         if not text:
             raise MessageRefused("send text (a question) or a data part (tool and args)")
         fields["question"] = text
