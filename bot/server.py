@@ -330,9 +330,9 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
             max_body_bytes=settings.max_body_bytes,
         ),
     )
-    if settings.a2a_skill:
-        a2a.install(app, skill=settings.a2a_skill, base_url=settings.base_url, owner_token=token)
     guard(app, settings, token=token)
+    if settings.a2a_skill:  # after guard: its token gate runs before the body limit
+        a2a.install(app, skill=settings.a2a_skill, base_url=settings.base_url, owner_token=token)
     return app
 
 

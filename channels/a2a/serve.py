@@ -82,7 +82,8 @@ def agent_card(*, skill: str, base_url: str, version: str) -> AgentCard:
 
 
 def install(app: FastAPI, *, skill: str, base_url: str, owner_token: str) -> None:
-    """Serve `skill` over A2A on `app` (the routes stay out of the API's OpenAPI document)."""
+    """Serve `skill` over A2A on `app` (the routes stay out of the API's OpenAPI document).
+    Install it after the server's other guards, so that its token gate runs first."""
     from a2a.server.context import ServerCallContext
     from a2a.server.routes import (
         DefaultServerCallContextBuilder,

@@ -27,6 +27,7 @@ from a2a.types import (
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Value
 
+from tests.peers.raw_http import exchange
 from tests.peers.server import ServerProcess
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -209,3 +210,17 @@ async def test_an_ask_token_reads_only_its_own_tasks(server: ServerProcess) -> N
     async with Agent(server, other) as client:
         with pytest.raises(TaskNotFoundError):
             await client.get_task(GetTaskRequest(id=task.id))
+
+
+async def test_a_large_body_is_refused_unread_with_a_token_and_without(
+    server: ServerProcess,
+) -> None:
+    token = await ask_token(server, "big-agent")
+    head = "POST /a2a HTTP/1.1\nHost: x\nContent-Type: application/json\n"
+    length = f"Content-Length: {90 * 1024 * 1024}\n"
+    status, _ = await exchange(server.port, head + length, b'{"jsonrpc": "')
+    assert status == 401
+    status, raw = await exchange(
+        server.port, head + f"Authorization: Bearer {token}\n" + length, b'{"jsonrpc": "'
+    )
+    assert status == 413 and b"larger than" in raw
