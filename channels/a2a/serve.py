@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pizzabot.agent.errors import UserError
+
 if TYPE_CHECKING:
     from a2a.types import AgentCard
     from fastapi import FastAPI
@@ -84,12 +86,18 @@ def agent_card(*, skill: str, base_url: str, version: str) -> AgentCard:
 def install(app: FastAPI, *, skill: str, base_url: str, owner_token: str) -> None:
     """Serve `skill` over A2A on `app` (the routes stay out of the API's OpenAPI document).
     Install it after the server's other guards, so that its token gate runs first."""
-    from a2a.server.context import ServerCallContext
-    from a2a.server.routes import (
-        DefaultServerCallContextBuilder,
-        create_agent_card_routes,
-        create_jsonrpc_routes,
-    )
+    try:
+        from a2a.server.context import ServerCallContext
+        from a2a.server.routes import (
+            DefaultServerCallContextBuilder,
+            create_agent_card_routes,
+            create_jsonrpc_routes,
+        )
+    except ImportError:
+        raise UserError(
+            f"A2A is on (skill {skill!r}), but the a2a extra is not installed: "
+            "pip install 'pizzabot[a2a]'"
+        ) from None
     from starlette.requests import Request
 
     from pizzabot.agent.policy.tokens import principal_for
