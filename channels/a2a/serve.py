@@ -131,6 +131,8 @@ def install(app: FastAPI, *, skill: str, base_url: str, owner_token: str) -> Non
     handler = PersonAgent(skill=skill, requests=requests)
     app.router.routes.extend(create_agent_card_routes(card))
     app.router.routes.extend(
-        create_jsonrpc_routes(handler, rpc_url=A2A_PATH, context_builder=WithPrincipal())
+        create_jsonrpc_routes(
+            handler, rpc_url=A2A_PATH, context_builder=WithPrincipal(), enable_v0_3_compat=True
+        )
     )
     app.add_middleware(TokenGate, resolve=resolve, prefix=A2A_PATH + "/", channel="a2a")

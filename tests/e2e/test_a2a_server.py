@@ -224,3 +224,27 @@ async def test_a_large_body_is_refused_unread_with_a_token_and_without(
         server.port, head + f"Authorization: Bearer {token}\n" + length, b'{"jsonrpc": "'
     )
     assert status == 413 and b"larger than" in raw
+
+
+async def test_an_agent_speaking_a2a_0_3_asks_with_message_send_and_reads_tasks_get(
+    server: ServerProcess,
+) -> None:
+    token = await ask_token(server, "old-agent")
+    said = {"kind": "text", "text": "Restart the queue?"}
+    send = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "message/send",
+        "params": {
+            "message": {"kind": "message", "messageId": "old-1", "role": "user", "parts": [said]}
+        },
+    }
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as c:
+        task = (await c.post(f"{server.url}/a2a", json=send)).json()["result"]
+        assert task["status"]["state"] == "input-required"
+        item_id = task["status"]["message"]["parts"][1]["data"]["item_id"]
+        await decide(server, item_id, decision="edit", args={"answer": "yes"})
+        get = {"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task["id"]}}
+        done = (await c.post(f"{server.url}/a2a", json=get)).json()["result"]
+    assert done["status"]["state"] == "completed"
+    assert done["artifacts"][0]["parts"][0]["data"]["args"] == {"answer": "yes"}
