@@ -24,13 +24,14 @@ import typer
 
 from pizzabot.cli.ask import TokenOpt, UrlOpt, warn_if_owner
 from pizzabot.cli.client import CliError, connect
+from pizzabot.cli.typer_app import App
 
 if TYPE_CHECKING:
     from a2a.types import Task
 
 __all__ = ["a2a_app"]
 
-a2a_app = typer.Typer(help="Remote A2A agents whose questions a person answers here.")
+a2a_app = App(help="Remote A2A agents whose questions a person answers here.", no_args_is_help=True)
 
 
 @a2a_app.command("watch")
