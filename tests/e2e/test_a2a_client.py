@@ -16,6 +16,7 @@ import httpx
 import pytest
 import pytest_asyncio
 import yaml
+from a2a.types import TaskState
 
 from pizzabot.client import AsyncInbox
 from pizzabot.client.a2a import ResponseTooLarge, capped_http, connect, follow, start
@@ -121,3 +122,26 @@ async def test_pizzabot_a2a_watch_answers_from_the_inbox_and_prints_the_ended_ta
     task = json.loads(out)
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert task["artifacts"][0]["parts"][0]["text"] == "deployed to staging"
+
+
+async def test_a_declined_question_cancels_the_remote_task(server: ServerProcess) -> None:
+    token = await ask_token(server, "decliner")
+    async with A2aPeer() as peer, capped_http() as http, AsyncInbox(server.url, token) as inbox:
+        client, _ = await connect(peer.url, http)
+        task = await start(client, "deploy 1.4", message_id="declined")
+        following = asyncio.create_task(follow(inbox, "approvals", client, task, agent="Deployer"))
+
+        async def card(c: httpx.AsyncClient) -> dict[str, Any] | None:
+            items = (await c.get("/api/inbox", params={"box": "action"})).json()["items"]
+            found = [i for i in items if i["run_id"] and "Which environment" in i["title"]]
+            return next((i for i in found if i["status"] == "pending"), None)
+
+        item = await server.wait_for(card, what="the question card")
+        async with server.client() as c:
+            r = await c.post(
+                f"/api/items/{item['id']}/decision", json={"decision": "reject", "reason": "no"}
+            )
+        assert r.status_code == 200, r.text
+        done = await asyncio.wait_for(following, 30)
+    assert (done.id, done.status.state) == (task.id, TaskState.TASK_STATE_CANCELED)
+    assert len(peer.agent.received) == 1  # nothing was answered on the task
