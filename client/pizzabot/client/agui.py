@@ -11,7 +11,7 @@ starts the resuming run — until a run finishes without one.
 | --- | --- | --- |
 | names a tool call the run streamed (`toolCallId`) | an approval of that call (its name and arguments) | approved or edited: `resolved`, `{"approved": true, "args": …}`; rejected: `resolved`, `{"approved": false, "reason": …}` |
 | anything else | a question: `message` (else `reason`), a form from `responseSchema` | answered: `resolved`, the answer (a text answer as a string) |
-| no decision in time, declined, or halted by the kill switch | | `cancelled` |
+| no decision in time (the card waits `timeout` seconds, and never past the interrupt's `expiresAt`), declined, or halted by the kill switch | | `cancelled` |
 
 Each card's idempotency key is the thread, run and interrupt ids, so a consumer that restarts
 and asks again finds the same cards. A run's stream is read with limits: `max_event_bytes`
@@ -26,6 +26,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -122,6 +123,21 @@ async def _one_run(
     return seen
 
 
+def _until(interrupt: Interrupt, timeout: float | None) -> float | None:
+    """Seconds the card may wait: `timeout`, and no longer than the interrupt's `expiresAt`
+    (ISO 8601; one that does not read as a date is left aside, as the spec allows)."""
+    if not interrupt.expires_at:
+        return timeout
+    try:
+        expires = datetime.fromisoformat(interrupt.expires_at)
+    except ValueError:
+        return timeout
+    if expires.tzinfo is None:
+        expires = expires.replace(tzinfo=UTC)
+    left = max(1.0, (expires - datetime.now(UTC)).total_seconds())
+    return left if timeout is None else min(timeout, left)
+
+
 async def _ask(
     inbox: AsyncInbox,
     skill: str,
@@ -131,6 +147,7 @@ async def _ask(
     timeout: float | None,
 ) -> RequestState:
     said = interrupt.message or interrupt.reason
+    timeout = _until(interrupt, timeout)
     call = seen.calls.get(interrupt.tool_call_id or "")
     if call is not None:
         name, text = call
