@@ -7,7 +7,9 @@ and blocking. Using them loads httpx and pydantic only, never the server.
 
 What goes over the wire is `pizzabot.client.wire`: the server takes and answers with the
 same models. The framework adapters are modules of their own, each needing its optional extra:
-`pizzabot.client.langgraph`, `pizzabot.client.pydantic_ai`, `pizzabot.client.openai_agents`.
+`pizzabot.client.langgraph`, `pizzabot.client.pydantic_ai`, `pizzabot.client.openai_agents`;
+and for agent protocols, `pizzabot.client.a2a` (a remote A2A agent's questions) and
+`pizzabot.client.agui` (an AG-UI run's interrupts).
 """
 
 from __future__ import annotations
