@@ -135,7 +135,7 @@ def declared(ctx: ServerRequestContext[Any, Any]) -> bool:
         return False
     capabilities = ctx.session.client_capabilities
     extensions = capabilities.extensions if capabilities is not None else None
-    return bool(extensions) and TASKS in extensions
+    return extensions is not None and TASKS in extensions
 
 
 class Tasks(Extension):
@@ -177,9 +177,7 @@ class Tasks(Extension):
         binding = self._desk_for(ctx).binding
         return {"resultType": "task", **task_of(filed[-1], binding=binding, poll_ms=self._poll_ms)}
 
-    async def _get(
-        self, ctx: ServerRequestContext[Any, Any], params: TaskParams
-    ) -> dict[str, Any]:
+    async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
         desk, request_id = self._find(ctx, params)
         try:
             answer = await desk.wait(request_id, 0)
