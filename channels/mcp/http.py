@@ -119,8 +119,9 @@ class McpEndpoint:
             who = request.scope.get(PRINCIPAL) if request is not None else None
             if not isinstance(who, Principal):
                 raise DeskError("this call carries no token the server knows")
-            bearer = request.headers.get("authorization", "") if request is not None else ""
-            return LocalDesk(requests, by=who, binding=bearer.encode())
+            header = request.headers.get("authorization", "") if request is not None else ""
+            token = header.partition(" ")[2].strip()
+            return LocalDesk(requests, by=who, binding=token.encode())
 
         asking = Asking(desk_for=desk_for, skill=config.skill)
         tasks = Tasks(desk_for=desk_for, poll_ms=config.task_poll_ms)

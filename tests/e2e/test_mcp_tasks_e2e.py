@@ -8,6 +8,7 @@ A dropped client comes back to the same task, another token cannot see it, and
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 import yaml
+from mcp import StdioServerParameters
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -217,3 +219,44 @@ async def test_a_client_without_the_extension_gets_the_blocking_call(
 
     out = result.structured_content or {}
     assert (out["status"], out["reason"]) == ("rejected", "not now")
+
+
+async def test_stdio_tasks_outlive_the_process_and_are_the_tokens_on_either_transport(
+    server: ServerProcess, agent: str
+) -> None:
+    env = {**server.env(), "PIZZABOT_URL": server.url, "PIZZABOT_API_TOKEN": agent}
+    stdio = StdioServerParameters(
+        command=sys.executable, args=["-m", "pizzabot.bot.main", "mcp"], env=env
+    )
+    async with Client(stdio, mode="2026-07-28", extensions=[TasksClient()]) as first:
+        created = await _task(first, "request_approval", {"title": "Purge CDN", **APPROVAL})
+    async with _client(server, agent, tasks=TasksClient()) as over_http:
+        seen = await get_task(over_http.session, created.task_id)
+    async with Client(stdio, mode="2026-07-28", extensions=[TasksClient()]) as second:
+        await cancel_task(second.session, created.task_id)
+        after = await get_task(second.session, created.task_id)
+    item = await _item(server, "Purge CDN")
+
+    assert seen.status == "working" and seen.task_id == created.task_id
+    assert after.status == "cancelled" and item["status"] == "cancelled"
+
+
+async def test_a_requester_withdraws_over_the_api_and_a_stranger_cannot(
+    server: ServerProcess, agent: str, carol: str
+) -> None:
+    other = await _token(server, "third-agent", "ask")
+    body = {"skill": "inbox", "title": "Flush queue", **APPROVAL}
+    async with server.client(agent) as c:
+        state = (await c.post("/api/requests", json=body)).json()
+        async with server.client(other) as stranger:
+            refused = await stranger.post(f"/api/requests/{state['id']}/cancel")
+        withdrawn = await c.post(f"/api/requests/{state['id']}/cancel")
+        again = await c.post(f"/api/requests/{state['id']}/cancel")
+    late = await _decide(server, carol, state["item_id"], decision="approve")
+
+    assert refused.status_code == 404
+    assert withdrawn.status_code == 200
+    out = withdrawn.json()
+    assert (out["status"], out["reason"]) == ("expired", "withdrawn by token:coding-agent")
+    assert again.status_code == 200 and again.json()["status"] == "expired"
+    assert late == 409
