@@ -192,7 +192,7 @@ async def test_cancel_withdraws_the_request_from_every_inbox(
     late = await _decide(server, carol, item["id"], decision="approve")
 
     assert after.status == "cancelled" and "withdrawn" in (after.status_message or "")
-    assert item["status"] == "cancelled"
+    assert (item["status"], item["reason"]) == ("cancelled", "withdrawn by token:coding-agent")
     assert late == 409  # nobody approves what was withdrawn
 
 

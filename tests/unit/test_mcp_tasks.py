@@ -1,6 +1,6 @@
 """How a request reads as an MCP task (`pizzabot.client.mcp.tasks`): which status each
-request state is, what a completed task carries, and that a task id names its request only
-for the token that made it."""
+request state is, what a completed task carries, that a task id names its request only for
+the token that made it, and what a withdrawn request's cards say."""
 
 from __future__ import annotations
 
@@ -83,3 +83,28 @@ def test_a_task_id_names_its_request_only_for_the_token_that_made_it() -> None:
         with pytest.raises(MCPError) as refused:
             request_id_of(token, forged)
         assert refused.value.error.code == -32602
+
+
+def test_a_withdrawn_requests_cards_say_who_withdrew_it() -> None:
+    from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus
+    from pizzabot.channels.chat.card import decided_line
+    from pizzabot.channels.email.compose import outcome_text
+    from pizzabot.channels.slack.cards import decided_text
+
+    closed = Item(
+        id="i1",
+        run_id="r1",
+        skill="inbox",
+        box=Box.ACTION,
+        kind=ItemKind.TOOL,
+        status=ItemStatus.CANCELLED,
+        title="Drop table",
+        body="",
+        created_at=ASKED,
+        tool="shell",
+        args={},
+        decided_at=DECIDED,
+        reason="withdrawn by token:agent",
+    )
+    for line in (decided_text(closed), decided_line(closed), outcome_text(closed)):
+        assert "Closed" in line and "(withdrawn by token:agent)" in line
