@@ -323,6 +323,7 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         408: "The body took too long to arrive",
         409: "Conflict: already decided, the kill switch is on, or the state does not allow it",
         413: "The body is larger than the server's limit",
+        415: "The body's media type is not taken here",
         422: "Invalid input",
         503: "Not available on this server (or still starting)",
     }
