@@ -11,7 +11,7 @@ lives on the server, and the next poll finds it again.
 from __future__ import annotations
 
 from pizzabot.client import AsyncInbox, InboxError
-from pizzabot.client.mcp.desk import DeskError
+from pizzabot.client.mcp.desk import DeskAway, DeskError
 from pizzabot.client.wire import RequestBody, RequestState
 
 __all__ = ["RemoteDesk"]
@@ -42,7 +42,7 @@ class RemoteDesk:
         try:
             return await self._inbox.cancel(request_id)
         except InboxError as exc:
-            raise DeskError(str(exc)) from None
+            raise _refused(exc) from None
 
     async def wait(self, request_id: str, seconds: float) -> RequestState:
         try:
@@ -50,7 +50,15 @@ class RemoteDesk:
         except InboxError as exc:
             last = self._seen.get(request_id)
             if last is None or (exc.status is not None and exc.status < 500):
-                raise DeskError(str(exc)) from None
+                raise _refused(exc) from None
             return last  # the server is away for now; the request waits there
         self._seen[request_id] = decision
         return decision
+
+
+def _refused(exc: InboxError) -> DeskError:
+    """A refusal (a 4xx: no such request, not this token's), or the server away (no answer,
+    or a 5xx), which a later try may get past."""
+    if exc.status is None or exc.status >= 500:
+        return DeskAway(str(exc))
+    return DeskError(str(exc))

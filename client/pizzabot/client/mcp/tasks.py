@@ -35,11 +35,11 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver import require_client_extension
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, CallToolRequestParams, RequestParams
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolRequestParams, RequestParams
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict, Field
 
-from pizzabot.client.mcp.desk import DeskError
+from pizzabot.client.mcp.desk import DeskAway, DeskError
 from pizzabot.client.mcp.tools import TOOLS, filed_only, result_of
 from pizzabot.client.wire import RequestState
 
@@ -92,6 +92,14 @@ def request_id_of(binding: bytes, task_id: str) -> str:
 
 def _not_found() -> MCPError:
     return MCPError(code=INVALID_PARAMS, message="Failed to retrieve task: Task not found")
+
+
+def _failed(exc: DeskError) -> MCPError:
+    """A task the inbox says is not there (or not the caller's) is not found; an inbox that
+    could not be reached is an internal error, worth asking again."""
+    if isinstance(exc, DeskAway):
+        return MCPError(code=INTERNAL_ERROR, message="Pizza Bot could not be reached; ask again")
+    return _not_found()
 
 
 def _iso(at: datetime | None) -> str:
@@ -181,8 +189,8 @@ class Tasks(Extension):
         desk, request_id = self._find(ctx, params)
         try:
             answer = await desk.wait(request_id, 0)
-        except DeskError:
-            raise _not_found() from None
+        except DeskError as exc:
+            raise _failed(exc) from None
         return task_of(answer, binding=desk.binding, poll_ms=self._poll_ms)
 
     async def _update(
@@ -199,8 +207,8 @@ class Tasks(Extension):
         desk, request_id = self._find(ctx, params)
         try:
             await desk.withdraw(request_id)
-        except DeskError:
-            raise _not_found() from None
+        except DeskError as exc:
+            raise _failed(exc) from None
         return {}
 
     def _find(
