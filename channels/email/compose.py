@@ -412,7 +412,8 @@ def outcome_text(item: Item) -> str:
             reason = f" ({item.reason})" if item.reason else ""
             return f"Expired: nobody decided in time{reason}."
         case ItemStatus.CANCELLED:
-            return "Closed: the run ended before anyone decided."
+            reason = f" ({item.reason})" if item.reason else ""  # e.g. withdrawn by …
+            return f"Closed: the run ended before anyone decided{reason}."
         case _:
             return f"Now {item.status}."
 

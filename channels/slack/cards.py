@@ -280,7 +280,8 @@ def decided_text(item: Item) -> str:
             line = f"⌛ Expired at {at}: nobody decided in time"
             return line + (f" ({esc(item.reason)})" if item.reason else "")
         case ItemStatus.CANCELLED:
-            return f"🚫 Closed: the run ended at {at} before anyone decided"
+            line = f"🚫 Closed: the run ended at {at} before anyone decided"
+            return line + (f" ({esc(item.reason)})" if item.reason else "")  # e.g. withdrawn by …
         case _:
             return f"{esc(str(item.status))} at {at}"
 

@@ -154,6 +154,8 @@ class RequestState(BaseModel):
     url: str = ""
     #: Who asked (the token's person, `token:NAME`, or `owner`).
     requested_by: str | None = None
+    #: When it was asked.
+    created_at: datetime | None = None
     #: Not on the wire: set by whoever reads a POST's answer — this call made the request
     #: (201), rather than finding the one made before under the same key (200).
     created: bool = Field(default=False, exclude=True)
