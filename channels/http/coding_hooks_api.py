@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import Response
+from pydantic import BaseModel
 
 from pizzabot.agent.argforms import loads_body
 from pizzabot.agent.policy.principal import Principal, Scope
@@ -70,10 +72,18 @@ _BODY = {
 }
 
 
+class HookDecision(BaseModel):
+    """Claude Code's hook answer: `hookSpecificOutput` with the event's name and its allow or
+    deny (PreToolUse: `permissionDecision`, its reason and an edit's `updatedInput`;
+    PermissionRequest: `decision.behavior`, its message and `updatedInput`)."""
+
+    hookSpecificOutput: dict[str, Any]
+
+
 @router.post(
     "/{host}",
     summary="Ask a person about a coding agent's tool call; answer its allow or deny",
-    responses={200: {"description": "The host's own hook answer: always allow or deny"}},
+    responses={200: {"model": HookDecision, "description": "The host's own answer: allow or deny"}},
     openapi_extra=_BODY,
 )
 async def ask(
