@@ -25,6 +25,7 @@ from typing import Any, Protocol, assert_never
 
 from pizzabot.agent import settle
 from pizzabot.agent.asking import Asker, close_question
+from pizzabot.agent.away_cards import route_cards
 from pizzabot.agent.context import Context
 from pizzabot.agent.conversation import CallState
 from pizzabot.agent.events import (
@@ -306,14 +307,16 @@ class CallSteps:
             *(previewer.risk_with_preview(skill, s.qualified, c.args, a.risk) for c, s, a in asks)
         )
         now = self.ctx.clock()
-        await held.park(
+        cards, targets = await route_cards(
             self.ctx,
+            skill,
             [
                 self._card(held, call, spec, replace(ask, risk=risk), now)
                 for (call, spec, ask), risk in zip(asks, risks, strict=True)
             ],
-            targets=targets_for(skill, self.ctx.channels),
+            targets_for(skill, self.ctx.channels),
         )
+        await held.park(self.ctx, cards, targets=targets)
         self.ctx.wake_outbox()
 
     def _card(

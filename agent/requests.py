@@ -27,6 +27,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from pizzabot.agent.addresses import Target
+from pizzabot.agent.away_cards import route_cards
 from pizzabot.agent.context import Context
 from pizzabot.agent.errors import (
     Conflict,
@@ -123,12 +125,18 @@ class Requests:
             requested_by=by.actor,
             requester_person=person_of(skill, by),
         )
+        targets: list[Target] = []
+        if verdict.decision is None:
+            cards, targets = await route_cards(
+                self.ctx, skill, [(item, None)], targets_for(skill, self.ctx.channels)
+            )
+            item = cards[0][0]
         stored, created = await self.ctx.store.create_request(
             stored,
             input=new.title,
             item=item,
             events=self._events(new, stored, item, verdict, by.actor),
-            targets=targets_for(skill, self.ctx.channels) if verdict.decision is None else [],
+            targets=targets,
             run_status=RunStatus.WAITING if verdict.decision is None else RunStatus.DONE,
             result=outcome_text(item) if verdict.decision is not None else None,
         )

@@ -7,17 +7,23 @@ who was away, who decided for them, and who said so.
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from sqlalchemy import Connection, Table, delete, select, update
 
-from pizzabot.agent.policy.away import Away
+from pizzabot.agent.policy.away import Away, AwayAccess
+from pizzabot.agent.skills import SkillBook
 from pizzabot.store.audit import insert_audit
 from pizzabot.store.database import Database
 from pizzabot.store.tables_away import AwayRow
 
 AWAY = cast(Table, AwayRow.__table__)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
 
 
 def away_of(row: Any) -> Away:
@@ -86,3 +92,10 @@ class SqlAway:
             return [away_of(r) for r in c.execute(q)]
 
         return await self.db.read(tx)
+
+
+def away_access(
+    skills: SkillBook, db: Database, *, email_senders: Iterable[str] = ()
+) -> AwayAccess:
+    """The policy every channel asks, with away states kept in `db`."""
+    return AwayAccess(skills=skills, book=SqlAway(db), clock=utcnow, email_senders=email_senders)

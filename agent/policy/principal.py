@@ -107,7 +107,13 @@ class Principal:
     def via(self, channel: str) -> Principal:
         """The same principal, come in through another channel (the web page, `/mcp`)."""
         return Principal(
-            self.kind, channel, self.identity, self.scope, self.person, self.token_id, self.on_behalf
+            self.kind,
+            channel,
+            self.identity,
+            self.scope,
+            self.person,
+            self.token_id,
+            self.on_behalf,
         )
 
     @property
