@@ -17,7 +17,7 @@ The server's own commands (`serve`, `worker`, `audit verify`/`export`, `backup`,
 are added by `pizzabot.bot.main`.
 """
 
-from pizzabot.cli import runs, items, control, grants, schedules  # noqa: I001 - the order of `--help`
+from pizzabot.cli import runs, items, control, grants, schedules, away  # noqa: I001 - the order of `--help`
 from pizzabot.cli.ask import register as register_ask
 from pizzabot.cli.common import app
 from pizzabot.cli.hook import hook_app
@@ -27,4 +27,4 @@ register_ask(app)
 hook_app.command("install")(hook_install)
 app.add_typer(hook_app, name="hook")
 
-__all__ = ["app", "control", "grants", "items", "runs", "schedules"]
+__all__ = ["app", "away", "control", "grants", "items", "runs", "schedules"]
