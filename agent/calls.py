@@ -38,6 +38,7 @@ from pizzabot.agent.events import (
 )
 from pizzabot.agent.held import HeldRun, Outcome
 from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, RunStatus
+from pizzabot.agent.notify import fyi_item, notify_approvers
 from pizzabot.agent.policy.grants import Grant, make_grant
 from pizzabot.agent.preview import Previewer
 from pizzabot.agent.redaction import Redactor
@@ -118,7 +119,9 @@ class CallSteps:
             case Execute(args=args, item_id=item_id, rule=rule, grant=grant):
                 if step.grant_asked is not None and item_id is not None:
                     await self._make_grant(held, call, qualified, item_id, step.grant_asked)
-                await self._execute(held, call, qualified, args, item_id, rule, grant)
+                ran = await self._execute(held, call, qualified, args, item_id, rule, grant)
+                if step.notify is not None:
+                    await self._notify(held, qualified, args, step.notify, ran)
                 return "continue"
             case AwaitDecision(item_id=item_id, ask=ask):
                 return await self._await_decision(held, call, spec, ask, item_id, later)
@@ -255,7 +258,7 @@ class CallSteps:
         item_id: str | None,
         rule: str | None = None,
         grant: Grant | None = None,
-    ) -> None:
+    ) -> ToolResult:
         server, name = qualified.split(".", 1)
         started = ToolStarted(
             call_id=call.id,
@@ -279,6 +282,23 @@ class CallSteps:
             call, text, is_error=outcome.is_error, duration_ms=outcome.duration_ms
         )
         await held.append(self.ctx, [NewEvent(result.model_copy(update={"args": args}))])
+        return result
+
+    async def _notify(
+        self, held: HeldRun, tool: str, args: dict[str, Any], why: str, ran: ToolResult
+    ) -> None:
+        """Tell a `notify` call's approvers what ran (`pizzabot.agent.notify`)."""
+        fyi = fyi_item(
+            self.ctx,
+            held.skill,
+            run_id=held.run.id,
+            tool=tool,
+            args=args,
+            why=why,
+            result=ran.text,
+            failed=ran.is_error,
+        )
+        await notify_approvers(self.ctx, held.skill, fyi, lease=held.lease)
 
     def _tool_result(
         self, call: CallState, text: str, *, is_error: bool, duration_ms: float
