@@ -57,7 +57,7 @@ from pizzabot.agent.model import (
     Reject,
 )
 from pizzabot.agent.policy import Verdict, audit_refusal
-from pizzabot.agent.policy.away import acting_for
+from pizzabot.agent.policy.away import acting_for, counted_already
 from pizzabot.agent.policy.grants import same_choice
 from pizzabot.agent.policy.principal import Principal
 from pizzabot.agent.policy.quorum import Count, count, person_of, required_for
@@ -160,6 +160,10 @@ class Inbox:
         toward a rule that needs more than one person, and a skill or tool that says
         `self_approval: false` refuses their approval outright. (Rejecting one's own request
         withdraws it, and is always allowed.)"""
+        twice = counted_already(item, by)  # a delegate, for someone counted already
+        if twice is not None:
+            await self._audit_refused(item, by, {**detail, "why": str(twice)}, now)
+            raise twice
         if item.requester_person is None or item.kind is not ItemKind.TOOL:
             return
         skill = self.ctx.skills.get(item.skill) if item.skill in self.ctx.skills else None

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
 
+from pizzabot.agent.errors import AlreadyApproved
 from pizzabot.agent.model import Item
 from pizzabot.agent.policy.access import Access, Act, Verdict
 from pizzabot.agent.policy.principal import Principal, Scope
@@ -41,6 +42,7 @@ __all__ = [
     "AwayAccess",
     "AwayBook",
     "acting_for",
+    "counted_already",
     "known_people",
     "until_text",
 ]
@@ -159,6 +161,18 @@ class AwayAccess(Access):
             if self._approves(them, skill, tool):
                 out.append(away)
         return out
+
+
+def counted_already(item: Item, by: Principal) -> AlreadyApproved | None:
+    """A delegate's approval of an item the away person approved already: their approval
+    counts once, whoever gives it (the delegate as themselves is counted by
+    `pizzabot.agent.policy.quorum`)."""
+    if by.on_behalf is None:
+        return None
+    away = by.on_behalf[1]
+    if any(shown.partition(" via ")[0] == away for shown in item.risk.approved):
+        return AlreadyApproved(away, ", ".join(item.risk.approved))
+    return None
 
 
 async def acting_for(access: Access, by: Principal, item: Item) -> Principal:

@@ -2,7 +2,7 @@
 signed clicks on the cards, requests filed through the API and `pizzabot away` on the
 command line.
 
-Alice approves deploys and reads her cards in her Slack DMs. While she is away, bob is her
+Alice and carol approve deploys; alice reads her cards in her Slack DMs. While she is away, bob is her
 delegate: her cards come to bob's DMs, saying for whom, and bob decides them as "bob for
 alice". Bob's own request is not his to approve, delegate or not. When her away ends, her
 cards come to her again and bob decides nothing of hers."""
@@ -35,18 +35,22 @@ from tests.peers.slack_api import (
 from tests.waiting import eventually
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
-ALICE, BOB, CAROL = "UALICE1", "UBOB1", "UCAROL1"
+ALICE, BOB, CAROL, DAVE = "UALICE1", "UBOB1", "UCAROL1", "UDAVE1"
 SKILL = {
     "name": "deploys",
     "people": {
         "alice": {"slack": ALICE, "email": "alice@corp.example"},
         "bob": {"slack": BOB, "email": "bob@corp.example"},
         "carol": {"slack": CAROL},
+        "dave": {"slack": DAVE},
     },
-    "approvers": {"people": ["alice"]},
+    "approvers": {"people": ["alice", "carol"]},
     "deliver": {"slack": ALICE},
     "self_approval": False,
-    "tools": {"deploy.prod": {"policy": "ask"}},
+    "tools": {
+        "deploy.prod": {"policy": "ask"},
+        "deploy.big": {"policy": "ask", "approvals": {"required": 2}},
+    },
 }
 
 
@@ -70,10 +74,12 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[ServerProcess, SlackApi]
             server.stop()
 
 
-async def file_request(c: httpx.AsyncClient, title: str) -> dict[str, Any]:
+async def file_request(
+    c: httpx.AsyncClient, title: str, tool: str = "deploy.prod"
+) -> dict[str, Any]:
     r = await c.post(
         "/api/requests",
-        json={"skill": "deploys", "title": title, "tool": "deploy.prod", "args": {"v": title}},
+        json={"skill": "deploys", "title": title, "tool": tool, "args": {"v": title}},
     )
     assert r.status_code == 201, r.text
     made: dict[str, Any] = r.json()
@@ -174,9 +180,9 @@ async def test_a_delegate_decides_for_the_away_person_but_never_their_own_reques
             c for c in slack.calls_to("chat.postMessage") if c.args.get("channel") == dm(ALICE)
         ]
 
-        # Carol is nobody's delegate: her click is refused.
-        await click(server, card, CAROL)
-        await told(slack, CAROL, "")
+        # Dave is nobody's delegate: his click is refused.
+        await click(server, card, DAVE)
+        await told(slack, DAVE, "")
         assert (await request_state(owner, first["id"]))["status"] == "pending"
 
         # Bob approves it for alice; the request, its card and the audit say so.
@@ -275,3 +281,48 @@ async def test_away_back_ends_it_at_once(tmp_path: Path) -> None:
             "away_ended",
             "away_set",
         ]
+
+
+async def test_one_human_never_counts_twice_through_delegation(tmp_path: Path) -> None:
+    """deploy.big needs two people of alice and carol. Both are away with bob as their
+    delegate: bob's approval for one counts, and his second, for the other, does not. Nor
+    does bob's approval for alice count after alice approved herself."""
+    async with served(tmp_path) as (server, slack), server.client() as owner:
+        until = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+        for person in ("alice", "carol"):
+            r = await owner.post(
+                "/api/away", json={"person": person, "delegate": "bob", "until": until}
+            )
+            assert r.status_code == 200, r.text
+        made = await file_request(owner, "3.0.0", tool="deploy.big")
+        card = await card_of(slack, made["item_id"])
+        assert card.args["channel"] == dm(BOB)
+        shown = json.dumps(card.args["blocks"])
+        assert "For alice, who is away" in shown and "For carol, who is away" in shown
+
+        await click(server, card, BOB)
+        await slack.wait_for(
+            "chat.update",
+            lambda call: (
+                call.args.get("ts") == card.answer["ts"]
+                and "1 of 2 approved" in json.dumps(call.args)
+            ),
+        )
+        await click(server, card, BOB)
+        await told(slack, BOB, "bob approved this already")
+        assert (await request_state(owner, made["id"]))["status"] == "pending"
+
+        # Alice approves herself on another request; bob's approval for her then adds nothing.
+        second = await file_request(owner, "3.0.1", tool="deploy.big")
+        card2 = await card_of(slack, second["item_id"])
+        await click(server, card2, ALICE)
+        await slack.wait_for(
+            "chat.update",
+            lambda call: (
+                call.args.get("ts") == card2.answer["ts"]
+                and "1 of 2 approved" in json.dumps(call.args)
+            ),
+        )
+        await click(server, card2, BOB)
+        await told(slack, BOB, "alice approved this already")
+        assert (await request_state(owner, second["id"]))["status"] == "pending"
