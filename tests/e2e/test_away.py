@@ -2,10 +2,10 @@
 signed clicks on the cards, requests filed through the API and `pizzabot away` on the
 command line.
 
-Alice and carol approve deploys; alice reads her cards in her Slack DMs. While she is away, bob is her
-delegate: her cards come to bob's DMs, saying for whom, and bob decides them as "bob for
-alice". Bob's own request is not his to approve, delegate or not. When her away ends, her
-cards come to her again and bob decides nothing of hers."""
+Alice and carol approve deploys; alice reads her cards in her Slack DMs. While she is away,
+bob is her delegate: her cards come to bob's DMs, saying for whom, and bob decides them as
+"bob for alice". Bob's own request is not his to approve, delegate or not. When her away
+ends, her cards come to her again and bob decides nothing of hers."""
 
 from __future__ import annotations
 
