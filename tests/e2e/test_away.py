@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -32,6 +33,7 @@ from tests.peers.slack_api import (
     http_mode_env,
     post_interaction,
 )
+from tests.peers.web import csrf_of
 from tests.waiting import eventually
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -52,6 +54,11 @@ SKILL = {
         "deploy.big": {"policy": "ask", "approvals": {"required": 2}},
     },
 }
+
+
+def words(html: str) -> str:
+    """A page's text as a person reads it."""
+    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
 
 
 def dm(user: str) -> str:
@@ -326,3 +333,33 @@ async def test_one_human_never_counts_twice_through_delegation(tmp_path: Path) -
         await click(server, card2, BOB)
         await told(slack, BOB, "alice approved this already")
         assert (await request_state(owner, second["id"]))["status"] == "pending"
+
+
+async def test_the_web_page_sets_and_ends_an_away_and_shows_the_mark(tmp_path: Path) -> None:
+    async with (
+        served(tmp_path) as (server, slack),
+        server.client() as owner,
+        httpx.AsyncClient(base_url=server.url) as page,
+    ):
+        login = await page.get("/login", params={"token": TOKEN})
+        assert login.status_code == 303, login.text
+        form = (await page.get("/away")).text
+        assert "Nobody is away." in form
+        until = (datetime.now(UTC) + timedelta(days=2)).strftime("%Y-%m-%dT%H:%M")
+        r = await page.post(
+            "/away",
+            data={"csrf": csrf_of(form), "person": "alice", "delegate": "bob", "until": until},
+        )
+        assert r.status_code == 303 and "flash=away" in r.headers["location"], r.text
+        shown = words((await page.get(r.headers["location"])).text)
+        assert "alice is away until" in shown and "bob decides for them" in shown
+
+        made = await file_request(owner, "5.0.0")
+        assert (await card_of(slack, made["item_id"])).args["channel"] == dm(BOB)
+        item_page = words((await page.get(f"/items/{made['item_id']}")).text)
+        assert "For alice, who is away until" in item_page
+
+        r = await page.post("/away", data={"csrf": csrf_of(form), "person": "alice", "back": "1"})
+        assert r.status_code == 303 and "flash=back" in r.headers["location"], r.text
+        assert "Nobody is away." in (await page.get("/away")).text
+        assert (await owner.get("/api/away")).json()["items"] == []
