@@ -25,7 +25,7 @@ from pizzabot.agent.policy.away import Away, AwayAccess
 from pizzabot.agent.policy.identity import EMAIL, SLACK, same_identity
 from pizzabot.agent.skills import Skill
 
-__all__ = ["route_cards"]
+__all__ = ["delegated_targets", "route_cards"]
 
 E = TypeVar("E")
 
@@ -49,6 +49,21 @@ async def route_cards(
     mark = "\n".join(a.mark() for a in aways.values())
     marked = [(replace(item, body=f"{mark}\n\n{item.body}".strip()), e) for item, e in cards]
     return marked, routed
+
+
+async def delegated_targets(
+    ctx: Context, skill: Skill, tool: str | None, targets: Sequence[Target]
+) -> list[Target]:
+    """`targets` for a card of `tool` made earlier (a reminder): the away approvers'
+    addresses given to their delegates."""
+    access = ctx.access
+    if not isinstance(access, AwayAccess):
+        return list(targets)
+    await access.refresh()
+    routed = list(targets)
+    for away in access.away_approvers(skill, tool):
+        routed = _to_delegate(skill, away, routed, ctx.channels)
+    return routed
 
 
 def _to_delegate(
