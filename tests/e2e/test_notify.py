@@ -9,8 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tests.e2e.test_rules import call_from_input, event, refunds, run_call, web_page
 from tests.peers import mcp_tools
+from tests.peers.server import ServerProcess
 from tests.peers.slack_api import SlackApi, http_mode_env
 from tests.peers.stack import Stack
 
@@ -101,3 +104,58 @@ async def test_a_notify_call_runs_at_once_and_its_approvers_are_told(tmp_path: P
                 )
                 assert r.status_code == 409, r.text
             assert len(refunds(st)) == 2
+
+
+async def test_a_request_a_notify_rule_decides_is_approved_and_told(tmp_path: Path) -> None:
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    deploys = {
+        "name": "deploys",
+        "approvers": {"slack": ["U1"]},
+        "deliver": {"slack": "C123"},
+        "tools": {
+            "deploy.restart": {
+                "policy": "ask",
+                "rules": [{"when": {"env": "staging"}, "policy": "notify"}],
+            }
+        },
+    }
+    (skills / "deploys.yaml").write_text(yaml.safe_dump(deploys))
+    async with SlackApi() as slack:
+        env = http_mode_env(slack.url, SECRET, PIZZABOT_PUBLIC_URL="http://pizza.example")
+        server = ServerProcess(data_dir=tmp_path / "data", skills_dir=skills, env=env)
+        await server.start()
+        try:
+            async with server.client() as c:
+                r = await c.post(
+                    "/api/requests",
+                    json={
+                        "skill": "deploys",
+                        "title": "Restart staging",
+                        "tool": "deploy.restart",
+                        "args": {"env": "staging"},
+                    },
+                )
+                assert r.status_code == 201, r.text
+                state = r.json()
+                assert (state["status"], state["via"]) == ("approved", "policy")
+                [posted] = await slack.wait_for(
+                    "chat.postMessage",
+                    lambda call: "FYI: deploys ran deploy.restart" in json.dumps(call.args),
+                )
+                assert "owner asked to run deploy.restart: approved at once" in json.dumps(
+                    posted.args
+                )
+                # A call no rule notifies about is asked, as ever.
+                r = await c.post(
+                    "/api/requests",
+                    json={
+                        "skill": "deploys",
+                        "title": "Restart prod",
+                        "tool": "deploy.restart",
+                        "args": {"env": "prod"},
+                    },
+                )
+                assert r.json()["status"] == "pending"
+        finally:
+            server.stop()
