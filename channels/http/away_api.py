@@ -73,7 +73,7 @@ async def list_away(deps: Deps) -> AwayList:
     return AwayList(items=[away_out(a) for a in await away_list(desk(deps))])
 
 
-@router.post("", response_model=AwayOut)
+@router.post("", response_model=AwayOut, responses=errors(400, 408, 413))
 async def set_away(body: AwayIn, deps: Deps, who: Principal = DECIDING) -> AwayOut:
     """Say a person is away until `until`: their cards go to `delegate`, who decides for
     them what they may decide."""
