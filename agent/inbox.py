@@ -57,6 +57,7 @@ from pizzabot.agent.model import (
     Reject,
 )
 from pizzabot.agent.policy import Verdict, audit_refusal
+from pizzabot.agent.policy.away import acting_for, counted_already
 from pizzabot.agent.policy.grants import same_choice
 from pizzabot.agent.policy.principal import Principal
 from pizzabot.agent.policy.quorum import Count, count, person_of, required_for
@@ -94,6 +95,7 @@ class Inbox:
         (`pizzabot.agent.step_up`)."""
         store, now = self.ctx.store, self.ctx.clock()
         item = await store.get_item(item_id)
+        by = await acting_for(self.ctx.access, by, item)  # a delegate: "bob for alice"
         await self._check_decidable(item, decision, by=by, seen=seen, now=now)
         final_args = await self._final_args(item, decision)
         if isinstance(decision, Approve | Edit):
@@ -158,10 +160,15 @@ class Inbox:
         toward a rule that needs more than one person, and a skill or tool that says
         `self_approval: false` refuses their approval outright. (Rejecting one's own request
         withdraws it, and is always allowed.)"""
+        twice = counted_already(item, by)  # a delegate, for someone counted already
+        if twice is not None:
+            await self._audit_refused(item, by, {**detail, "why": str(twice)}, now)
+            raise twice
         if item.requester_person is None or item.kind is not ItemKind.TOOL:
             return
         skill = self.ctx.skills.get(item.skill) if item.skill in self.ctx.skills else None
-        if person_of(skill, by) != item.requester_person:
+        behalf = by.on_behalf[1] if by.on_behalf is not None else None
+        if item.requester_person not in (person_of(skill, by), behalf):
             return
         required = self._required(item)
         if skill is not None and not skill.self_approval_for(item.tool):

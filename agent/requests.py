@@ -27,6 +27,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from pizzabot.agent.addresses import Target
+from pizzabot.agent.away_cards import route_cards
 from pizzabot.agent.context import Context
 from pizzabot.agent.errors import (
     AlreadyDecided,
@@ -53,6 +55,7 @@ from pizzabot.agent.model import (
     Risk,
     RunStatus,
 )
+from pizzabot.agent.notify import fyi_item, notify_approvers
 from pizzabot.agent.policy.call_verdict import Granted, call_verdict
 from pizzabot.agent.policy.grants import Grant, make_grant
 from pizzabot.agent.policy.principal import Principal, Scope
@@ -92,6 +95,8 @@ class _Verdict:
     rule: str | None = None
     risk: Risk = field(default_factory=Risk)
     grant: Grant | None = None
+    #: Approved by a `notify` rule: its approvers are told (`pizzabot.agent.notify`).
+    notify: bool = False
 
 
 class Requests:
@@ -125,12 +130,18 @@ class Requests:
             requested_by=by.actor,
             requester_person=person_of(skill, by),
         )
+        targets: list[Target] = []
+        if verdict.decision is None:
+            cards, targets = await route_cards(
+                self.ctx, skill, [(item, None)], targets_for(skill, self.ctx.channels)
+            )
+            item = cards[0][0]
         stored, created = await self.ctx.store.create_request(
             stored,
             input=new.title,
             item=item,
             events=self._events(new, stored, item, verdict, by.actor),
-            targets=targets_for(skill, self.ctx.channels) if verdict.decision is None else [],
+            targets=targets,
             run_status=RunStatus.WAITING if verdict.decision is None else RunStatus.DONE,
             result=outcome_text(item) if verdict.decision is not None else None,
         )
@@ -140,11 +151,33 @@ class Requests:
             await self.ctx.grants.used(
                 verdict.grant, run_id=stored.run_id, call_id=REQUEST_CALL, now=now
             )
+        if verdict.notify and new.tool is not None:
+            await self._notify(skill, new, stored, verdict, by)
         self.ctx.wake_outbox()
         self.ctx.wake_timers()  # its time-out, or its tool's, counts from now
         state = await self._state(stored)
         await self._audit("request_filed", state, by)
         return state, True
+
+    async def _notify(
+        self,
+        skill: Skill,
+        new: NewRequest,
+        stored: StoredRequest,
+        verdict: _Verdict,
+        by: Principal,
+    ) -> None:
+        """Tell the approvers of a request a `notify` rule approved (`pizzabot.agent.notify`)."""
+        fyi = fyi_item(
+            self.ctx,
+            skill,
+            run_id=stored.run_id,
+            tool=new.tool or "",
+            args=new.args,
+            why=verdict.by or "",
+            asked_by=by.actor,
+        )
+        await notify_approvers(self.ctx, skill, fyi, lease=None)
 
     def _stored(
         self,
@@ -289,6 +322,9 @@ class Requests:
                 return _Verdict(Reject(reason=reason), ruling.why, "policy", ruling.by_rule, risk)
             case "auto":
                 return _Verdict(Approve(), ruling.why, "policy", ruling.by_rule, risk)
+            case "notify":
+                ruled = _Verdict(Approve(), ruling.why, "policy", ruling.by_rule, risk)
+                return replace(ruled, notify=True)
             case "ask":
                 pass
         grants = self.ctx.grants

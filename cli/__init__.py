@@ -18,7 +18,7 @@ The server's own commands (`serve`, `worker`, `audit verify`/`export`, `backup`,
 are added by `pizzabot.bot.main`.
 """
 
-from pizzabot.cli import runs, items, control, grants, schedules  # noqa: I001 - the order of `--help`
+from pizzabot.cli import runs, items, control, grants, schedules, away  # noqa: I001 - the order of `--help`
 from pizzabot.cli.a2a import a2a_app
 from pizzabot.cli.ask import register as register_ask
 from pizzabot.cli.common import app
@@ -30,4 +30,4 @@ hook_app.command("install")(hook_install)
 app.add_typer(hook_app, name="hook")
 app.add_typer(a2a_app, name="a2a")
 
-__all__ = ["app", "control", "grants", "items", "runs", "schedules"]
+__all__ = ["app", "away", "control", "grants", "items", "runs", "schedules"]

@@ -5,7 +5,9 @@ none it forbids accepted. Web pages and `/slack/events` are not in the schema.
 
 What JSON Schema cannot say is answered 422 to a body the schema allows, and is checked
 beyond it: POST /api/schedules' cron expression and time zone; POST /api/requests' skill
-(one this server has) and args (valid for that skill's tool)."""
+(one this server has) and args (valid for that skill's tool); POST /api/away's people (in a
+skill's `people:`) and time (ahead, with its zone); DELETE /api/away of someone not away
+(404)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,16 @@ CONFIG = """
 include-path = "/api/schedules"
 include-method = "POST"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
+
+[[operations]]
+include-path = "/api/away"
+include-method = "POST"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "422"]
+
+[[operations]]
+include-path = "/api/away"
+include-method = "DELETE"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "422"]
 """
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
