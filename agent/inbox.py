@@ -64,7 +64,7 @@ from pizzabot.agent.policy.quorum import Count, count, person_of, required_for
 from pizzabot.agent.policy.rules import judge
 from pizzabot.agent.preview import edited_preview
 from pizzabot.agent.questions import question_url, validate_answer, with_defaults
-from pizzabot.agent.requests import request_end, request_ended
+from pizzabot.agent.request_end import request_end, request_ended
 from pizzabot.agent.step_up import Assertion, item_step_up
 from pizzabot.agent.store import RunEnd, kill_reason
 
