@@ -1,6 +1,6 @@
 """`pizzabot`: the server (`serve`, `worker`) beside the client commands of `cli`.
 
-The server's commands live here (`audit verify`/`export`, `backup`, `restore`: `store.admin`);
+The server's commands live here (`audit …`, `policy test`, `backup`, `restore`: `store.admin`);
 every other command is a client of the HTTP API (`cli`), which imports nothing of the server.
 """
 
@@ -161,10 +161,11 @@ def _where() -> Any:
     from pizzabot.store.backup import Where
 
     s = Settings()
-    return Where(s.db_url, s.data_dir, s.audit_key_path, otlp_logs=logs_endpoint(os.environ))
+    otlp = logs_endpoint(os.environ)
+    return Where(s.db_url, s.data_dir, s.audit_key_path, otlp_logs=otlp, skills_dir=s.skills_dir)
 
 
-# audit verify/export, backup, restore: on the server's host, with the database itself
+# audit verify/export, policy test, backup, restore: on the server's host, with the database
 register_admin(app, audit_app, where=_where)
 
 

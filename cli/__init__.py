@@ -5,6 +5,7 @@ server, so a terminal on another device works the same way (`--url`, `--token`).
     runs.py       run, runs, show, cancel, say
     items.py      item, inbox, approve, edit, reject, read
     control.py    kill, skills, audit
+    stats.py      stats: approval fatigue, measured
     grants.py     grants, revoke, tokens …
     schedules.py  schedules …
     ask.py        ask, mcp: for agents Pizza Bot does not run
@@ -14,11 +15,12 @@ server, so a terminal on another device works the same way (`--url`, `--token`).
     ids.py        ids as people type them: a unique beginning, as the web shows it
     render.py     tables, a run's timeline, an item's card
 
-The server's own commands (`serve`, `worker`, `audit verify`/`export`, `backup`, `restore`)
+The server's own commands (`serve`, `worker`, `audit verify`/`export`, `policy test`,
+`backup`, `restore`)
 are added by `pizzabot.bot.main`.
 """
 
-from pizzabot.cli import runs, items, control, grants, schedules, away  # noqa: I001 - the order of `--help`
+from pizzabot.cli import runs, items, control, grants, schedules, away, stats  # noqa: I001 - the order of `--help`
 from pizzabot.cli.a2a import a2a_app
 from pizzabot.cli.ask import register as register_ask
 from pizzabot.cli.common import app
@@ -30,4 +32,4 @@ hook_app.command("install")(hook_install)
 app.add_typer(hook_app, name="hook")
 app.add_typer(a2a_app, name="a2a")
 
-__all__ = ["app", "away", "control", "grants", "items", "runs", "schedules"]
+__all__ = ["app", "away", "control", "grants", "items", "runs", "schedules", "stats"]

@@ -1,5 +1,6 @@
 """The commands that work on the database itself, not through the API: `pizzabot audit verify`,
-`pizzabot audit export`, `pizzabot backup` and `pizzabot restore`.
+`pizzabot audit export`, `pizzabot backup` and `pizzabot restore` (and `pizzabot policy test`:
+`pizzabot.store.policy_check`).
 
 They run on the server's host with the server's settings, which `pizzabot.bot.main` reads
 and hands over as a `Where`; every failure is one `error: …` line and a non-zero exit
@@ -19,13 +20,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from pizzabot.store.policy_check import register_policy
+
 # The client commands share this process: what reads the database is imported when used.
 if TYPE_CHECKING:
     from pizzabot.store.backup import Where
     from pizzabot.store.chain_verify import Verdict
     from pizzabot.store.database import Database
 
-__all__ = ["register"]
+__all__ = ["open_database", "register"]
 
 _AGO = re.compile(r"^(\d+)([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -49,7 +52,8 @@ def parse_since(text: str, *, now: datetime) -> datetime:
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
-async def _open(where: Where) -> Database:
+async def open_database(where: Where) -> Database:
+    """The server's database, at the schema this code has (else `ChainError`)."""
     from pizzabot.store.backup import sqlite_path
     from pizzabot.store.chain import ChainError
     from pizzabot.store.database import Database, connect
@@ -74,7 +78,7 @@ async def _verify(where: Where) -> Verdict:
     from pizzabot.store.chain_verify import verify
 
     key = read_key(where.audit_key) if where.audit_key.exists() else None
-    db = await _open(where)
+    db = await open_database(where)
     try:
         verdict = await verify(db, key=key)
     finally:
@@ -95,7 +99,7 @@ async def _export(where: Where, since: datetime | None, *, otlp: bool = False) -
             "--otlp needs a collector: set OTEL_EXPORTER_OTLP_ENDPOINT "
             "(or OTEL_EXPORTER_OTLP_LOGS_ENDPOINT)"
         )
-    db = await _open(where)
+    db = await open_database(where)
     n = 0
     try:
         if otlp and where.otlp_logs is not None:
@@ -161,6 +165,9 @@ def register(app: typer.Typer, audit: typer.Typer, *, where: Callable[[], Where]
             sys.stdout.write(f"sent {n} audit rows to {at.otlp_logs}\n")
 
     _register_backup(app, where)
+    # A group of the same kind as `audit` (the client's, with its one-line failures).
+    policy = type(audit)(help="Skill files against the recorded history (on the server's host).")
+    register_policy(app, policy, where=where, open_db=open_database)
 
 
 def _register_backup(app: typer.Typer, where: Callable[[], Where]) -> None:

@@ -34,13 +34,15 @@ class BackupError(Exception):
 
 @dataclass(frozen=True)
 class Where:
-    """Where a server keeps its state: the database, the data folder, the audit key; and
-    where its audit rows go over OTLP, when that is configured."""
+    """Where a server keeps its state: the database, the data folder, the audit key; where its
+    audit rows go over OTLP, when that is configured; and the skills folder it serves (what
+    `pizzabot policy test` compares with by default)."""
 
     database_url: str
     data_dir: Path
     audit_key: Path
     otlp_logs: str | None = None
+    skills_dir: Path | None = None
 
 
 def sqlite_path(url: str) -> Path | None:

@@ -10,7 +10,7 @@
     errors.py         the engine's errors as HTTP answers
     runs_api.py, items_api.py, control_api.py, requests_api.py, grants_api.py,
     schedules_api.py, tokens_api.py, push_api.py, coding_hooks_api.py (Claude Code's http hooks),
-    away_api.py
+    away_api.py, stats_api.py
                       the routes, one module per area
 
 `install` adds every router and the error handlers to an app; the composition root sets the
@@ -29,6 +29,7 @@ from pizzabot.channels.http import (
     requests_api,
     runs_api,
     schedules_api,
+    stats_api,
     tokens_api,
 )
 from pizzabot.channels.http.deps import ApiDeps
@@ -51,5 +52,6 @@ def install(app: FastAPI) -> None:
         push_api,
         coding_hooks_api,
         away_api,
+        stats_api,
     ):
         app.include_router(module.router)

@@ -21,6 +21,7 @@ from pizzabot.agent.policy.tokens import TokenDesk
 from pizzabot.agent.requests import Requests
 from pizzabot.agent.runs import Runs
 from pizzabot.agent.skills import Reload, SkillBook
+from pizzabot.agent.stats import CardHistory
 from pizzabot.agent.store import Store
 
 if TYPE_CHECKING:
@@ -62,6 +63,8 @@ class ApiDeps:
     scheduler: Scheduler | None = None
     #: The browsers that get Web Push (`pizzabot.channels.http.push_api`); None: none are kept.
     push: Subscriptions | None = None
+    #: The cards the fatigue figures are measured on (`/api/stats`); None: not kept.
+    history: CardHistory | None = None
 
 
 def api_deps(request: Request) -> ApiDeps:

@@ -1,0 +1,47 @@
+"""Approval fatigue, measured, under /api (admins only):
+
+    GET /api/stats?since=30d&min_repeats=3   cards per day, per person and per tool, time to
+                                             decide (p50, p90), approve rate, and the calls
+                                             approved unchanged every time with the rule
+                                             that would stop asking (`pizzabot.agent.stats`)
+
+`pizzabot stats` and the web page's Stats show the same figures.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, HTTPException, Query
+
+from pizzabot.agent.stats import Stats, compute, period_start
+from pizzabot.channels.http.bodies import BoundedJsonRoute
+from pizzabot.channels.http.deps import Deps
+from pizzabot.channels.http.schema import errors
+from pizzabot.channels.http.scopes import ADMIN, caller
+
+__all__ = ["router"]
+
+router = APIRouter(
+    prefix="/api",
+    route_class=BoundedJsonRoute,
+    dependencies=[Depends(caller)],
+    responses=errors(401, 403, 422),
+)
+
+
+@router.get("/stats", response_model=Stats, dependencies=[ADMIN], responses=errors(503))
+async def stats(
+    deps: Deps,
+    since: str = Query(
+        "30d", max_length=40, description="30d, 12h, 2w … ago, or an ISO date or time"
+    ),
+    min_repeats: int = Query(3, ge=2, le=1000),
+) -> Stats:
+    if deps.history is None:
+        raise HTTPException(503, "this server keeps no history to measure")
+    now = deps.clock()
+    try:
+        start = period_start(since, now=now)
+    except ValueError as exc:
+        raise HTTPException(422, f"since: {exc}") from None
+    items = await deps.history.cards(since=start, until=now)
+    return compute(items, since=start, until=now, min_repeats=min_repeats)
