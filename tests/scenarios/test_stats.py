@@ -5,6 +5,11 @@ the engine (`tests.peers.history`), on SQLite and PostgreSQL. The figures are th
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import os
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -14,8 +19,9 @@ import yaml
 from pizzabot.agent.policy.rules import judge
 from pizzabot.agent.skills import Skill
 from pizzabot.agent.stats import compute, period_start
-from tests.peers.history import ANN, BOB, SKILL, START, calls_in_input, make_history
+from tests.peers.history import ANN, BOB, SKILL, START, TOOLS, calls_in_input, make_history
 from tests.peers.inproc import InProcess
+from tests.peers.stack import _merge, default_skill
 from tests.peers.triggers import FakeClock
 
 
@@ -101,3 +107,94 @@ def _stops_asking(skill: Skill, repeat: dict[str, Any]) -> None:
     assert judge(changed, repeat["tool"], args).policy == "auto"
     if repeat["args"] is not None:
         assert judge(changed, repeat["tool"], BOB).policy == "ask"
+
+
+# -- `pizzabot policy test` on the same kind of history ----------------------------------------
+
+WIDENED: dict[str, Any] = {
+    "crm.send_email": {
+        "policy": "ask",
+        "rules": [{"when": {"to": "ann@example.com"}, "policy": "auto"}],
+    },
+    "crm.lookup": "auto",
+    "crm.slow": "auto",
+    "crm.fail": "ask",
+}
+NARROWED: dict[str, Any] = {
+    "crm.send_email": {
+        "policy": "ask",
+        "rules": [{"when": {"to": "bob@example.com"}, "policy": "deny"}],
+    },
+    "crm.lookup": "ask",
+    "crm.slow": {"policy": "ask", "approvals": {"required": 2}},
+    "crm.fail": "deny",
+}
+SINCE = ("--since", "2026-11-01")
+ANN_SHOWN = '{"body": "Hello", "subject": "hi", "to": "ann@example.com"}'
+BOB_SHOWN = '{"body": "Hello", "subject": "yo", "to": "bob@example.com"}'
+
+
+def skills_folder(root: Path, tools: dict[str, Any]) -> Path:
+    folder = root
+    folder.mkdir(parents=True)
+    spec = _merge(default_skill("http://127.0.0.1:9/v1", tools_log=root / "log"), SKILL)
+    spec["tools"] = tools
+    (folder / "test.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return folder
+
+
+def policy_test(db_url: str, data: Path, folder: Path) -> subprocess.CompletedProcess[str]:
+    """`pizzabot policy test FOLDER` on the server's host, with its settings."""
+    env = {**os.environ, "PIZZABOT_DATA_DIR": str(data), "PIZZABOT_DATABASE_URL": db_url}
+    return subprocess.run(
+        [sys.executable, "-m", "pizzabot.bot.main", "policy", "test", str(folder), *SINCE],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+async def test_policy_test_shows_what_proposed_rules_change_and_fails_on_wider_access(
+    tmp_path: Path, db_url: str
+) -> None:
+    clock = FakeClock()
+    async with InProcess(tmp_path, calls_in_input, skill=SKILL, db_url=db_url, clock=clock) as h:
+        await make_history(h, clock)
+    data = tmp_path / "data"
+    run = functools.partial(asyncio.to_thread, policy_test, db_url, data)
+
+    same = await run(skills_folder(tmp_path / "same", TOOLS))
+    assert (same.returncode, same.stderr) == (0, "")
+    assert same.stdout == "11 call(s) replayed: 0 would change, 0 of them widening access\n"
+
+    wider = await run(skills_folder(tmp_path / "wider", WIDENED))
+    assert (wider.returncode, wider.stderr) == (1, "")
+    assert wider.stdout.splitlines() == [
+        "WIDENS   test  crm.fail: denied → allowed (denied → asked, by the policy of crm.fail):"
+        " 1 call(s) in 1 run(s), e.g. {}",
+        "WIDENS   test  crm.send_email: asked → auto (asked → auto, by rule 1 of"
+        f" crm.send_email): 3 call(s) in 3 run(s), e.g. {ANN_SHOWN}",
+        "WIDENS   test  crm.slow: asked → auto (asked → auto, by the policy of crm.slow):"
+        ' 3 call(s) in 3 run(s), e.g. {"seconds": 0}',
+        "11 call(s) replayed: 7 would change, 7 of them widening access",
+    ]
+
+    narrower = await run(skills_folder(tmp_path / "narrower", NARROWED))
+    assert (narrower.returncode, narrower.stderr) == (0, "")
+    assert narrower.stdout.splitlines() == [
+        "narrows  test  crm.lookup: auto → asked (auto → asked, by the policy of crm.lookup):"
+        ' 1 call(s) in 1 run(s), e.g. {"query": "ann"}',
+        "narrows  test  crm.send_email: → denied (asked → denied, by rule 1 of"
+        f" crm.send_email): 2 call(s) in 2 run(s), e.g. {BOB_SHOWN}",
+        "narrows  test  crm.slow: more approvals (asked → asked (2 people), by the policy of"
+        ' crm.slow): 3 call(s) in 3 run(s), e.g. {"seconds": 0}',
+        "11 call(s) replayed: 6 would change, 0 of them widening access",
+    ]
+
+    # A proposed file the loader refuses is bad input, not a pass.
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "test.yaml").write_text("name: test\ntools: {crm.send_email: sometimes}\n")
+    refused = await run(broken)
+    assert refused.returncode == 2 and "the proposed skills do not load" in refused.stderr
