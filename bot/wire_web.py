@@ -35,6 +35,7 @@ def _deps(request: Request) -> WebDeps:
         phone=svc.phone,
         mail_signin=_mail_signin(svc),
         live=svc.live,
+        history=svc.store,
     )
 
 

@@ -15,6 +15,7 @@ running services, the cookie's and the login throttle's settings) and calls `ins
     routes_items.py   the inbox, an item's page, deciding
     routes_runs.py    runs: list, start, timeline, cancel, follow up
     routes_logs.py    the audit log and the schedules
+    routes_stats.py   approval fatigue, measured (admins)
     routes_phone.py   installing the page (manifest, service worker), Web Push subscriptions
     routes_passkeys.py passkeys: add, remove, sign in, confirm a card that needs one
     phone.py          what those two need (`PhoneDeps`)

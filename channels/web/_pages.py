@@ -71,6 +71,7 @@ async def page(v: Visit, template: str, *, status: int = 200, **context: Any) ->
         template,
         root=v.root,
         signed_in=v.sid is not None,
+        admin=v.who is not None and v.who.is_admin,
         mail_signin=v.deps.mail_signin is not None,
         csrf=v.csrf,
         flash={"text": flash[0], "tone": flash[1]} if flash else None,

@@ -24,6 +24,7 @@ from pizzabot.channels.web import (
     routes_passkeys,
     routes_phone,
     routes_runs,
+    routes_stats,
 )
 from pizzabot.channels.web._render import STATIC
 from pizzabot.channels.web.deps import Answered, WebSite
@@ -37,6 +38,7 @@ PARTS = (
     routes_items.router,
     routes_runs.router,
     routes_logs.router,
+    routes_stats.router,
     routes_grants.router,
     routes_away.router,
     routes_batch.router,

@@ -20,6 +20,7 @@ from pizzabot.agent.policy.grants import Grants
 from pizzabot.agent.policy.tokens import Tokens
 from pizzabot.agent.runs import Runs
 from pizzabot.agent.skills import SkillBook
+from pizzabot.agent.stats import CardHistory
 from pizzabot.agent.store import Store
 from pizzabot.channels.web._session import LoginThrottle, SessionEnds, Sessions
 from pizzabot.channels.web.live import Changes
@@ -61,6 +62,8 @@ class WebDeps:
     #: What the live regions' long-polls wait on, rung when the inbox changes (one for the
     #: process); None: a live region is answered at once, as a plain poll.
     live: Changes | None = None
+    #: The cards the Stats page measures (`pizzabot.agent.stats`); None: the page has none.
+    history: CardHistory | None = None
 
     @property
     def policy(self) -> Access:
