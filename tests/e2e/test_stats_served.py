@@ -11,9 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from playwright.async_api import async_playwright, expect
 
 from tests.e2e.test_cli import cli
+from tests.e2e.test_web_browser import ARGS, DESKTOP, shoot
 from tests.peers.grant_stories import calls, calls_from_input, mail
+from tests.peers.required import CHROMIUM
 from tests.peers.server import TOKEN
 from tests.peers.stack import Stack
 
@@ -27,7 +30,9 @@ async def decided(st: Stack, to: str, subject: str, decision: str, **kw: Any) ->
     await st.wait_run(run["id"], {"done"})
 
 
-async def test_stats_from_the_terminal_and_the_page_after_decisions(tmp_path: Path) -> None:
+async def test_stats_from_the_terminal_and_the_page_after_decisions(
+    tmp_path: Path, output_dir: Path
+) -> None:
     async with Stack(tmp_path, script=calls_from_input) as st:
         for _ in range(3):
             await decided(st, *SAME, "approve")
@@ -45,6 +50,7 @@ async def test_stats_from_the_terminal_and_the_page_after_decisions(tmp_path: Pa
             ann = made.json()["token"]
             as_ann = await c.get("/api/stats", headers={"Authorization": f"Bearer {ann}"})
         pages = await _pages(st.server.url, ann)
+        await _in_a_browser(st.server.url, output_dir)
 
     assert data["cards"] == 4
     o = data["outcomes"]
@@ -82,3 +88,19 @@ async def _pages(url: str, ann: str) -> tuple[str, str, str, httpx.Response]:
         ann_nav = (await browser.get("/")).text
         ann_stats = await browser.get("/stats")
     return admin, stats_page, ann_nav, ann_stats
+
+
+async def _in_a_browser(url: str, output_dir: Path) -> None:
+    """The admin reaches Stats from the navigation; the page fits a phone's screen."""
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            context = await browser.new_context(viewport=DESKTOP, service_workers="block")
+            page = await context.new_page()
+            await page.goto(f"{url}/login?token={TOKEN}")
+            await page.get_by_role("navigation").get_by_role("link", name="Stats").click()
+            await expect(page.get_by_role("heading", level=1)).to_have_text("Stats")
+            await expect(page.locator("pre.snippet")).to_contain_text("policy: auto")
+            await shoot(page, output_dir / "web-stats")
+        finally:
+            await browser.close()
