@@ -17,9 +17,11 @@ compared with what happened then:
 A call a grant let run was asked by the policy (the grant stood in for a person): it counts
 as asked, and grants are not replayed (they are the people's, not the skill file's). A call
 whose tool no server offered, or whose arguments did not fit the tool's schema, never reached
-the policy and is not replayed. A tool's hints (MCP annotations) are not recorded with its
-calls: a call that ran by its read-only hints is replayed as read-only, every other call with
-no hints, so a new `defaults.read_only` shows only on calls that ran by their hints before.
+the policy and is not replayed; nor is a question (`ask_human`), which is always asked.
+
+A tool's hints (MCP annotations) are not recorded with its calls: a call that ran by its
+read-only hints is replayed as read-only, every other call with no hints, so a new
+`defaults.read_only` shows only on calls that ran by their hints before.
 """
 
 from __future__ import annotations
@@ -137,7 +139,11 @@ def recorded_calls(
 def _settled(
     base: RecordedCall, p: ToolRequest | ToolStarted | ToolResult, approvals: Mapping[str, int]
 ) -> RecordedCall | None:
-    """How the call was settled, from its first event after the model proposed it."""
+    """How the call was settled, from its first event after the model proposed it; None for
+    a call the rules never judged (a question, which is always asked; no such tool; arguments
+    that did not fit the tool's schema)."""
+    if "." not in p.tool:
+        return None  # every tool is "server.tool": this is a question (`ask_human`)
     if isinstance(p, ToolRequest):
         request = p.call_id == REQUEST_CALL
         args = dict(p.args) if request or not base.args else base.args

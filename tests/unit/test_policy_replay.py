@@ -82,6 +82,8 @@ def test_a_request_decided_on_arrival_is_recorded_as_the_rules_said() -> None:
     granted = request(Approve(), "grant")
     assert (granted.then, granted.granted) == ("ask", True)
     assert request(Approve(), "api").then == "ask"  # a person decided: it was asked
+    question = log(ToolRequest(call_id=REQUEST_CALL, item_id="i2", tool="ask_human"))
+    assert recorded_calls("r1", "ops", question, {}) == []  # always asked: no rule judged it
 
 
 def test_fewer_approvers_widens_and_more_narrows() -> None:
