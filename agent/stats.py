@@ -75,7 +75,10 @@ def period_start(text: str, *, now: datetime) -> datetime:
         raise ValueError(
             f"{text[:40]!r} is neither a duration (30d, 12h, 45m, 2w) nor an ISO date or time"
         ) from None
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    try:  # in UTC, as the database keeps times: a time zone may push it past the calendar
+        return at.astimezone(UTC) if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    except OverflowError:
+        raise ValueError(f"{text[:40]!r} is outside the calendar in UTC") from None
 
 
 class CardHistory(Protocol):

@@ -29,7 +29,8 @@ def test_a_period_is_a_duration_back_or_a_date() -> None:
     assert period_start("30d", now=NOW) == NOW - timedelta(days=30)
     assert period_start(" 2w ", now=NOW) == NOW - timedelta(weeks=2)
     assert period_start("2026-11-01", now=NOW) == datetime(2026, 11, 1, tzinfo=UTC)
-    for bad in ("last tuesday", "30x", "999999w", ""):
+    assert period_start("2026-11-01T02:00+02:00", now=NOW) == datetime(2026, 11, 1, tzinfo=UTC)
+    for bad in ("last tuesday", "30x", "999999w", "", "0001-01-01T00:00+14:00"):
         with pytest.raises(ValueError):
             period_start(bad, now=NOW)
 
