@@ -45,6 +45,7 @@ __all__ = [
     "Stats",
     "ToolStats",
     "compute",
+    "in_utc",
     "is_card",
     "nearest_rank",
     "period_start",
@@ -75,10 +76,19 @@ def period_start(text: str, *, now: datetime) -> datetime:
         raise ValueError(
             f"{text[:40]!r} is neither a duration (30d, 12h, 45m, 2w) nor an ISO date or time"
         ) from None
-    try:  # in UTC, as the database keeps times: a time zone may push it past the calendar
-        return at.astimezone(UTC) if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    return in_utc(at)
+
+
+def in_utc(at: datetime) -> datetime:
+    """`at` in UTC, as the database keeps times (a time without a zone is taken as UTC); a
+    time its zone pushes past either end of the calendar is that end."""
+    if at.tzinfo is None:
+        return at.replace(tzinfo=UTC)
+    try:
+        return at.astimezone(UTC)
     except OverflowError:
-        raise ValueError(f"{text[:40]!r} is outside the calendar in UTC") from None
+        end = datetime.min if at.year == datetime.min.year else datetime.max
+        return end.replace(tzinfo=UTC)
 
 
 class CardHistory(Protocol):

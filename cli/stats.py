@@ -5,17 +5,22 @@ them."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
 from rich.table import Column
 from rich.text import Text
 
+from pizzabot.cli.client import CliError
 from pizzabot.cli.common import JsonOpt, TokenOpt, UrlOpt, app, call, print_line
 from pizzabot.cli.render import console, dump_json, empty, table, text_column, when
 
-__all__ = ["seconds", "stats"]
+__all__ = ["period", "seconds", "stats"]
+
+_AGO = re.compile(r"^[0-9]{1,4}[smhdw]$")
 
 
 def seconds(value: float | None) -> str:
@@ -29,6 +34,22 @@ def seconds(value: float | None) -> str:
     if value < 86400:
         return f"{value / 3600:.1f}h"
     return f"{value / 86400:.1f}d"
+
+
+def period(since: str) -> dict[str, str]:
+    """The API's parameter for `--since`: a duration as `since`, a date or time as `start`
+    (UTC unless it says otherwise)."""
+    text = since.strip()
+    if _AGO.match(text):
+        return {"since": text}
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        raise CliError(
+            f"--since {since!r} is neither a duration (30d, 12h, 45m, 2w) nor an ISO date or time",
+            code=2,
+        ) from None
+    return {"start": (at if at.tzinfo else at.replace(tzinfo=UTC)).isoformat()}
 
 
 def percent(rate: float | None) -> str:
@@ -49,9 +70,8 @@ def stats(
     as_json: JsonOpt = False,
 ) -> None:
     """How many cards people get and how they decide them, and what would stop asking."""
-    data = call(
-        url, token, "GET", "/api/stats", params={"since": since, "min_repeats": min_repeats}
-    )
+    params: dict[str, Any] = {"min_repeats": min_repeats, **period(since)}
+    data = call(url, token, "GET", "/api/stats", params=params)
     if as_json:
         dump_json(data)
         return

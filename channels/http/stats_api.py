@@ -3,16 +3,20 @@
     GET /api/stats?since=30d&min_repeats=3   cards per day, per person and per tool, time to
                                              decide (p50, p90), approve rate, and the calls
                                              approved unchanged every time with the rule
-                                             that would stop asking (`pizzabot.agent.stats`)
+                                             that would stop asking (`pizzabot.agent.stats`);
+                                             `start=2026-11-01T00:00Z` instead of `since`
+                                             for a period from a given time
 
 `pizzabot stats` and the web page's Stats show the same figures.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from fastapi import APIRouter, Depends, HTTPException, Query
 
-from pizzabot.agent.stats import Stats, compute, period_start
+from pizzabot.agent.stats import Stats, compute, in_utc, period_start
 from pizzabot.channels.http.bodies import BoundedJsonRoute
 from pizzabot.channels.http.deps import Deps
 from pizzabot.channels.http.schema import errors
@@ -32,16 +36,16 @@ router = APIRouter(
 async def stats(
     deps: Deps,
     since: str = Query(
-        "30d", max_length=40, description="30d, 12h, 2w … ago, or an ISO date or time"
+        "30d", pattern=r"^[0-9]{1,4}[smhdw]$", description="how far back: 30d, 12h, 45m, 2w"
+    ),
+    start: datetime | None = Query(
+        None, description="from this time on, instead of `since` (UTC unless it says otherwise)"
     ),
     min_repeats: int = Query(3, ge=2, le=1000),
 ) -> Stats:
     if deps.history is None:
         raise HTTPException(503, "this server keeps no history to measure")
     now = deps.clock()
-    try:
-        start = period_start(since, now=now)
-    except ValueError as exc:
-        raise HTTPException(422, f"since: {exc}") from None
-    items = await deps.history.cards(since=start, until=now)
-    return compute(items, since=start, until=now, min_repeats=min_repeats)
+    begin = in_utc(start) if start is not None else period_start(since, now=now)
+    items = await deps.history.cards(since=begin, until=now)
+    return compute(items, since=begin, until=now, min_repeats=min_repeats)

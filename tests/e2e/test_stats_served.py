@@ -42,6 +42,8 @@ async def test_stats_from_the_terminal_and_the_page_after_decisions(
         assert shown.returncode == 0, shown.stderr
         data = json.loads(shown.stdout)
         text = await asyncio.to_thread(cli, st, "stats", "--since", "7d")
+        dated = await asyncio.to_thread(cli, st, "stats", "--since", "2020-01-01", "--json")
+        future = await asyncio.to_thread(cli, st, "stats", "--since", "2999-01-01", "--json")
         wrong = await asyncio.to_thread(cli, st, "stats", "--since", "last tuesday")
         async with st.client() as c:
             made = await c.post(
@@ -62,6 +64,8 @@ async def test_stats_from_the_terminal_and_the_page_after_decisions(
     assert repeat["args"] == mail(*SAME)
     assert "- when:" in repeat["snippet"] and "eq: a@x.example" in repeat["snippet"]
 
+    assert json.loads(dated.stdout)["cards"] == 4 and json.loads(future.stdout)["cards"] == 0
+    assert json.loads(dated.stdout)["since"].startswith("2020-01-01T00:00:00")
     assert text.returncode == 0, text.stderr
     assert "approve rate 75%" in text.stdout
     assert "crm.send_email with the same arguments approved unchanged 3 of 3 times" in text.stdout

@@ -30,7 +30,9 @@ def test_a_period_is_a_duration_back_or_a_date() -> None:
     assert period_start(" 2w ", now=NOW) == NOW - timedelta(weeks=2)
     assert period_start("2026-11-01", now=NOW) == datetime(2026, 11, 1, tzinfo=UTC)
     assert period_start("2026-11-01T02:00+02:00", now=NOW) == datetime(2026, 11, 1, tzinfo=UTC)
-    for bad in ("last tuesday", "30x", "999999w", "", "0001-01-01T00:00+14:00"):
+    early = period_start("0001-01-01T00:00+14:00", now=NOW)  # before the calendar, in UTC
+    assert early == datetime.min.replace(tzinfo=UTC)
+    for bad in ("last tuesday", "30x", "999999w", ""):
         with pytest.raises(ValueError):
             period_start(bad, now=NOW)
 
