@@ -304,6 +304,7 @@ class CallSteps:
             targets=targets_for(skill, self.ctx.channels),
         )
         self.ctx.wake_outbox()
+        self.ctx.wake_timers()  # its steps count from now; whoever is on call gets it at once
 
     def _card(
         self, held: HeldRun, call: CallState, spec: ToolSpec, ask: AskPerson, now: datetime

@@ -168,6 +168,9 @@ class Risk:
     #: "passkey": an approval needs a fresh passkey assertion bound to this card
     #: (`pizzabot.agent.step_up`); None: a channel's button is enough.
     step_up: str | None = None
+    #: What happens while nobody decides ("30m: sent to group:sre-leads, who may decide ·
+    #: 2h: rejected"; `pizzabot.agent.escalation.plan_text`); None: nothing.
+    ladder: str | None = None
 
     def __post_init__(self) -> None:
         # Stored as a JSON list, read back as one.

@@ -1,13 +1,18 @@
 """Approval time-outs, reminders and escalation: the clock's part in the inbox.
 
-A loop looks at the pending action items whose tool rule (in the skill) has `timeout`,
-`remind_after` or `escalate_after`, and acts once the item is old enough:
+A loop looks at the pending action items and walks each one's escalation ladder
+(`pizzabot.agent.escalation.ladder`: `timeout`, `remind_after`, `escalate_after` and the steps
+of `escalate:`), acting on each step once the item is old enough:
 
-- `timeout`: the item is closed as expired in every channel's copy (`Inbox.expire`). With
-  `on_timeout: reject` the model is told plainly that no one answered and that it must not
-  work around it; with `on_timeout: halt` the run stops and an Unread item says why.
-- `remind_after`: the item is sent again to the same places, once.
-- `escalate_after`: the item is sent to `escalate_to`, once; those approvers may decide it.
+- an end (`timeout`, `then:`): the item is closed as expired in every channel's copy
+  (`Inbox.expire`). On a reject the model is told plainly that no one answered and that it
+  must not work around it; on a halt the run stops and an Unread item says why.
+- a reminder: the item is sent again to the same places, once.
+- a widening (`escalate_to`, `to:`): the item is sent to those people, once; they may decide it.
+
+It also sends each card to whoever is on call now in a rota or shift group that may decide it
+(once per person and shift), so a hand-over reaches the new person. Every step and hand-over
+is in the audit trail (`approval_reminded`, `approval_escalated`, `approval_on_call`).
 
 A request from an agent (`pizzabot.agent.requests`) may set its own `timeout`, which wins over its
 tool's; an expired request is never a halt (its run has nothing to stop).
@@ -25,10 +30,11 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pizzabot.agent.context import Context
 from pizzabot.agent.errors import AlreadyDecided
+from pizzabot.agent.escalation import Rung, Turn, ladder, on_call_turns, person_targets
 from pizzabot.agent.events import NewEvent, Note, TimerRemark
 from pizzabot.agent.inbox import Inbox
 from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, Target
@@ -43,7 +49,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class TimerAction:
     item_id: str
-    kind: Literal["expired", "halted", "reminded", "escalated"]
+    kind: Literal["expired", "halted", "reminded", "escalated", "on_call"]
 
 
 def human_duration(seconds: float) -> str:
@@ -67,6 +73,10 @@ def expiry_message(tool: str, timeout: float, *, halt: bool) -> str:
         "another way (another tool, or the same action split up). Carry on without it, and say "
         "in your answer what was not done because no one approved it."
     )
+
+
+def _said(targets: list[Target]) -> list[str]:
+    return [f"{t.kind}:{t.address}" for t in targets]
 
 
 def _timed(item: Item, skill: Skill) -> bool:
@@ -127,67 +137,120 @@ class Timers:
                     update={"timeout": timeouts[item.id], "on_timeout": "reject"}
                 )
             actions.extend(await self._item(item, skill, rule, done))
-            self._note_due(item, rule)
-        if any(a.kind in {"reminded", "escalated"} for a in actions):
+            self._note_due(item, rule, skill)
+        if any(a.kind in {"reminded", "escalated", "on_call"} for a in actions):
             self.ctx.wake_outbox()
         return actions
 
-    def _note_due(self, item: Item, rule: ToolRule) -> None:
-        """Keep the soonest moment one of the item's times comes, for the loop's sleep."""
-        age = (self.ctx.clock() - item.created_at).total_seconds()
-        for after in (rule.timeout, rule.remind_after, rule.escalate_after):
-            if after is not None and after > age:
-                left = after - age
-                self.next_due = left if self.next_due is None else min(self.next_due, left)
+    def _note_due(self, item: Item, rule: ToolRule, skill: Skill) -> None:
+        """Keep the soonest moment one of the item's steps comes, or a shift hands over, for
+        the loop's sleep."""
+        now = self.ctx.clock()
+        age = (now - item.created_at).total_seconds()
+        lefts = [r.after - age for r in ladder(rule) if r.after > age]
+        turns = on_call_turns(skill, item.tool or "", at=now, asked_at=item.created_at)
+        lefts += [(t.until - now).total_seconds() for t in turns if t.until is not None]
+        for left in lefts:
+            self.next_due = left if self.next_due is None else min(self.next_due, left)
 
     async def _item(
         self, item: Item, skill: Skill, rule: ToolRule, done: set[tuple[str, str]]
     ) -> list[TimerAction]:
         age = (self.ctx.clock() - item.created_at).total_seconds()
-        tool = item.tool or ""
-        if rule.timeout is not None and age >= rule.timeout:
-            halt = rule.on_timeout == "halt" and not skill.inbox_only
-            reason = expiry_message(tool, rule.timeout, halt=halt)
-            if skill.inbox_only:  # a request: the requester reads it, not a model
-                reason = f"no one answered within {human_duration(rule.timeout)}"
-            with contextlib.suppress(AlreadyDecided):  # someone decided a moment earlier
-                await self.inbox.expire(item.id, reason=reason, halt=halt)
-                log.info("item %s expired after %s", item.id, human_duration(rule.timeout))
-                return [TimerAction(item.id, "halted" if halt else "expired")]
-            return []
+        rungs = ladder(rule)
+        end = next((r for r in rungs if r.act == "end"), None)
+        if end is not None and age >= end.after:
+            return await self._end(item, skill, end)
         actions: list[TimerAction] = []
-        escalation = rule.escalate_to
-        if (
-            rule.escalate_after is not None
-            and escalation is not None
-            and age >= rule.escalate_after
-            and (item.id, "escalate") not in done
+        for rung in rungs:
+            if rung.act == "end" or age < rung.after or (item.id, rung.key) in done:
+                continue
+            if await self._step(item, skill, rung):
+                actions.append(
+                    TimerAction(item.id, "reminded" if rung.act == "remind" else "escalated")
+                )
+        for turn in on_call_turns(
+            skill, item.tool or "", at=self.ctx.clock(), asked_at=item.created_at
         ):
-            targets = deliver_targets(escalation, self.ctx.channels)
-            remark = TimerRemark(
-                item_id=item.id,
-                tool=tool,
-                after=human_duration(rule.escalate_after),
-                targets=[f"{t.kind}:{t.address}" for t in targets],
-                approvers=escalation.approvers.model_dump(),
-            )
-            if await self._once(item, "escalate", targets, Note(escalated=remark)):
-                actions.append(TimerAction(item.id, "escalated"))
-        if (
-            rule.remind_after is not None
-            and age >= rule.remind_after
-            and (item.id, "remind") not in done
-        ):
-            targets = targets_for(skill, self.ctx.channels)
-            remark = TimerRemark(
-                item_id=item.id,
-                tool=tool,
-                after=human_duration(rule.remind_after),
-                targets=[f"{t.kind}:{t.address}" for t in targets],
-            )
-            if await self._once(item, "remind", targets, Note(reminder=remark)):
-                actions.append(TimerAction(item.id, "reminded"))
+            if (item.id, turn.key) not in done and await self._hand_over(item, skill, turn):
+                actions.append(TimerAction(item.id, "on_call"))
         return actions
+
+    async def _end(self, item: Item, skill: Skill, end: Rung) -> list[TimerAction]:
+        halt = end.halt and not skill.inbox_only
+        reason = expiry_message(item.tool or "", end.after, halt=halt)
+        if skill.inbox_only:  # a request: the requester reads it, not a model
+            reason = f"no one answered within {human_duration(end.after)}"
+        with contextlib.suppress(AlreadyDecided):  # someone decided a moment earlier
+            await self.inbox.expire(item.id, reason=reason, halt=halt)
+            log.info("item %s expired after %s", item.id, human_duration(end.after))
+            return [TimerAction(item.id, "halted" if halt else "expired")]
+        return []
+
+    async def _step(self, item: Item, skill: Skill, rung: Rung) -> bool:
+        """Remind or widen once; audited with who it went to."""
+        after, tool, channels = human_duration(rung.after), item.tool or "", self.ctx.channels
+        if rung.act == "remind":
+            targets = targets_for(skill, channels)
+            remark = TimerRemark(item_id=item.id, tool=tool, after=after, targets=_said(targets))
+            note, people = Note(reminder=remark), list[str]()
+        elif rung.escalation is not None:
+            targets = deliver_targets(rung.escalation, channels)
+            approvers = rung.escalation.approvers.model_dump()
+            remark = TimerRemark(
+                item_id=item.id, tool=tool, after=after, targets=_said(targets), approvers=approvers
+            )
+            note, people = Note(escalated=remark), skill.named(rung.escalation.approvers.people)
+        else:
+            people = skill.named(rung.to, self.ctx.clock())
+            targets = person_targets(skill, people, channels)
+            remark = TimerRemark(
+                item_id=item.id,
+                tool=tool,
+                after=after,
+                targets=_said(targets),
+                approvers={"people": list(rung.to)},
+            )
+            note = Note(escalated=remark)
+        if not await self._once(item, rung.key, targets, note):
+            return False
+        action = "approval_reminded" if rung.act == "remind" else "approval_escalated"
+        detail = {"step": rung.key, "after": after, "to": list(rung.to), "people": people}
+        await self._audit(item, action, {**detail, "targets": _said(targets)})
+        return True
+
+    async def _hand_over(self, item: Item, skill: Skill, turn: Turn) -> bool:
+        """Send the card to whoever is on call now, once per shift; the audit names them."""
+        targets = person_targets(skill, [turn.person], self.ctx.channels)
+        remark = TimerRemark(
+            item_id=item.id,
+            tool=item.tool or "",
+            after="on call",
+            targets=_said(targets),
+            approvers={"group": turn.group, "people": [turn.person]},
+        )
+        if not await self._once(item, turn.key, targets, Note(on_call=remark)):
+            return False
+        detail = {
+            "group": turn.group,
+            "person": turn.person,
+            "since": turn.since.isoformat() if turn.since else None,
+            "until": turn.until.isoformat() if turn.until else None,
+            "targets": _said(targets),
+        }
+        await self._audit(item, "approval_on_call", detail)
+        return True
+
+    async def _audit(self, item: Item, action: str, detail: dict[str, Any]) -> None:
+        await self.ctx.store.audit(
+            action=action,
+            actor="timer",
+            channel="timer",
+            now=self.ctx.clock(),
+            run_id=item.run_id,
+            item_id=item.id,
+            detail=detail,
+        )
 
     async def _once(self, item: Item, kind: str, targets: list[Target], note: Note) -> bool:
         if not targets:

@@ -235,9 +235,9 @@ class Skill(Strict):
         loose: list[tuple[str, str]] = []
         named: dict[str, None] = {}
         for listed in lists:
-            for name in listed.people:
-                group = self.groups.get(group_name(name)) if is_group(name) else None
-                named.update(dict.fromkeys(group.named if group is not None else [name]))
+            for listed_name in listed.people:
+                group = self.groups.get(group_name(listed_name)) if is_group(listed_name) else None
+                named.update(dict.fromkeys(group.named if group is not None else [listed_name]))
             for channel in IDENTITY_CHANNELS:
                 for identity in getattr(listed, channel):
                     name = owner.get((channel, identity))
@@ -274,7 +274,7 @@ class Skill(Strict):
         and, for an item asked at `asked_at`, the steps of its ladder that have come; a named
         person, or a group's member (on call at `at`), with their identity on that channel."""
         approvers: list[str] = []
-        for listed in self._decider_lists(tool, at, asked_at):
+        for listed in self.decider_lists(tool, at, asked_at):
             approvers += getattr(listed, channel, []) if channel in IDENTITY_CHANNELS else []
             for name in self.named(listed.people, at):
                 identity = self.people[name].on(channel)
@@ -282,7 +282,7 @@ class Skill(Strict):
                     approvers.append(identity)
         return approvers
 
-    def _decider_lists(
+    def decider_lists(
         self, tool: str | None, at: datetime | None, asked_at: datetime | None
     ) -> list[Approvers]:
         if not tool:
@@ -311,7 +311,7 @@ class Skill(Strict):
     ) -> list[str]:
         """The people (`people:` names) among the approvers of an item of `tool` at `at`, as
         `approvers_for` finds them."""
-        lists = self._decider_lists(tool, at, asked_at)
+        lists = self.decider_lists(tool, at, asked_at)
         return self.named([n for listed in lists for n in listed.people], at)
 
     def approvals_required(self, tool: str | None) -> int:

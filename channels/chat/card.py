@@ -141,6 +141,8 @@ def _facts(item: Item) -> tuple[str, ...]:
         facts.append(f"📏 Asked by {item.risk.rule}")
     if item.risk.approvals_text:
         facts.append(f"👥 {item.risk.approvals_text}")
+    if item.risk.ladder:
+        facts.append(f"⏰ If nobody decides: {item.risk.ladder}")
     return tuple(facts)
 
 

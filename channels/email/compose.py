@@ -257,6 +257,8 @@ def _item_text(item: Item, run: Run, *, can_decide: bool, links: Links | None) -
             lines.append(f"Asked by: {item.risk.rule}")
         if item.risk.approvals_text:
             lines.append(f"Approvals: {item.risk.approvals_text}")
+        if item.risk.ladder:
+            lines.append(f"If nobody decides: {item.risk.ladder}")
         lines += ["", "Proposed arguments:"]
     else:
         lines.append("Extension:")
@@ -325,6 +327,8 @@ def _item_html(item: Item, run: Run, *, can_decide: bool, links: Links | None) -
             asked += f"<br><b>Asked by:</b> {e(item.risk.rule)}" if item.risk.rule else ""
             count = item.risk.approvals_text
             asked += f"<br><b>Approvals:</b> {e(count)}" if count else ""
+            ladder = item.risk.ladder
+            asked += f"<br><b>If nobody decides:</b> {e(ladder)}" if ladder else ""
             blocks.append(f"<b>Risk:</b> {e(_risk(item))}{asked}</p>")
             blocks.append("<p><b>Proposed arguments:</b></p>")
         else:

@@ -96,6 +96,8 @@ class Risk(BaseModel):
     approved: list[str] | None = None
     # "passkey": an approval needs a fresh passkey assertion, given on the web page.
     step_up: str | None = None
+    # What happens while nobody decides (the escalation ladder, in words).
+    ladder: str | None = None
 
     @model_serializer(mode="wrap")
     def _only_what_applies(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

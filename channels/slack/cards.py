@@ -160,6 +160,8 @@ def _action(item: Item, base_url: str) -> Message:
         blocks.append(context(f"📏 Asked by {esc(item.risk.rule)}"))
     if item.risk.approvals_text:
         blocks.append(context(f"👥 {esc(item.risk.approvals_text)}"))
+    if item.risk.ladder:
+        blocks.append(context(f"⏰ If nobody decides: {esc(item.risk.ladder)}"))
     if item.status is ItemStatus.EDITED:
         label = "Edited arguments"
         shown = item.final_args
