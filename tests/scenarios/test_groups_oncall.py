@@ -1,0 +1,146 @@
+"""Groups, on-call hand-overs and the escalation ladder, with a clock the test moves.
+
+In-process: SqlStore on SQLite, the scripted model server through litellm, a fake tool hub
+and recording channels for Slack and email (see tests/peers/triggers.py). The served
+stories, over the Slack recorder and the mail server, are in tests/e2e/test_groups_served.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pizzabot.agent.errors import NotAllowed
+from pizzabot.agent.model import Approve, EventKind, ItemStatus, RunStatus
+from pizzabot.agent.policy import Principal
+from tests.peers.triggers import Harness
+from tests.scenarios.test_triggers_timers import MAIL, mail_then_report, started_and_waiting
+
+PEOPLE = {
+    "alice": {"slack": "U_ALICE", "email": "alice@example.com"},
+    "bob": {"slack": "U_BOB", "email": "bob@example.com"},
+    "carol": {"slack": "U_CAROL", "email": "carol@example.com"},
+}
+
+
+def ladder_skill() -> dict[str, Any]:
+    return {
+        "people": PEOPLE,
+        "groups": {"sre": ["alice", "bob"], "leads": ["carol"]},
+        "approvers": ["group:sre"],
+        "tools": {
+            "crm.send_email": {
+                "policy": "ask",
+                "escalate": [
+                    {"after": "30m", "to": "group:leads"},
+                    {"after": "2h", "then": "reject"},
+                ],
+            }
+        },
+    }
+
+
+async def audit(h: Harness, action: str) -> list[dict[str, Any]]:
+    entries = sorted(await h.store.audit_log(), key=lambda e: e.id)
+    return [e.detail for e in entries if e.action == action]
+
+
+async def test_any_one_of_a_group_decides(tmp_path: Path) -> None:
+    async with Harness(tmp_path, mail_then_report, **ladder_skill()) as h:
+        run_id, item_id = await started_and_waiting(h)
+        with pytest.raises(NotAllowed):  # carol leads, and the ladder has not reached her
+            await h.inbox.decide(item_id, Approve(), by=Principal.of("slack", "U_CAROL"))
+        decided = await h.inbox.decide(item_id, Approve(), by=Principal.of("slack", "U_BOB"))
+        assert decided.status is ItemStatus.APPROVED and decided.decided_by == "U_BOB"
+        await h.drive()
+        assert h.tools.calls == [("crm.send_email", MAIL)]
+        assert (await h.store.get_run(run_id)).status is RunStatus.DONE
+
+
+async def test_the_ladder_widens_to_a_group_who_may_then_decide(tmp_path: Path) -> None:
+    async with Harness(tmp_path, mail_then_report, **ladder_skill()) as h:
+        _, item_id = await started_and_waiting(h)
+        card = await h.store.get_item(item_id)
+        assert card.risk.ladder == "30m: sent to group:leads, who may decide · 2h: rejected"
+        carol = Principal.of("email", "carol@example.com")
+        with pytest.raises(NotAllowed):
+            await h.inbox.decide(item_id, Approve(), by=carol)
+
+        h.clock.advance(minutes=31)
+        assert [a.kind for a in await h.timers.tick()] == ["escalated"]
+        assert await h.timers.tick() == []  # once
+        await h.outbox.drain()
+        newest = [
+            (d.channel, d.address) for _, d in h.slack.delivered[-1:] + h.email.delivered[-1:]
+        ]
+        assert newest == [("slack", "U_CAROL"), ("email", "carol@example.com")]
+        [step] = await audit(h, "approval_escalated")
+        assert step["step"] == "step1" and step["to"] == ["group:leads"]
+        assert step["people"] == ["carol"] and step["after"] == "30m"
+
+        decided = await h.inbox.decide(item_id, Approve(), by=carol)
+        assert decided.status is ItemStatus.APPROVED
+
+
+async def test_the_ladder_ends_in_an_honest_reject(tmp_path: Path) -> None:
+    async with Harness(tmp_path, mail_then_report, **ladder_skill()) as h:
+        run_id, item_id = await started_and_waiting(h)
+        h.clock.advance(minutes=31)
+        await h.timers.tick()
+        h.clock.advance(hours=2)
+        assert [a.kind for a in await h.timers.tick()] == ["expired"]
+        item = await h.store.get_item(item_id)
+        assert item.status is ItemStatus.EXPIRED and item.decided_by == "timeout"
+        await h.drive()
+        assert h.tools.calls == []
+        said = [m for m in h.model.requests[-1]["messages"] if m["role"] == "tool"][0]["content"]
+        assert "No one answered" in said and "within 2h" in said
+        assert (await h.store.get_run(run_id)).status is RunStatus.DONE
+
+
+def rota_skill() -> dict[str, Any]:
+    # The test clock starts on Monday 2026-11-30 at 09:00 UTC; the rota hands over at 10:00.
+    rota = {
+        "people": ["alice", "bob"],
+        "handover": {"weekday": "mon", "at": "10:00"},
+        "timezone": "UTC",
+        "starts": "2026-11-30",
+    }
+    return {
+        "people": PEOPLE,
+        "groups": {"oncall": {"rota": rota}},
+        "approvers": ["group:oncall"],
+        "tools": {"crm.send_email": {"policy": "ask"}},
+    }
+
+
+async def test_a_hand_over_sends_the_card_to_the_new_person(tmp_path: Path) -> None:
+    async with Harness(tmp_path, mail_then_report, **rota_skill()) as h:
+        run_id, item_id = await started_and_waiting(h)
+        assert [a.kind for a in await h.timers.tick()] == ["on_call"]
+        await h.outbox.drain()
+        sent = [(d.channel, d.address) for _, d in h.slack.delivered + h.email.delivered]
+        assert ("slack", "U_BOB") in sent and ("email", "bob@example.com") in sent
+        assert ("slack", "U_ALICE") not in sent
+        [first] = await audit(h, "approval_on_call")
+        assert first["group"] == "oncall" and first["person"] == "bob"
+        assert first["until"] == "2026-11-30T10:00:00+00:00"
+        assert h.timers.next_due == 3600  # the loop wakes for the hand-over
+
+        h.clock.advance(hours=1)
+        assert [a.kind for a in await h.timers.tick()] == ["on_call"]
+        assert await h.timers.tick() == []
+        await h.outbox.drain()
+        newest = [(d.channel, d.address) for _, d in h.slack.delivered + h.email.delivered]
+        assert ("slack", "U_ALICE") in newest and ("email", "alice@example.com") in newest
+        second = (await audit(h, "approval_on_call"))[-1]
+        assert second["person"] == "alice" and second["since"] == "2026-11-30T10:00:00+00:00"
+        notes = [e.data for e in await h.store.events(run_id) if e.kind is EventKind.NOTE]
+        assert [n["on_call"]["approvers"]["people"] for n in notes] == [["bob"], ["alice"]]
+
+        with pytest.raises(NotAllowed):  # bob's shift is over
+            await h.inbox.decide(item_id, Approve(), by=Principal.of("slack", "U_BOB"))
+        decided = await h.inbox.decide(item_id, Approve(), by=Principal.of("slack", "U_ALICE"))
+        assert decided.decided_by == "U_ALICE"
