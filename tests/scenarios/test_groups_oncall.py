@@ -95,7 +95,7 @@ async def test_the_ladder_ends_in_an_honest_reject(tmp_path: Path) -> None:
         assert item.status is ItemStatus.EXPIRED and item.decided_by == "timeout"
         await h.drive()
         assert h.tools.calls == []
-        said = [m for m in h.model.requests[-1]["messages"] if m["role"] == "tool"][0]["content"]
+        said = next(m for m in h.model.requests[-1]["messages"] if m["role"] == "tool")["content"]
         assert "No one answered" in said and "within 2h" in said
         assert (await h.store.get_run(run_id)).status is RunStatus.DONE
 
