@@ -76,7 +76,7 @@ def plan_text(rule: ToolRule) -> str | None:
             case "remind":
                 what = "reminder"
             case "widen":
-                names = list(rung.to) or ["the escalation list"]
+                names = list(rung.to) or ["escalate_to"]
                 what = f"sent to {', '.join(names)}, who may decide"
             case "end":
                 what = "the run stops" if rung.halt else "rejected"

@@ -171,9 +171,13 @@ class Risk:
     #: What happens while nobody decides ("30m: sent to group:sre-leads, who may decide ·
     #: 2h: rejected"; `pizzabot.agent.escalation.plan_text`); None: nothing.
     ladder: str | None = None
+    #: The ladder's steps and on-call hand-overs so far ("30m: sent to group:sre-leads
+    #: (carol)", "on call in pager: alice"), oldest first.
+    steps: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Stored as a JSON list, read back as one.
+        object.__setattr__(self, "steps", tuple(self.steps))
         object.__setattr__(self, "hints", tuple(self.hints))
         object.__setattr__(self, "grants", tuple(self.grants))
         object.__setattr__(self, "approved", tuple(self.approved))
@@ -193,7 +197,7 @@ class Risk:
         return self.impact is not None or self.reversible is not None or self.scope is not None
 
     def as_dict(self) -> dict[str, Any]:
-        lists = ("hints", "grants", "approved")
+        lists = ("hints", "grants", "approved", "steps")
         out = {k: v for k, v in vars(self).items() if v is not None and k not in lists}
         for name in lists:
             if getattr(self, name):

@@ -79,6 +79,14 @@ def _said(targets: list[Target]) -> list[str]:
     return [f"{t.kind}:{t.address}" for t in targets]
 
 
+def _whom(rung: Rung, people: list[str]) -> str:
+    """Who a widening reached, as the card says it: "group:leads (carol)"."""
+    if not rung.to:  # the old `escalate_to`
+        return ", ".join(people) or "escalate_to"
+    named = ", ".join(rung.to)
+    return f"{named} ({', '.join(people)})" if people and list(rung.to) != people else named
+
+
 def _timed(item: Item, skill: Skill) -> bool:
     """Items the clock looks after: the engine's tool calls, and every item of a request
     (a request's question too: its skill is inbox-only)."""
@@ -212,12 +220,15 @@ class Timers:
                 approvers={"people": list(rung.to)},
             )
             note = Note(escalated=remark)
-        if not await self._once(item, rung.key, targets, note):
-            return False
         action = "approval_reminded" if rung.act == "remind" else "approval_escalated"
         detail = {"step": rung.key, "after": after, "to": list(rung.to), "people": people}
-        await self._audit(item, action, {**detail, "targets": _said(targets)})
-        return True
+        shown = (
+            f"{after}: reminder"
+            if rung.act == "remind"
+            else f"{after}: sent to {_whom(rung, people)}"
+        )
+        audit = (action, {**detail, "targets": _said(targets)})
+        return await self._once(item, rung.key, targets, note, shown=shown, audit=audit)
 
     async def _hand_over(self, item: Item, skill: Skill, turn: Turn) -> bool:
         """Send the card to whoever is on call now, once per shift; the audit names them."""
@@ -229,8 +240,6 @@ class Timers:
             targets=_said(targets),
             approvers={"group": turn.group, "people": [turn.person]},
         )
-        if not await self._once(item, turn.key, targets, Note(on_call=remark)):
-            return False
         detail = {
             "group": turn.group,
             "person": turn.person,
@@ -238,21 +247,22 @@ class Timers:
             "until": turn.until.isoformat() if turn.until else None,
             "targets": _said(targets),
         }
-        await self._audit(item, "approval_on_call", detail)
-        return True
-
-    async def _audit(self, item: Item, action: str, detail: dict[str, Any]) -> None:
-        await self.ctx.store.audit(
-            action=action,
-            actor="timer",
-            channel="timer",
-            now=self.ctx.clock(),
-            run_id=item.run_id,
-            item_id=item.id,
-            detail=detail,
+        shown = f"on call in {turn.group}: {turn.person}"
+        audit = ("approval_on_call", detail)
+        return await self._once(
+            item, turn.key, targets, Note(on_call=remark), shown=shown, audit=audit
         )
 
-    async def _once(self, item: Item, kind: str, targets: list[Target], note: Note) -> bool:
+    async def _once(
+        self,
+        item: Item,
+        kind: str,
+        targets: list[Target],
+        note: Note,
+        *,
+        shown: str,
+        audit: tuple[str, dict[str, Any]],
+    ) -> bool:
         if not targets:
             return False  # no configured channel to send it to: nothing to record either
         return await self.store.add_deliveries_once(
@@ -261,4 +271,6 @@ class Timers:
             targets=targets,
             note=NewEvent(note),
             now=self.ctx.clock(),
+            shown=shown,
+            audit=audit,
         )

@@ -143,6 +143,8 @@ def _facts(item: Item) -> tuple[str, ...]:
         facts.append(f"👥 {item.risk.approvals_text}")
     if item.risk.ladder:
         facts.append(f"⏰ If nobody decides: {item.risk.ladder}")
+    if item.risk.steps:
+        facts.append(f"⏱ So far: {' · '.join(item.risk.steps)}")
     return tuple(facts)
 
 

@@ -259,6 +259,8 @@ def _item_text(item: Item, run: Run, *, can_decide: bool, links: Links | None) -
             lines.append(f"Approvals: {item.risk.approvals_text}")
         if item.risk.ladder:
             lines.append(f"If nobody decides: {item.risk.ladder}")
+        if item.risk.steps:
+            lines.append(f"So far: {' · '.join(item.risk.steps)}")
         lines += ["", "Proposed arguments:"]
     else:
         lines.append("Extension:")
@@ -329,6 +331,8 @@ def _item_html(item: Item, run: Run, *, can_decide: bool, links: Links | None) -
             asked += f"<br><b>Approvals:</b> {e(count)}" if count else ""
             ladder = item.risk.ladder
             asked += f"<br><b>If nobody decides:</b> {e(ladder)}" if ladder else ""
+            steps = " · ".join(item.risk.steps)
+            asked += f"<br><b>So far:</b> {e(steps)}" if steps else ""
             blocks.append(f"<b>Risk:</b> {e(_risk(item))}{asked}</p>")
             blocks.append("<p><b>Proposed arguments:</b></p>")
         else:

@@ -98,6 +98,8 @@ class Risk(BaseModel):
     step_up: str | None = None
     # What happens while nobody decides (the escalation ladder, in words).
     ladder: str | None = None
+    # The ladder's steps and on-call hand-overs so far, oldest first.
+    steps: list[str] | None = None
 
     @model_serializer(mode="wrap")
     def _only_what_applies(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -119,6 +119,11 @@ async def test_the_ladder_widens_to_leads_then_rejects(stack: Stack, slack: Slac
 
     # Carol leads: the card reaches her when the ladder widens, and from then she decides.
     dm = await card_to(slack, widened["id"], CAROL)
+    assert "So far: 6s: sent to group:leads (carol)" in blocks(dm)
+    await slack.wait_for(  # the first copy is redrawn to say so
+        "chat.update",
+        lambda c: c.args.get("ts") == post.answer["ts"] and "sent to group:leads" in blocks(c),
+    )
     await click_approve(st, widened, dm, CAROL)
     decided = await item_becomes(st, widened["id"], "approved")
     assert decided["decided_by"] == CAROL
@@ -165,6 +170,7 @@ async def test_a_hand_over_routes_the_card_to_the_new_person(stack: Stack, slack
     await card_to(slack, item["id"], BOB)
     alice_card = await card_to(slack, item["id"], ALICE)
 
+    assert "on call in pager: bob · on call in pager: alice" in blocks(alice_card)
     turns = [d for d in await audit_details(st, "approval_on_call") if d["group"] == "pager"]
     assert [d["person"] for d in turns] == ["bob", "alice"]
     assert turns[1]["since"] == handover.isoformat()

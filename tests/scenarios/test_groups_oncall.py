@@ -79,6 +79,11 @@ async def test_the_ladder_widens_to_a_group_who_may_then_decide(tmp_path: Path) 
         [step] = await audit(h, "approval_escalated")
         assert step["step"] == "step1" and step["to"] == ["group:leads"]
         assert step["people"] == ["carol"] and step["after"] == "30m"
+        card = await h.store.get_item(item_id)
+        assert card.risk.steps == ("30m: sent to group:leads (carol)",)
+        # The copies sent before are redrawn to show it.
+        updated = {d.address for i, d in h.slack.updated if i.risk.steps}
+        assert "C_TEAM" in updated
 
         decided = await h.inbox.decide(item_id, Approve(), by=carol)
         assert decided.status is ItemStatus.APPROVED
@@ -140,6 +145,8 @@ async def test_a_hand_over_sends_the_card_to_the_new_person(tmp_path: Path) -> N
         notes = [e.data for e in await h.store.events(run_id) if e.kind is EventKind.NOTE]
         assert [n["on_call"]["approvers"]["people"] for n in notes] == [["bob"], ["alice"]]
 
+        card = await h.store.get_item(item_id)
+        assert card.risk.steps == ("on call in oncall: bob", "on call in oncall: alice")
         with pytest.raises(NotAllowed):  # bob's shift is over
             await h.inbox.decide(item_id, Approve(), by=Principal.of("slack", "U_BOB"))
         decided = await h.inbox.decide(item_id, Approve(), by=Principal.of("slack", "U_ALICE"))
