@@ -191,6 +191,11 @@ class Risk:
         text = f"{len(self.approved)} of {required} approved"
         return f"{text}: {', '.join(self.approved)}" if self.approved else text
 
+    def timing(self) -> list[tuple[str, str]]:
+        """The escalation ladder and the steps taken so far, as labelled lines of a card."""
+        said = [("If nobody decides", self.ladder), ("So far", " · ".join(self.steps))]
+        return [(label, text) for label, text in said if text]
+
     @property
     def noted(self) -> bool:
         """The skill gave risk notes of its own."""

@@ -257,10 +257,7 @@ def _item_text(item: Item, run: Run, *, can_decide: bool, links: Links | None) -
             lines.append(f"Asked by: {item.risk.rule}")
         if item.risk.approvals_text:
             lines.append(f"Approvals: {item.risk.approvals_text}")
-        if item.risk.ladder:
-            lines.append(f"If nobody decides: {item.risk.ladder}")
-        if item.risk.steps:
-            lines.append(f"So far: {' · '.join(item.risk.steps)}")
+        lines += [f"{label}: {text}" for label, text in item.risk.timing()]
         lines += ["", "Proposed arguments:"]
     else:
         lines.append("Extension:")
@@ -329,10 +326,7 @@ def _item_html(item: Item, run: Run, *, can_decide: bool, links: Links | None) -
             asked += f"<br><b>Asked by:</b> {e(item.risk.rule)}" if item.risk.rule else ""
             count = item.risk.approvals_text
             asked += f"<br><b>Approvals:</b> {e(count)}" if count else ""
-            ladder = item.risk.ladder
-            asked += f"<br><b>If nobody decides:</b> {e(ladder)}" if ladder else ""
-            steps = " · ".join(item.risk.steps)
-            asked += f"<br><b>So far:</b> {e(steps)}" if steps else ""
+            asked += "".join(f"<br><b>{k}:</b> {e(v)}" for k, v in item.risk.timing())
             blocks.append(f"<b>Risk:</b> {e(_risk(item))}{asked}</p>")
             blocks.append("<p><b>Proposed arguments:</b></p>")
         else:
