@@ -155,7 +155,8 @@ def load_calendar(shifts: Shifts, folder: Path, people: Mapping[str, Person]) ->
     if folder.resolve() not in path.parents:
         raise ValueError(f"shifts file {shifts.file!r} must be inside the skills folder")
     try:
-        raw = path.read_bytes()[: MAX_CALENDAR_BYTES + 1]
+        with path.open("rb") as file:  # never more than the limit in memory
+            raw = file.read(MAX_CALENDAR_BYTES + 1)
     except OSError as exc:
         raise ValueError(f"cannot read shifts file {shifts.file!r}: {exc.strerror}") from None
     if len(raw) > MAX_CALENDAR_BYTES:

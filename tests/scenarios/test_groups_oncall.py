@@ -12,9 +12,15 @@ from typing import Any
 
 import pytest
 
-from pizzabot.agent.errors import NotAllowed
+from pizzabot.agent.errors import NotAllowed, OwnRequest
 from pizzabot.agent.model import Approve, EventKind, ItemStatus, RunStatus
-from pizzabot.agent.policy import Principal
+from pizzabot.agent.policy import Principal, Scope
+from pizzabot.agent.requests import NewRequest, Requests
+from pizzabot.agent.skills import SkillBook, parse_skill
+from pizzabot.bot.core import build
+from pizzabot.store.approvals import SqlApprovals
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.sql import SqlStore, connect
 from tests.peers.triggers import Harness
 from tests.scenarios.test_triggers_timers import MAIL, mail_then_report, started_and_waiting
 
@@ -151,3 +157,45 @@ async def test_a_hand_over_sends_the_card_to_the_new_person(tmp_path: Path) -> N
             await h.inbox.decide(item_id, Approve(), by=Principal.of("slack", "U_BOB"))
         decided = await h.inbox.decide(item_id, Approve(), by=Principal.of("slack", "U_ALICE"))
         assert decided.decided_by == "U_ALICE"
+
+
+FINANCE = """
+name: payments
+people:
+  alice: {slack: U_ALICE}
+  bob: {slack: U_BOB}
+  carol: {slack: U_CAROL}
+  dan: {email: dan@example.com}
+groups: {finance: [bob, carol, dan]}
+approvers: [alice, group:finance]
+self_approval: false
+tools:
+  bank.transfer: {policy: ask, approvals: {required: 2, of: group:finance}}
+"""
+
+
+async def test_two_of_finance_not_the_requester(tmp_path: Path) -> None:
+    engine = connect(f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}")
+    await upgrade(engine)
+    store = SqlStore(engine)
+    try:
+        skills = SkillBook({"payments": parse_skill(FINANCE, "payments.yaml")})
+        core = build(store=store, skills=skills, channels={}, mind=None)
+        core.ctx.approvals = SqlApprovals(store.db)
+        bobs_agent = Principal.token(token_id="t1", name="bob-bot", scope=Scope.ASK, person="bob")
+        request, _ = await Requests(core.ctx).create(
+            NewRequest(skill="payments", title="pay", tool="bank.transfer", args={"eur": 900}),
+            by=bobs_agent,
+        )
+        decide, item_id = core.inbox.decide, request.item_id
+        with pytest.raises(OwnRequest):  # bob is of finance, but he asked
+            await decide(item_id, Approve(), by=Principal.of("slack", "U_BOB"))
+        with pytest.raises(NotAllowed):  # alice approves the skill, not this tool
+            await decide(item_id, Approve(), by=Principal.of("slack", "U_ALICE"))
+        counted = await decide(item_id, Approve(), by=Principal.of("slack", "U_CAROL"))
+        assert counted.status is ItemStatus.PENDING
+        assert counted.risk.approvals_text == "1 of 2 approved: carol via Slack"
+        done = await decide(item_id, Approve(), by=Principal.of("email", "dan@example.com"))
+        assert done.status is ItemStatus.APPROVED
+    finally:
+        await store.aclose()
