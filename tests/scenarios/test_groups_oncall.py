@@ -7,21 +7,27 @@ stories, over the Slack recorder and the mail server, are in tests/e2e/test_grou
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pizzabot.agent.channel import RecordingChannel
 from pizzabot.agent.errors import NotAllowed, OwnRequest
 from pizzabot.agent.model import Approve, EventKind, ItemStatus, RunStatus
 from pizzabot.agent.policy import Principal, Scope
 from pizzabot.agent.requests import NewRequest, Requests
 from pizzabot.agent.skills import SkillBook, parse_skill
+from pizzabot.agent.timers import Timers
 from pizzabot.bot.core import build
 from pizzabot.store.approvals import SqlApprovals
 from pizzabot.store.migrate import upgrade
 from pizzabot.store.sql import SqlStore, connect
-from tests.peers.triggers import Harness
+from pizzabot.store.triggers import TriggerStore
+from tests.conftest import fresh_pg_database
+from tests.peers.triggers import FakeClock, Harness
 from tests.scenarios.test_triggers_timers import MAIL, mail_then_report, started_and_waiting
 
 PEOPLE = {
@@ -199,3 +205,69 @@ async def test_two_of_finance_not_the_requester(tmp_path: Path) -> None:
         assert done.status is ItemStatus.APPROVED
     finally:
         await store.aclose()
+
+
+DEPLOYS = """
+name: deploys
+people:
+  alice: {slack: U_ALICE}
+  bob: {slack: U_BOB}
+  carol: {slack: U_CAROL}
+groups:
+  leads: [carol]
+  pager:
+    rota:
+      people: [alice, bob]
+      handover: {weekday: mon, at: "10:00"}
+      starts: 2026-11-30
+approvers: [group:pager]
+deliver: {slack: C_OPS}
+tools:
+  deploy.prod:
+    policy: ask
+    escalate: [{after: 30m, to: group:leads}, {after: 2h, then: halt}]
+"""
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_steps_and_hand_overs_are_claimed_once_on_each_store(
+    tmp_path: Path, backend: str
+) -> None:
+    async with contextlib.AsyncExitStack() as stack:
+        if backend == "postgres":
+            url = await stack.enter_async_context(fresh_pg_database())
+        else:
+            url = f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}"
+        engine = connect(url)
+        await upgrade(engine)
+        store = SqlStore(engine)
+        stack.push_async_callback(store.aclose)
+        clock = FakeClock()  # Monday 09:00 UTC: bob's turn, until 10:00
+        skills = SkillBook({"deploys": parse_skill(DEPLOYS, "deploys.yaml")})
+        slack = RecordingChannel(name="slack")
+        core = build(store=store, skills=skills, channels={"slack": slack}, mind=None, clock=clock)
+        timers = Timers(core.ctx, core.inbox, TriggerStore(store))
+        request, _ = await Requests(core.ctx).create(
+            NewRequest(skill="deploys", title="ship", tool="deploy.prod"),
+            by=Principal.owner("api"),
+        )
+        both = await asyncio.gather(timers.tick(), timers.tick())
+        assert sorted(a.kind for a in both[0] + both[1]) == ["on_call"]
+        clock.advance(minutes=31)
+        assert [a.kind for a in await timers.tick()] == ["escalated"]
+        clock.advance(minutes=30)  # 10:01: alice's turn
+        assert [a.kind for a in await timers.tick()] == ["on_call"]
+        item = await store.get_item(request.item_id)
+        assert item.risk.steps == (
+            "on call in pager: bob",
+            "30m: sent to group:leads (carol)",
+            "on call in pager: alice",
+        )
+        trail = [e.action for e in sorted(await store.audit_log(), key=lambda e: e.id)]
+        assert [a for a in trail if a.startswith("approval_")] == [
+            "approval_on_call",
+            "approval_escalated",
+            "approval_on_call",
+        ]
+        clock.advance(hours=2)  # a request is never a halt: its end is a reject
+        assert [a.kind for a in await timers.tick()] == ["expired"]
