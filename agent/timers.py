@@ -208,7 +208,8 @@ class Timers:
             remark = TimerRemark(
                 item_id=item.id, tool=tool, after=after, targets=_said(targets), approvers=approvers
             )
-            note, people = Note(escalated=remark), skill.named(rung.escalation.approvers.people)
+            named = skill.named(rung.escalation.approvers.people, self.ctx.clock())
+            note, people = Note(escalated=remark), named
         else:
             people = skill.named(rung.to, self.ctx.clock())
             targets = person_targets(skill, people, channels)
