@@ -19,15 +19,16 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import icalendar
-import recurring_ical_events
 from pydantic import PrivateAttr, field_validator
 
 from pizzabot.agent.skills._base import Strict
 from pizzabot.agent.skills.people import Person
+
+if TYPE_CHECKING:  # loaded with the first calendar: a server without one never needs them
+    import icalendar
 
 __all__ = ["MAX_CALENDAR_BYTES", "Handover", "OnCall", "Shifts", "WeeklyRota", "load_calendar"]
 
@@ -115,6 +116,8 @@ class Shifts(Strict):
     def on_call(self, at: dt.datetime) -> OnCall:
         if self._calendar is None:
             return OnCall((), None, None)
+        import recurring_ical_events
+
         events = recurring_ical_events.of(self._calendar).between(at, at + dt.timedelta(seconds=1))
         people: dict[str, None] = {}
         starts: list[dt.datetime] = []
@@ -151,6 +154,8 @@ def _who(event: Any, names: set[str], emails: Mapping[str, str]) -> str | None:
 def load_calendar(shifts: Shifts, folder: Path, people: Mapping[str, Person]) -> None:
     """Read `shifts.file` and check that every event names a person; raise ValueError with
     what is wrong."""
+    import icalendar
+
     path = (folder / shifts.file).resolve()
     if folder.resolve() not in path.parents:
         raise ValueError(f"shifts file {shifts.file!r} must be inside the skills folder")
