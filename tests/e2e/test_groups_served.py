@@ -143,7 +143,7 @@ async def test_the_ladder_widens_to_leads_then_rejects(stack: Stack, slack: Slac
 async def test_a_hand_over_routes_the_card_to_the_new_person(stack: Stack, slack: SlackApi) -> None:
     st = stack
     # Alice takes over a few seconds from now: until then the turn before hers is Bob's.
-    handover = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=10)
+    handover = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=15)
     rota = {
         "people": ["alice", "bob"],
         "handover": {
