@@ -17,6 +17,7 @@ trace, the API's answer and every channel's message.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -37,6 +38,7 @@ from pizzabot.agent.events import (
 from pizzabot.agent.held import HeldRun, Outcome
 from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, RunStatus
 from pizzabot.agent.policy.grants import Grant, make_grant
+from pizzabot.agent.preview import Previewer
 from pizzabot.agent.redaction import Redactor
 from pizzabot.agent.settle import (
     INTERRUPTED_ASK,
@@ -297,10 +299,19 @@ class CallSteps:
     ) -> None:
         """Put the calls on cards and park the run, in one transaction: a turn's cards
         appear together."""
-        skill, now = held.skill, self.ctx.clock()
+        skill = held.skill
+        # Worked out before the cards exist, all at once: a card shows what it would do.
+        previewer = Previewer(self.tools, redact=self.redact.values_only, redact_error=self.redact)
+        risks = await asyncio.gather(
+            *(previewer.risk_with_preview(skill, s.qualified, c.args, a.risk) for c, s, a in asks)
+        )
+        now = self.ctx.clock()
         await held.park(
             self.ctx,
-            [self._card(held, call, spec, ask, now) for call, spec, ask in asks],
+            [
+                self._card(held, call, spec, replace(ask, risk=risk), now)
+                for (call, spec, ask), risk in zip(asks, risks, strict=True)
+            ],
             targets=targets_for(skill, self.ctx.channels),
         )
         self.ctx.wake_outbox()

@@ -61,6 +61,7 @@ from pizzabot.agent.policy.grants import same_choice
 from pizzabot.agent.policy.principal import Principal
 from pizzabot.agent.policy.quorum import Count, count, person_of, required_for
 from pizzabot.agent.policy.rules import judge
+from pizzabot.agent.preview import edited_preview
 from pizzabot.agent.questions import question_url, validate_answer, with_defaults
 from pizzabot.agent.requests import request_end, request_ended
 from pizzabot.agent.step_up import Assertion, item_step_up
@@ -349,16 +350,22 @@ class Inbox:
         if self.ctx.approvals is None:
             why = f"{item.tool} needs {required} people's approval; this server keeps no count"
             raise InvalidArguments({"": why})
+        skill = self.ctx.skills.get(item.skill) if item.skill in self.ctx.skills else None
+        edited = decision.args if isinstance(decision, Edit) else None
         try:
             return await count(
                 self.ctx.approvals,
                 self.ctx.store,
                 item,
-                skill=self.ctx.skills.get(item.skill) if item.skill in self.ctx.skills else None,
+                skill=skill,
                 required=required,
                 who=by,
                 now=self.ctx.clock(),
-                edited=decision.args if isinstance(decision, Edit) else None,
+                edited=edited,
+                # The card stays open with the edited arguments: its preview is made anew.
+                preview=None
+                if edited is None
+                else await edited_preview(self.ctx.previews, skill, item, edited),
             )
         except CardChanged as exc:
             await self._changed(exc.item, decision, by=by, now=self.ctx.clock())

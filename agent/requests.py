@@ -29,6 +29,7 @@ from typing import Any
 
 from pizzabot.agent.context import Context
 from pizzabot.agent.errors import (
+    AlreadyDecided,
     Conflict,
     InvalidArguments,
     KillSwitchOn,
@@ -44,6 +45,7 @@ from pizzabot.agent.model import (
     Approve,
     Box,
     Decision,
+    Expired,
     Item,
     ItemKind,
     ItemStatus,
@@ -199,6 +201,44 @@ class Requests:
             return await self._state(stored)
         await self._audit("request_answered", found, by)
         return found
+
+    async def withdraw(self, request_id: str, *, by: Principal) -> RequestState:
+        """Withdraw a pending request (its requester no longer wants the answer): the item
+        is closed (`cancelled`, shown as `expired` with the reason "withdrawn by ..."), every
+        card says so, and its run ends. A request decided first keeps its decision; either
+        way the state is returned, and a withdrawal is audited."""
+        stored = await self._readable(request_id, by)
+        item = await self.ctx.store.get_item(stored.item_id)
+        if not item.decided:
+            gone = Expired(reason=f"withdrawn by {by.actor}")
+            event = DecisionMade(
+                item_id=item.id,
+                call_id=item.call_id,
+                decision=gone,
+                actor=by.actor,
+                channel=by.channel,
+            )
+            try:
+                closed = await self.ctx.store.record_decision(
+                    item.id,
+                    gone,
+                    actor=by.actor,
+                    channel=by.channel,
+                    now=self.ctx.clock(),
+                    final_args=None,
+                    event=NewEvent(event),
+                    status=ItemStatus.CANCELLED,
+                    ends=request_end(item, gone, None, by=by.actor, via=by.channel),
+                )
+            except AlreadyDecided:
+                pass  # a person was quicker: their decision stands
+            else:
+                await request_ended(self.ctx, closed, gone, by=by.actor, via=by.channel)
+                self.ctx.decisions.ring(closed.run_id)
+                self.ctx.wake_outbox()
+        state = await self._state(stored)
+        await self._audit("request_withdrawn", state, by)
+        return state
 
     async def _readable(self, request_id: str, by: Principal) -> StoredRequest:
         stored = await self.ctx.store.get_request(request_id)

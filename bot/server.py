@@ -60,6 +60,7 @@ from pizzabot.bot.outlets import outlets
 from pizzabot.bot.services import EmailParts, Services, SlackParts
 from pizzabot.bot.settings import Settings, environment, private_folder
 from pizzabot.bot.skill_reload import SkillFiles
+from pizzabot.channels.a2a import serve as a2a
 from pizzabot.channels.mcp import http as mcp_http
 from pizzabot.store.approvals import SqlApprovals
 from pizzabot.store.chain import ensure_key, keep_checkpointing
@@ -330,6 +331,8 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
         ),
     )
     guard(app, settings, token=token)
+    if settings.a2a_skill:  # after guard: its token gate runs before the body limit
+        a2a.install(app, skill=settings.a2a_skill, base_url=settings.base_url, owner_token=token)
     return app
 
 

@@ -9,7 +9,7 @@
     schema.py         the documented shapes; answers.py makes them from the engine's nouns
     errors.py         the engine's errors as HTTP answers
     runs_api.py, items_api.py, control_api.py, requests_api.py, grants_api.py,
-    schedules_api.py, tokens_api.py, push_api.py
+    schedules_api.py, tokens_api.py, push_api.py, coding_hooks_api.py (Claude Code's http hooks)
                       the routes, one module per area
 
 `install` adds every router and the error handlers to an app; the composition root sets the
@@ -19,6 +19,7 @@
 from fastapi import FastAPI
 
 from pizzabot.channels.http import (
+    coding_hooks_api,
     control_api,
     grants_api,
     items_api,
@@ -46,5 +47,6 @@ def install(app: FastAPI) -> None:
         tokens_api,
         schedules_api,
         push_api,
+        coding_hooks_api,
     ):
         app.include_router(module.router)

@@ -14,12 +14,17 @@ import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 DOVECOT = "/usr/sbin/dovecot"
 CHROMIUM = "/usr/bin/chromium"
 PG_ADDRESS = ("127.0.0.1", 5432)
+#: The MCP conformance suite and its Node 22, from npm (`.ci/install-conformance`).
+CONFORMANCE_DIR = Path(__file__).resolve().parents[2] / ".ci" / "conformance" / "node_modules"
+NODE22 = str(CONFORMANCE_DIR / ".bin" / "node")
+CONFORMANCE = str(CONFORMANCE_DIR / "@modelcontextprotocol" / "conformance" / "dist" / "index.js")
 
 
 def _executable(path: str) -> Callable[[], bool]:
@@ -50,6 +55,10 @@ PEERS: dict[str, Peer] = {
     "mail": Peer(f"dovecot ({DOVECOT})", _executable(DOVECOT)),
     "browser": Peer(f"Chromium ({CHROMIUM})", _executable(CHROMIUM)),
     "postgres": Peer("PostgreSQL on {}:{}".format(*PG_ADDRESS), _listening(PG_ADDRESS)),
+    "conformance": Peer(
+        "the MCP conformance suite (.ci/conformance)",
+        lambda: os.access(NODE22, os.X_OK) and os.path.isfile(CONFORMANCE),
+    ),
 }
 
 
@@ -60,6 +69,6 @@ def require(marker: str) -> None:
         pytest.fail(
             f"{peer.what} is missing: these tests need it and CI installs it; "
             "run .ci/install-system-packages (it installs dovecot and Chromium and "
-            "starts PostgreSQL)",
+            "starts PostgreSQL) and .ci/install-conformance (the MCP conformance suite)",
             pytrace=False,
         )
