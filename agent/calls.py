@@ -338,6 +338,7 @@ class CallSteps:
         )
         await held.park(self.ctx, cards, targets=targets)
         self.ctx.wake_outbox()
+        self.ctx.wake_timers()  # its steps count from now; whoever is on call gets it at once
 
     def _card(
         self, held: HeldRun, call: CallState, spec: ToolSpec, ask: AskPerson, now: datetime

@@ -74,4 +74,4 @@ class Context:
 
     def __post_init__(self) -> None:
         if self.access is None:
-            self.access = Access(skills=self.skills)
+            self.access = Access(skills=self.skills, clock=self.clock)

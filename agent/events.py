@@ -263,7 +263,7 @@ class ErrorNoted(_Payload):
 
 
 class TimerRemark(BaseModel):
-    """A reminder or an escalation the clock sent for a pending item."""
+    """A reminder, an escalation or an on-call hand-over the clock sent a pending item for."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     item_id: str
@@ -292,16 +292,18 @@ class Note(_Payload):
     escalations, and a running tool's questions."""
 
     kind: Literal[EventKind.NOTE] = EventKind.NOTE
-    _omit_unset = frozenset({"reminder", "escalated", "question"})
+    _omit_unset = frozenset({"reminder", "escalated", "on_call", "question"})
     reminder: TimerRemark | None = None
     escalated: TimerRemark | None = None
+    #: The card was sent to whoever is on call now in a rota or shift group.
+    on_call: TimerRemark | None = None
     question: QuestionRemark | None = None
 
     def stored(self) -> JsonObject:
         out = super().stored()
         if isinstance(out.get("question"), dict):
             out["question"] = {k: v for k, v in out["question"].items() if v is not None}
-        for name in ("reminder", "escalated"):
+        for name in ("reminder", "escalated", "on_call"):
             if isinstance(out.get(name), dict) and out[name].get("approvers") is None:
                 out[name].pop("approvers", None)
         return out

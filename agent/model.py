@@ -190,11 +190,18 @@ class Risk:
     step_up: str | None = None
     #: What the call would do, shown on the card (`pizzabot.agent.preview`); None: no preview.
     preview: Preview | None = None
+    #: What happens while nobody decides ("30m: sent to group:sre-leads, who may decide ·
+    #: 2h: rejected"; `pizzabot.agent.escalation.plan_text`); None: nothing.
+    ladder: str | None = None
+    #: The ladder's steps and on-call hand-overs so far ("30m: sent to group:sre-leads
+    #: (carol)", "on call in pager: alice"), oldest first.
+    steps: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.preview, dict):  # stored as JSON, read back as a mapping
             object.__setattr__(self, "preview", Preview(**self.preview))
         # Stored as a JSON list, read back as one.
+        object.__setattr__(self, "steps", tuple(self.steps))
         object.__setattr__(self, "hints", tuple(self.hints))
         object.__setattr__(self, "grants", tuple(self.grants))
         object.__setattr__(self, "approved", tuple(self.approved))
@@ -208,13 +215,18 @@ class Risk:
         text = f"{len(self.approved)} of {required} approved"
         return f"{text}: {', '.join(self.approved)}" if self.approved else text
 
+    def timing(self) -> list[tuple[str, str]]:
+        """The escalation ladder and the steps taken so far, as labelled lines of a card."""
+        said = [("If nobody decides", self.ladder), ("So far", " · ".join(self.steps))]
+        return [(label, text) for label, text in said if text]
+
     @property
     def noted(self) -> bool:
         """The skill gave risk notes of its own."""
         return self.impact is not None or self.reversible is not None or self.scope is not None
 
     def as_dict(self) -> dict[str, Any]:
-        lists = ("hints", "grants", "approved")
+        lists = ("hints", "grants", "approved", "steps")
         out = {k: v for k, v in vars(self).items() if v is not None and k not in lists}
         if self.preview is not None:
             out["preview"] = self.preview.as_dict()

@@ -421,9 +421,13 @@ class ItemTimers(Protocol):
         targets: Sequence[Target],
         note: NewEvent,
         now: datetime,
+        shown: str | None = None,
+        audit: tuple[str, dict[str, Any]] | None = None,
     ) -> bool:
         """Deliver a still-pending item to `targets` and note it on its run, once per kind;
-        False when already done or the item is no longer pending."""
+        False when already done or the item is no longer pending. With `shown`, the card
+        says it among its steps so far (`Risk.steps`; its sent copies are updated), and
+        `audit` (action, detail) is written by the clock, in the same transaction."""
         ...
 
 

@@ -1,13 +1,18 @@
 """Approval time-outs, reminders and escalation: the clock's part in the inbox.
 
-A loop looks at the pending action items whose tool rule (in the skill) has `timeout`,
-`remind_after` or `escalate_after`, and acts once the item is old enough:
+A loop looks at the pending action items and walks each one's escalation ladder
+(`pizzabot.agent.escalation.ladder`: `timeout`, `remind_after`, `escalate_after` and the steps
+of `escalate:`), acting on each step once the item is old enough:
 
-- `timeout`: the item is closed as expired in every channel's copy (`Inbox.expire`). With
-  `on_timeout: reject` the model is told plainly that no one answered and that it must not
-  work around it; with `on_timeout: halt` the run stops and an Unread item says why.
-- `remind_after`: the item is sent again to the same places, once.
-- `escalate_after`: the item is sent to `escalate_to`, once; those approvers may decide it.
+- an end (`timeout`, `then:`): the item is closed as expired in every channel's copy
+  (`Inbox.expire`). On a reject the model is told plainly that no one answered and that it
+  must not work around it; on a halt the run stops and an Unread item says why.
+- a reminder: the item is sent again to the same places, once.
+- a widening (`escalate_to`, `to:`): the item is sent to those people, once; they may decide it.
+
+It also sends each card to whoever is on call now in a rota or shift group that may decide it
+(once per person and shift), so a hand-over reaches the new person. Every step and hand-over
+is in the audit trail (`approval_reminded`, `approval_escalated`, `approval_on_call`).
 
 A request from an agent (`pizzabot.agent.requests`) may set its own `timeout`, which wins over its
 tool's; an expired request is never a halt (its run has nothing to stop).
@@ -25,11 +30,12 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pizzabot.agent.away_cards import delegated_targets
 from pizzabot.agent.context import Context
 from pizzabot.agent.errors import AlreadyDecided
+from pizzabot.agent.escalation import Rung, Turn, ladder, on_call_turns, person_targets
 from pizzabot.agent.events import NewEvent, Note, TimerRemark
 from pizzabot.agent.inbox import Inbox
 from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, Target
@@ -44,7 +50,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class TimerAction:
     item_id: str
-    kind: Literal["expired", "halted", "reminded", "escalated"]
+    kind: Literal["expired", "halted", "reminded", "escalated", "on_call"]
 
 
 def human_duration(seconds: float) -> str:
@@ -68,6 +74,18 @@ def expiry_message(tool: str, timeout: float, *, halt: bool) -> str:
         "another way (another tool, or the same action split up). Carry on without it, and say "
         "in your answer what was not done because no one approved it."
     )
+
+
+def _said(targets: list[Target]) -> list[str]:
+    return [f"{t.kind}:{t.address}" for t in targets]
+
+
+def _whom(rung: Rung, people: list[str]) -> str:
+    """Who a widening reached, as the card says it: "group:leads (carol)"."""
+    if not rung.to:  # the old `escalate_to`
+        return ", ".join(people) or "escalate_to"
+    named = ", ".join(rung.to)
+    return f"{named} ({', '.join(people)})" if people and list(rung.to) != people else named
 
 
 def _timed(item: Item, skill: Skill) -> bool:
@@ -128,72 +146,126 @@ class Timers:
                     update={"timeout": timeouts[item.id], "on_timeout": "reject"}
                 )
             actions.extend(await self._item(item, skill, rule, done))
-            self._note_due(item, rule)
-        if any(a.kind in {"reminded", "escalated"} for a in actions):
+            self._note_due(item, rule, skill)
+        if any(a.kind in {"reminded", "escalated", "on_call"} for a in actions):
             self.ctx.wake_outbox()
         return actions
 
-    def _note_due(self, item: Item, rule: ToolRule) -> None:
-        """Keep the soonest moment one of the item's times comes, for the loop's sleep."""
-        age = (self.ctx.clock() - item.created_at).total_seconds()
-        for after in (rule.timeout, rule.remind_after, rule.escalate_after):
-            if after is not None and after > age:
-                left = after - age
-                self.next_due = left if self.next_due is None else min(self.next_due, left)
+    def _note_due(self, item: Item, rule: ToolRule, skill: Skill) -> None:
+        """Keep the soonest moment one of the item's steps comes, or a shift hands over, for
+        the loop's sleep."""
+        now = self.ctx.clock()
+        age = (now - item.created_at).total_seconds()
+        lefts = [r.after - age for r in ladder(rule) if r.after > age]
+        turns = on_call_turns(skill, item.tool or "", at=now, asked_at=item.created_at)
+        lefts += [(t.until - now).total_seconds() for t in turns if t.until is not None]
+        for left in lefts:
+            self.next_due = left if self.next_due is None else min(self.next_due, left)
 
     async def _item(
         self, item: Item, skill: Skill, rule: ToolRule, done: set[tuple[str, str]]
     ) -> list[TimerAction]:
         age = (self.ctx.clock() - item.created_at).total_seconds()
-        tool = item.tool or ""
-        if rule.timeout is not None and age >= rule.timeout:
-            halt = rule.on_timeout == "halt" and not skill.inbox_only
-            reason = expiry_message(tool, rule.timeout, halt=halt)
-            if skill.inbox_only:  # a request: the requester reads it, not a model
-                reason = f"no one answered within {human_duration(rule.timeout)}"
-            with contextlib.suppress(AlreadyDecided):  # someone decided a moment earlier
-                await self.inbox.expire(item.id, reason=reason, halt=halt)
-                log.info("item %s expired after %s", item.id, human_duration(rule.timeout))
-                return [TimerAction(item.id, "halted" if halt else "expired")]
-            return []
+        rungs = ladder(rule)
+        end = next((r for r in rungs if r.act == "end"), None)
+        if end is not None and age >= end.after:
+            return await self._end(item, skill, end)
         actions: list[TimerAction] = []
-        escalation = rule.escalate_to
-        if (
-            rule.escalate_after is not None
-            and escalation is not None
-            and age >= rule.escalate_after
-            and (item.id, "escalate") not in done
+        for rung in rungs:
+            if rung.act == "end" or age < rung.after or (item.id, rung.key) in done:
+                continue
+            if await self._step(item, skill, rung):
+                actions.append(
+                    TimerAction(item.id, "reminded" if rung.act == "remind" else "escalated")
+                )
+        for turn in on_call_turns(
+            skill, item.tool or "", at=self.ctx.clock(), asked_at=item.created_at
         ):
-            targets = deliver_targets(escalation, self.ctx.channels)
-            remark = TimerRemark(
-                item_id=item.id,
-                tool=tool,
-                after=human_duration(rule.escalate_after),
-                targets=[f"{t.kind}:{t.address}" for t in targets],
-                approvers=escalation.approvers.model_dump(),
-            )
-            if await self._once(item, "escalate", targets, Note(escalated=remark)):
-                actions.append(TimerAction(item.id, "escalated"))
-        if (
-            rule.remind_after is not None
-            and age >= rule.remind_after
-            and (item.id, "remind") not in done
-        ):
-            # A reminder follows the card: to an away approver's delegate (its text is the card's).
-            targets = await delegated_targets(
-                self.ctx, skill, tool, targets_for(skill, self.ctx.channels)
-            )
-            remark = TimerRemark(
-                item_id=item.id,
-                tool=tool,
-                after=human_duration(rule.remind_after),
-                targets=[f"{t.kind}:{t.address}" for t in targets],
-            )
-            if await self._once(item, "remind", targets, Note(reminder=remark)):
-                actions.append(TimerAction(item.id, "reminded"))
+            if (item.id, turn.key) not in done and await self._hand_over(item, skill, turn):
+                actions.append(TimerAction(item.id, "on_call"))
         return actions
 
-    async def _once(self, item: Item, kind: str, targets: list[Target], note: Note) -> bool:
+    async def _end(self, item: Item, skill: Skill, end: Rung) -> list[TimerAction]:
+        halt = end.halt and not skill.inbox_only
+        reason = expiry_message(item.tool or "", end.after, halt=halt)
+        if skill.inbox_only:  # a request: the requester reads it, not a model
+            reason = f"no one answered within {human_duration(end.after)}"
+        with contextlib.suppress(AlreadyDecided):  # someone decided a moment earlier
+            await self.inbox.expire(item.id, reason=reason, halt=halt)
+            log.info("item %s expired after %s", item.id, human_duration(end.after))
+            return [TimerAction(item.id, "halted" if halt else "expired")]
+        return []
+
+    async def _step(self, item: Item, skill: Skill, rung: Rung) -> bool:
+        """Remind or widen once; audited with who it went to."""
+        after, tool, channels = human_duration(rung.after), item.tool or "", self.ctx.channels
+        if rung.act == "remind":
+            # A reminder follows the card: to an away approver's delegate.
+            targets = await delegated_targets(self.ctx, skill, tool, targets_for(skill, channels))
+            remark = TimerRemark(item_id=item.id, tool=tool, after=after, targets=_said(targets))
+            note, people = Note(reminder=remark), list[str]()
+        elif rung.escalation is not None:
+            targets = deliver_targets(rung.escalation, channels)
+            approvers = rung.escalation.approvers.model_dump()
+            remark = TimerRemark(
+                item_id=item.id, tool=tool, after=after, targets=_said(targets), approvers=approvers
+            )
+            named = skill.named(rung.escalation.approvers.people, self.ctx.clock())
+            note, people = Note(escalated=remark), named
+        else:
+            people = skill.named(rung.to, self.ctx.clock())
+            targets = person_targets(skill, people, channels)
+            remark = TimerRemark(
+                item_id=item.id,
+                tool=tool,
+                after=after,
+                targets=_said(targets),
+                approvers={"people": list(rung.to)},
+            )
+            note = Note(escalated=remark)
+        action = "approval_reminded" if rung.act == "remind" else "approval_escalated"
+        detail = {"step": rung.key, "after": after, "to": list(rung.to), "people": people}
+        shown = (
+            f"{after}: reminder"
+            if rung.act == "remind"
+            else f"{after}: sent to {_whom(rung, people)}"
+        )
+        audit = (action, {**detail, "targets": _said(targets)})
+        return await self._once(item, rung.key, targets, note, shown=shown, audit=audit)
+
+    async def _hand_over(self, item: Item, skill: Skill, turn: Turn) -> bool:
+        """Send the card to whoever is on call now, once per shift; the audit names them."""
+        targets = person_targets(skill, [turn.person], self.ctx.channels)
+        remark = TimerRemark(
+            item_id=item.id,
+            tool=item.tool or "",
+            after="on call",
+            targets=_said(targets),
+            approvers={"group": turn.group, "people": [turn.person]},
+        )
+        detail = {
+            "group": turn.group,
+            "person": turn.person,
+            "since": turn.since.isoformat() if turn.since else None,
+            "until": turn.until.isoformat() if turn.until else None,
+            "targets": _said(targets),
+        }
+        shown = f"on call in {turn.group}: {turn.person}"
+        audit = ("approval_on_call", detail)
+        return await self._once(
+            item, turn.key, targets, Note(on_call=remark), shown=shown, audit=audit
+        )
+
+    async def _once(
+        self,
+        item: Item,
+        kind: str,
+        targets: list[Target],
+        note: Note,
+        *,
+        shown: str,
+        audit: tuple[str, dict[str, Any]],
+    ) -> bool:
         if not targets:
             return False  # no configured channel to send it to: nothing to record either
         return await self.store.add_deliveries_once(
@@ -202,4 +274,6 @@ class Timers:
             targets=targets,
             note=NewEvent(note),
             now=self.ctx.clock(),
+            shown=shown,
+            audit=audit,
         )

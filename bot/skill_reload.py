@@ -38,7 +38,7 @@ def fingerprint(folder: Path) -> Fingerprint:
     """What changes when a skill file is added, removed, edited or replaced (editors that save
     through a new file change the inode even when size and time look the same)."""
     try:
-        files = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])
+        files = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml"), *folder.glob("*.ics")])
     except OSError:
         return ()
     out = []

@@ -14,6 +14,7 @@ log's own functions. Implements `pizzabot.agent.schedules.ScheduleStore` and `Ho
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -22,11 +23,12 @@ from sqlalchemy.orm import Session
 
 from pizzabot.agent.errors import NotFound
 from pizzabot.agent.events import NewEvent
-from pizzabot.agent.model import Box, ItemStatus, Target
+from pizzabot.agent.model import Box, ItemStatus, Risk, Target
 from pizzabot.agent.schedules import FireOutcome, FireRecord, ScheduleRecord
+from pizzabot.store.audit import insert_audit
 from pizzabot.store.database import orm
 from pizzabot.store.events import append_events
-from pizzabot.store.outbox import insert_deliveries
+from pizzabot.store.outbox import copies_need_update, insert_deliveries
 from pizzabot.store.sql import SqlStore
 from pizzabot.store.tables import ItemRow
 from pizzabot.store.tables_triggers import (
@@ -284,9 +286,12 @@ class TriggerStore:
         targets: Sequence[Target],
         note: NewEvent,
         now: datetime,
+        shown: str | None = None,
+        audit: tuple[str, dict[str, Any]] | None = None,
     ) -> bool:
         """New deliveries (the outbox sends them) for an item that is still pending, plus a note
-        on its run, once per (item, kind). False when already done or no longer pending."""
+        on its run, once per (item, kind); the step on the card (`shown`) and in the audit
+        trail. False when already done or no longer pending."""
         once = (
             self.db.insert(ItemTimerRow)
             .values(item_id=item_id, kind=kind, at=now)
@@ -302,6 +307,23 @@ class TriggerStore:
                 return False
             insert_deliveries(s, item_id=item_id, run_id=item.run_id, targets=targets, now=now)
             append_events(s.connection(), item.run_id, [note], now)
+            if shown is not None:
+                risk = Risk(**(item.risk or {}))
+                item.risk = replace(risk, steps=(*risk.steps, shown)).as_dict()
+                s.flush()
+                copies_need_update(s.connection(), item_id, now)
+            if audit is not None:
+                action, detail = audit
+                insert_audit(
+                    s.connection(),
+                    action=action,
+                    actor="timer",
+                    channel="timer",
+                    now=now,
+                    run_id=item.run_id,
+                    item_id=item_id,
+                    detail=detail,
+                )
             return True
 
         return await self.db.run(orm(tx))

@@ -29,9 +29,9 @@ channel and the verdict's wording.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pizzabot.agent.model import Box, Item
@@ -127,8 +127,16 @@ class Access:
     """The answers, from the loaded skills (read at each question, so a reload counts at
     once) and the people who may start runs by email (`email_senders`)."""
 
-    def __init__(self, *, skills: SkillBook, email_senders: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        skills: SkillBook,
+        email_senders: Iterable[str] = (),
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
         self.skills = skills
+        #: The time a rota's turn and an escalation step are judged at.
+        self.clock = clock
         keys = (identity_key(EMAIL, a) for a in email_senders)
         self._email_senders = frozenset(k for k in keys if k is not None)
 
@@ -142,7 +150,7 @@ class Access:
         skill = self._skill(item.skill)
         if skill is None:
             return Verdict(Act.DECIDE, who, False, _NO_SKILL)
-        return self._among(Act.DECIDE, who, skill, item.tool)
+        return self._among(Act.DECIDE, who, skill, item.tool, asked_at=item.created_at)
 
     def may_follow_up(self, who: Principal, skill: str) -> Verdict:
         """Whether `who` may send a run of `skill` a message."""
@@ -253,19 +261,30 @@ class Access:
             return Verdict(act, who, False, "this token names no person (give it --person)")
         return None
 
-    def _among(self, act: Act, who: Principal, skill: Skill, tool: str | None) -> Verdict:
-        ok = self._approves(who, skill, tool)
+    def _among(
+        self,
+        act: Act,
+        who: Principal,
+        skill: Skill,
+        tool: str | None,
+        *,
+        asked_at: datetime | None = None,
+    ) -> Verdict:
+        ok = self._approves(who, skill, tool, asked_at=asked_at)
         return Verdict(act, who, ok, _APPROVER if ok else _NOT_APPROVER)
 
-    @staticmethod
-    def _approves(who: Principal, skill: Skill, tool: str | None) -> bool:
-        """Whether `who` is among the approvers of `tool` (None: the skill's own) in `skill`:
-        a person by their identity on their channel; a token as the person it names, by name
-        or by any identity that person has in `skill.people`."""
+    def _approves(
+        self, who: Principal, skill: Skill, tool: str | None, *, asked_at: datetime | None = None
+    ) -> bool:
+        """Whether `who` is among the approvers of `tool` (None: the skill's own) in `skill`
+        now (a rota's turn; for an item asked at `asked_at`, the escalation steps that have
+        come): a person by their identity on their channel; a token as the person it names,
+        by name or by any identity that person has in `skill.people`."""
+        when = {"at": self.clock(), "asked_at": asked_at}
         if who.kind == "person":
             if who.namespace not in PEOPLE_CHANNELS:
                 return False
-            listed = skill.approvers_for(tool, who.namespace)
+            listed = skill.approvers_for(tool, who.namespace, **when)
             return any(same_identity(who.namespace, who.identity, a) for a in listed)
         if who.kind != "token" or not who.person:
             return False
@@ -274,10 +293,10 @@ class Access:
         person = skill.people.get(who.person)
         if person is None:
             return False
-        if who.person in skill.approver_names(tool):
+        if who.person in skill.approver_names(tool, **when):
             return True
         return any(
             same_identity(channel, person.on(channel), a)
             for channel in PEOPLE_CHANNELS
-            for a in skill.approvers_for(tool, channel)
+            for a in skill.approvers_for(tool, channel, **when)
         )

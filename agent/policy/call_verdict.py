@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from pizzabot.agent.escalation import plan_text
 from pizzabot.agent.model import Risk
 from pizzabot.agent.policy.grants import Grant, covering, offered, scope_of
 from pizzabot.agent.policy.rules import Ruling, ToolHints, judge
@@ -123,4 +124,5 @@ def card_risk(
         grants=grants,
         approvals_required=required if required > 1 else None,
         step_up=step_up,
+        ladder=plan_text(skill.rule(tool)),
     )

@@ -9,6 +9,8 @@ The package's modules, and what each holds:
 - `skill`: the `Skill` model of one file, and its look-ups (a tool's rule, its approvers);
 - `servers`, `tools`, `rules`, `people`, `budget`, `triggers`, `step_up`: the parts of a
   skill file;
+- `groups`, `rota`, `ladder`: groups of people, who is on call, and a tool's escalation
+  steps (`groups.yaml` in the skills folder holds groups every skill shares);
 - `durations`: "30s", "15m", "2h", "1d";
 - `errors`: `SkillFileError`, and pydantic's errors as lines and messages for the user;
 - `loader`: `parse_skill` and `load_skills`;
@@ -21,7 +23,15 @@ from pizzabot.agent.skills.book import Refusal, Reload, SkillBook
 from pizzabot.agent.skills.budget import Budget, DailyBudget
 from pizzabot.agent.skills.durations import Duration, parse_duration
 from pizzabot.agent.skills.errors import Problem, SkillFileError
-from pizzabot.agent.skills.loader import LoadReport, load_skills, parse_skill
+from pizzabot.agent.skills.groups import GROUP, Group, SharedGroups, group_name, is_group
+from pizzabot.agent.skills.ladder import Step
+from pizzabot.agent.skills.loader import (
+    GROUPS_FILES,
+    LoadReport,
+    load_skills,
+    parse_groups,
+    parse_skill,
+)
 from pizzabot.agent.skills.people import (
     IDENTITY_CHANNELS,
     Approvers,
@@ -30,6 +40,7 @@ from pizzabot.agent.skills.people import (
     PeopleOrApprovers,
     Person,
 )
+from pizzabot.agent.skills.rota import OnCall, Shifts, WeeklyRota
 from pizzabot.agent.skills.rules import OPERATORS, Check, Condition, Policy, Rule
 from pizzabot.agent.skills.servers import Folder, HttpServer, StdioServer
 from pizzabot.agent.skills.skill import Defaults, Origin, Skill, inbox_only
@@ -39,6 +50,8 @@ from pizzabot.agent.skills.triggers import DigestAt, Hook, Schedule
 
 __all__ = [
     "DEFAULT_GRANTS",
+    "GROUP",
+    "GROUPS_FILES",
     "IDENTITY_CHANNELS",
     "OPERATORS",
     "Approvals",
@@ -53,9 +66,11 @@ __all__ = [
     "Duration",
     "Escalation",
     "Folder",
+    "Group",
     "Hook",
     "HttpServer",
     "LoadReport",
+    "OnCall",
     "Origin",
     "PeopleOrApprovers",
     "Person",
@@ -66,15 +81,22 @@ __all__ = [
     "RiskWord",
     "Rule",
     "Schedule",
+    "SharedGroups",
+    "Shifts",
     "Skill",
     "SkillBook",
     "SkillFileError",
     "StdioServer",
+    "Step",
     "StepUp",
     "StepUpFor",
     "ToolRule",
+    "WeeklyRota",
+    "group_name",
     "inbox_only",
+    "is_group",
     "load_skills",
     "parse_duration",
+    "parse_groups",
     "parse_skill",
 ]

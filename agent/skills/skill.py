@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
@@ -14,6 +15,7 @@ from pydantic_core import PydanticCustomError
 
 from pizzabot.agent.skills._base import Strict
 from pizzabot.agent.skills.budget import Budget
+from pizzabot.agent.skills.groups import Group, group_name, is_group, known_names
 from pizzabot.agent.skills.people import (
     _PERSON,
     IDENTITY_CHANNELS,
@@ -75,6 +77,9 @@ class Skill(Strict):
     #: People by name, each with their identities (`alice: {slack: U012, email: a@x}`).
     people: dict[str, Person] = {}
     approvers: PeopleOrApprovers = Approvers()
+    #: Groups of people by name (`sre: [alice, bob]`, or a rota), named as `group:sre`
+    #: wherever people are (`pizzabot.agent.skills.groups`).
+    groups: dict[str, Group] = {}
     deliver: Deliver = Deliver()
     folders: list[Folder] = []
     schedules: list[Schedule] = []
@@ -152,19 +157,40 @@ class Skill(Strict):
 
     @model_validator(mode="after")
     def _named_people(self) -> Skill:
-        lists = [("approvers", self.approvers)]
+        for name, group in self.groups.items():
+            if not _PERSON.match(name):
+                raise ValueError(f"group {name!r}: use letters, digits, _, . and -")
+            known_names(("groups", name), group.named, self.people, None)
+        lists: list[tuple[tuple[str | int, ...], list[str]]] = [
+            (("approvers",), self.approvers.people)
+        ]
         for key, entry in self.tools.items():
-            if isinstance(entry, ToolRule) and entry.escalate_to is not None:
-                lists.append((f"tools.{key}.escalate_to.approvers", entry.escalate_to.approvers))
-        for where, approvers in lists:
-            unknown = [n for n in approvers.people if n not in self.people]
-            if unknown:
-                known = ", ".join(sorted(self.people)) or "none"
-                raise ValueError(
-                    f"{where}: {unknown[0]!r} is not in people (people: {known}); "
-                    "list a person under people: with their slack id and email"
+            if not isinstance(entry, ToolRule):
+                continue
+            if entry.escalate_to is not None:
+                lists.append(
+                    (("tools", key, "escalate_to", "approvers"), entry.escalate_to.approvers.people)
                 )
+            lists.append((("tools", key, "approvals", "of"), entry.approvals.of))
+            lists += [
+                (("tools", key, "escalate", i, "to"), s.to) for i, s in enumerate(entry.escalate)
+            ]
+        for where, names in lists:
+            known_names(where, names, self.people, self.groups)
         return self
+
+    def named(self, names: Iterable[str], at: datetime | None = None) -> list[str]:
+        """The people `names` stands for at `at` (default: now): a person's name as it is, a
+        group as its members (a rota: whoever is on call then)."""
+        moment = at or datetime.now(UTC)
+        out: dict[str, None] = {}
+        for name in names:
+            group = self.groups.get(group_name(name)) if is_group(name) else None
+            if group is not None:
+                out.update(dict.fromkeys(group.now(moment)))
+            elif not is_group(name):
+                out[name] = None
+        return list(out)
 
     @model_validator(mode="after")
     def _people_apart(self) -> Skill:
@@ -174,9 +200,10 @@ class Skill(Strict):
         for key, entry in self.tools.items():
             if not isinstance(entry, ToolRule) or entry.approvals.required < 2:
                 continue
-            lists = [self.approvers]
+            lists = [Approvers(people=entry.approvals.of) if entry.approvals.of else self.approvers]
             if entry.escalate_to is not None:
                 lists.append(entry.escalate_to.approvers)
+            lists += [Approvers(people=step.to) for step in entry.escalate if step.to]
             pair = self._maybe_one_person(lists)
             if pair is None:
                 continue
@@ -229,7 +256,9 @@ class Skill(Strict):
         loose: list[tuple[str, str]] = []
         named: dict[str, None] = {}
         for listed in lists:
-            named.update(dict.fromkeys(listed.people))
+            for listed_name in listed.people:
+                group = self.groups.get(group_name(listed_name)) if is_group(listed_name) else None
+                named.update(dict.fromkeys(group.named if group is not None else [listed_name]))
             for channel in IDENTITY_CHANNELS:
                 for identity in getattr(listed, channel):
                     name = owner.get((channel, identity))
@@ -251,24 +280,42 @@ class Skill(Strict):
                     return f"{channel} {identity}", name
         return None
 
-    def approvers_for(self, tool: str | None, channel: str) -> list[str]:
+    def approvers_for(
+        self,
+        tool: str | None,
+        channel: str,
+        *,
+        at: datetime | None = None,
+        asked_at: datetime | None = None,
+    ) -> list[str]:
         """Who may decide an item of `tool` ("server.tool"; None for a budget item) on a
         channel ("slack": user ids, "email": lowercased addresses, "teams", "discord",
-        "telegram": their ids): the skill's approvers plus
-        the approvers that tool's items escalate to (see `Escalation`); a named person with
-        their identity on that channel."""
-        lists = [self.approvers]
-        escalation = self.rule(tool).escalate_to if tool else None
-        if escalation is not None:
-            lists.append(escalation.approvers)
+        "telegram": their ids) at `at` (default: now): the skill's approvers (or the tool's
+        `approvals.of`) plus the approvers that tool's items escalate to (see `Escalation`)
+        and, for an item asked at `asked_at`, the steps of its ladder that have come; a named
+        person, or a group's member (on call at `at`), with their identity on that channel."""
         approvers: list[str] = []
-        for listed in lists:
+        for listed in self.decider_lists(tool, at, asked_at):
             approvers += getattr(listed, channel, []) if channel in IDENTITY_CHANNELS else []
-            for name in listed.people:
+            for name in self.named(listed.people, at):
                 identity = self.people[name].on(channel)
                 if identity is not None:
                     approvers.append(identity)
         return approvers
+
+    def decider_lists(
+        self, tool: str | None, at: datetime | None, asked_at: datetime | None
+    ) -> list[Approvers]:
+        if not tool:
+            return [self.approvers]
+        rule = self.rule(tool)
+        lists = [Approvers(people=rule.approvals.of) if rule.approvals.of else self.approvers]
+        if rule.escalate_to is not None:
+            lists.append(rule.escalate_to.approvers)
+        if asked_at is not None:
+            waited = ((at or datetime.now(UTC)) - asked_at).total_seconds()
+            lists += [Approvers(people=s.to) for s in rule.escalate if s.to and waited >= s.after]
+        return lists
 
     def self_approval_for(self, tool: str | None) -> bool:
         """Whether whoever asked for a call of `tool` may approve it themselves: the tool's
@@ -276,14 +323,17 @@ class Skill(Strict):
         own = self.rule(tool).self_approval if tool else None
         return self.self_approval if own is None else own
 
-    def approver_names(self, tool: str | None) -> list[str]:
-        """The people (`people:` names) among the approvers of an item of `tool`: the
-        skill's, and those that tool's items escalate to."""
-        names = list(self.approvers.people)
-        escalation = self.rule(tool).escalate_to if tool else None
-        if escalation is not None:
-            names += escalation.approvers.people
-        return names
+    def approver_names(
+        self,
+        tool: str | None,
+        *,
+        at: datetime | None = None,
+        asked_at: datetime | None = None,
+    ) -> list[str]:
+        """The people (`people:` names) among the approvers of an item of `tool` at `at`, as
+        `approvers_for` finds them."""
+        lists = self.decider_lists(tool, at, asked_at)
+        return self.named([n for listed in lists for n in listed.people], at)
 
     def approvals_required(self, tool: str | None) -> int:
         """How many different people must approve a call of `tool` (1 for a budget item)."""

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from pizzabot.agent.model import Risk
 from pizzabot.agent.skills._base import Strict
 from pizzabot.agent.skills.durations import Duration, parse_duration
+from pizzabot.agent.skills.ladder import Step, check_ladder
 from pizzabot.agent.skills.people import Escalation
 from pizzabot.agent.skills.rules import Policy, Rule
 from pizzabot.agent.skills.step_up import StepUp
@@ -27,6 +28,14 @@ class Approvals(Strict):
     edit restarts the count (see `pizzabot.agent.policy.quorum`)."""
 
     required: int = Field(default=1, ge=1, le=20)
+    #: Who may approve this tool's calls, in place of the skill's approvers: people and
+    #: groups (`of: group:finance`, "two of finance").
+    of: list[str] = []
+
+    @field_validator("of", mode="before")
+    @classmethod
+    def _one(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
 
 
 class ToolRule(Strict):
@@ -42,6 +51,8 @@ class ToolRule(Strict):
     remind_after: Duration | None = None
     escalate_after: Duration | None = None
     escalate_to: Escalation | None = None
+    #: The escalation ladder: remind, widen, then reject or halt (`pizzabot.agent.skills.ladder`).
+    escalate: list[Step] = []
     #: What an approver may choose next to Approve so that this tool is not asked about
     #: again: `run` (the rest of this run), a duration (`1h`: this skill, for that long),
     #: `exact` (these arguments, this skill, until revoked); `[]` offers none.
@@ -92,6 +103,7 @@ class ToolRule(Strict):
     def _escalation(self) -> ToolRule:
         if self.escalate_after is not None and self.escalate_to is None:
             raise ValueError("escalate_after needs escalate_to (where the item goes, who decides)")
+        check_ladder(self.escalate, timeout=self.timeout)
         return self
 
     @property

@@ -153,6 +153,10 @@ def _facts(item: Item) -> tuple[str, ...]:
     if item.risk.preview is not None:
         # Chat cards keep facts short: the start of it here, the whole on the web page.
         facts.append(f"🔍 {PREVIEW_LABEL}: {item.risk.preview.text}")
+    if item.risk.ladder:
+        facts.append(f"⏰ If nobody decides: {item.risk.ladder}")
+    if item.risk.steps:
+        facts.append(f"⏱ So far: {' · '.join(item.risk.steps)}")
     return tuple(facts)
 
 

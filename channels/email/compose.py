@@ -258,6 +258,7 @@ def _item_text(item: Item, run: Run, *, can_decide: bool, links: Links | None) -
             lines.append(f"Asked by: {item.risk.rule}")
         if item.risk.approvals_text:
             lines.append(f"Approvals: {item.risk.approvals_text}")
+        lines += [f"{label}: {text}" for label, text in item.risk.timing()]
         lines += [*preview_lines(item), "", "Proposed arguments:"]
     else:
         lines.append("Extension:")
@@ -326,6 +327,7 @@ def _item_html(item: Item, run: Run, *, can_decide: bool, links: Links | None) -
             asked += f"<br><b>Asked by:</b> {e(item.risk.rule)}" if item.risk.rule else ""
             count = item.risk.approvals_text
             asked += f"<br><b>Approvals:</b> {e(count)}" if count else ""
+            asked += "".join(f"<br><b>{k}:</b> {e(v)}" for k, v in item.risk.timing())
             blocks.append(f"<b>Risk:</b> {e(_risk(item))}{asked}</p>{preview_html(item)}")
             blocks.append("<p><b>Proposed arguments:</b></p>")
         else:

@@ -107,6 +107,10 @@ class Risk(BaseModel):
     step_up: str | None = None
     # What the call would do, made by a dry run when the card was made (not what ran).
     preview: Preview | None = None
+    # What happens while nobody decides (the escalation ladder, in words).
+    ladder: str | None = None
+    # The ladder's steps and on-call hand-overs so far, oldest first.
+    steps: list[str] | None = None
 
     @model_serializer(mode="wrap")
     def _only_what_applies(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

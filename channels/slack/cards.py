@@ -162,6 +162,10 @@ def _action(item: Item, base_url: str) -> Message:
     if item.risk.approvals_text:
         blocks.append(context(f"👥 {esc(item.risk.approvals_text)}"))
     blocks += preview_blocks(item, url=url)
+    if item.risk.ladder:
+        blocks.append(context(f"⏰ If nobody decides: {esc(item.risk.ladder)}"))
+    if item.risk.steps:
+        blocks.append(context(f"⏱ So far: {esc(' · '.join(item.risk.steps))}"))
     if item.status is ItemStatus.EDITED:
         label = "Edited arguments"
         shown = item.final_args

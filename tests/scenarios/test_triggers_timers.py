@@ -155,9 +155,13 @@ async def test_reminder_and_escalation_are_delivered_once(tmp_path: Path) -> Non
         assert decided.status is ItemStatus.APPROVED
         await h.drive()
         assert h.tools.calls == [("crm.send_email", MAIL)]
-        # Every copy (first, reminder, escalation) is updated with the outcome.
+        # Every copy (first, reminder, escalation) is updated with the outcome (before it,
+        # the copies sent earlier were redrawn to show each step).
         await h.outbox.drain()
-        assert len(h.slack.updated) + len(h.email.updated) == 6
+        outcomes = [i for i, _ in h.slack.updated + h.email.updated if i.decided]
+        assert len(outcomes) == 6
+        steps = next(i for i, _ in h.slack.updated if i.decided).risk.steps
+        assert steps == ("2h: reminder", "8h: sent to escalate_to")
 
 
 async def test_a_decided_item_is_neither_expired_nor_reminded(tmp_path: Path) -> None:
