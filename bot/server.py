@@ -29,6 +29,7 @@ from pizzabot.agent.context import utcnow
 from pizzabot.agent.llm import LiteLLMClient, ModelRouter
 from pizzabot.agent.llm_demo import DemoModel
 from pizzabot.agent.llm_openai import OpenAIClient
+from pizzabot.agent.mcp_oauth import McpAuth
 from pizzabot.agent.outbox import Limits
 from pizzabot.agent.policy import Access, Principal
 from pizzabot.agent.policy.tokens import TokenDesk, principal_for
@@ -122,6 +123,7 @@ async def _assemble(
     # The API token and every secret setting: no provider's, tool's or server's error shows them.
     redactor = Redactor.of(token, *settings.secret_values())
     tools = ToolHub(env=env, call_timeout=settings.tool_timeout, extra_servers=folder_servers)
+    tools.use_auth(McpAuth.serving(settings.data_dir, settings.base_url, env=env))
     tracer = tracing.exporter(env) if settings.otel else None
     out = outlets(settings, store, access, files.book, serving)
     home_bell = asyncio.Event()  # Slack's Home tabs are republished whenever the outbox wakes

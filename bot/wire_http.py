@@ -56,4 +56,5 @@ def deps(svc: Services) -> http.ApiDeps:
         grants=svc.ctx.grants,
         scheduler=svc.triggers.scheduler if svc.triggers is not None else None,
         push=svc.phone.subscriptions if svc.phone is not None else None,
+        mcp_auth=svc.tools.auth,
     )

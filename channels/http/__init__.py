@@ -9,7 +9,7 @@
     schema.py         the documented shapes; answers.py makes them from the engine's nouns
     errors.py         the engine's errors as HTTP answers
     runs_api.py, items_api.py, control_api.py, requests_api.py, grants_api.py,
-    schedules_api.py, tokens_api.py, push_api.py
+    schedules_api.py, tokens_api.py, push_api.py, mcp_auth_api.py
                       the routes, one module per area
 
 `install` adds every router and the error handlers to an app; the composition root sets the
@@ -22,6 +22,7 @@ from pizzabot.channels.http import (
     control_api,
     grants_api,
     items_api,
+    mcp_auth_api,
     push_api,
     requests_api,
     runs_api,
@@ -46,5 +47,7 @@ def install(app: FastAPI) -> None:
         tokens_api,
         schedules_api,
         push_api,
+        mcp_auth_api,
     ):
         app.include_router(module.router)
+    app.include_router(mcp_auth_api.callbacks)
