@@ -171,8 +171,12 @@ class _Flow:
     #: Why the last consent failed, in words (the connection says it on the run).
     error: str | None = None
 
+    @property
+    def host(self) -> str:
+        return urlsplit(self.url).hostname or self.url
+
     async def redirect(self, authorization_url: str) -> None:
-        host = urlsplit(self.url).hostname or self.url
+        host = self.host
         consent = self.who()
         self.error = None
         if consent is None or not consent.questions.can_ask:
@@ -195,7 +199,7 @@ class _Flow:
         waiting = self.auth.waiting.get(state)
         if waiting is None:
             raise OAuthFlowError("no consent was asked for")
-        host = urlsplit(self.url).hostname or self.url
+        host = self.host
         ending = f"connected to {host}"
         try:
             await asyncio.wait({waiting.code, waiting.asking}, return_when="FIRST_COMPLETED")
@@ -251,14 +255,14 @@ class McpAuth:
         self, skill: str, server: str, cfg: HttpServer, who: Callable[[], Consent | None]
     ) -> OAuthClientProvider:
         """The httpx auth of one connection; `who` says whom to ask when consent is needed."""
-        from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
+        from mcp.shared.auth import OAuthClientInformationFull
 
         storage = self.files(skill, server)
         secret = None
         if cfg.client_secret is not None:
             secret = resolve_headers(server, {"client_secret": cfg.client_secret}, self._env)
         method = "client_secret_post" if secret else "none"
-        metadata = OAuthClientMetadata(
+        metadata = _classes()[1](
             client_name="Pizza Bot",
             redirect_uris=[self.redirect_uri],  # type: ignore[list-item]
             grant_types=["authorization_code", "refresh_token"],
@@ -266,6 +270,7 @@ class McpAuth:
             token_endpoint_auth_method=method,  # type: ignore[arg-type]
             scope=" ".join(cfg.scopes) or None,
         )
+        metadata.keep(cfg.scopes)
         if cfg.client_id is not None:
             storage = TokenFiles(
                 storage.path,
@@ -276,15 +281,7 @@ class McpAuth:
                 ),
             )
         flow = _Flow(self, server, cfg.url, who)
-        return _provider_class()(
-            cfg.url,
-            metadata,
-            storage,
-            flow.redirect,
-            flow.callback,
-            scopes=cfg.scopes,
-            flow=flow,
-        )
+        return _classes()[0](cfg.url, metadata, storage, flow.redirect, flow.callback, flow=flow)
 
     def finish(self, params: Mapping[str, str]) -> tuple[int, str]:
         """The service's redirect back (`CALLBACK_PATH`): the status and the words of the page
@@ -342,19 +339,20 @@ class McpAuth:
         return True
 
 
-def _provider_class() -> type[OAuthClientProvider]:
-    """The SDK's provider, with what a long-lived server needs on top (defined on first use:
-    the SDK takes seconds to import)."""
-    global _PROVIDER
-    if _PROVIDER is not None:
-        return _PROVIDER
+def _classes() -> tuple[type[OAuthClientProvider], type[_Metadata]]:
+    """The SDK's provider and client metadata, with what a long-lived server needs on top
+    (defined on first use: the SDK takes seconds to import)."""
+    global _CLASSES
+    if _CLASSES is not None:
+        return _CLASSES
     from mcp.client.auth import OAuthClientProvider
     from mcp.client.auth.utils import union_scopes
+    from mcp.shared.auth import OAuthClientMetadata
+    from pydantic import PrivateAttr
 
     class Provider(OAuthClientProvider):
-        def __init__(self, *args: Any, scopes: list[str], flow: _Flow, **kw: Any) -> None:
+        def __init__(self, *args: Any, flow: _Flow, **kw: Any) -> None:
             super().__init__(*args, **kw)
-            self._scopes = " ".join(scopes) or None
             #: The consents of this connection (`flow.error`: why the last one failed).
             self.flow = flow
 
@@ -366,14 +364,46 @@ def _provider_class() -> type[OAuthClientProvider]:
             if isinstance(storage, TokenFiles):
                 self.context.token_expiry_time = storage.expires_at()
 
-        async def _perform_authorization(self) -> Any:
-            # The challenge decides the scope; the skill's own scopes are asked for as well.
-            scope = union_scopes(self.context.client_metadata.scope, self._scopes)
-            self.context.client_metadata.scope = scope
-            return await super()._perform_authorization()
+        async def _auth_flow(self, request: Any) -> Any:
+            # The SDK's own refusals (a registration or a token request the service refused)
+            # are said without the service's words, which are hostile bytes.
+            from mcp.client.auth import OAuthRegistrationError, OAuthTokenError
 
-    _PROVIDER = Provider
-    return Provider
+            flow = super()._auth_flow(request)
+            try:
+                sent = await flow.__anext__()
+                while True:
+                    sent = await flow.asend((yield sent))
+            except StopAsyncIteration:
+                return
+            except OAuthRegistrationError:
+                self.flow.error = f"{self.flow.host} refused to register Pizza Bot as a client"
+                raise
+            except OAuthTokenError:
+                self.flow.error = f"{self.flow.host} refused the token request"
+                raise
+
+    class Metadata(OAuthClientMetadata):
+        # The SDK sets the scope from each challenge before it registers and asks; the
+        # skill's own `scopes` stay part of it, at registration and at every consent.
+        _kept: str | None = PrivateAttr(default=None)
+
+        def keep(self, scopes: list[str]) -> None:
+            self._kept = " ".join(scopes) or None
+
+        def __setattr__(self, name: str, value: Any) -> None:
+            if name == "scope":
+                value = union_scopes(value, self._kept)
+            super().__setattr__(name, value)
+
+    _CLASSES = (Provider, Metadata)
+    return _CLASSES
 
 
-_PROVIDER: type[OAuthClientProvider] | None = None
+class _Metadata(Protocol):
+    scope: str | None
+
+    def keep(self, scopes: list[str]) -> None: ...
+
+
+_CLASSES: tuple[type[OAuthClientProvider], type[Any]] | None = None
