@@ -6,6 +6,7 @@ server, so a terminal on another device works the same way (`--url`, `--token`).
     items.py      item, inbox, approve, edit, reject, read
     control.py    kill, skills, audit
     grants.py     grants, revoke, tokens …
+    mcp_auth.py   mcp-auth list|revoke: skills' MCP servers' OAuth tokens
     schedules.py  schedules …
     ask.py        ask, mcp: for agents Pizza Bot does not run
     hook*.py      hook HOST, hook install HOST: coding agents' hooks
@@ -17,7 +18,7 @@ The server's own commands (`serve`, `worker`, `audit verify`/`export`, `backup`,
 are added by `pizzabot.bot.main`.
 """
 
-from pizzabot.cli import runs, items, control, grants, schedules  # noqa: I001 - the order of `--help`
+from pizzabot.cli import runs, items, control, grants, schedules, mcp_auth  # noqa: I001 - the order of `--help`
 from pizzabot.cli.ask import register as register_ask
 from pizzabot.cli.common import app
 from pizzabot.cli.hook import hook_app
@@ -27,4 +28,4 @@ register_ask(app)
 hook_app.command("install")(hook_install)
 app.add_typer(hook_app, name="hook")
 
-__all__ = ["app", "control", "grants", "items", "runs", "schedules"]
+__all__ = ["app", "control", "grants", "items", "mcp_auth", "runs", "schedules"]

@@ -2,8 +2,9 @@
 
     GET    /api/mcp-auth                   {"items": [connection]}: who holds tokens (admins;
                                            never a token)
-    DELETE /api/mcp-auth/{skill}/{server}  the tokens forgotten and the connection dropped: the
-                                           next run asks a person to connect again (admins)
+    DELETE /api/mcp-auth/{skill}/{server}  {"skill", "server", "revoked"}: the tokens forgotten
+                                           and the connection dropped; the next run asks a
+                                           person to connect again (admins)
     GET    /mcp-auth/callback              where the service sends the person's browser back
                                            with the code (no API token: the `state` it
                                            carries must be one a connection waits for)
@@ -16,7 +17,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Request
-from fastapi.responses import PlainTextResponse, Response
+from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel
 
 from pizzabot.agent.mcp_oauth import CALLBACK_PATH, McpAuth
@@ -66,8 +67,14 @@ async def connections(deps: Deps) -> McpAuthList:
     return McpAuthList(items=items)
 
 
-@router.delete("/mcp-auth/{skill}/{server}", status_code=204)
-async def revoke(skill: _NAME, server: _NAME, deps: Deps, who: Principal = ADMIN) -> Response:
+class McpAuthRevoked(BaseModel):
+    skill: str
+    server: str
+    revoked: bool
+
+
+@router.delete("/mcp-auth/{skill}/{server}", response_model=McpAuthRevoked)
+async def revoke(skill: _NAME, server: _NAME, deps: Deps, who: Principal = ADMIN) -> McpAuthRevoked:
     if not await _auth(deps).revoke(skill, server):
         raise HTTPException(404, f"skill {skill!r} holds no tokens for MCP server {server!r}")
     await deps.store.audit(
@@ -77,7 +84,7 @@ async def revoke(skill: _NAME, server: _NAME, deps: Deps, who: Principal = ADMIN
         now=deps.clock(),
         detail={"skill": skill, "server": server},
     )
-    return Response(status_code=204)
+    return McpAuthRevoked(skill=skill, server=server, revoked=True)
 
 
 @callbacks.get(CALLBACK_PATH, include_in_schema=False)
