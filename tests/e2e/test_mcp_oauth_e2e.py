@@ -18,7 +18,7 @@ import httpx
 import yaml
 
 from pizzabot.agent.testing.model_server import ScriptedModelServer
-from pizzabot.agent.testing.scripts import Reply, ToolCall, last_tool_result, turns
+from pizzabot.agent.testing.scripts import Reply, ToolCall, last_tool_result
 from tests.e2e.test_cli import cli
 from tests.peers.mcp_oauth import OAuthMcp
 from tests.peers.server import ServerProcess
@@ -35,7 +35,7 @@ def look_up_then_say(messages: list[dict[str, Any]], tools: list[dict[str, Any]]
 @contextlib.asynccontextmanager
 async def served(tmp_path: Path, scopes: list[str] | None = None) -> AsyncIterator[Stack]:
     """A server whose skill `sales` reaches the OAuth peer (a `Stack` in shape, for `cli`)."""
-    async with OAuthMcp(tmp_path) as peer, ScriptedModelServer(turns(look_up_then_say)) as model:
+    async with OAuthMcp(tmp_path) as peer, ScriptedModelServer(look_up_then_say) as model:
         skills = tmp_path / "skills"
         skills.mkdir()
         crm: dict[str, Any] = {"url": peer.url, "auth": "oauth"}
@@ -55,7 +55,7 @@ async def served(tmp_path: Path, scopes: list[str] | None = None) -> AsyncIterat
             skills_dir=skills,
             env={"SSL_CERT_FILE": str(peer.certs.ca_file)},
         )
-        st = Stack(tmp_path, script=turns(look_up_then_say))
+        st = Stack(tmp_path, script=look_up_then_say)
         st.server, st.peer = server, peer  # type: ignore[attr-defined]
         await server.start()
         try:
