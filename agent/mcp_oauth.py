@@ -281,7 +281,10 @@ class McpAuth:
                 ),
             )
         flow = _Flow(self, server, cfg.url, who)
-        return _classes()[0](cfg.url, metadata, storage, flow.redirect, flow.callback, flow=flow)
+        made: OAuthClientProvider = _classes()[0](
+            cfg.url, metadata, storage, flow.redirect, flow.callback, flow=flow
+        )
+        return made
 
     def finish(self, params: Mapping[str, str]) -> tuple[int, str]:
         """The service's redirect back (`CALLBACK_PATH`): the status and the words of the page
@@ -339,7 +342,7 @@ class McpAuth:
         return True
 
 
-def _classes() -> tuple[type[OAuthClientProvider], type[_Metadata]]:
+def _classes() -> tuple[Any, Any]:
     """The SDK's provider and client metadata, with what a long-lived server needs on top
     (defined on first use: the SDK takes seconds to import)."""
     global _CLASSES
@@ -400,10 +403,5 @@ def _classes() -> tuple[type[OAuthClientProvider], type[_Metadata]]:
     return _CLASSES
 
 
-class _Metadata(Protocol):
-    scope: str | None
-
-    def keep(self, scopes: list[str]) -> None: ...
-
-
-_CLASSES: tuple[type[OAuthClientProvider], type[Any]] | None = None
+#: The provider and client metadata classes (typed loosely: they subclass the SDK's lazily).
+_CLASSES: tuple[Any, Any] | None = None

@@ -123,7 +123,6 @@ async def _assemble(
     # The API token and every secret setting: no provider's, tool's or server's error shows them.
     redactor = Redactor.of(token, *settings.secret_values())
     tools = ToolHub(env=env, call_timeout=settings.tool_timeout, extra_servers=folder_servers)
-    tools.use_auth(McpAuth.serving(settings.data_dir, settings.base_url, env=env))
     tracer = tracing.exporter(env) if settings.otel else None
     out = outlets(settings, store, access, files.book, serving)
     home_bell = asyncio.Event()  # Slack's Home tabs are republished whenever the outbox wakes
@@ -338,6 +337,9 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
 async def start(svc: Services) -> None:
     """Start what the server runs: the channels' receivers, the triggers, the outbox, the
     worker, and the watch on the skills folder."""
+    svc.tools.use_auth(
+        McpAuth.serving(svc.settings.data_dir, svc.settings.base_url, env=environment())
+    )
     if svc.slack is not None:
         wire_slack.start(svc, svc.slack)
     if svc.email is not None:
