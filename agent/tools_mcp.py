@@ -338,7 +338,9 @@ class ToolHub:
             conn = _Connection(name, _params(name, cfg, self._env))
             if isinstance(cfg, HttpServer) and cfg.auth == "oauth":
                 if self.auth is None:
-                    raise RunError(f"MCP server {name!r} needs OAuth, which this server lacks")
+                    raise RunError(
+                        f"MCP server {name!r} needs OAuth, which only `pizzabot serve` connects"
+                    )
                 conn.auth = self.auth.provider(skill, name, cfg, conn.asks)
             self._conns[key] = conn
         conn.users.add(skill)
