@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # the SDK takes seconds to import: load it on the first conne
     from mcp.client.auth import OAuthClientProvider
     from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthToken
 
-__all__ = ["CALLBACK_PATH", "Connected", "Consent", "McpAuth", "TokenFiles"]
+__all__ = ["CALLBACK_PATH", "Connected", "Consent", "McpAuth", "TokenFiles", "oauth_provider"]
 
 log = logging.getLogger(__name__)
 
@@ -340,6 +340,20 @@ class McpAuth:
             await hook(skill, server)
         log.info("MCP server %s of skill %s: tokens revoked", server, skill)
         return True
+
+
+def oauth_provider(
+    auth: McpAuth | None,
+    skill: str,
+    server: str,
+    cfg: HttpServer,
+    who: Callable[[], Consent | None],
+) -> OAuthClientProvider:
+    """`auth`'s provider for one connection (`McpAuth.provider`); a process without OAuth (a
+    `pizzabot worker`, which has no callback endpoint) says so."""
+    if auth is None:
+        raise RunError(f"MCP server {server!r} needs OAuth, which only `pizzabot serve` connects")
+    return auth.provider(skill, server, cfg, who)
 
 
 def _classes() -> tuple[Any, Any]:

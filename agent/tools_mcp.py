@@ -46,7 +46,7 @@ from pizzabot.agent.mcp_call import CallQuestions, wind_down
 from pizzabot.agent.mcp_http import HttpTarget, resolve_headers
 from pizzabot.agent.mcp_identity import CLIENT_NAME, client_info
 from pizzabot.agent.mcp_launch import BASE_ENV, child_environment, launch
-from pizzabot.agent.mcp_oauth import Consent, McpAuth
+from pizzabot.agent.mcp_oauth import Consent, McpAuth, oauth_provider
 from pizzabot.agent.policy.rules import ToolHints
 from pizzabot.agent.questions import Question
 from pizzabot.agent.skills import HttpServer, Skill, StdioServer
@@ -337,11 +337,7 @@ class ToolHub:
         if conn is None:
             conn = _Connection(name, _params(name, cfg, self._env))
             if isinstance(cfg, HttpServer) and cfg.auth == "oauth":
-                if self.auth is None:
-                    raise RunError(
-                        f"MCP server {name!r} needs OAuth, which only `pizzabot serve` connects"
-                    )
-                conn.auth = self.auth.provider(skill, name, cfg, conn.asks)
+                conn.auth = oauth_provider(self.auth, skill, name, cfg, conn.asks)
             self._conns[key] = conn
         conn.users.add(skill)
         return conn
