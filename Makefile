@@ -45,6 +45,7 @@ lint: $(DEV) typecheck-tree
 # PostgreSQL installed here has a password of its own (.ci/install-system-packages).
 test: $(DEV)
 	bash .ci/install-system-packages
+	bash .ci/install-npm-tools
 	$(MAKE) lint
 	if [ -f .ci/pg-url ]; then export PIZZABOT_TEST_PG=$$(cat .ci/pg-url); fi; \
 		$(BIN)/python -m pytest -p no:cacheprovider -n 2 --dist loadfile

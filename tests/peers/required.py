@@ -14,12 +14,15 @@ import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 DOVECOT = "/usr/sbin/dovecot"
 CHROMIUM = "/usr/bin/chromium"
 PG_ADDRESS = ("127.0.0.1", 5432)
+#: The npm packages the tests start (`.ci/install-npm-tools` installs them here).
+NPM_BIN = Path(__file__).resolve().parents[2] / ".npm-tools" / "node_modules" / ".bin"
 
 
 def _executable(path: str) -> Callable[[], bool]:
@@ -50,6 +53,10 @@ PEERS: dict[str, Peer] = {
     "mail": Peer(f"dovecot ({DOVECOT})", _executable(DOVECOT)),
     "browser": Peer(f"Chromium ({CHROMIUM})", _executable(CHROMIUM)),
     "postgres": Peer("PostgreSQL on {}:{}".format(*PG_ADDRESS), _listening(PG_ADDRESS)),
+    "npm": Peer(
+        f"the npm test tools in {NPM_BIN.parents[1]} (bash .ci/install-npm-tools)",
+        lambda: all(os.access(NPM_BIN / t, os.X_OK) for t in ("mcp-server-filesystem", "node")),
+    ),
 }
 
 
@@ -60,6 +67,6 @@ def require(marker: str) -> None:
         pytest.fail(
             f"{peer.what} is missing: these tests need it and CI installs it; "
             "run .ci/install-system-packages (it installs dovecot and Chromium and "
-            "starts PostgreSQL)",
+            "starts PostgreSQL) and .ci/install-npm-tools",
             pytrace=False,
         )
