@@ -50,12 +50,22 @@ if TYPE_CHECKING:  # the SDK takes seconds to import: load it on the first conne
     from mcp.client.auth import OAuthClientProvider
     from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthToken
 
-__all__ = ["CALLBACK_PATH", "Connected", "Consent", "McpAuth", "TokenFiles", "oauth_provider"]
+__all__ = [
+    "CALLBACK_PATH",
+    "DOCUMENT_PATH",
+    "Connected",
+    "Consent",
+    "McpAuth",
+    "TokenFiles",
+    "oauth_provider",
+]
 
 log = logging.getLogger(__name__)
 
 #: Where the service sends the person's browser back to (on this server's public URL).
 CALLBACK_PATH = "/mcp-auth/callback"
+#: Where this client's metadata document is served (a client ID metadata document).
+DOCUMENT_PATH = "/mcp-auth/client.json"
 #: Seconds a connection waits for the callback after the person pressed Done on the card.
 AFTER_DONE = 60.0
 #: The longest callback parameter taken (codes and states are far shorter).
@@ -231,10 +241,18 @@ class McpAuth:
     `folder` (`<skill>/<server>.json`). `redirect_uri` is this server's callback URL."""
 
     def __init__(
-        self, folder: Path, *, redirect_uri: str, env: Mapping[str, str] | None = None
+        self,
+        folder: Path,
+        *,
+        redirect_uri: str,
+        env: Mapping[str, str] | None = None,
+        client_metadata_url: str | None = None,
     ) -> None:
         self.folder = folder
         self.redirect_uri = redirect_uri
+        #: Where this client's metadata document is served (`client_document`): the client ID
+        #: a service that supports client ID metadata documents takes instead of a registration.
+        self.client_metadata_url = client_metadata_url
         self._env = dict(env or {})
         self.waiting: dict[str, _Waiting] = {}
         #: Called with (skill, server) when tokens are revoked: the live connection goes.
@@ -242,8 +260,28 @@ class McpAuth:
 
     @classmethod
     def serving(cls, data_dir: Path, base_url: str, *, env: Mapping[str, str]) -> McpAuth:
-        """A server's: token files under `data_dir/mcp-auth`, callbacks to `base_url`."""
-        return cls(data_dir / "mcp-auth", redirect_uri=base_url + CALLBACK_PATH, env=env)
+        """A server's: token files under `data_dir/mcp-auth`, callbacks to `base_url`, and
+        its client metadata document there when `base_url` is https (a service fetches it)."""
+        document = base_url + DOCUMENT_PATH if base_url.startswith("https://") else None
+        return cls(
+            data_dir / "mcp-auth",
+            redirect_uri=base_url + CALLBACK_PATH,
+            env=env,
+            client_metadata_url=document,
+        )
+
+    def client_document(self) -> dict[str, Any] | None:
+        """This client's metadata document (None: none is served)."""
+        if self.client_metadata_url is None:
+            return None
+        return {
+            "client_id": self.client_metadata_url,
+            "client_name": "Pizza Bot",
+            "redirect_uris": [self.redirect_uri],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "none",
+        }
 
     def files(self, skill: str, server: str) -> TokenFiles:
         for name in (skill, server):
@@ -261,7 +299,8 @@ class McpAuth:
         secret = None
         if cfg.client_secret is not None:
             secret = resolve_headers(server, {"client_secret": cfg.client_secret}, self._env)
-        method = "client_secret_post" if secret else "none"
+        # RFC 6749 2.3.1: every server takes HTTP Basic for a client with a secret.
+        method = "client_secret_basic" if secret else "none"
         metadata = _classes()[1](
             client_name="Pizza Bot",
             redirect_uris=[self.redirect_uri],  # type: ignore[list-item]
@@ -282,7 +321,13 @@ class McpAuth:
             )
         flow = _Flow(self, server, cfg.url, who)
         made: OAuthClientProvider = _classes()[0](
-            cfg.url, metadata, storage, flow.redirect, flow.callback, flow=flow
+            cfg.url,
+            metadata,
+            storage,
+            flow.redirect,
+            flow.callback,
+            client_metadata_url=self.client_metadata_url,
+            flow=flow,
         )
         return made
 
@@ -384,7 +429,7 @@ def _classes() -> tuple[Any, Any]:
         async def _auth_flow(self, request: Any) -> Any:
             # The SDK's own refusals (a registration or a token request the service refused)
             # are said without the service's words, which are hostile bytes.
-            from mcp.client.auth import OAuthRegistrationError, OAuthTokenError
+            from mcp.client.auth import OAuthFlowError, OAuthRegistrationError, OAuthTokenError
 
             flow = super()._auth_flow(request)
             try:
@@ -398,6 +443,10 @@ def _classes() -> tuple[Any, Any]:
                 raise
             except OAuthTokenError:
                 self.flow.error = f"{self.flow.host} refused the token request"
+                raise
+            except OAuthFlowError:
+                if self.flow.error is None:  # not a consent's own failure: the discovery's
+                    self.flow.error = f"{self.flow.host}: its OAuth metadata was refused"
                 raise
 
     class Metadata(OAuthClientMetadata):

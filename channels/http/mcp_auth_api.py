@@ -8,6 +8,8 @@
     GET    /mcp-auth/callback              where the service sends the person's browser back
                                            with the code (no API token: the `state` it
                                            carries must be one a connection waits for)
+    GET    /mcp-auth/client.json           this client's metadata document, where the public
+                                           URL is https (its URL is the client ID)
 
 Routes only translate; the consents and the token files are `McpAuth`'s.
 """
@@ -17,10 +19,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Request
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel
 
-from pizzabot.agent.mcp_oauth import CALLBACK_PATH, McpAuth
+from pizzabot.agent.mcp_oauth import CALLBACK_PATH, DOCUMENT_PATH, McpAuth
 from pizzabot.agent.policy.principal import Principal
 from pizzabot.channels.http.bodies import BoundedJsonRoute
 from pizzabot.channels.http.deps import ApiDeps, Deps
@@ -96,3 +98,13 @@ async def callback(request: Request) -> PlainTextResponse:
     status, text = auth.finish(dict(request.query_params))
     headers = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
     return PlainTextResponse(text, status_code=status, headers=headers)
+
+
+@callbacks.get(DOCUMENT_PATH, include_in_schema=False)
+async def client_document(request: Request) -> JSONResponse:
+    deps = getattr(request.app.state, "api", None)
+    auth = deps.mcp_auth if isinstance(deps, ApiDeps) else None
+    document = auth.client_document() if auth is not None else None
+    if document is None:
+        return JSONResponse({"detail": "no client metadata document is served here"}, 404)
+    return JSONResponse(document, headers={"Cache-Control": "max-age=3600"})

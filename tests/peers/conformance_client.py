@@ -86,7 +86,10 @@ async def main(url: str) -> int:
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     env = {SECRET_ENV: str(context.get("client_secret", ""))}
     with tempfile.TemporaryDirectory() as folder:
-        auth = McpAuth(Path(folder), redirect_uri=REDIRECT, env=env)
+        # A server with an https public URL serves its client metadata document and uses its
+        # URL as the client ID; the suite's fixtures expect this one (and do not fetch it).
+        document = "https://conformance-test.local/client-metadata.json"
+        auth = McpAuth(Path(folder), redirect_uri=REDIRECT, env=env, client_metadata_url=document)
         hub = ToolHub(env=env, auth=auth, connect_timeout=20, call_timeout=20)
         ask = person(auth)
         run = skill(url, scenario, context)
