@@ -405,12 +405,13 @@ def _classes() -> tuple[Any, Any]:
     """The SDK's provider and client metadata, with what a long-lived server needs on top
     (defined on first use: the SDK takes seconds to import)."""
     global _CLASSES
-    if _CLASSES is not None:
-        return _CLASSES
+    if _CLASSES is None:
+        _CLASSES = (_provider_class(), _metadata_class())
+    return _CLASSES
+
+
+def _provider_class() -> Any:
     from mcp.client.auth import OAuthClientProvider
-    from mcp.client.auth.utils import union_scopes
-    from mcp.shared.auth import OAuthClientMetadata
-    from pydantic import PrivateAttr
 
     class Provider(OAuthClientProvider):
         def __init__(self, *args: Any, flow: _Flow, **kw: Any) -> None:
@@ -449,6 +450,14 @@ def _classes() -> tuple[Any, Any]:
                     self.flow.error = f"{self.flow.host}: its OAuth metadata was refused"
                 raise
 
+    return Provider
+
+
+def _metadata_class() -> Any:
+    from mcp.client.auth.utils import union_scopes
+    from mcp.shared.auth import OAuthClientMetadata
+    from pydantic import PrivateAttr
+
     class Metadata(OAuthClientMetadata):
         # The SDK sets the scope from each challenge before it registers and asks; the
         # skill's own `scopes` stay part of it, at registration and at every consent.
@@ -462,8 +471,7 @@ def _classes() -> tuple[Any, Any]:
                 value = union_scopes(value, self._kept)
             super().__setattr__(name, value)
 
-    _CLASSES = (Provider, Metadata)
-    return _CLASSES
+    return Metadata
 
 
 #: The provider and client metadata classes (typed loosely: they subclass the SDK's lazily).
