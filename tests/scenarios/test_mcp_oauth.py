@@ -11,6 +11,8 @@ with a CA made for the test (`SSL_CERT_FILE`, as a deployment's own CA would be 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -79,8 +81,9 @@ class Person:
 
 
 async def test_the_first_connection_asks_a_person_and_then_the_tools_answer(
-    peer: OAuthMcp, tmp_path: Path
+    peer: OAuthMcp, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     auth = McpAuth(tmp_path / "mcp-auth", redirect_uri=REDIRECT)
     person = Person(auth, peer)
     hub = ToolHub(auth=auth)
@@ -103,6 +106,9 @@ async def test_the_first_connection_asks_a_person_and_then_the_tools_answer(
     token_file = tmp_path / "mcp-auth" / "sales" / "crm.json"
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     assert stat.S_IMODE(token_file.parent.stat().st_mode) == 0o700
+    kept = json.loads(token_file.read_text())["tokens"]
+    for secret in (kept["access_token"], kept["refresh_token"]):
+        assert secret not in caplog.text  # never logged
     [row] = auth.connected()
     assert (row.skill, row.server, row.scopes, row.refreshable) == (
         "sales",
