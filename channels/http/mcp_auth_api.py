@@ -35,7 +35,7 @@ router = APIRouter(
     prefix="/api",
     route_class=BoundedJsonRoute,
     dependencies=[Depends(caller)],
-    responses=errors(401, 403, 404),
+    responses=errors(401, 403, 404, 422),
 )
 #: The browser's way back: outside /api, so it needs no token.
 callbacks = APIRouter()
