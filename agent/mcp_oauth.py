@@ -43,7 +43,7 @@ from urllib.parse import parse_qs, urlsplit
 from pizzabot.agent.errors import RunError
 from pizzabot.agent.mcp_call import CallQuestions
 from pizzabot.agent.mcp_http import resolve_headers
-from pizzabot.agent.questions import Question
+from pizzabot.agent.questions import Question, link_refusal
 from pizzabot.agent.skills import HttpServer
 
 if TYPE_CHECKING:  # the SDK takes seconds to import: load it on the first connection
@@ -192,6 +192,10 @@ class _Flow:
         if consent is None or not consent.questions.can_ask:
             self.error = f"{host} wants a person to connect it (OAuth): a run of the skill asks"
             raise RunError(f"MCP server {self.server!r}: {self.error}")
+        why = link_refusal(authorization_url)
+        if why is not None:  # a card offers https links only, and only plain ones
+            self.error = f"{host}'s sign-in link cannot be offered: {why}"
+            raise RunError(f"MCP server {self.server!r}: {self.error}")
         state = parse_qs(urlsplit(authorization_url).query).get("state", [""])[0]
         question = Question(
             message=f"Connect {host}: sign in there and allow access for this skill's runs.",
@@ -210,7 +214,7 @@ class _Flow:
         if waiting is None:
             raise OAuthFlowError("no consent was asked for")
         host = self.host
-        ending = f"connected to {host}"
+        ending = "the connection it asked for was given up"
         try:
             await asyncio.wait({waiting.code, waiting.asking}, return_when="FIRST_COMPLETED")
             if not waiting.code.done():
@@ -220,7 +224,9 @@ class _Flow:
                     raise OAuthFlowError(f"the consent to connect it was {said}")
                 async with asyncio.timeout(AFTER_DONE):  # Done pressed: the callback is near
                     await asyncio.shield(waiting.code)
-            return waiting.code.result()
+            result = waiting.code.result()
+            ending = f"connected to {host}"
+            return result
         except TimeoutError:
             ending = self.error = f"{host} did not send the browser back to this server"
             raise OAuthFlowError(ending) from None

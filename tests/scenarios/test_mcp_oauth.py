@@ -233,3 +233,22 @@ def test_oauth_settings_need_auth_oauth() -> None:
         )
     with pytest.raises(ValueError, match=r"must name an environment variable"):
         crm("https://crm.example/mcp", client_id="pizzabot", client_secret="plain-secret")
+
+
+async def test_a_sign_in_link_a_card_cannot_offer_is_refused_plainly(tmp_path: Path) -> None:
+    from pizzabot.agent.mcp_call import CallQuestions
+    from pizzabot.agent.mcp_oauth import Consent, _Flow
+
+    asked: list[Question] = []
+
+    async def ask(question: Question) -> Answer:
+        asked.append(question)
+        return Answer("accept")
+
+    auth = McpAuth(tmp_path / "mcp-auth", redirect_uri=REDIRECT)
+    flow = _Flow(auth, "crm", "https://crm.example/mcp", lambda: Consent(CallQuestions(ask)))
+    with pytest.raises(
+        RunError, match=r"crm.example's sign-in link cannot be offered: only a link"
+    ):
+        await flow.redirect("http://crm.example/authorize?state=s")
+    assert asked == [] and auth.waiting == {}
