@@ -1,7 +1,8 @@
 # The two commands of the README:
 #   make serve   install the server (only what it runs) and start it on its embedded defaults
 #   make test    install what the tests need (the test extras; dovecot, Chromium and PostgreSQL
-#                from Debian where missing, saying which) and run lint, types and every test
+#                from Debian where missing, saying which; the MCP conformance suite from npm)
+#                and run lint, types and every test
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -45,7 +46,8 @@ lint: $(DEV) typecheck-tree
 # PostgreSQL installed here has a password of its own (.ci/install-system-packages).
 test: $(DEV)
 	bash .ci/install-system-packages
-	bash .ci/install-npm-tools
+	bash .ci/install-conformance
+	bash .ci/install-mcp-servers
 	$(MAKE) lint
 	if [ -f .ci/pg-url ]; then export PIZZABOT_TEST_PG=$$(cat .ci/pg-url); fi; \
 		$(BIN)/python -m pytest -p no:cacheprovider -n 2 --dist loadfile

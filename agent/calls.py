@@ -17,6 +17,7 @@ trace, the API's answer and every channel's message.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -24,6 +25,7 @@ from typing import Any, Protocol, assert_never
 
 from pizzabot.agent import settle
 from pizzabot.agent.asking import Asker, close_question
+from pizzabot.agent.away_cards import route_cards
 from pizzabot.agent.context import Context
 from pizzabot.agent.conversation import CallState
 from pizzabot.agent.events import (
@@ -36,7 +38,9 @@ from pizzabot.agent.events import (
 )
 from pizzabot.agent.held import HeldRun, Outcome
 from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, RunStatus
+from pizzabot.agent.notify import fyi_item, notify_approvers
 from pizzabot.agent.policy.grants import Grant, make_grant
+from pizzabot.agent.preview import Previewer
 from pizzabot.agent.redaction import Redactor
 from pizzabot.agent.settle import (
     INTERRUPTED_ASK,
@@ -115,7 +119,9 @@ class CallSteps:
             case Execute(args=args, item_id=item_id, rule=rule, grant=grant):
                 if step.grant_asked is not None and item_id is not None:
                     await self._make_grant(held, call, qualified, item_id, step.grant_asked)
-                await self._execute(held, call, qualified, args, item_id, rule, grant)
+                ran = await self._execute(held, call, qualified, args, item_id, rule, grant)
+                if step.notify is not None:
+                    await self._notify(held, qualified, args, step.notify, ran)
                 return "continue"
             case AwaitDecision(item_id=item_id, ask=ask):
                 return await self._await_decision(held, call, spec, ask, item_id, later)
@@ -252,7 +258,7 @@ class CallSteps:
         item_id: str | None,
         rule: str | None = None,
         grant: Grant | None = None,
-    ) -> None:
+    ) -> ToolResult:
         server, name = qualified.split(".", 1)
         started = ToolStarted(
             call_id=call.id,
@@ -276,6 +282,23 @@ class CallSteps:
             call, text, is_error=outcome.is_error, duration_ms=outcome.duration_ms
         )
         await held.append(self.ctx, [NewEvent(result.model_copy(update={"args": args}))])
+        return result
+
+    async def _notify(
+        self, held: HeldRun, tool: str, args: dict[str, Any], why: str, ran: ToolResult
+    ) -> None:
+        """Tell a `notify` call's approvers what ran (`pizzabot.agent.notify`)."""
+        fyi = fyi_item(
+            self.ctx,
+            held.skill,
+            run_id=held.run.id,
+            tool=tool,
+            args=args,
+            why=why,
+            result=ran.text,
+            failed=ran.is_error,
+        )
+        await notify_approvers(self.ctx, held.skill, fyi, lease=held.lease)
 
     def _tool_result(
         self, call: CallState, text: str, *, is_error: bool, duration_ms: float
@@ -297,12 +320,23 @@ class CallSteps:
     ) -> None:
         """Put the calls on cards and park the run, in one transaction: a turn's cards
         appear together."""
-        skill, now = held.skill, self.ctx.clock()
-        await held.park(
-            self.ctx,
-            [self._card(held, call, spec, ask, now) for call, spec, ask in asks],
-            targets=targets_for(skill, self.ctx.channels),
+        skill = held.skill
+        # Worked out before the cards exist, all at once: a card shows what it would do.
+        previewer = Previewer(self.tools, redact=self.redact.values_only, redact_error=self.redact)
+        risks = await asyncio.gather(
+            *(previewer.risk_with_preview(skill, s.qualified, c.args, a.risk) for c, s, a in asks)
         )
+        now = self.ctx.clock()
+        cards, targets = await route_cards(
+            self.ctx,
+            skill,
+            [
+                self._card(held, call, spec, replace(ask, risk=risk), now)
+                for (call, spec, ask), risk in zip(asks, risks, strict=True)
+            ],
+            targets_for(skill, self.ctx.channels),
+        )
+        await held.park(self.ctx, cards, targets=targets)
         self.ctx.wake_outbox()
 
     def _card(

@@ -3,7 +3,8 @@
 Every card of an action item (a Slack message and its edit form, the App Home, a mail and
 its links and reply address, the web form, the API's item) carries the digest of the item as
 that card shows it: the arguments, the item's version (bumped by every edit) and the policy
-that asked (the rule, how many people must approve, whether a passkey must confirm it). A
+that asked (the rule, how many people must approve, whether a passkey must confirm it), and
+the preview of what the call would do, where the card shows one. A
 decision sends it back (`seen`); `pizzabot.agent.inbox.Inbox.decide` refuses one whose digest
 is not the item's now (`CardChanged`), and the store takes a decision only for the version it
 was made on, so an edit that lands between the two cannot slip under an approval either. A
@@ -42,6 +43,9 @@ def card_digest(item: Item) -> str:
     if item.risk.step_up is not None:
         # Only where it applies, so the digests of cards without a step-up stay as they were.
         shown["step_up"] = item.risk.step_up
+    if item.risk.preview is not None:
+        # What the call would do, as the card shows it: an approval counts for that preview.
+        shown["preview"] = item.risk.preview.as_dict()
     canonical = json.dumps(shown, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:DIGEST_CHARS]
 

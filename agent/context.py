@@ -16,6 +16,7 @@ from pizzabot.agent.bell import Bell
 from pizzabot.agent.policy.access import Access
 from pizzabot.agent.policy.grants import Grants
 from pizzabot.agent.policy.quorum import Approvals
+from pizzabot.agent.preview import Previewer
 from pizzabot.agent.skills import SkillBook
 from pizzabot.agent.step_up import Confirmer
 from pizzabot.agent.store import Store
@@ -67,6 +68,9 @@ class Context:
     #: Checks the passkey assertion a step-up approval carries (`pizzabot.agent.step_up`);
     #: None: this server checks none, so a call that needs one cannot be approved here.
     step_up: Confirmer | None = None
+    #: Makes a call's preview anew when an edit keeps its card open (`pizzabot.agent.preview`);
+    #: None: this process calls no tools, and such an edit's card says it has no preview.
+    previews: Previewer | None = None
 
     def __post_init__(self) -> None:
         if self.access is None:

@@ -10,7 +10,7 @@ outlives the held, so a crash at any point resumes from the last recorded event:
   tool `idempotent`; otherwise the model is told the outcome is unknown.
 
 A run of an inbox-only skill is a request from an agent Pizza Bot does not run: it has no
-model, and its one item's decision ends it (`pizzabot.agent.requests.answer_request`).
+model, and its one item's decision ends it (`pizzabot.agent.request_end.answer_request`).
 
 Text that comes from outside (a run's failure, a tool's error) passes the engine's
 `Redactor` before it is stored: the event log is also the trace, the API's answer and every
@@ -58,7 +58,7 @@ from pizzabot.agent.model import (
     Usage,
 )
 from pizzabot.agent.redaction import Redactor
-from pizzabot.agent.requests import answer_request
+from pizzabot.agent.request_end import answer_request
 from pizzabot.agent.skills import Budget, Skill
 from pizzabot.agent.store import LeaseLost
 from pizzabot.agent.targets import targets_for

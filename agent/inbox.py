@@ -57,12 +57,14 @@ from pizzabot.agent.model import (
     Reject,
 )
 from pizzabot.agent.policy import Verdict, audit_refusal
+from pizzabot.agent.policy.away import acting_for, counted_already
 from pizzabot.agent.policy.grants import same_choice
 from pizzabot.agent.policy.principal import Principal
 from pizzabot.agent.policy.quorum import Count, count, person_of, required_for
 from pizzabot.agent.policy.rules import judge
+from pizzabot.agent.preview import edited_preview
 from pizzabot.agent.questions import question_url, validate_answer, with_defaults
-from pizzabot.agent.requests import request_end, request_ended
+from pizzabot.agent.request_end import request_end, request_ended
 from pizzabot.agent.step_up import Assertion, item_step_up
 from pizzabot.agent.store import RunEnd, kill_reason
 
@@ -93,6 +95,7 @@ class Inbox:
         (`pizzabot.agent.step_up`)."""
         store, now = self.ctx.store, self.ctx.clock()
         item = await store.get_item(item_id)
+        by = await acting_for(self.ctx.access, by, item)  # a delegate: "bob for alice"
         await self._check_decidable(item, decision, by=by, seen=seen, now=now)
         final_args = await self._final_args(item, decision)
         if isinstance(decision, Approve | Edit):
@@ -157,10 +160,15 @@ class Inbox:
         toward a rule that needs more than one person, and a skill or tool that says
         `self_approval: false` refuses their approval outright. (Rejecting one's own request
         withdraws it, and is always allowed.)"""
+        twice = counted_already(item, by)  # a delegate, for someone counted already
+        if twice is not None:
+            await self._audit_refused(item, by, {**detail, "why": str(twice)}, now)
+            raise twice
         if item.requester_person is None or item.kind is not ItemKind.TOOL:
             return
         skill = self.ctx.skills.get(item.skill) if item.skill in self.ctx.skills else None
-        if person_of(skill, by) != item.requester_person:
+        behalf = by.on_behalf[1] if by.on_behalf is not None else None
+        if item.requester_person not in (person_of(skill, by), behalf):
             return
         required = self._required(item)
         if skill is not None and not skill.self_approval_for(item.tool):
@@ -349,16 +357,22 @@ class Inbox:
         if self.ctx.approvals is None:
             why = f"{item.tool} needs {required} people's approval; this server keeps no count"
             raise InvalidArguments({"": why})
+        skill = self.ctx.skills.get(item.skill) if item.skill in self.ctx.skills else None
+        edited = decision.args if isinstance(decision, Edit) else None
         try:
             return await count(
                 self.ctx.approvals,
                 self.ctx.store,
                 item,
-                skill=self.ctx.skills.get(item.skill) if item.skill in self.ctx.skills else None,
+                skill=skill,
                 required=required,
                 who=by,
                 now=self.ctx.clock(),
-                edited=decision.args if isinstance(decision, Edit) else None,
+                edited=edited,
+                # The card stays open with the edited arguments: its preview is made anew.
+                preview=None
+                if edited is None
+                else await edited_preview(self.ctx.previews, skill, item, edited),
             )
         except CardChanged as exc:
             await self._changed(exc.item, decision, by=by, now=self.ctx.clock())

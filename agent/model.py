@@ -143,6 +143,26 @@ class ItemKind(enum.StrEnum):
 MAY_HAVE_HAPPENED = "it may already have happened: check before approving again"
 
 
+#: What every card says above a preview: it was worked out before anyone decided, by a
+#: dry run, and is not the call's result.
+PREVIEW_LABEL = "Preview — computed before approval, not what ran"
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What a call would do, worked out when its card was made without running it
+    (`pizzabot.agent.preview`): the tool's text, capped, from the tool's server, so
+    hostile text to be shown as text. `failed`: no preview could be made; `text` says why."""
+
+    text: str
+    #: The tool that made it ("crm.refund_dry_run", "files.preview_write").
+    by: str
+    failed: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "by": self.by, "failed": self.failed}
+
+
 @dataclass(frozen=True)
 class Risk:
     """What a card says about a call: the skill's risk notes, and why a person is asked."""
@@ -168,8 +188,12 @@ class Risk:
     #: "passkey": an approval needs a fresh passkey assertion bound to this card
     #: (`pizzabot.agent.step_up`); None: a channel's button is enough.
     step_up: str | None = None
+    #: What the call would do, shown on the card (`pizzabot.agent.preview`); None: no preview.
+    preview: Preview | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.preview, dict):  # stored as JSON, read back as a mapping
+            object.__setattr__(self, "preview", Preview(**self.preview))
         # Stored as a JSON list, read back as one.
         object.__setattr__(self, "hints", tuple(self.hints))
         object.__setattr__(self, "grants", tuple(self.grants))
@@ -192,6 +216,8 @@ class Risk:
     def as_dict(self) -> dict[str, Any]:
         lists = ("hints", "grants", "approved")
         out = {k: v for k, v in vars(self).items() if v is not None and k not in lists}
+        if self.preview is not None:
+            out["preview"] = self.preview.as_dict()
         for name in lists:
             if getattr(self, name):
                 out[name] = list(getattr(self, name))

@@ -85,6 +85,8 @@ class RequestState:
     url: str
     #: Who asked (`Principal.actor`).
     requested_by: str | None = None
+    #: When it was asked.
+    created_at: datetime | None = None
 
     @property
     def pending(self) -> bool:
@@ -120,6 +122,7 @@ def state_of(
         decided_at=item.decided_at if item.decided else None,
         url=f"{base_url.rstrip('/')}/items/{item.id}",
         requested_by=item.requested_by,
+        created_at=request.created_at,
     )
 
 

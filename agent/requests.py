@@ -11,7 +11,7 @@ and two-person approval all work as for the engine's own calls.
 A request gets the verdict the engine's own call would (`pizzabot.agent.policy.call_verdict`:
 the skill's rules, then its grants): `auto` or a grant approves at once and `deny` rejects
 with the rule's reason, with no card; `ask` makes the item. Its decision ends the run in the
-decision's own transaction (`request_end`), DONE, its result the decision, with no worker
+decision's own transaction (`pizzabot.agent.request_end`), DONE, its result the decision, with no worker
 step. Waiting for the decision sleeps on `ctx.decisions`, the bell a decision rings for its
 run, so a long-poll costs no database reads while nothing happens, and none when another
 request is decided.
@@ -27,23 +27,24 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from pizzabot.agent.addresses import Target
+from pizzabot.agent.away_cards import route_cards
 from pizzabot.agent.context import Context
 from pizzabot.agent.errors import (
+    AlreadyDecided,
     Conflict,
     InvalidArguments,
     KillSwitchOn,
     NotAllowed,
     NotFound,
-    UserError,
 )
 from pizzabot.agent.events import DecisionMade, NewEvent, RunFinished, RunStarted, ToolRequest
-from pizzabot.agent.held import HeldRun
 from pizzabot.agent.model import (
-    DECIDED_STATUS,
     REQUEST_CALL,
     Approve,
     Box,
     Decision,
+    Expired,
     Item,
     ItemKind,
     ItemStatus,
@@ -51,28 +52,20 @@ from pizzabot.agent.model import (
     Risk,
     RunStatus,
 )
+from pizzabot.agent.notify import fyi_item, notify_approvers
 from pizzabot.agent.policy.call_verdict import Granted, call_verdict
-from pizzabot.agent.policy.grants import Grant, make_grant
+from pizzabot.agent.policy.grants import Grant
 from pizzabot.agent.policy.principal import Principal, Scope
 from pizzabot.agent.policy.quorum import person_of
 from pizzabot.agent.questions import FREE_TEXT_SCHEMA
 from pizzabot.agent.request_checks import MAX_JSON_BYTES, MAX_TIMEOUT, check_request
+from pizzabot.agent.request_end import request_end, request_ended
 from pizzabot.agent.request_state import NewRequest, RequestState, outcome_text, state_of
-from pizzabot.agent.skills import Skill, inbox_only
-from pizzabot.agent.store import RunEnd, StoredRequest, kill_reason
+from pizzabot.agent.skills import Skill
+from pizzabot.agent.store import StoredRequest, kill_reason
 from pizzabot.agent.targets import targets_for
 
-__all__ = [
-    "MAX_JSON_BYTES",
-    "MAX_TIMEOUT",
-    "NewRequest",
-    "RequestState",
-    "Requests",
-    "answer_request",
-    "request_end",
-    "request_ended",
-    "state_of",
-]
+__all__ = ["MAX_JSON_BYTES", "MAX_TIMEOUT", "NewRequest", "RequestState", "Requests", "state_of"]
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +83,8 @@ class _Verdict:
     rule: str | None = None
     risk: Risk = field(default_factory=Risk)
     grant: Grant | None = None
+    #: Approved by a `notify` rule: its approvers are told (`pizzabot.agent.notify`).
+    notify: bool = False
 
 
 class Requests:
@@ -123,12 +118,18 @@ class Requests:
             requested_by=by.actor,
             requester_person=person_of(skill, by),
         )
+        targets: list[Target] = []
+        if verdict.decision is None:
+            cards, targets = await route_cards(
+                self.ctx, skill, [(item, None)], targets_for(skill, self.ctx.channels)
+            )
+            item = cards[0][0]
         stored, created = await self.ctx.store.create_request(
             stored,
             input=new.title,
             item=item,
             events=self._events(new, stored, item, verdict, by.actor),
-            targets=targets_for(skill, self.ctx.channels) if verdict.decision is None else [],
+            targets=targets,
             run_status=RunStatus.WAITING if verdict.decision is None else RunStatus.DONE,
             result=outcome_text(item) if verdict.decision is not None else None,
         )
@@ -138,11 +139,33 @@ class Requests:
             await self.ctx.grants.used(
                 verdict.grant, run_id=stored.run_id, call_id=REQUEST_CALL, now=now
             )
+        if verdict.notify and new.tool is not None:
+            await self._notify(skill, new, stored, verdict, by)
         self.ctx.wake_outbox()
         self.ctx.wake_timers()  # its time-out, or its tool's, counts from now
         state = await self._state(stored)
         await self._audit("request_filed", state, by)
         return state, True
+
+    async def _notify(
+        self,
+        skill: Skill,
+        new: NewRequest,
+        stored: StoredRequest,
+        verdict: _Verdict,
+        by: Principal,
+    ) -> None:
+        """Tell the approvers of a request a `notify` rule approved (`pizzabot.agent.notify`)."""
+        fyi = fyi_item(
+            self.ctx,
+            skill,
+            run_id=stored.run_id,
+            tool=new.tool or "",
+            args=new.args,
+            why=verdict.by or "",
+            asked_by=by.actor,
+        )
+        await notify_approvers(self.ctx, skill, fyi, lease=None)
 
     def _stored(
         self,
@@ -200,6 +223,44 @@ class Requests:
         await self._audit("request_answered", found, by)
         return found
 
+    async def withdraw(self, request_id: str, *, by: Principal) -> RequestState:
+        """Withdraw a pending request (its requester no longer wants the answer): the item
+        is closed (`cancelled`, shown as `expired` with the reason "withdrawn by ..."), every
+        card says so, and its run ends. A request decided first keeps its decision; either
+        way the state is returned, and a withdrawal is audited."""
+        stored = await self._readable(request_id, by)
+        item = await self.ctx.store.get_item(stored.item_id)
+        if not item.decided:
+            gone = Expired(reason=f"withdrawn by {by.actor}")
+            event = DecisionMade(
+                item_id=item.id,
+                call_id=item.call_id,
+                decision=gone,
+                actor=by.actor,
+                channel=by.channel,
+            )
+            try:
+                closed = await self.ctx.store.record_decision(
+                    item.id,
+                    gone,
+                    actor=by.actor,
+                    channel=by.channel,
+                    now=self.ctx.clock(),
+                    final_args=None,
+                    event=NewEvent(event),
+                    status=ItemStatus.CANCELLED,
+                    ends=request_end(item, gone, None, by=by.actor, via=by.channel),
+                )
+            except AlreadyDecided:
+                pass  # a person was quicker: their decision stands
+            else:
+                await request_ended(self.ctx, closed, gone, by=by.actor, via=by.channel)
+                self.ctx.decisions.ring(closed.run_id)
+                self.ctx.wake_outbox()
+        state = await self._state(stored)
+        await self._audit("request_withdrawn", state, by)
+        return state
+
     async def _readable(self, request_id: str, by: Principal) -> StoredRequest:
         stored = await self.ctx.store.get_request(request_id)
         if not by.scope.covers(Scope.DECIDE) and stored.requester != by.requester:
@@ -249,6 +310,9 @@ class Requests:
                 return _Verdict(Reject(reason=reason), ruling.why, "policy", ruling.by_rule, risk)
             case "auto":
                 return _Verdict(Approve(), ruling.why, "policy", ruling.by_rule, risk)
+            case "notify":
+                ruled = _Verdict(Approve(), ruling.why, "policy", ruling.by_rule, risk)
+                return replace(ruled, notify=True)
             case "ask":
                 pass
         grants = self.ctx.grants
@@ -338,95 +402,3 @@ class Requests:
         )
         finished = RunFinished(status=RunStatus.DONE, result=outcome_text(item))
         return [*events, NewEvent(decided), NewEvent(finished)]
-
-
-def request_end(
-    item: Item, decision: Decision, final_args: dict[str, Any] | None, *, by: str, via: str
-) -> RunEnd | None:
-    """How a decision on a request's item ends its run, in the decision's own transaction
-    (None: the item is not a request's). A request's run has nothing left to do once its
-    item is decided: DONE, its result the decision in words."""
-    if not item.requested:
-        return None
-    decided = replace(
-        item,
-        status=DECIDED_STATUS[decision.kind],
-        decided_by=by,
-        decided_via=via,
-        final_args=final_args,
-        reason=getattr(decision, "reason", None) or None,
-    )
-    text = outcome_text(decided)
-    return RunEnd(text, NewEvent(RunFinished(status=RunStatus.DONE, result=text)))
-
-
-async def request_ended(ctx: Context, item: Item, decision: Decision, *, by: str, via: str) -> bool:
-    """After a decision that may have ended a request's run: keep the grant an approval
-    asked for ("1h", "exact"), and run the end-of-run hook. False: the run did not end
-    (it was not waiting), and the engine ends it (`answer_request`)."""
-    run = await ctx.store.get_run(item.run_id)
-    if run.status is not RunStatus.DONE:
-        return False
-    choice = decision.grant if isinstance(decision, Approve) else None
-    if choice is not None:
-        await _keep_grant(ctx, run.skill, item, choice, by=by, via=via)
-    await _run_ended(ctx, run.id)
-    return True
-
-
-async def answer_request(ctx: Context, held: HeldRun) -> RunStatus:
-    """The engine's step for a run of an inbox-only skill: a decision ends such a run in its
-    own transaction (`request_end`), so this only finds it waiting, or ends one that was
-    decided while it was not waiting (no model is called, no Unread note is made: the
-    requester has its answer)."""
-    store, run, now = ctx.store, held.run, ctx.clock()
-    asked = [e.payload for e in held.events if isinstance(e.payload, ToolRequest)]
-    if not asked:
-        raise UserError(inbox_only(run.skill))
-    item = await store.get_item(asked[-1].item_id)
-    if item.status is ItemStatus.PENDING:
-        await store.set_status(run.id, RunStatus.WAITING, lease=held.lease, now=now)
-        return RunStatus.WAITING
-    decided = [
-        e.payload
-        for e in held.events
-        if isinstance(e.payload, DecisionMade) and e.payload.item_id == item.id
-    ]
-    if decided and isinstance(decided[-1].decision, Approve) and decided[-1].decision.grant:
-        last = decided[-1]
-        choice = decided[-1].decision.grant
-        await _keep_grant(ctx, run.skill, item, choice, by=last.actor, via=last.channel)
-    text = outcome_text(item)
-    finished = NewEvent(RunFinished(status=RunStatus.DONE, result=text))
-    await store.finish_request(run.id, lease=held.lease, now=now, events=[finished], result=text)
-    await _run_ended(ctx, run.id)
-    return RunStatus.DONE
-
-
-async def _run_ended(ctx: Context, run_id: str) -> None:
-    if ctx.on_run_end is not None:
-        try:
-            await ctx.on_run_end(run_id)
-        except Exception:
-            log.warning("run %s: the end-of-run hook failed", run_id, exc_info=True)
-
-
-async def _keep_grant(
-    ctx: Context, skill: str, item: Item, choice: str, *, by: str, via: str
-) -> None:
-    """An approval that asked for a grant ("1h", "exact") makes it, once per item."""
-    if ctx.grants is None or item.tool is None:
-        return
-    grant = make_grant(
-        choice,
-        id=ctx.ids(),
-        skill=skill,
-        tool=item.tool,
-        args=item.final_args or {},
-        run_id=item.run_id,
-        item_id=item.id,
-        granted_by=by,
-        granted_via=via,
-        now=item.decided_at or ctx.clock(),
-    )
-    await ctx.grants.add(grant)

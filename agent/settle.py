@@ -5,7 +5,7 @@ so the engine's loop only carries out what it says. The policy of the call comes
 `pizzabot.agent.policy.rules.judge` (the tool's rules on the call's arguments, its policy, its
 hints), and each outcome carries which rule decided, for the log and the card. Three ways:
 
-- `auto`: run it — unless a crash lost the result of a start: then it runs again only when
+- `auto` (and `notify`, whose approvers are then told: `pizzabot.agent.notify`): run it — unless a crash lost the result of a start: then it runs again only when
   the skill marks the tool idempotent, and otherwise the model is told the outcome is unknown;
 - `ask`: a person is asked (once per item), and the engine waits for the decision — unless
   a grant covers the call (`pizzabot.agent.policy.grants`): then it runs, naming the grant. A call
@@ -90,6 +90,8 @@ class Execute:
     grant: Grant | None = None
     #: The grant the approval asked for ("run", "1h", "exact"): made before the call runs.
     grant_asked: str | None = None
+    #: A `notify` call: what said so ("the policy of crm.add"); its approvers are told.
+    notify: str | None = None
 
 
 @dataclass(frozen=True)
@@ -142,10 +144,11 @@ def plan(
     match ruling.policy:
         case "deny":
             return _denied(ruling)
-        case "auto":
+        case "auto" | "notify":
             if call.started and not skill.rule(qualified).idempotent:
                 return TellModel(INTERRUPTED_AUTO, interrupted=True)
-            return Execute(call.args, rule=ruling.by_rule)
+            notify = ruling.why if ruling.policy == "notify" else None
+            return Execute(call.args, rule=ruling.by_rule, notify=notify)
         case "ask":
             if call.decision is not None:
                 return apply_decision(call, call.decision, skill=skill, tool=tool)

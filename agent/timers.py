@@ -27,6 +27,7 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
+from pizzabot.agent.away_cards import delegated_targets
 from pizzabot.agent.context import Context
 from pizzabot.agent.errors import AlreadyDecided
 from pizzabot.agent.events import NewEvent, Note, TimerRemark
@@ -178,7 +179,10 @@ class Timers:
             and age >= rule.remind_after
             and (item.id, "remind") not in done
         ):
-            targets = targets_for(skill, self.ctx.channels)
+            # A reminder follows the card: to an away approver's delegate (its text is the card's).
+            targets = await delegated_targets(
+                self.ctx, skill, tool, targets_for(skill, self.ctx.channels)
+            )
             remark = TimerRemark(
                 item_id=item.id,
                 tool=tool,

@@ -29,6 +29,7 @@ from pizzabot.agent.outbox import Dispatcher, Limits
 from pizzabot.agent.policy.access import Access
 from pizzabot.agent.policy.grants import Grants
 from pizzabot.agent.policy.quorum import Approvals
+from pizzabot.agent.preview import previewer_for
 from pizzabot.agent.redaction import Redactor
 from pizzabot.agent.runs import Runs
 from pizzabot.agent.skills import Budget, SkillBook
@@ -157,6 +158,7 @@ def build(
         decisions=decisions,
         access=access or Access(skills=skills),
         step_up=step_up,
+        previews=previewer_for(mind.tools if mind is not None else None, redactor),
     )
     engine, worker = _stepping(ctx, mind, with_worker, workers_bell, redactor, timing)
     dispatcher = Dispatcher(

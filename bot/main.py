@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -156,10 +157,11 @@ def bench(ctx: typer.Context) -> None:
 
 def _where() -> Any:
     from pizzabot.bot.settings import Settings
+    from pizzabot.store.audit_otlp import logs_endpoint
     from pizzabot.store.backup import Where
 
     s = Settings()
-    return Where(database_url=s.db_url, data_dir=s.data_dir, audit_key=s.audit_key_path)
+    return Where(s.db_url, s.data_dir, s.audit_key_path, otlp_logs=logs_endpoint(os.environ))
 
 
 # audit verify/export, backup, restore: on the server's host, with the database itself

@@ -61,8 +61,10 @@ from pizzabot.bot.outlets import outlets
 from pizzabot.bot.services import EmailParts, Services, SlackParts
 from pizzabot.bot.settings import Settings, environment, private_folder
 from pizzabot.bot.skill_reload import SkillFiles
+from pizzabot.channels.a2a import serve as a2a
 from pizzabot.channels.mcp import http as mcp_http
 from pizzabot.store.approvals import SqlApprovals
+from pizzabot.store.away import away_access
 from pizzabot.store.chain import ensure_key, keep_checkpointing
 from pizzabot.store.grants import SqlGrants
 from pizzabot.store.migrate import upgrade
@@ -118,7 +120,7 @@ async def _assemble(
 ) -> Services:
     files = _skill_files(settings, store)
     # One policy for every channel: who may decide, start and follow up, and through which.
-    access = Access(skills=files.book, email_senders=settings.email_allowed_senders)
+    access = away_access(files.book, store.db, email_senders=settings.email_allowed_senders)
     env = environment()
     # The API token and every secret setting: no provider's, tool's or server's error shows them.
     redactor = Redactor.of(token, *settings.secret_values())
@@ -331,6 +333,8 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
         ),
     )
     guard(app, settings, token=token)
+    if settings.a2a_skill:  # after guard: its token gate runs before the body limit
+        a2a.install(app, skill=settings.a2a_skill, base_url=settings.base_url, owner_token=token)
     return app
 
 

@@ -203,6 +203,8 @@ class Settings(BaseSettings):
     digest_interval: float = 60.0  # seconds between checks whether a digest is due
     # The MCP server (/mcp and `pizzabot mcp`): the inbox-only skill its requests go to
     mcp_skill: str = "approvals"
+    # A2A (/a2a; the `a2a` extra): the inbox-only skill its messages ask in; empty: not served
+    a2a_skill: str = ""
 
     # Web inbox (bot/wire_web.py): failed logins per client address before it must wait (429)
     web_login_max_failures: int = 10

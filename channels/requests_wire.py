@@ -44,5 +44,6 @@ def wire_state(state: State, *, created: bool = False) -> RequestState:
         decided_at=state.decided_at,
         url=state.url,
         requested_by=state.requested_by,
+        created_at=state.created_at,
         created=created,
     )

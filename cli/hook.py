@@ -3,7 +3,7 @@
 The host (Claude Code, Codex, Gemini CLI, Cursor, Copilot CLI) runs this command before a
 tool call and writes the call as JSON on stdin; the command files a request on the Pizza
 Bot server (through `pizzabot.client`), waits for the decision, and prints the host's own
-allow or deny (`pizzabot.cli.hook_hosts`).
+allow or deny (`pizzabot.client.hooks`).
 
 It fails closed and never hangs: a payload it cannot read, a server that is down, a refused
 token or request, the kill switch, and no decision in time each end as the host's deny with
@@ -30,14 +30,23 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from pizzabot.cli.client import CliError, connect, detail_text
-from pizzabot.cli.hook_hosts import HOSTS, HookAnswer, HookCall, HookInputError, Host, Verdict
-from pizzabot.cli.hook_request import hook_request
 from pizzabot.cli.typer_app import App
+from pizzabot.client.hooks.hosts import (
+    HOSTS,
+    HookAnswer,
+    HookCall,
+    HookInputError,
+    Host,
+    Verdict,
+    unreadable_call,
+)
+from pizzabot.client.hooks.request import hook_request
+from pizzabot.client.hooks.verdict import margin, verdict_of
 
 if TYPE_CHECKING:  # the client (pydantic) is loaded when a hook runs, not for every command
-    from pizzabot.client import InboxError, RequestState
+    from pizzabot.client import InboxError
 
-__all__ = ["DEFAULT_SKILL", "hook_app", "margin", "run_hook", "verdict_of"]
+__all__ = ["DEFAULT_SKILL", "hook_app", "run_hook"]
 
 #: The inbox-only skill `make serve` loads, whose rules know coding agents' shell commands.
 DEFAULT_SKILL = "approvals"
@@ -48,43 +57,6 @@ hook_app = App(
     help="A coding agent's hook: ask a person before its tool calls (and `install` it).",
     no_args_is_help=True,
 )
-
-
-def margin(timeout: float) -> float:
-    """How much sooner than the host's time-out the hook answers: enough to print a deny
-    before the host kills it, at most a minute."""
-    return min(60.0, max(5.0, timeout * 0.1))
-
-
-def verdict_of(state: RequestState, wait: float) -> Verdict:
-    """The host's allow or deny for a request's state."""
-    who = state.decided_by or "a person"
-    via = f" via {state.via}" if state.via else ""
-    if state.via == "policy":  # the skill's rules decided: no one was asked
-        if state.status == "approved":
-            return Verdict(True, f"Allowed by {who} in Pizza Bot (no one was asked)")
-        if state.status == "rejected":
-            return Verdict(False, f"Denied by {who} in Pizza Bot: {state.reason or 'not allowed'}")
-    match state.status:
-        case "approved":
-            return Verdict(True, f"Approved by {who}{via} in Pizza Bot")
-        case "edited":
-            return Verdict(True, f"Edited by {who}{via} in Pizza Bot", args=dict(state.args or {}))
-        case "rejected":
-            return Verdict(False, f"Rejected by {who}{via}: {state.reason or 'no reason given'}")
-        case "halted":
-            return Verdict(
-                False,
-                f"Pizza Bot's kill switch is on ({state.reason or 'no reason given'}): "
-                "nothing may run until it is lifted.",
-            )
-        case "expired" | "pending":
-            return Verdict(
-                False,
-                f"No one decided in Pizza Bot within {wait:.0f} s, so the call was not run; "
-                "do not retry it unless asked.",
-            )
-    return Verdict(False, f"Pizza Bot answered {state.status!r}, so the call is blocked.")
 
 
 def _refusal(exc: InboxError, url: str) -> Verdict:
@@ -156,12 +128,6 @@ def _ask(
     return verdict_of(state, wait)
 
 
-def _fallback(host: Host, raw: object) -> HookCall:
-    """Enough of an unreadable payload to answer in the right shape (the event's name)."""
-    event = raw.get("hook_event_name") if isinstance(raw, dict) else None
-    return HookCall(host=host.name, event=event if isinstance(event, str) else "", tool="", args={})
-
-
 def run_hook(
     host: Host,
     text: str,
@@ -182,7 +148,9 @@ def run_hook(
         call = host.read(raw)
     except (ValueError, HookInputError) as exc:
         why = f"Pizza Bot could not read {host.label}'s hook input ({exc})"
-        return host.answer(_fallback(host, raw), Verdict(False, f"{why}, so the call is blocked."))
+        return host.answer(
+            unreadable_call(host, raw), Verdict(False, f"{why}, so the call is blocked.")
+        )
     if not math.isfinite(timeout) or timeout < 10:
         why = "pizzabot hook: --timeout must be at least 10 seconds"
         return host.answer(call, Verdict(False, f"{why}, so the call is blocked."))

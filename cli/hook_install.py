@@ -24,9 +24,9 @@ from urllib.parse import quote
 import typer
 
 from pizzabot.cli.client import Api, CliError, connect
-from pizzabot.cli.hook_hosts import HOSTS
+from pizzabot.client.hooks.hosts import HOSTS
 
-__all__ = ["HookEntry", "Scope", "entry_for", "install", "merge"]
+__all__ = ["TOKEN_VAR", "HookEntry", "Scope", "entry_for", "http_entry", "install", "merge"]
 
 
 class Scope(StrEnum):
@@ -89,6 +89,24 @@ def entry_for(host: str, scope: Scope, project: Path, command: str, timeout: int
             hook = {"type": "command", "bash": command, "timeoutSec": timeout}
             return HookEntry(path, "preToolUse", hook, {"version": 1})
     raise CliError(f"no such host: {host}", code=2)
+
+
+#: The variable Claude Code's `http` hook reads its token from (settings name it, never hold it).
+TOKEN_VAR = "PIZZABOT_HOOK_TOKEN"
+
+
+def http_entry(scope: Scope, project: Path, url: str, timeout: int) -> HookEntry:
+    """Claude Code's `http` hook posting to the server. On PermissionRequest: Claude Code lets
+    no call through when that hook fails, where a failed PreToolUse `http` hook would."""
+    hook = {
+        "type": "http",
+        "url": f"{url}/api/hooks/claude-code?timeout={timeout}",
+        "headers": {"Authorization": f"Bearer ${TOKEN_VAR}"},
+        "allowedEnvVars": [TOKEN_VAR],
+        "timeout": timeout,
+    }
+    path = _settings("claude-code", scope, project)
+    return HookEntry(path, "PermissionRequest", {"matcher": "Bash", "hooks": [hook]}, {})
 
 
 def _ours(hook: Any, marker: str) -> bool:
@@ -173,6 +191,10 @@ def install(
     timeout: Annotated[
         int, typer.Option("--timeout", help="Seconds the host gives the hook (a person's time)")
     ] = 600,
+    http: Annotated[
+        bool,
+        typer.Option("--http", help="claude-code: an `http` hook posting to the server instead"),
+    ] = False,
     yes: Annotated[bool, typer.Option("--yes", help="Write without asking")] = False,
     url: Annotated[str | None, typer.Option("--url", help="Server URL (env PIZZABOT_URL)")] = None,
     token: Annotated[
@@ -184,12 +206,17 @@ def install(
         raise CliError(f"no such host {host!r}: one of {', '.join(HOSTS)}.", code=2)
     if not 30 <= timeout <= 86400:
         raise CliError("--timeout must be between 30 and 86400 seconds.", code=2)
+    if http and host != "claude-code":
+        raise CliError(f"--http: only claude-code posts its hooks; {host} runs a command.", code=2)
     api = connect(url, token)
     token_path = Path.home() / ".config" / "pizzabot" / "hooks" / f"{host}.token"
     words = [_pizzabot(), "hook", host, "--timeout", str(timeout), "--url", api.url]
     command = shlex.join([*words, "--token-file", str(token_path)])
-    entry = entry_for(host, scope, Path.cwd(), command, timeout)
-    merged = merge(_read(entry.path), entry, f"hook {host} ")
+    if http:
+        entry, marker = http_entry(scope, Path.cwd(), api.url, timeout), "/api/hooks/claude-code"
+    else:
+        entry, marker = entry_for(host, scope, Path.cwd(), command, timeout), f"hook {host} "
+    merged = merge(_read(entry.path), entry, marker)
     sys.stdout.write(
         f"{HOSTS[host].label}: hooks.{entry.event} in {entry.path} gets\n"
         f"{json.dumps(entry.hook, indent=2)}\n"
@@ -207,3 +234,8 @@ def install(
         f"written: {entry.path} (token {made['id']}, {made['name']}, scope ask; "
         f"`pizzabot tokens revoke {made['id']}` ends it)\n"
     )
+    if http:
+        sys.stdout.write(
+            f"Claude Code sends the token from ${TOKEN_VAR}: add this to your shell's profile "
+            f'and start Claude Code anew:\n  export {TOKEN_VAR}="$(cat {token_path})"\n'
+        )

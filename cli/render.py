@@ -297,6 +297,10 @@ def _tool(item: dict[str, Any]) -> None:
         approved = list(risk.get("approved") or [])
         count = f"{len(approved)} of {risk['approvals_required']} approved"
         _field("Approvals", f"{count}: {', '.join(approved)}" if approved else count)
+    preview = risk.get("preview") or {}
+    if preview:  # the tool server's text, as text (the server took control characters out)
+        label = f"Preview — computed before approval, not what ran (by {preview.get('by')})"
+        _block(label, str(preview.get("text") or ""))
     _block("Proposed arguments", _pretty(item.get("args") or {}), code=True)
 
 

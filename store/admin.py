@@ -87,12 +87,21 @@ async def _verify(where: Where) -> Verdict:
     return verdict
 
 
-async def _export(where: Where, since: datetime | None) -> int:
+async def _export(where: Where, since: datetime | None, *, otlp: bool = False) -> int:
     from pizzabot.store.chain_verify import export
 
+    if otlp and where.otlp_logs is None:
+        raise ValueError(
+            "--otlp needs a collector: set OTEL_EXPORTER_OTLP_ENDPOINT "
+            "(or OTEL_EXPORTER_OTLP_LOGS_ENDPOINT)"
+        )
     db = await _open(where)
     n = 0
     try:
+        if otlp and where.otlp_logs is not None:
+            from pizzabot.store.audit_otlp import send
+
+            return await send(export(db, since=since), endpoint=where.otlp_logs)
         async for entry in export(db, since=since):
             sys.stdout.write(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n")
             n += 1
@@ -127,8 +136,13 @@ def register(app: typer.Typer, audit: typer.Typer, *, where: Callable[[], Where]
         since: Annotated[
             str | None, typer.Option(help="Only rows from then on: 30d, 12h, or an ISO date")
         ] = None,
+        otlp: Annotated[
+            bool, typer.Option("--otlp", help="Send them to the OTLP collector as log records")
+        ] = False,
     ) -> None:
-        """Print the audit rows as JSON Lines, oldest first, with their chain hashes."""
+        """Print the audit rows as JSON Lines, oldest first, with their chain hashes (or
+        send them as OpenTelemetry log records with `--otlp`)."""
+        from pizzabot.store.audit_otlp import OtlpExportError
         from pizzabot.store.backup import BackupError
         from pizzabot.store.chain import ChainError
 
@@ -136,10 +150,15 @@ def register(app: typer.Typer, audit: typer.Typer, *, where: Callable[[], Where]
             start = parse_since(since, now=datetime.now(UTC)) if since else None
         except ValueError as exc:
             _fail(str(exc), 2)
+        at = where()
         try:
-            asyncio.run(_export(where(), start))
-        except (ChainError, BackupError) as exc:
+            n = asyncio.run(_export(at, start, otlp=otlp))
+        except ValueError as exc:
+            _fail(str(exc), 2)
+        except (ChainError, BackupError, OtlpExportError) as exc:
             _fail(str(exc))
+        if otlp:
+            sys.stdout.write(f"sent {n} audit rows to {at.otlp_logs}\n")
 
     _register_backup(app, where)
 

@@ -17,7 +17,7 @@ from sqlalchemy import Connection, Table, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from pizzabot.agent.errors import AlreadyApproved, AlreadyDecided, CardChanged, NotFound
-from pizzabot.agent.model import ItemStatus, Risk
+from pizzabot.agent.model import ItemStatus, Preview, Risk
 from pizzabot.agent.policy.quorum import Approval, Count
 from pizzabot.store.audit import insert_audit
 from pizzabot.store.database import Database
@@ -93,10 +93,19 @@ def _insert(c: Connection, item_id: str, joined: _Round, approval: Approval) -> 
 
 
 def _show(
-    c: Connection, item: Any, joined: _Round, approval: Approval, counted: Count, required: int
+    c: Connection,
+    item: Any,
+    joined: _Round,
+    approval: Approval,
+    counted: Count,
+    required: int,
+    preview: Preview | None = None,
 ) -> None:
-    """The new count on the item's card, its sent copies marked for update, and the audit."""
+    """The new count on the item's card, its sent copies marked for update, and the audit;
+    after an edit, the edited arguments' `preview` in place of the old one."""
     risk = replace(Risk(**(item.risk or {})), approvals_required=required, approved=counted.shown())
+    if joined.edited_from is not None:
+        risk = replace(risk, preview=preview)
     # An edit changes what the card asks about: its version (and so its digest) moves on.
     version = item.version + 1 if joined.edited_from is not None else item.version
     c.execute(
@@ -137,6 +146,7 @@ class SqlApprovals:
         required: int,
         args: dict[str, Any] | None = None,
         version: int | None = None,
+        preview: Preview | None = None,
     ) -> Count:
         def tx(c: Connection) -> Count:
             item = _locked_pending(c, item_id, version)
@@ -148,7 +158,7 @@ class SqlApprovals:
                 raise AlreadyApproved(approval.name, counted.text())
             _insert(c, item_id, joined, approval)
             counted = joined.count(required, approval)
-            _show(c, item, joined, approval, counted, required)
+            _show(c, item, joined, approval, counted, required, preview)
             return counted
 
         return await self.db.run(tx)

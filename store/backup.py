@@ -34,11 +34,13 @@ class BackupError(Exception):
 
 @dataclass(frozen=True)
 class Where:
-    """Where a server keeps its state: the database, the data folder, the audit key."""
+    """Where a server keeps its state: the database, the data folder, the audit key; and
+    where its audit rows go over OTLP, when that is configured."""
 
     database_url: str
     data_dir: Path
     audit_key: Path
+    otlp_logs: str | None = None
 
 
 def sqlite_path(url: str) -> Path | None:

@@ -150,6 +150,7 @@ class SwitchRow(Base):
 # The other tables join the same metadata, so the migrations' check sees the whole schema.
 import pizzabot.store.tables_approvals  # noqa: E402
 import pizzabot.store.tables_audit  # noqa: E402
+import pizzabot.store.tables_away  # noqa: E402
 import pizzabot.store.tables_grants  # noqa: E402
 import pizzabot.store.tables_mail  # noqa: E402
 import pizzabot.store.tables_phone  # noqa: E402

@@ -5,10 +5,13 @@ channel, a trigger); `access` answers "may this principal decide / start / follo
 revoke / manage tokens" and writes refusals to the audit trail; `tokens` makes, lists and
 revokes named tokens. Channels only say who is asking.
 
-`rules` answers "auto, ask or deny, and why" for one tool call: the skill's rules on its
+`rules` answers "auto, notify, ask or deny, and why" for one tool call: the skill's rules on its
 argument values, the tool's policy, and (where the skill opts in) the tool's own hints.
 `call_verdict` adds the grants that may cover the call and the card a person would see: the
 one verdict the engine's calls and requests from outside agents share.
+
+`away` lets a person who is away name a delegate, who decides what they may decide, as
+"bob for alice"; `away_desk` is where one says one is away or back.
 """
 
 from pizzabot.agent.policy.access import Access, Act, Verdict, audit_refusal

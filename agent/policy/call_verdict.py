@@ -56,7 +56,7 @@ class CallVerdict:
     grant: Grant | None = None
 
     @property
-    def outcome(self) -> Literal["deny", "auto", "granted", "ask"]:
+    def outcome(self) -> Literal["deny", "auto", "notify", "granted", "ask"]:
         if self.ruling.policy == "ask" and self.grant is not None:
             return "granted"
         return self.ruling.policy

@@ -72,6 +72,9 @@ class Principal:
     scope: Scope
     person: str | None = None
     token_id: str | None = None
+    #: (delegate, away person): deciding as an away person's delegate
+    #: (`pizzabot.agent.policy.away`); recorded as "bob for alice".
+    on_behalf: tuple[str, str] | None = None
 
     @classmethod
     def owner(cls, channel: str) -> Principal:
@@ -103,7 +106,15 @@ class Principal:
 
     def via(self, channel: str) -> Principal:
         """The same principal, come in through another channel (the web page, `/mcp`)."""
-        return Principal(self.kind, channel, self.identity, self.scope, self.person, self.token_id)
+        return Principal(
+            self.kind,
+            channel,
+            self.identity,
+            self.scope,
+            self.person,
+            self.token_id,
+            self.on_behalf,
+        )
 
     @property
     def is_admin(self) -> bool:
@@ -120,7 +131,10 @@ class Principal:
     @property
     def actor(self) -> str:
         """How the principal is recorded: `owner`, the person a token names, `token:NAME`
-        for a token that names nobody, the identity of a person or a trigger."""
+        for a token that names nobody, the identity of a person or a trigger; a delegate as
+        "bob for alice"."""
+        if self.on_behalf is not None:
+            return f"{self.on_behalf[0]} for {self.on_behalf[1]}"
         match self.kind:
             case "owner":
                 return "owner"

@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from pizzabot.agent.errors import AlreadyApproved
-from pizzabot.agent.model import Approve, Decision, Edit, Item
+from pizzabot.agent.model import Approve, Decision, Edit, Item, Preview
 from pizzabot.agent.policy.identity import identity_key, same_identity
 from pizzabot.agent.policy.principal import Principal
 from pizzabot.agent.skills import Skill
@@ -150,11 +150,12 @@ class Approvals(Protocol):
         required: int,
         args: dict[str, Any] | None = None,
         version: int | None = None,
+        preview: Preview | None = None,
     ) -> Count:
         """Count `approval` of a pending item, in one transaction with its audit entry
         (`approval`), the item's card showing the new count and its sent copies marked for
         update. With `args` (an edit) the item's arguments are replaced, its version bumped,
-        and a new count starts with this approval. Raise AlreadyApproved when the person is
+        its preview replaced by `preview`, and a new count starts with this approval. Raise AlreadyApproved when the person is
         counted already (unless the count is reached: a retry after a crash then finishes
         it), AlreadyDecided when the item is no longer pending, CardChanged when `version`
         is given and the item is no longer at it."""
@@ -171,14 +172,17 @@ async def count(
     who: Principal,
     now: datetime,
     edited: dict[str, Any] | None = None,
+    preview: Preview | None = None,
 ) -> Count:
-    """Count `who`'s approval (with `edited` arguments: their edit) of `item`, as the
-    version of it they saw; a person counted already is refused, and the refusal audited."""
+    """Count `who`'s approval (with `edited` arguments: their edit, and its `preview`) of
+    `item`, as the version of it they saw; a person counted already is refused, and the
+    refusal audited."""
     approval = Approval(person_of(skill, who), who.channel, who.actor, now)
     try:
         return await approvals.add(
-            item.id, approval, required=required, args=edited, version=item.version
-        )
+            item.id, approval, required=required, args=edited, version=item.version,
+            preview=preview,
+        )  # fmt: skip
     except AlreadyApproved as exc:
         await trail.audit(
             action="approval_refused",

@@ -1,7 +1,7 @@
 """Which policy a tool call gets, from its arguments: the skill's rules, and the tool's hints.
 
 A skill's `tools` entry may carry `rules` (`pizzabot.agent.skills.Rule`): conditions on argument
-values, checked in order, the first that holds deciding `auto`, `ask` or `deny`; when none
+values, checked in order, the first that holds deciding `auto`, `notify`, `ask` or `deny`; when none
 holds, the entry's `policy` applies, and a tool the skill does not list is asked about. This
 module evaluates them (`judge`), and says which rule decided, so the card, the timeline and
 the model can say so too.
@@ -13,7 +13,8 @@ tool could resolve against the rule's intent: a type the rule does not compare (
 may read "5000" as 5000, "Prod" as prod), text equal but for case, Unicode form or
 surrounding space, a value a `ne` or `not_in` cannot see (it is left out: the tool's default
 may be the one excluded), a command line that cannot be read. So a maybe makes a `deny` rule
-apply, an `ask` rule apply unless a rule after it denies, and an `auto` rule never: a rule
+apply, an `ask` rule apply unless a rule after it denies, and an `auto` or `notify` rule
+never (both run a call without asking): a rule
 that only may hold decides when it is at least as strict as what the rules after it and the
 policy decide (`judge`), and the ruling says the doubt. Per operator:
 
@@ -194,7 +195,9 @@ def judge(
     able: list[Ruling] = []
     for number, rule in enumerate(entry.rules, 1):
         found = matches(rule, args)
-        if found.truth is Truth.NO or (found.truth is Truth.MAYBE and rule.policy == "auto"):
+        # A maybe never lets a call run unasked: not an `auto` rule, nor a `notify` one.
+        unasked = rule.policy in ("auto", "notify")
+        if found.truth is Truth.NO or (found.truth is Truth.MAYBE and unasked):
             continue
         said = rule.reason
         if found.doubt is not None:
@@ -207,7 +210,7 @@ def judge(
     return max(able, key=lambda r: _STRICTNESS[r.policy])  # the first, of equals
 
 
-_STRICTNESS: dict[Policy, int] = {"auto": 0, "ask": 1, "deny": 2}
+_STRICTNESS: dict[Policy, int] = {"auto": 0, "notify": 1, "ask": 2, "deny": 3}
 
 
 # -- paths against the tools' schemas -------------------------------------------------------

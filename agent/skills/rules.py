@@ -13,7 +13,9 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 from pizzabot.agent.shell import parse_command
 from pizzabot.agent.skills._base import Strict
 
-Policy = Literal["auto", "ask", "deny"]
+#: `notify` runs the call at once, like `auto`, and tells the approvers what ran
+#: (`pizzabot.agent.notify`).
+Policy = Literal["auto", "notify", "ask", "deny"]
 
 #: The operators of a rule's condition (`Check`), in the order the docs list them.
 OPERATORS = ("eq", "ne", "lt", "lte", "gt", "gte", "in", "not_in", "matches", "runs", "present")
@@ -154,13 +156,13 @@ class Rule(Strict):
 
     @model_validator(mode="after")
     def _auto_runs_nothing(self) -> Rule:
-        if self.policy == "auto":
+        if self.policy in ("auto", "notify"):
             for path, check in self.when.items():
                 if check.runs is not None:
                     raise ValueError(
                         f"{path}: runs finds a command in what a shell would run, and cannot "
                         "prove a command line harmless: use it in deny and ask rules (an auto "
-                        "rule can name a whole command with matches)"
+                        "or notify rule can name a whole command with matches)"
                     )
         return self
 

@@ -195,6 +195,27 @@ class Skill(Strict):
             )
         return self
 
+    @model_validator(mode="after")
+    def _preview_servers(self) -> Skill:
+        """A preview is a tool of the skill's own servers (`pizzabot.agent.preview`)."""
+        servers = set(self.mcp_servers) | ({"files"} if self.folders else set())
+        for key, entry in self.tools.items():
+            if not isinstance(entry, ToolRule) or entry.preview is None:
+                continue
+            server = entry.preview.partition(".")[0]
+            if server not in servers:
+                known = ", ".join(sorted(servers)) or "none"
+                raise PydanticCustomError(
+                    "preview_server",
+                    "{message}",
+                    {
+                        "message": f"{entry.preview} is on no server of this skill "
+                        f"(its servers: {known}); a preview is a dry-run tool of one of them",
+                        "where": ("tools", key, "preview"),
+                    },
+                )
+        return self
+
     def _maybe_one_person(self, lists: list[Approvers]) -> tuple[str, str] | None:
         """Two approvers of `lists` on different channels that nothing says are different
         people: an identity no person owns, and another channel's approver (such an

@@ -53,11 +53,24 @@ class ToolRule(Strict):
     #: `passkey`: every approval of this tool needs a fresh passkey assertion
     #: (`pizzabot.agent.skills.step_up`).
     step_up: StepUp | None = None
+    #: A dry-run tool ("server.tool") called with the same arguments when the card is made;
+    #: its text is shown on the card as a preview (`pizzabot.agent.preview`).
+    preview: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_./-]+$")
+    #: How long the preview may take before the card says it timed out.
+    preview_timeout: Duration = 10.0
 
     @field_validator("timeout", "remind_after", "escalate_after", mode="before")
     @classmethod
     def _duration(cls, v: Any) -> Any:
         return None if v is None else parse_duration(v)
+
+    @field_validator("preview_timeout", mode="before")
+    @classmethod
+    def _preview_timeout(cls, v: Any) -> Any:
+        seconds = parse_duration(v)
+        if not 0 < seconds <= 120:
+            raise ValueError("preview_timeout: between 1s and 2m")
+        return seconds
 
     @field_validator("grants")
     @classmethod

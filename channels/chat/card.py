@@ -15,7 +15,16 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pizzabot.agent.card_digest import card_digest
-from pizzabot.agent.model import MAY_HAVE_HAPPENED, Box, Item, ItemKind, ItemStatus, Run, RunStatus
+from pizzabot.agent.model import (
+    MAY_HAVE_HAPPENED,
+    PREVIEW_LABEL,
+    Box,
+    Item,
+    ItemKind,
+    ItemStatus,
+    Run,
+    RunStatus,
+)
 
 __all__ = [
     "Button",
@@ -141,6 +150,9 @@ def _facts(item: Item) -> tuple[str, ...]:
         facts.append(f"📏 Asked by {item.risk.rule}")
     if item.risk.approvals_text:
         facts.append(f"👥 {item.risk.approvals_text}")
+    if item.risk.preview is not None:
+        # Chat cards keep facts short: the start of it here, the whole on the web page.
+        facts.append(f"🔍 {PREVIEW_LABEL}: {item.risk.preview.text}")
     return tuple(facts)
 
 
@@ -219,7 +231,8 @@ def decided_line(item: Item) -> str:
             line = f"⌛ Expired at {at}: nobody decided in time"
             return line + (f" ({item.reason})" if item.reason else "")
         case ItemStatus.CANCELLED:
-            return f"🚫 Closed: the run ended at {at} before anyone decided"
+            line = f"🚫 Closed: the run ended at {at} before anyone decided"
+            return line + (f" ({item.reason})" if item.reason else "")  # e.g. withdrawn by …
         case _:
             return f"{item.status} at {at}"
 

@@ -29,6 +29,7 @@ from pizzabot.agent.argforms import Field, form_fields
 from pizzabot.agent.model import MAY_HAVE_HAPPENED, Box, Item, ItemKind, ItemStatus, Run
 from pizzabot.channels.email import headers
 from pizzabot.channels.email.headers import Folded
+from pizzabot.channels.email.previews import preview_html, preview_lines
 from pizzabot.channels.email.questions import question_html, question_outcome, question_text
 from pizzabot.channels.email.trust import message_ids
 
@@ -257,7 +258,7 @@ def _item_text(item: Item, run: Run, *, can_decide: bool, links: Links | None) -
             lines.append(f"Asked by: {item.risk.rule}")
         if item.risk.approvals_text:
             lines.append(f"Approvals: {item.risk.approvals_text}")
-        lines += ["", "Proposed arguments:"]
+        lines += [*preview_lines(item), "", "Proposed arguments:"]
     else:
         lines.append("Extension:")
     lines += _args_text(item.args)
@@ -325,7 +326,7 @@ def _item_html(item: Item, run: Run, *, can_decide: bool, links: Links | None) -
             asked += f"<br><b>Asked by:</b> {e(item.risk.rule)}" if item.risk.rule else ""
             count = item.risk.approvals_text
             asked += f"<br><b>Approvals:</b> {e(count)}" if count else ""
-            blocks.append(f"<b>Risk:</b> {e(_risk(item))}{asked}</p>")
+            blocks.append(f"<b>Risk:</b> {e(_risk(item))}{asked}</p>{preview_html(item)}")
             blocks.append("<p><b>Proposed arguments:</b></p>")
         else:
             blocks.append("<p><b>Extension:</b></p>")
@@ -397,7 +398,7 @@ def outcome_text(item: Item) -> str:
     count = f" ({item.risk.approvals_text})" if item.risk.approvals_text else ""
     match item.status:
         case ItemStatus.PENDING if count:
-            args = "\n".join(_args_text(item.args))
+            args = "\n".join([*_args_text(item.args), *preview_lines(item)])
             return f"Waiting for more approvals{count}. It would run with:\n{args}"
         case ItemStatus.APPROVED:
             return f"Approved by {who}{count}."
@@ -411,7 +412,8 @@ def outcome_text(item: Item) -> str:
             reason = f" ({item.reason})" if item.reason else ""
             return f"Expired: nobody decided in time{reason}."
         case ItemStatus.CANCELLED:
-            return "Closed: the run ended before anyone decided."
+            reason = f" ({item.reason})" if item.reason else ""  # e.g. withdrawn by …
+            return f"Closed: the run ended before anyone decided{reason}."
         case _:
             return f"Now {item.status}."
 

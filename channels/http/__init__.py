@@ -9,7 +9,8 @@
     schema.py         the documented shapes; answers.py makes them from the engine's nouns
     errors.py         the engine's errors as HTTP answers
     runs_api.py, items_api.py, control_api.py, requests_api.py, grants_api.py,
-    schedules_api.py, tokens_api.py, push_api.py, mcp_auth_api.py
+    schedules_api.py, tokens_api.py, push_api.py, coding_hooks_api.py (Claude Code's http hooks),
+    away_api.py, mcp_auth_api.py
                       the routes, one module per area
 
 `install` adds every router and the error handlers to an app; the composition root sets the
@@ -19,6 +20,8 @@
 from fastapi import FastAPI
 
 from pizzabot.channels.http import (
+    away_api,
+    coding_hooks_api,
     control_api,
     grants_api,
     items_api,
@@ -48,6 +51,8 @@ def install(app: FastAPI) -> None:
         schedules_api,
         push_api,
         mcp_auth_api,
+        coding_hooks_api,
+        away_api,
     ):
         app.include_router(module.router)
     app.include_router(mcp_auth_api.callbacks)

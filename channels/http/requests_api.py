@@ -7,6 +7,8 @@
                                  with this body; 409: with another body)
     GET  /api/requests/{id}      the request's state; ?wait=SECONDS (up to 60) answers once
                                  it is decided, or when the wait ends (still pending)
+    POST /api/requests/{id}/cancel  withdraw it while it is pending (the requester no longer
+                                 wants the answer): its cards say so; a decision stands
 
 Both shapes are `pizzabot.client.wire`'s (`RequestBody`, `RequestState`): the client's own;
 `status` is `halted` while the kill switch is on. An
@@ -103,3 +105,11 @@ async def get(
     if wait > 0:
         return wire_state(await deps.requests.wait(request_id, wait, by=who))
     return wire_state(await deps.requests.get(request_id, by=who))
+
+
+@router.post("/{request_id}/cancel", response_model=RequestState, responses=errors(404))
+async def cancel(request_id: str, deps: Deps, who: Principal = ASKING) -> RequestState:
+    """Withdraw the request while it is pending: its item is closed (`expired`, the reason
+    "withdrawn by ..."), every card says so. One decided first keeps its decision; either
+    way its state is the answer. An ask token withdraws only its own requests."""
+    return wire_state(await deps.requests.withdraw(request_id, by=who))

@@ -76,6 +76,15 @@ class RunList(BaseModel):
     items: list[RunOut]
 
 
+class Preview(BaseModel):
+    """What the call would do, worked out when the card was made by a dry run, not what ran
+    (the tool server's text: show it as text). `failed`: no preview; `text` says why."""
+
+    text: str
+    by: str
+    failed: bool = False
+
+
 class Risk(BaseModel):
     """What the card says about the call. The skill's notes are always there (null when
     unset); the rest only when it applies, so an item without them reads as it always did."""
@@ -96,6 +105,8 @@ class Risk(BaseModel):
     approved: list[str] | None = None
     # "passkey": an approval needs a fresh passkey assertion, given on the web page.
     step_up: str | None = None
+    # What the call would do, made by a dry run when the card was made (not what ran).
+    preview: Preview | None = None
 
     @model_serializer(mode="wrap")
     def _only_what_applies(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -323,6 +334,7 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         408: "The body took too long to arrive",
         409: "Conflict: already decided, the kill switch is on, or the state does not allow it",
         413: "The body is larger than the server's limit",
+        415: "The body's media type is not taken here",
         422: "Invalid input",
         503: "Not available on this server (or still starting)",
     }

@@ -47,6 +47,8 @@ class McpConfig:
     host: str
     public_url: str = ""
     max_body_bytes: int = 1024 * 1024
+    #: How often a Tasks client is asked to poll a task (`pollIntervalMs`).
+    task_poll_ms: int = 5000
 
 
 @dataclass(frozen=True)
@@ -98,27 +100,33 @@ class McpEndpoint:
     def _start(self, deps: McpDeps) -> None:
         """Build the MCP server over the services' requests and run its session manager.
         No await before `_manager` is set: concurrent first calls start it once."""
-        from mcp.server.mcpserver import Context
+        from mcp.server.context import ServerRequestContext
 
         from pizzabot.agent.policy.principal import Principal
         from pizzabot.channels.http.guard import PRINCIPAL
         from pizzabot.channels.mcp.local import LocalDesk
         from pizzabot.client.mcp.desk import DeskError
+        from pizzabot.client.mcp.tasks import Tasks
         from pizzabot.client.mcp.tools import Asking, build_server
 
         config = self._config
         requests = deps.requests
 
-        def desk_for(ctx: Context) -> LocalDesk:
-            # The token gate left the call's principal on the HTTP request's scope.
-            request = ctx.request_context.request
+        def desk_for(ctx: ServerRequestContext[Any, Any]) -> LocalDesk:
+            # The token gate left the call's principal on the HTTP request's scope, and
+            # checked the token it takes task ids to be bound to.
+            request = ctx.request
             who = request.scope.get(PRINCIPAL) if request is not None else None
             if not isinstance(who, Principal):
                 raise DeskError("this call carries no token the server knows")
-            return LocalDesk(requests, by=who)
+            header = request.headers.get("authorization", "") if request is not None else ""
+            token = header.partition(" ")[2].strip()
+            return LocalDesk(requests, by=who, binding=token.encode())
 
+        asking = Asking(desk_for=desk_for, skill=config.skill)
+        tasks = Tasks(desk_for=desk_for, poll_ms=config.task_poll_ms)
         # serverInfo names the server's release, not the client distribution's.
-        server = build_server(Asking(desk_for=desk_for, skill=config.skill), version=_version())
+        server = build_server(asking, version=_version(), extensions=[tasks])
         server.streamable_http_app(
             stateless_http=True,
             transport_security=transport_security(config),

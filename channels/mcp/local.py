@@ -18,12 +18,14 @@ __all__ = ["LocalDesk"]
 
 
 class LocalDesk:
-    """Requests filed with and waited for on this server's own `Requests`, as `by` (the
-    principal whose token the MCP call carried)."""
+    """Requests filed with, waited for and withdrawn on this server's own `Requests`, as
+    `by` (the principal whose token the MCP call carried); `binding` is that token, which
+    the call's task ids are bound to (`pizzabot.client.mcp.tasks`)."""
 
-    def __init__(self, requests: Requests, *, by: Principal) -> None:
+    def __init__(self, requests: Requests, *, by: Principal, binding: bytes = b"") -> None:
         self._requests = requests
         self._by = by
+        self.binding = binding
 
     async def submit(self, body: RequestBody, *, key: str) -> RequestState:
         try:
@@ -33,6 +35,12 @@ class LocalDesk:
         except PizzaBotError as exc:
             raise DeskError(str(exc)) from None
         return wire_state(state, created=created)
+
+    async def withdraw(self, request_id: str) -> RequestState:
+        try:
+            return wire_state(await self._requests.withdraw(request_id, by=self._by))
+        except PizzaBotError as exc:
+            raise DeskError(str(exc)) from None
 
     async def wait(self, request_id: str, seconds: float) -> RequestState:
         try:

@@ -29,6 +29,7 @@ from pizzabot.channels.slack.mrkdwn import (
     when,
     who,
 )
+from pizzabot.channels.slack.previews import preview_blocks
 from pizzabot.channels.slack.questions import question_blocks, question_buttons
 
 __all__ = [
@@ -160,6 +161,7 @@ def _action(item: Item, base_url: str) -> Message:
         blocks.append(context(f"📏 Asked by {esc(item.risk.rule)}"))
     if item.risk.approvals_text:
         blocks.append(context(f"👥 {esc(item.risk.approvals_text)}"))
+    blocks += preview_blocks(item, url=url)
     if item.status is ItemStatus.EDITED:
         label = "Edited arguments"
         shown = item.final_args
@@ -278,7 +280,8 @@ def decided_text(item: Item) -> str:
             line = f"⌛ Expired at {at}: nobody decided in time"
             return line + (f" ({esc(item.reason)})" if item.reason else "")
         case ItemStatus.CANCELLED:
-            return f"🚫 Closed: the run ended at {at} before anyone decided"
+            line = f"🚫 Closed: the run ended at {at} before anyone decided"
+            return line + (f" ({esc(item.reason)})" if item.reason else "")  # e.g. withdrawn by …
         case _:
             return f"{esc(str(item.status))} at {at}"
 

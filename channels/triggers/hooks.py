@@ -55,11 +55,13 @@ from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
 from pizzabot.agent.policy.principal import Principal
 from pizzabot.agent.runs import Runs
 from pizzabot.agent.schedules import HookSignatures
 from pizzabot.agent.skills import Hook, Skill, SkillBook
+from pizzabot.channels.http.schema import Error, errors
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +191,71 @@ def hook_deps(request: Request) -> HookDeps:
 router = APIRouter(tags=["webhooks"])
 
 
-@router.post("/hooks/{name}", status_code=202)
+class HookAccepted(BaseModel):
+    """The run a webhook started (or the run the same `Idempotency-Key` started before)."""
+
+    run_id: str
+    skill: str
+    status: str
+
+
+_SIGNED = (
+    "No bearer token: the request is signed with the secret in the environment variable "
+    "the hook's `secret_env` names. `X-Pizzabot-Signature` is `sha256=` + the hex "
+    "HMAC-SHA256 of `timestamp LF idempotency-key LF body` (the `X-Pizzabot-Timestamp` "
+    "value, the `Idempotency-Key` header or nothing, the exact body bytes). The body is the "
+    "run's input: JSON as sent, a form as a JSON object, other text as it is. Answers 202 at "
+    "once with the run; the run does the work later."
+)
+_HOOK_HEADERS = [
+    {
+        "name": TIMESTAMP_HEADER,
+        "in": "header",
+        "required": True,
+        "description": "Unix seconds, within the server's tolerance (default 5 minutes)",
+        "schema": {"type": "string", "pattern": "^[0-9]{1,12}$"},
+    },
+    {
+        "name": SIGNATURE_HEADER,
+        "in": "header",
+        "required": True,
+        "description": "sha256=<hex HMAC-SHA256 of the signed bytes>",
+        "schema": {"type": "string", "pattern": "^sha256=[0-9a-f]{64}$"},
+    },
+    {
+        "name": IDEMPOTENCY_HEADER,
+        "in": "header",
+        "required": False,
+        "description": "A retried delivery with the same key and body gets the first run",
+        "schema": {"type": "string", "maxLength": 200},
+    },
+]
+_ANY_BODY: dict[str, Any] = {"schema": {}}
+
+
+@router.post(
+    "/hooks/{name}",
+    status_code=202,
+    summary="Start a run of the skill that declares this webhook",
+    description=_SIGNED,
+    response_model=HookAccepted,
+    responses={
+        **errors(400, 404, 409, 413, 415, 422, 503),
+        401: {"model": Error, "description": "Stale or missing timestamp, or a bad signature"},
+    },
+    openapi_extra={
+        "security": [],
+        "parameters": _HOOK_HEADERS,
+        "requestBody": {
+            "required": False,
+            "content": {
+                "application/json": _ANY_BODY,
+                "application/x-www-form-urlencoded": _ANY_BODY,
+                "text/plain": {"schema": {"type": "string"}},
+            },
+        },
+    },
+)
 async def receive(
     name: str, request: Request, deps: Annotated[HookDeps, Depends(hook_deps)]
 ) -> JSONResponse:

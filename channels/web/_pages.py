@@ -37,6 +37,8 @@ FLASHES: dict[str, tuple[str, str]] = {
     "empty": ("Write a message first.", "warn"),
     "loggedout": ("Logged out.", "ok"),
     "revoked": ("Grant revoked: the next call it covered asks again.", "ok"),
+    "away": ("Away set: your cards go to your delegate until then.", "ok"),
+    "back": ("Welcome back: your cards come to you again.", "ok"),
     "answered": ("Answer sent.", "ok"),
     "declined": ("Declined: the asker is told you said no.", "ok"),
     "unsubscribed": ("That browser gets no more notifications.", "ok"),

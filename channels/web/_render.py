@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from pizzabot.agent.model import Usage
+from pizzabot.agent.model import PREVIEW_LABEL, Usage
 from pizzabot.agent.timeline import money, pretty
 
 if TYPE_CHECKING:
@@ -96,6 +96,7 @@ def _environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.globals["preview_label"] = PREVIEW_LABEL  # pizzabot.agent.preview's words, on every card
     env.filters.update(
         when=_when, iso=_iso, short=_short, cost=_cost, detail=_detail, count=_count, pretty=pretty
     )

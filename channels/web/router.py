@@ -14,6 +14,7 @@ from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 
 from pizzabot.channels.web import (
+    routes_away,
     routes_batch,
     routes_grants,
     routes_items,
@@ -37,6 +38,7 @@ PARTS = (
     routes_runs.router,
     routes_logs.router,
     routes_grants.router,
+    routes_away.router,
     routes_batch.router,
     routes_phone.router,
     routes_passkeys.router,

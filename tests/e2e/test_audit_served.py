@@ -12,11 +12,13 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import fresh_pg_database
 from tests.peers.grant_stories import calls, calls_from_input
+from tests.peers.otlp import collector
 from tests.peers.stack import Stack
 from tests.waiting import eventually
 
@@ -62,6 +64,37 @@ async def make_history(st: Stack) -> list[str]:
     return run_ids
 
 
+async def sends_the_same_rows_over_otlp(data: Path, lines: list[dict[str, Any]]) -> None:
+    """`audit export --otlp` hands a collector what the JSON export prints, chain and all;
+    a collector that refuses them, or none configured, is said in one line."""
+    with collector() as otlp:
+        sent = await asyncio.to_thread(
+            host, data, "audit", "export", "--otlp", env={"OTEL_EXPORTER_OTLP_ENDPOINT": otlp.url}
+        )
+    assert sent.returncode == 0, sent.stderr
+    assert sent.stdout == f"sent {len(lines)} audit rows to {otlp.url}/v1/logs\n"
+    got = [r["attributes"] for r in otlp.records]
+    assert [(a["pizzabot.audit.seq"], a["pizzabot.audit.hash"]) for a in got] == [
+        (x["seq"], x["hash"]) for x in lines
+    ]
+    assert [json.loads(a["pizzabot.audit.detail"]) for a in got] == [x["detail"] for x in lines]
+    first = otlp.records[0]
+    assert first["event_name"] == "pizzabot.audit" and first["resource"]["service.name"] == (
+        "pizzabot"
+    )
+    with collector(refuse=True) as refusing:
+        env = {"OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": f"{refusing.url}/v1/logs"}
+        refused = await asyncio.to_thread(host, data, "audit", "export", "--otlp", env=env)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr == (
+        f"error: the OTLP collector at {refusing.url}/v1/logs did not take the audit rows from "
+        f"seq {lines[0]['seq']} on (0 were sent before it refused them or could not be reached)\n"
+    )
+    unset = {"OTEL_EXPORTER_OTLP_ENDPOINT": "", "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": ""}
+    nowhere = await asyncio.to_thread(host, data, "audit", "export", "--otlp", env=unset)
+    assert nowhere.returncode == 2 and "set OTEL_EXPORTER_OTLP_ENDPOINT" in nowhere.stderr
+
+
 async def test_verify_passes_after_a_served_bot_worked_and_names_an_edited_row(
     tmp_path: Path,
 ) -> None:
@@ -92,6 +125,7 @@ async def test_verify_passes_after_a_served_bot_worked_and_names_an_edited_row(
         assert {"decision"} <= actions and any("grant" in a for a in actions), actions
         bad = await asyncio.to_thread(host, data, "audit", "export", "--since", "yesterday")
         assert bad.returncode == 2 and "--since 'yesterday'" in bad.stderr
+        await sends_the_same_rows_over_otlp(data, lines)
 
         target = lines[len(lines) // 2]
         with sqlite3.connect(db) as c:

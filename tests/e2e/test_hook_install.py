@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 
@@ -171,3 +172,39 @@ async def test_install_refuses_what_it_cannot_do_and_writes_nothing(
     assert user.returncode == 2 and "--scope project" in user.stderr
     unknown = install(server, home, project, "vim", "--yes")
     assert unknown.returncode == 2 and "no such host 'vim'" in unknown.stderr
+
+
+async def test_install_http_posts_claude_codes_input_with_the_token_from_its_variable(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    home, project = tmp_path / "home", tmp_path / "shop"
+    home.mkdir()
+    project.mkdir()
+    done = install(server, home, project, "claude-code", "--http", "--timeout", "120", "--yes")
+    assert done.returncode == 0, done.stderr
+    token_file = home / ".config" / "pizzabot" / "hooks" / "claude-code.token"
+    assert f'export PIZZABOT_HOOK_TOKEN="$(cat {token_file})"' in done.stdout
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    (entry,) = settings["hooks"]["PermissionRequest"]
+    hook = entry["hooks"][0]
+    assert hook["type"] == "http" and hook["allowedEnvVars"] == ["PIZZABOT_HOOK_TOKEN"]
+    assert hook["url"] == f"{server.url}/api/hooks/claude-code?timeout=120"
+    assert token_file.read_text().strip() not in json.dumps(settings)
+
+    # What Claude Code does with the entry: the header's variable filled in, the input posted.
+    header = hook["headers"]["Authorization"].replace(
+        "$PIZZABOT_HOOK_TOKEN", token_file.read_text().strip()
+    )
+    body = payload("claude-code-permission-request", "npm publish --tag next")
+    async with httpx.AsyncClient(timeout=90) as c:
+        posting = asyncio.ensure_future(
+            c.post(hook["url"], json=body, headers={"Authorization": header})
+        )
+        item = await card(server, "Claude Code: npm publish --tag next")
+        await decide(server, item["id"], decision="approve")
+        r = await posting
+    decision = r.json()["hookSpecificOutput"]["decision"]
+    assert r.status_code == 200 and decision == {"behavior": "allow"}
+
+    other = install(server, home, project, "codex", "--http", "--yes")
+    assert other.returncode == 2 and "only claude-code posts its hooks" in other.stderr

@@ -11,8 +11,8 @@ from tests.imports import loaded_by_a_server
 #: Sending a Web Push loads these (pywebpush brings aiohttp and requests along); the first
 #: passkey ceremony loads webauthn.
 FIRST_USE = ["pywebpush", "aiohttp", "requests", "webauthn"]
-#: A server without Slack, mail, PostgreSQL or a litellm-routed model needs none of these.
-UNCONFIGURED = ["slack_bolt", "slack_sdk", "aioimaplib", "aiosmtplib", "asyncpg", "litellm"]
+#: A server without Slack, mail, PostgreSQL, a litellm-routed model or A2A needs none of these.
+UNCONFIGURED = ["slack_bolt", "slack_sdk", "aioimaplib", "aiosmtplib", "asyncpg", "litellm", "a2a"]
 
 
 def test_a_default_server_loads_no_push_sender_nor_passkeys_nor_what_it_is_not_configured_for(

@@ -381,6 +381,10 @@ async def test_a_request_a_rule_decides_calls_back_at_once(server: ServerProcess
         ({**deploy("prod"), "timeout": 0}, "timeout"),
         ({**deploy("prod"), "callback_url": "ftp://example.test/x"}, "callback_url"),
         ({**deploy("prod"), "callback_url": "http://u:p@127.0.0.1/x"}, "callback_url"),
+        ({**deploy("prod"), "callback_url": "http://[::1]:8080/x"}, "not an [IPv6] literal"),
+        ({**deploy("prod"), "callback_url": "http://127.0.0.1:70000/x"}, "not a URL"),
+        ({**deploy("prod"), "callback_url": "https://cb.example/é"}, "percent-encode"),
+        ({**deploy("prod"), "question": "and a question?"}, "not both"),
         ({**deploy("prod"), "schema": {"type": "object", "properties": 3}}, "schema"),
         ({**deploy("prod"), "schema": {"type": "string"}}, "schema"),
         (

@@ -21,8 +21,12 @@ import pytest
 DOVECOT = "/usr/sbin/dovecot"
 CHROMIUM = "/usr/bin/chromium"
 PG_ADDRESS = ("127.0.0.1", 5432)
-#: The npm packages the tests start (`.ci/install-npm-tools` installs them here).
-NPM_BIN = Path(__file__).resolve().parents[2] / ".npm-tools" / "node_modules" / ".bin"
+#: The example skills' MCP servers from npm (`.ci/install-mcp-servers` installs them here).
+NPM_BIN = Path(__file__).resolve().parents[2] / ".ci" / "mcp-servers" / "node_modules" / ".bin"
+#: The MCP conformance suite and its Node 22, from npm (`.ci/install-conformance`).
+CONFORMANCE_DIR = Path(__file__).resolve().parents[2] / ".ci" / "conformance" / "node_modules"
+NODE22 = str(CONFORMANCE_DIR / ".bin" / "node")
+CONFORMANCE = str(CONFORMANCE_DIR / "@modelcontextprotocol" / "conformance" / "dist" / "index.js")
 
 
 def _executable(path: str) -> Callable[[], bool]:
@@ -54,8 +58,12 @@ PEERS: dict[str, Peer] = {
     "browser": Peer(f"Chromium ({CHROMIUM})", _executable(CHROMIUM)),
     "postgres": Peer("PostgreSQL on {}:{}".format(*PG_ADDRESS), _listening(PG_ADDRESS)),
     "npm": Peer(
-        f"the npm test tools in {NPM_BIN.parents[1]} (bash .ci/install-npm-tools)",
-        lambda: all(os.access(NPM_BIN / t, os.X_OK) for t in ("mcp-server-filesystem", "node")),
+        f"the example skills' MCP servers in {NPM_BIN.parents[1]} (.ci/install-mcp-servers)",
+        lambda: os.access(NPM_BIN / "mcp-server-filesystem", os.X_OK),
+    ),
+    "conformance": Peer(
+        "the MCP conformance suite (.ci/conformance)",
+        lambda: os.access(NODE22, os.X_OK) and os.path.isfile(CONFORMANCE),
     ),
 }
 
@@ -67,6 +75,7 @@ def require(marker: str) -> None:
         pytest.fail(
             f"{peer.what} is missing: these tests need it and CI installs it; "
             "run .ci/install-system-packages (it installs dovecot and Chromium and "
-            "starts PostgreSQL) and .ci/install-npm-tools",
+            "starts PostgreSQL), .ci/install-conformance (the MCP conformance suite) and "
+            ".ci/install-mcp-servers (the example skills' npm MCP servers)",
             pytrace=False,
         )

@@ -4,7 +4,7 @@ its tools, and the skill's rules fit those tools' arguments.
 
 - web-research: `mcp-server-fetch` from PyPI (a pinned test dependency, so started from this
   environment rather than through `uvx`, which would download it).
-- file-tidy: `@modelcontextprotocol/server-filesystem` from npm (`.ci/install-npm-tools`,
+- file-tidy: `@modelcontextprotocol/server-filesystem` from npm (`.ci/install-mcp-servers`,
   started from there rather than through `npx -y`), with two granted folders of the test's
   own. Every tool it lists has its own policy in the skill: none falls to `"*": deny` unseen.
 - crm-log: a hosted server behind OAuth; its flow is tested against a local peer in

@@ -315,7 +315,7 @@ async def test_writable_server_over_stdio(tree: dict[str, Path]) -> None:
     params = _params("--grant", str(tree["notes"]), "--grant-write", str(tree["drafts"]))
     async with Client(params) as client:
         names = sorted(t.name for t in (await client.list_tools()).tools)
-        assert names == ["list_dir", "move", "read_file", "search", "write_file"]
+        assert names == ["list_dir", "move", "preview_write", "read_file", "search", "write_file"]
 
         wrote = await client.call_tool("write_file", {"path": "drafts/plan.md", "content": "go\n"})
         assert not wrote.is_error, _text(wrote)

@@ -5,7 +5,8 @@ happens to pull it in; an upgrade elsewhere can take it away. So every third-par
 the server's package names a distribution pinned in pyproject.toml's `[project].dependencies`
 (the client it ships beside is one of them); every import of the client (`client/`) one of
 the client's own, except each framework adapter (`pizzabot/client/<extra>.py`) and the MCP
-bridge (`pizzabot/client/mcp/`), which may also use their extra; and the bench (`bench/`),
+bridge (`pizzabot/client/mcp/`), which may also use their extra; the A2A face
+(`channels/a2a/`, `cli/a2a.py`) may also use the server's `a2a` extra; and the bench (`bench/`),
 a development tool, may also use the `bench` extra.
 """
 
@@ -26,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CLIENT = ROOT / "client"
 LANGGRAPH_SIDE = ROOT / "bench" / "compare" / "langgraph_side.py"
 SERVER = ("agent", "bot", "channels", "cli", "store", "tools")
+#: Server modules that may also import the `a2a` extra (loaded only when A2A is used).
+A2A_SIDE = (ROOT / "channels" / "a2a", ROOT / "cli" / "a2a.py")
 
 
 def _name(requirement: str) -> str:
@@ -77,13 +80,18 @@ def _undeclared(path: Path, declared: set[str]) -> list[str]:
 
 
 def test_the_server_declares_what_it_imports() -> None:
-    runtime, _ = _project(ROOT / "pyproject.toml")
+    runtime, extras = _project(ROOT / "pyproject.toml")
     assert "pizzabot-client" in runtime  # the MCP tools and the shapes it shares
+
+    def declared(path: Path) -> set[str]:
+        a2a = any(path == side or side in path.parents for side in A2A_SIDE)
+        return runtime | extras["a2a"] if a2a else runtime
+
     undeclared = [
         line
         for part in SERVER
         for path in sorted((ROOT / part).rglob("*.py"))
-        for line in _undeclared(path, runtime)
+        for line in _undeclared(path, declared(path))
     ]
     assert undeclared == []
 

@@ -18,9 +18,13 @@ HEAD = "name: x\ninstructions: hi\nmodel: openai/gpt-4o\n"
         (
             "tools:\n  a.b: {policy: maybe}\n",
             5,
-            "tools.a.b.policy: Input should be 'auto', 'ask' or 'deny'",
+            "tools.a.b.policy: Input should be 'auto', 'notify', 'ask' or 'deny'",
         ),
-        ("tools:\n  a.b: sometimes\n", 5, "tools.a.b: Input should be 'auto', 'ask' or 'deny'"),
+        (
+            "tools:\n  a.b: sometimes\n",
+            5,
+            "tools.a.b: Input should be 'auto', 'notify', 'ask' or 'deny'",
+        ),
         ("tools:\n  a.b: {policy: ask, timeout: soon}\n", 5, "'soon' is not a duration"),
         (
             "tools:\n  a.b: {policy: ask, escalate_after: 2h}\n",

@@ -80,7 +80,7 @@ def test_every_problem_is_shown_with_its_line(tmp_path: Path) -> None:
     error = refusal(tmp_path, text)
     assert [(p.line, p.message) for p in error.problems] == [
         (3, "unknown key `modle`: did you mean `model`? (`model` is required)"),
-        (5, "tools.crm.send: Input should be 'auto', 'ask' or 'deny'"),
+        (5, "tools.crm.send: Input should be 'auto', 'notify', 'ask' or 'deny'"),
         (7, "budget.tokens: Input should be greater than or equal to 1"),
         (8, "budget: unknown key `stepz`: did you mean `steps`?"),
     ]

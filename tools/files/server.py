@@ -3,7 +3,8 @@
     python -m pizzabot.tools.files --grant /abs/notes --grant-write /abs/drafts
 
 The write tools exist only when at least one folder is writable, so a read-only skill cannot
-even ask to write.
+even ask to write; with them comes `preview_write`, the diff a write would make, which the
+engine shows on a write's approval card.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Protocol
 
 from pydantic import Field
 
+from pizzabot.tools.files.diffs import write_diff
 from pizzabot.tools.files.grants import FolderGrants, FolderGrantsRefused, PathRefused
 from pizzabot.tools.files.ops import (
     READ_CAP,
@@ -153,6 +155,19 @@ def _add_writing_tools(server: MCPServer, grants: FolderGrants) -> None:
         description="Create or replace a UTF-8 text file (atomically; missing folders are "
         f"made). Writable folders: {writable}; the others are read-only. " + _PATH_RULE,
         annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True),
+        structured_output=False,
+    )
+
+    def preview_write_tool(path: _PathArg, content: str) -> str:
+        with _as_tool_error():
+            return write_diff(grants, path, content)
+
+    server.add_tool(
+        preview_write_tool,
+        name="preview_write",
+        description="Show the unified diff write_file(path, content) would make, without "
+        "writing anything (the approval card of a write shows it). " + _PATH_RULE,
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
         structured_output=False,
     )
     server.add_tool(

@@ -149,6 +149,12 @@ class AsyncInbox:
         call = _wire.get_call(request_id, wait, timeout=self._timeout)
         return _wire.state_from(await self._send(call))
 
+    async def cancel(self, request_id: str) -> RequestState:
+        """Withdraw the request while it is pending (its cards say so); one decided first
+        keeps its decision. Returns its state either way."""
+        call = _wire.cancel_call(request_id, timeout=self._timeout)
+        return _wire.state_from(await self._send(call))
+
     async def until_decided(self, request_id: str, *, timeout: float | None = None) -> RequestState:
         """Wait until the request is decided; after `timeout` seconds, the pending request.
 

@@ -151,6 +151,12 @@ class Inbox:
         call = _wire.get_call(request_id, wait, timeout=self._timeout)
         return _wire.state_from(self._send(call))
 
+    def cancel(self, request_id: str) -> RequestState:
+        """Withdraw the request while it is pending (its cards say so); one decided first
+        keeps its decision. Returns its state either way."""
+        call = _wire.cancel_call(request_id, timeout=self._timeout)
+        return _wire.state_from(self._send(call))
+
     def until_decided(self, request_id: str, *, timeout: float | None = None) -> RequestState:
         """Wait until the request is decided; after `timeout` seconds, the pending request.
 

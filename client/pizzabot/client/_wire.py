@@ -147,9 +147,18 @@ def post_call(body: RequestBody, key: str, *, timeout: float) -> Call:
     return Call("POST", "/api/requests", timeout, json=body.json_body(), headers=headers)
 
 
-def get_call(request_id: str, wait: float, *, timeout: float) -> Call:
+def _checked(request_id: str) -> str:
     if not request_id or "/" in request_id or request_id in {".", ".."}:
         raise InboxError(f"not a request id: {request_id!r}")
+    return request_id
+
+
+def cancel_call(request_id: str, *, timeout: float) -> Call:
+    return Call("POST", f"/api/requests/{_checked(request_id)}/cancel", timeout)
+
+
+def get_call(request_id: str, wait: float, *, timeout: float) -> Call:
+    _checked(request_id)
     if not math.isfinite(wait) or wait < 0:
         raise InboxError(f"wait must be a number of seconds >= 0 (got {wait!r})")
     wait = min(wait, MAX_WAIT)

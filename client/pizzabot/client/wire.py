@@ -40,6 +40,10 @@ MAX_TEXT = 4000
 MAX_TIMEOUT = 7 * 86400.0
 #: The longest callback URL.
 MAX_URL = 300
+#: A callback URL: http(s), a host (no user or password: the body is signed instead), a port
+#: that exists, then printable ASCII only (percent-encode the rest).
+_PORT = r"(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5]?[0-9]{1,4}))?"
+CALLBACK_URL = r"^https?://[A-Za-z0-9._~%!$&'()*+,;=-]+" + _PORT + r"(?:[/?#][!-~]*)?$"
 
 
 class RiskNotes(BaseModel):
@@ -57,8 +61,6 @@ class RequestBody(BaseModel):
     """An approval of a tool call (`tool`, `args`) or a question (`question`), for an
     inbox-only skill."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
-
     wire: Literal[1] = 1  # WIRE
     skill: Annotated[str, Field(min_length=1, max_length=200)]
     title: Annotated[str, Field(min_length=1, max_length=MAX_TITLE)]
@@ -71,25 +73,42 @@ class RequestBody(BaseModel):
     #: Seconds; the item expires after it (else the skill's time-out for the tool).
     timeout: Annotated[float | None, Field(ge=1, le=MAX_TIMEOUT)] = None
     #: Where the decided state is posted, signed with the skill's callback secret.
-    callback_url: Annotated[str | None, Field(max_length=MAX_URL)] = None
+    callback_url: Annotated[str | None, Field(max_length=MAX_URL, pattern=CALLBACK_URL)] = None
     question: Annotated[str | None, Field(min_length=1, max_length=MAX_TEXT)] = None
 
-    @field_validator("callback_url")
+    # The schema says "exactly one of tool and question", as the check below does: an
+    # OpenAPI client (or a fuzzer) then makes no body the server refuses for it.
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        frozen=True,
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["tool"], "properties": {"tool": {"type": "string"}}},
+                {"required": ["question"], "properties": {"question": {"type": "string"}}},
+            ]
+        },
+    )
+
+    @field_validator("callback_url", mode="before")
     @classmethod
-    def _url(cls, v: str | None) -> str | None:
-        if v is None:
+    def _url(cls, v: object) -> object:
+        """What is wrong with a URL the pattern refuses, in words (the pattern is the rule)."""
+        if not isinstance(v, str):
             return v
         try:
             parts = urlsplit(v)
             parts.port  # noqa: B018 - read only to refuse a bad port
         except ValueError:
             raise ValueError("not a URL") from None
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        if not v.startswith(("http://", "https://")) or not parts.hostname:
             raise ValueError("an http:// or https:// URL with a host")
+        if parts.netloc.rpartition("@")[2].startswith("["):
+            raise ValueError("a host name or an IPv4 address, not an [IPv6] literal")
         if parts.username is not None or parts.password is not None:
             raise ValueError("no user or password in the URL: the body is signed instead")
-        if any(c.isspace() or ord(c) < 32 for c in v):
-            raise ValueError("no spaces or control characters")
+        if not all("!" <= c <= "~" for c in v):
+            raise ValueError("no spaces, control or non-ASCII characters: percent-encode them")
         return v
 
     @model_validator(mode="after")
@@ -135,6 +154,8 @@ class RequestState(BaseModel):
     url: str = ""
     #: Who asked (the token's person, `token:NAME`, or `owner`).
     requested_by: str | None = None
+    #: When it was asked.
+    created_at: datetime | None = None
     #: Not on the wire: set by whoever reads a POST's answer — this call made the request
     #: (201), rather than finding the one made before under the same key (200).
     created: bool = Field(default=False, exclude=True)

@@ -14,12 +14,17 @@ from typing import Protocol
 
 from pizzabot.client.wire import RequestBody, RequestState
 
-__all__ = ["Desk", "DeskError"]
+__all__ = ["Desk", "DeskAway", "DeskError"]
 
 
 class DeskError(Exception):
     """A request the inbox refused (an unknown or model skill, a key reused with another
     body, a body it would not take): the tool reports it to the agent as a tool error."""
+
+
+class DeskAway(DeskError):
+    """The inbox could not be reached just now (the server is restarting, the network is
+    down): not a refusal, and asking again later may work."""
 
 
 class Desk(Protocol):

@@ -19,10 +19,13 @@ import hashlib
 import importlib.metadata
 import json
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+from mcp.server.context import ServerRequestContext
+from mcp.server.extension import Extension
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
@@ -38,7 +41,7 @@ from pizzabot.client.wire import (
     RiskNotes,
 )
 
-__all__ = ["Approval", "Asking", "HumanAnswer", "build_server"]
+__all__ = ["TOOLS", "Approval", "Asking", "HumanAnswer", "build_server", "filed_only", "result_of"]
 
 #: The most JSON one tool call may hand in as `args` or `schema` (the inbox checks it again).
 MAX_JSON_BYTES = 64 * 1024
@@ -53,6 +56,13 @@ INSTRUCTIONS = (
     "idempotency_key returns the same request's decision; the same content joins a request "
     "only while it is pending."
 )
+
+#: The tools that ask a person (and may answer with a task).
+TOOLS = frozenset({"request_approval", "ask_human"})
+
+#: Set by a call answered with a task (`pizzabot.client.mcp.tasks`): the tool files its
+#: request, puts it here and returns at once instead of waiting for a person.
+filed_only: ContextVar[list[RequestState] | None] = ContextVar("filed_only", default=None)
 
 
 class Approval(BaseModel):
@@ -95,10 +105,11 @@ class HumanAnswer(BaseModel):
 class Asking:
     """How the tools reach the inbox, and how long they wait between signs of life.
 
-    `desk_for` gives the desk of one tool call: on `/mcp` the server's requests, filed as
-    the principal whose token the call carried; for `pizzabot mcp` the server over HTTP."""
+    `desk_for` gives the desk of one call (its request context): on `/mcp` the server's
+    requests, filed as the principal whose token the call carried; for `pizzabot mcp` the
+    server over HTTP."""
 
-    desk_for: Callable[[Context], Desk]
+    desk_for: Callable[[ServerRequestContext[Any, Any]], Desk]
     #: The inbox-only skill a request goes to unless the call names one.
     skill: str
     #: Seconds between progress notifications while a person decides.
@@ -215,6 +226,16 @@ def answer_text(h: HumanAnswer) -> str:
     return f"Still waiting for an answer: {h.url}"
 
 
+def result_of(answer: RequestState) -> CallToolResult:
+    """The tool's result for a request as it stands: `request_approval`'s for an approval,
+    `ask_human`'s for a question."""
+    if answer.kind == "question":
+        human = human_answer_of(answer)
+        return _result(human, answer_text(human))
+    approval = approval_of(answer)
+    return _result(approval, approval_text(approval))
+
+
 def _result(model: BaseModel, text: str) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=text)],
@@ -223,13 +244,24 @@ def _result(model: BaseModel, text: str) -> CallToolResult:
 
 
 def build_server(
-    asking: Asking, *, name: str = "pizzabot", version: str | None = None
+    asking: Asking,
+    *,
+    name: str = "pizzabot",
+    version: str | None = None,
+    extensions: list[Extension] | None = None,
 ) -> MCPServer:
     """An MCP server with `request_approval` and `ask_human`, asking through `asking`.
     `version` is what `serverInfo` reports (default: this distribution's installed version),
-    so a client's logs say which release answered."""
+    so a client's logs say which release answered. `extensions`: e.g. the Tasks extension
+    (`pizzabot.client.mcp.tasks.Tasks`)."""
     version = version or _installed_version()
-    server = MCPServer(name, version=version, instructions=INSTRUCTIONS, log_level="WARNING")
+    server = MCPServer(
+        name,
+        version=version,
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",
+        extensions=extensions,
+    )
     _add_request_approval(server, asking)
     _add_ask_human(server, asking)
     return server
@@ -324,8 +356,12 @@ def _body(**fields: Any) -> RequestBody:
 
 async def _decided(asking: Asking, ask: RequestBody, key: str | None, ctx: Context) -> RequestState:
     try:
-        desk = asking.desk_for(ctx)
+        desk = asking.desk_for(ctx.request_context)
         answer = await asking.file(desk, ask, key)
+        filed = filed_only.get()
+        if filed is not None:
+            filed.append(answer)
+            return answer
         return await asking.settle(desk, answer, ctx)
     except DeskError as exc:
         raise ToolError(str(exc)) from None

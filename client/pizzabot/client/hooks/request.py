@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pizzabot.cli.hook_hosts import SHELL_TOOL, HookCall, Host
+from pizzabot.client.hooks.hosts import SHELL_TOOL, HookCall, Host
 
 __all__ = ["SHELL_SCHEMA", "HookRequest", "hook_request", "repository"]
 
@@ -109,11 +109,19 @@ def _what(call: HookCall) -> tuple[str, list[str]]:
 
 
 def hook_request(
-    host: Host, call: HookCall, *, wait: float, defer: bool = False, now: datetime | None = None
+    host: Host,
+    call: HookCall,
+    *,
+    wait: float,
+    defer: bool = False,
+    now: datetime | None = None,
+    local: bool = True,
 ) -> HookRequest:
     """The request for `call`; the host gives up `wait` seconds from `now`, so the card says
     until when an answer counts. A deferred call's card stays open past that (and says no
-    time, so the same call asked again is the same request)."""
+    time, so the same call asked again is the same request). `local`: this process runs
+    where the agent works, so the working directory's repository is read from disk; a
+    server never reads a path an agent sends it."""
     what, shown = _what(call)
     ends = (now or datetime.now(UTC)) + timedelta(seconds=wait)
     asks = "to run a shell command" if call.shell else f"to use its tool {call.tool}"
@@ -121,7 +129,7 @@ def hook_request(
     lines = [f"{host.label} ({call.event}{session}) asks {asks}."]
     if call.cwd:
         lines.append(f"Working directory: {call.cwd}")
-    found = repository(call.cwd)
+    found = repository(call.cwd) if local else None
     if found is not None:
         folder, branch = found
         lines.append(f"Repository: {folder}" + (f", branch {branch}" if branch else ""))

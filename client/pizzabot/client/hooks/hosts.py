@@ -3,7 +3,7 @@ be told allow or deny.
 
 A host is a small table, not a class tree: its name, how to read its payload into a
 `HookCall` (the tool, its input, where and for which session), and how to print a
-`Verdict` as the host documents it. `pizzabot.cli.hook` does the asking; this module only
+`Verdict` as the host documents it. `pizzabot hook` (and the server's hook endpoint) does the asking; this module only
 translates, so a host that changes its format changes here and nowhere else.
 
     claude-code  PreToolUse (permissionDecision) and PermissionRequest (decision.behavior)
@@ -22,7 +22,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = ["HOSTS", "HookAnswer", "HookCall", "HookInputError", "Host", "Verdict"]
+__all__ = [
+    "HOSTS",
+    "HookAnswer",
+    "HookCall",
+    "HookInputError",
+    "Host",
+    "Verdict",
+    "unreadable_call",
+]
 
 #: Shell tools by the name each host gives them: their `command` is what a person reads.
 _SHELL_TOOLS = frozenset({"Bash", "run_shell_command", "bash", "powershell", "Shell"})
@@ -272,3 +280,10 @@ HOSTS: dict[str, Host] = {
         Host("copilot", "Copilot CLI", 30, True, frozenset(), _copilot_read, _copilot_answer),
     )
 }
+
+
+def unreadable_call(host: Host, raw: object) -> HookCall:
+    """Enough of a payload that could not be read to answer in the right shape (the event's
+    name, where it has one): the answer is a deny."""
+    event = raw.get("hook_event_name") if isinstance(raw, dict) else None
+    return HookCall(host=host.name, event=event if isinstance(event, str) else "", tool="", args={})
