@@ -192,7 +192,7 @@ class _Flow:
         if consent is None or not consent.questions.can_ask:
             self.error = f"{host} wants a person to connect it (OAuth): a run of the skill asks"
             raise RunError(f"MCP server {self.server!r}: {self.error}")
-        why = link_refusal(authorization_url)
+        why = self.auth.link_check(authorization_url)
         if why is not None:  # a card offers https links only, and only plain ones
             self.error = f"{host}'s sign-in link cannot be offered: {why}"
             raise RunError(f"MCP server {self.server!r}: {self.error}")
@@ -253,8 +253,11 @@ class McpAuth:
         redirect_uri: str,
         env: Mapping[str, str] | None = None,
         client_metadata_url: str | None = None,
+        link_check: Callable[[str], str | None] = link_refusal,
     ) -> None:
         self.folder = folder
+        #: Why a sign-in link cannot be offered to a person (None: it can); a card's rule.
+        self.link_check = link_check
         self.redirect_uri = redirect_uri
         #: Where this client's metadata document is served (`client_document`): the client ID
         #: a service that supports client ID metadata documents takes instead of a registration.

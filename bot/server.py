@@ -295,6 +295,8 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         svc = await build(settings, token=token, with_worker=with_worker)
+        # OAuth for skills' MCP servers: its consents come back to this app's callback.
+        svc.tools.use_auth(McpAuth.serving(settings.data_dir, settings.base_url, env=environment()))
         app.state.services = svc
         app.state.api = wire_http.deps(svc)
         app.state.hooks = wire_triggers.hook_deps(settings, svc)
@@ -341,9 +343,6 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
 async def start(svc: Services) -> None:
     """Start what the server runs: the channels' receivers, the triggers, the outbox, the
     worker, and the watch on the skills folder."""
-    svc.tools.use_auth(
-        McpAuth.serving(svc.settings.data_dir, svc.settings.base_url, env=environment())
-    )
     if svc.slack is not None:
         wire_slack.start(svc, svc.slack)
     if svc.email is not None:
