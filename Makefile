@@ -47,6 +47,7 @@ lint: $(DEV) typecheck-tree
 test: $(DEV)
 	bash .ci/install-system-packages
 	bash .ci/install-conformance
+	bash .ci/install-mcp-servers
 	$(MAKE) lint
 	if [ -f .ci/pg-url ]; then export PIZZABOT_TEST_PG=$$(cat .ci/pg-url); fi; \
 		$(BIN)/python -m pytest -p no:cacheprovider -n 2 --dist loadfile

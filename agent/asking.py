@@ -63,6 +63,8 @@ class Asker:
         self.tool = tool
         rule = held.skill.rule(tool)
         self.timeout = timeout or rule.timeout or DEFAULT_TIMEOUT
+        #: Why a question is closed when what asked it ends first (its card says it).
+        self.ended = "the tool call that asked ended"
 
     async def ask(self, question: Question) -> Answer:
         """Ask, wait, and say the answer as MCP does (accept with values, decline, cancel)."""
@@ -77,8 +79,7 @@ class Asker:
             )
         except asyncio.CancelledError:
             # Shielded: the item is closed even if the closing is interrupted in turn.
-            why = "the tool call that asked ended"
-            await asyncio.shield(close_question(self.ctx, item, reason=why))
+            await asyncio.shield(close_question(self.ctx, item, reason=self.ended))
             raise
         if decided is None:
             decided = await self._expire(item.id)

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any, assert_never
 
 from pizzabot.agent import conversation
+from pizzabot.agent.asking import Asker
 from pizzabot.agent.budgets import BudgetCheck, check_budget, day_start
 from pizzabot.agent.calls import CallSteps
 from pizzabot.agent.context import Context
@@ -61,7 +62,7 @@ from pizzabot.agent.request_end import answer_request
 from pizzabot.agent.skills import Budget, Skill
 from pizzabot.agent.store import LeaseLost
 from pizzabot.agent.targets import targets_for
-from pizzabot.agent.tools import Tools
+from pizzabot.agent.tools import AskFn, ConnectFn, Tools
 
 __all__ = ["HeldRun", "Outcome", "Runner", "cancel_in_flight", "finish_run"]
 
@@ -137,7 +138,10 @@ class Runner:
             return await self._settle_budget(held, state)
         pending = state.pending()
         if pending:
-            specs = {s.wire_name: s for s in await self.tools.list_tools(skill)}
+            specs = {
+                s.wire_name: s
+                for s in await self.tools.list_tools(skill, connect=self._connect(held))
+            }
             log = held.events
             for i, call in enumerate(pending):
                 later = [(c, specs.get(c.wire_name)) for c in pending[i + 1 :]]
@@ -169,11 +173,20 @@ class Runner:
         started = state.wall_started or run.created_at
         return check_budget(budget, run, state.usage, now, started, day)
 
+    def _connect(self, held: HeldRun) -> ConnectFn:
+        """Who is asked to connect a server of the run's skill (an OAuth consent): the person
+        behind the run, with a question card titled after the server."""
+
+        def ask(server: str) -> AskFn:
+            return Asker(self.ctx, held, call_id=f"connect:{server}", tool=server).ask
+
+        return ask
+
     # -- the model -----------------------------------------------------------------------
 
     async def _call_model(self, held: HeldRun, state: RunState) -> Outcome:
         skill = held.skill
-        specs = await self.tools.list_tools(skill)
+        specs = await self.tools.list_tools(skill, connect=self._connect(held))
         messages = conversation.messages(skill.instructions, held.events, state)
         reply = await self.model.complete(skill, messages, [s.as_openai() for s in specs])
         calls = [

@@ -87,7 +87,9 @@ class HttpTarget:
 
     url: str
     headers: dict[str, str] = field(default_factory=dict, repr=False)
+    #: Whether tokens come from OAuth (a 401 then means the token was refused).
+    oauth: bool = False
 
     def refusals(self) -> Refusals:
-        authorized = any(k.lower() == "authorization" for k in self.headers)
+        authorized = self.oauth or any(k.lower() == "authorization" for k in self.headers)
         return Refusals(self.url, authorized)

@@ -38,6 +38,8 @@ SEP = "__"
 
 #: How a call in flight asks a person (`pizzabot.agent.asking.Asker.ask`).
 AskFn = Callable[[Question], Awaitable[Answer]]
+#: Who is asked, for a server by name, when connecting it needs a person (an OAuth consent).
+ConnectFn = Callable[[str], AskFn]
 
 
 @dataclass(frozen=True)
@@ -95,9 +97,12 @@ def check_rules(skill: Skill, specs: Sequence[ToolSpec]) -> None:
 class Tools(Protocol):
     """The tools of a skill's runs: list them, call one, and close what is kept open."""
 
-    async def list_tools(self, skill: Skill) -> Sequence[ToolSpec]:
+    async def list_tools(
+        self, skill: Skill, *, connect: ConnectFn | None = None
+    ) -> Sequence[ToolSpec]:
         """Every tool `skill` may call. A skill whose rules name an argument its tools do not
-        have is refused here, where the schemas are first known (`check_rules`)."""
+        have is refused here, where the schemas are first known (`check_rules`). `connect`:
+        who is asked when connecting a server needs a person (an OAuth consent)."""
         ...
 
     async def call(

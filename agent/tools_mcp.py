@@ -23,7 +23,9 @@ question lives as long as its call (`pizzabot.agent.mcp_call`).
 
 A server lives as long as a loaded skill uses it (`ToolHub.retain`, after every reload), and
 says who calls it: `clientInfo` names Pizza Bot and its release. An HTTP server gets the
-skill's headers, and its refusals are said in words (`pizzabot.agent.mcp_http`).
+skill's headers, and its refusals are said in words (`pizzabot.agent.mcp_http`). A server with
+`auth: oauth` gets a connection per skill (its tokens are the skill's), whose consent is asked
+of the person behind the run that opens it (`pizzabot.agent.mcp_oauth`).
 """
 
 from __future__ import annotations
@@ -34,8 +36,6 @@ import contextvars
 import itertools
 import json
 import logging
-import os
-import shutil
 import sys
 import time
 from collections.abc import Iterable, Mapping
@@ -45,10 +45,12 @@ from pizzabot.agent.errors import RunError
 from pizzabot.agent.mcp_call import CallQuestions, wind_down
 from pizzabot.agent.mcp_http import HttpTarget, resolve_headers
 from pizzabot.agent.mcp_identity import CLIENT_NAME, client_info
+from pizzabot.agent.mcp_launch import BASE_ENV, child_environment, launch
+from pizzabot.agent.mcp_oauth import Consent, McpAuth, oauth_provider
 from pizzabot.agent.policy.rules import ToolHints
 from pizzabot.agent.questions import Question
 from pizzabot.agent.skills import HttpServer, Skill, StdioServer
-from pizzabot.agent.tools import AskFn, ToolOutcome, ToolSpec, check_rules
+from pizzabot.agent.tools import AskFn, ConnectFn, ToolOutcome, ToolSpec, check_rules
 
 if TYPE_CHECKING:  # the SDK takes seconds to import: load it on the first connection
     import mcp_types
@@ -69,55 +71,18 @@ _ASKING: contextvars.ContextVar[CallQuestions | None] = contextvars.ContextVar(
 _LISTINGS = itertools.count(1)
 
 
-#: What every stdio server gets from the server's environment, whatever its skill says.
-BASE_ENV = ("PATH", "HOME", "LANG")
-
-
-def child_environment(cfg: StdioServer, parent: Mapping[str, str]) -> dict[str, str]:
-    """The whole environment of a stdio server started from a process whose environment is
-    `parent`: `BASE_ENV`, the names in `pass_env`, then `env`; or all of `parent` under `env`
-    when the skill says `inherit_env: true`."""
-    if cfg.inherit_env:
-        env = dict(parent)
-    else:
-        env = {k: parent[k] for k in (*BASE_ENV, *cfg.pass_env) if k in parent}
-    env.update(cfg.env)
-    return env
-
-
-def _launch(command: str, args: list[str], env: dict[str, str]) -> tuple[str, list[str]]:
-    """The command line that runs `command` with exactly `env`.
-
-    The SDK merges its own pick of the parent's variables (`USER`, `SHELL`, ...) under the
-    `env` it is given; `env -u` unsets the ones this child was not meant to have before the
-    server starts (it execs, so the server keeps the process the SDK watches).
-    """
-    from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS
-
-    extra = sorted(set(DEFAULT_INHERITED_ENV_VARS) - set(env))
-    # A command that cannot be found is left to the SDK, which says so plainly.
-    found = command if "/" in command else shutil.which(command, path=env.get("PATH", os.defpath))
-    if not extra or sys.platform == "win32" or _ENV_COMMAND is None or found is None:
-        return command, args
-    unset = [arg for name in extra for arg in ("-u", name)]
-    return _ENV_COMMAND, [*unset, "--", found, *args]
-
-
-# Looked up in the system's default path, not the server's PATH.
-_ENV_COMMAND = shutil.which("env", path=os.defpath)
-
-
 def _params(
     name: str, cfg: StdioServer | HttpServer, env: Mapping[str, str]
 ) -> StdioServerParameters | HttpTarget:
     from mcp.client.stdio import StdioServerParameters
 
     if isinstance(cfg, HttpServer):
-        return HttpTarget(cfg.url, resolve_headers(name, cfg.headers, env))
+        headers = resolve_headers(name, cfg.headers, env)
+        return HttpTarget(cfg.url, headers, oauth=cfg.auth == "oauth")
     # "python" names the interpreter Pizza Bot runs on, so bundled servers work in any venv.
     command = sys.executable if cfg.command in {"python", "python3"} else cfg.command
     child_env = child_environment(cfg, env)
-    command, args = _launch(command, list(cfg.args), child_env)
+    command, args = launch(command, list(cfg.args), child_env)
     return StdioServerParameters(command=command, args=args, env=child_env, cwd=cfg.cwd)
 
 
@@ -126,9 +91,11 @@ def _params(
 ANSWER_GRACE = 1.0
 
 
-def _key(name: str, cfg: StdioServer | HttpServer) -> str:
-    """One connection per server name and configuration, shared by the skills that agree."""
-    return json.dumps([name, cfg.model_dump()], sort_keys=True)
+def _key(name: str, cfg: StdioServer | HttpServer, skill: str) -> str:
+    """One connection per server name and configuration, shared by the skills that agree;
+    an OAuth server's per skill too, since the tokens are the skill's."""
+    oauth = isinstance(cfg, HttpServer) and cfg.auth == "oauth"
+    return json.dumps([name, cfg.model_dump(), skill if oauth else None], sort_keys=True)
 
 
 class _Connection:
@@ -143,6 +110,9 @@ class _Connection:
         self.target = target
         #: What an HTTP server refused (401, 403), to say it plainly; None for stdio.
         self.refusals = target.refusals() if isinstance(target, HttpTarget) else None
+        #: The OAuth of an `auth: oauth` server (an httpx auth), and whom it asks to connect.
+        self.auth: Any = None
+        self.consent: Consent | None = None
         self.client: Client | None = None
         self.tools: list[ToolSpec] = []
         #: Which listing `tools` is (0: none yet); a new one on every (re)connection.
@@ -221,38 +191,39 @@ class _Connection:
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
-        http = await stack.enter_async_context(create_mcp_http_client(headers=target.headers))
+        http = await stack.enter_async_context(
+            create_mcp_http_client(headers=target.headers, auth=self.auth)
+        )
         if self.refusals is not None:
             self.refusals.status = None
             http.event_hooks["response"].append(self.refusals.hook)
         return streamable_http_client(target.url, http_client=http)
 
     def refused(self) -> str | None:
-        """What the server refused, in words (None: nothing)."""
+        """What the server (or its OAuth consent) refused, in words (None: nothing)."""
+        flow = getattr(self.auth, "flow", None)
+        if flow is not None and flow.error is not None:
+            return str(flow.error)
         return self.refusals.said() if self.refusals is not None else None
 
-    async def open(self, timeout: float) -> Client:
+    def asks(self) -> Consent | None:
+        """Whom a consent goes to: the run opening this connection, or its one call in flight."""
+        if self.consent is None and len(self.in_flight) == 1:
+            return Consent(next(iter(self.in_flight.values())))
+        return self.consent
+
+    async def open(self, timeout: float, connect: AskFn | None = None) -> Client:
+        """The client, connected and its tools listed (opened now if it is not). `connect`:
+        whom to ask when connecting needs a person (an OAuth consent)."""
         async with self.lock:
             if self.client is not None and self._task is not None and not self._task.done():
                 return self.client
-            self._stop = asyncio.Event()
-            ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
-            self._task = asyncio.create_task(self._hold(ready), name=f"mcp:{self.name}")
+            self.consent = Consent(CallQuestions(connect), getattr(connect, "__self__", None))
             try:
-                # A timeout scope, not `wait_for`: on Python 3.11 `wait_for` can swallow a
-                # cancel that arrives as the inner call finishes (see agent/tasks.py).
-                async with asyncio.timeout(timeout):
-                    client = await asyncio.shield(ready)
-                    listing = await client.list_tools()
-            except asyncio.CancelledError:
-                await self._discard()
-                raise
-            except Exception as exc:
-                await self._discard()
-                said = self.refused()
-                if said is not None:
-                    raise RunError(f"MCP server {self.name!r}: {said}") from exc
-                raise RunError(f"MCP server {self.name!r} could not be reached: {exc!r}") from exc
+                client, listing = await self._start(timeout, self.consent.questions)
+            finally:
+                self.consent.questions.end()
+                self.consent = None
             self.tools = [
                 ToolSpec(
                     self.name,
@@ -266,6 +237,29 @@ class _Connection:
             self.listing = next(_LISTINGS)
             self.client = client
             return client
+
+    async def _start(
+        self, timeout: float, consent: CallQuestions
+    ) -> tuple[Client, mcp_types.ListToolsResult]:
+        self._stop = asyncio.Event()
+        ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+        self._task = asyncio.create_task(self._hold(ready), name=f"mcp:{self.name}")
+        try:
+            # A timeout scope, not `wait_for`: on Python 3.11 `wait_for` can swallow a
+            # cancel that arrives as the inner call finishes (see agent/tasks.py).
+            async with asyncio.timeout(timeout) as scope:
+                consent.timed(scope)  # a person's time to consent is not the server's
+                client = await asyncio.shield(ready)
+                return client, await client.list_tools()
+        except asyncio.CancelledError:
+            await self._discard()
+            raise
+        except Exception as exc:
+            await self._discard()
+            said = self.refused()
+            if said is not None:
+                raise RunError(f"MCP server {self.name!r}: {said}") from exc
+            raise RunError(f"MCP server {self.name!r} could not be reached: {exc!r}") from exc
 
     async def _discard(self) -> None:
         self.client = None
@@ -306,10 +300,15 @@ class ToolHub:
         connect_timeout: float = 30.0,
         call_timeout: float = 600.0,
         extra_servers: Any = None,
+        auth: McpAuth | None = None,
     ) -> None:
         """`env` is the server's own environment: stdio servers take from it only what
-        `child_environment` lets through."""
+        `child_environment` lets through. `auth`: OAuth for `auth: oauth` servers (without
+        it, such a server cannot be connected)."""
         self._env = dict(env or {})
+        self.auth: McpAuth | None = None
+        if auth is not None:
+            self.use_auth(auth)
         self._connect_timeout = connect_timeout
         self._call_timeout = call_timeout
         self._conns: dict[str, _Connection] = {}
@@ -321,6 +320,11 @@ class ToolHub:
         self._retired: set[_Connection] = set()
         self._closing: set[asyncio.Task[None]] = set()
 
+    def use_auth(self, auth: McpAuth) -> None:
+        """Connect `auth: oauth` servers with `auth`; a revocation there closes the connection."""
+        self.auth = auth
+        auth.on_revoke.append(self.forget)
+
     def servers(self, skill: Skill) -> dict[str, StdioServer | HttpServer]:
         servers: dict[str, StdioServer | HttpServer] = dict(skill.mcp_servers)
         if self._extra_servers is not None:
@@ -328,12 +332,22 @@ class ToolHub:
         return servers
 
     def _conn(self, name: str, cfg: StdioServer | HttpServer, skill: str) -> _Connection:
-        key = _key(name, cfg)
+        key = _key(name, cfg, skill)
         conn = self._conns.get(key)
         if conn is None:
-            conn = self._conns[key] = _Connection(name, _params(name, cfg, self._env))
+            conn = _Connection(name, _params(name, cfg, self._env))
+            if isinstance(cfg, HttpServer) and cfg.auth == "oauth":
+                conn.auth = oauth_provider(self.auth, skill, name, cfg, conn.asks)
+            self._conns[key] = conn
         conn.users.add(skill)
         return conn
+
+    async def forget(self, skill: str, server: str) -> None:
+        """Close `skill`'s OAuth connection to `server` (its tokens were revoked)."""
+        for key, conn in list(self._conns.items()):
+            if conn.auth is not None and conn.name == server and json.loads(key)[2] == skill:
+                del self._conns[key]
+                await conn.close()
 
     async def retain(self, skills: Iterable[Skill]) -> list[str]:
         """Stop every server none of `skills` (the versions loaded now) uses: a skill removed
@@ -344,7 +358,7 @@ class ToolHub:
         keep: dict[str, set[str]] = {}
         for skill in skills:
             for name, cfg in self.servers(skill).items():
-                keep.setdefault(_key(name, cfg), set()).add(skill.name)
+                keep.setdefault(_key(name, cfg, skill.name), set()).add(skill.name)
         loaded = {name for users in keep.values() for name in users}
         self._checked = {k: v for k, v in self._checked.items() if k in loaded}
         stopped: list[str] = []
@@ -370,15 +384,15 @@ class ToolHub:
                 out.setdefault(skill, []).append(conn.name)
         return {skill: sorted(names) for skill, names in sorted(out.items())}
 
-    async def list_tools(self, skill: Skill) -> list[ToolSpec]:
+    async def list_tools(self, skill: Skill, *, connect: ConnectFn | None = None) -> list[ToolSpec]:
         """Every tool of the skill's servers. The skill's rules are checked against the
         tools' schemas when this version of the skill first meets these listings (the
         first moment the schemas are known, and again whenever a server lists anew): a rule
         on an argument the tool does not have is refused (`SkillFileError`, with the rule's
-        line)."""
+        line). `connect`: who is asked to connect a server that needs a person's consent."""
         conns = [self._conn(name, cfg, skill.name) for name, cfg in self.servers(skill).items()]
         for conn in conns:
-            await conn.open(self._connect_timeout)
+            await conn.open(self._connect_timeout, connect(conn.name) if connect else None)
         specs = [spec for conn in conns for spec in conn.tools]
         listings = tuple(conn.listing for conn in conns)
         checked = self._checked.get(skill.name)
@@ -406,7 +420,7 @@ class ToolHub:
         if cfg is None:
             return ToolOutcome(f"no MCP server named {server!r} in skill {skill.name!r}", True, 0.0)
         conn = self._conn(server, cfg, skill.name)
-        client = await conn.open(self._connect_timeout)
+        client = await conn.open(self._connect_timeout, ask)
         started = time.perf_counter()
         questions = CallQuestions(ask)
         token = conn.enter(questions)

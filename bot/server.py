@@ -29,6 +29,7 @@ from pizzabot.agent.context import utcnow
 from pizzabot.agent.llm import LiteLLMClient, ModelRouter
 from pizzabot.agent.llm_demo import DemoModel
 from pizzabot.agent.llm_openai import OpenAIClient
+from pizzabot.agent.mcp_oauth import McpAuth
 from pizzabot.agent.outbox import Limits
 from pizzabot.agent.policy import Access, Principal
 from pizzabot.agent.policy.tokens import TokenDesk, principal_for
@@ -294,6 +295,8 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         svc = await build(settings, token=token, with_worker=with_worker)
+        # OAuth for skills' MCP servers: its consents come back to this app's callback.
+        svc.tools.use_auth(McpAuth.serving(settings.data_dir, settings.base_url, env=environment()))
         app.state.services = svc
         app.state.api = wire_http.deps(svc)
         app.state.hooks = wire_triggers.hook_deps(settings, svc)

@@ -57,4 +57,5 @@ def deps(svc: Services) -> http.ApiDeps:
         scheduler=svc.triggers.scheduler if svc.triggers is not None else None,
         push=svc.phone.subscriptions if svc.phone is not None else None,
         history=svc.store,
+        mcp_auth=svc.tools.auth,
     )

@@ -7,6 +7,7 @@ server, so a terminal on another device works the same way (`--url`, `--token`).
     control.py    kill, skills, audit
     stats.py      stats: approval fatigue, measured
     grants.py     grants, revoke, tokens …
+    mcp_auth.py   mcp-auth list|revoke: skills' MCP servers' OAuth tokens
     schedules.py  schedules …
     ask.py        ask, mcp: for agents Pizza Bot does not run
     hook*.py      hook HOST, hook install HOST: coding agents' hooks
@@ -20,7 +21,7 @@ The server's own commands (`serve`, `worker`, `audit verify`/`export`, `policy t
 are added by `pizzabot.bot.main`.
 """
 
-from pizzabot.cli import runs, items, control, grants, schedules, away, stats  # noqa: I001 - the order of `--help`
+from pizzabot.cli import runs, items, control, grants, schedules, away, stats, mcp_auth  # noqa: I001 - the order of `--help`
 from pizzabot.cli.a2a import a2a_app
 from pizzabot.cli.ask import register as register_ask
 from pizzabot.cli.common import app
@@ -32,4 +33,4 @@ hook_app.command("install")(hook_install)
 app.add_typer(hook_app, name="hook")
 app.add_typer(a2a_app, name="a2a")
 
-__all__ = ["app", "away", "control", "grants", "items", "runs", "schedules", "stats"]
+__all__ = ["app", "away", "control", "grants", "items", "mcp_auth", "runs", "schedules", "stats"]

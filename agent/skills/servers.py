@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import field_validator
+from pydantic import Field, field_validator, model_validator
 
 from pizzabot.agent.skills._base import Strict
 
@@ -37,6 +37,9 @@ class StdioServer(Strict):
 # An HTTP header name (RFC 9110 token), and a value without control characters.
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_VAR_ONLY = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*\}$")
+# RFC 6749 scope-token: printable ASCII without space, quote or backslash.
+_SCOPE = re.compile(r"^[\x21\x23-\x5b\x5d-\x7e]{1,200}$")
 
 
 class HttpServer(Strict):
@@ -46,6 +49,26 @@ class HttpServer(Strict):
 
     url: str
     headers: dict[str, str] = {}
+    #: `oauth`: the server wants OAuth 2.1; a person connects it once from a card, and the
+    #: tokens are kept per skill and server (`pizzabot.agent.mcp_oauth`).
+    auth: Literal["oauth"] | None = None
+    #: A client ID registered with the service beforehand (otherwise the client registers
+    #: itself where the service allows it); its secret, if any, named as `${VAR}`.
+    client_id: str | None = Field(default=None, max_length=400)
+    client_secret: str | None = Field(default=None, max_length=400)
+    #: The scopes asked for at the first consent (otherwise what the server's challenge names).
+    scopes: list[str] = []
+
+    @model_validator(mode="after")
+    def _oauth_only(self) -> HttpServer:
+        if self.auth is None and (self.client_id or self.client_secret or self.scopes):
+            raise ValueError("client_id, client_secret and scopes need auth: oauth")
+        if self.client_secret is not None and not _VAR_ONLY.match(self.client_secret):
+            raise ValueError("client_secret must name an environment variable: ${NAME}")
+        for scope in self.scopes:
+            if not _SCOPE.match(scope):
+                raise ValueError(f"{scope[:60]!r} is not an OAuth scope")
+        return self
 
     @field_validator("headers")
     @classmethod

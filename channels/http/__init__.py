@@ -10,7 +10,7 @@
     errors.py         the engine's errors as HTTP answers
     runs_api.py, items_api.py, control_api.py, requests_api.py, grants_api.py,
     schedules_api.py, tokens_api.py, push_api.py, coding_hooks_api.py (Claude Code's http hooks),
-    away_api.py, stats_api.py
+    away_api.py, stats_api.py, mcp_auth_api.py
                       the routes, one module per area
 
 `install` adds every router and the error handlers to an app; the composition root sets the
@@ -25,6 +25,7 @@ from pizzabot.channels.http import (
     control_api,
     grants_api,
     items_api,
+    mcp_auth_api,
     push_api,
     requests_api,
     runs_api,
@@ -50,8 +51,10 @@ def install(app: FastAPI) -> None:
         tokens_api,
         schedules_api,
         push_api,
+        mcp_auth_api,
         coding_hooks_api,
         away_api,
         stats_api,
     ):
         app.include_router(module.router)
+    app.include_router(mcp_auth_api.callbacks)

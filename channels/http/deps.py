@@ -15,6 +15,7 @@ from fastapi import Depends, HTTPException, Request
 
 from pizzabot.agent.devices import Subscriptions
 from pizzabot.agent.inbox import Inbox
+from pizzabot.agent.mcp_oauth import McpAuth
 from pizzabot.agent.policy import Access
 from pizzabot.agent.policy.grants import Grants
 from pizzabot.agent.policy.tokens import TokenDesk
@@ -65,6 +66,8 @@ class ApiDeps:
     push: Subscriptions | None = None
     #: The cards the fatigue figures are measured on (`/api/stats`); None: not kept.
     history: CardHistory | None = None
+    #: OAuth for skills' MCP servers (`pizzabot.agent.mcp_oauth`); None: not kept here.
+    mcp_auth: McpAuth | None = None
 
 
 def api_deps(request: Request) -> ApiDeps:

@@ -21,6 +21,8 @@ import pytest
 DOVECOT = "/usr/sbin/dovecot"
 CHROMIUM = "/usr/bin/chromium"
 PG_ADDRESS = ("127.0.0.1", 5432)
+#: The example skills' MCP servers from npm (`.ci/install-mcp-servers` installs them here).
+NPM_BIN = Path(__file__).resolve().parents[2] / ".ci" / "mcp-servers" / "node_modules" / ".bin"
 #: The MCP conformance suite and its Node 22, from npm (`.ci/install-conformance`).
 CONFORMANCE_DIR = Path(__file__).resolve().parents[2] / ".ci" / "conformance" / "node_modules"
 NODE22 = str(CONFORMANCE_DIR / ".bin" / "node")
@@ -55,6 +57,10 @@ PEERS: dict[str, Peer] = {
     "mail": Peer(f"dovecot ({DOVECOT})", _executable(DOVECOT)),
     "browser": Peer(f"Chromium ({CHROMIUM})", _executable(CHROMIUM)),
     "postgres": Peer("PostgreSQL on {}:{}".format(*PG_ADDRESS), _listening(PG_ADDRESS)),
+    "npm": Peer(
+        f"the example skills' MCP servers in {NPM_BIN.parents[1]} (.ci/install-mcp-servers)",
+        lambda: os.access(NPM_BIN / "mcp-server-filesystem", os.X_OK),
+    ),
     "conformance": Peer(
         "the MCP conformance suite (.ci/conformance)",
         lambda: os.access(NODE22, os.X_OK) and os.path.isfile(CONFORMANCE),
@@ -69,6 +75,7 @@ def require(marker: str) -> None:
         pytest.fail(
             f"{peer.what} is missing: these tests need it and CI installs it; "
             "run .ci/install-system-packages (it installs dovecot and Chromium and "
-            "starts PostgreSQL) and .ci/install-conformance (the MCP conformance suite)",
+            "starts PostgreSQL), .ci/install-conformance (the MCP conformance suite) and "
+            ".ci/install-mcp-servers (the example skills' npm MCP servers)",
             pytrace=False,
         )

@@ -67,7 +67,7 @@ class FakeTools:
 
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
-    async def list_tools(self, skill: Skill) -> list[ToolSpec]:
+    async def list_tools(self, skill: Skill, *, connect: Any = None) -> list[ToolSpec]:
         return [ToolSpec("crm", "send_email", "Send an email.", EMAIL_SCHEMA)]
 
     async def call(

@@ -114,4 +114,10 @@ def test_the_example_skills_load() -> None:
 
 def test_the_examples_in_manifests_parse() -> None:
     report = load_skills(Path(__file__).resolve().parents[2] / "manifests" / "examples")
-    assert report.errors == [] and set(report.skills) == {"meeting-prep", "new-lead"}
+    assert report.errors == [] and set(report.skills) == {
+        "meeting-prep",
+        "new-lead",
+        "web-research",
+        "file-tidy",
+        "crm-log",
+    }
