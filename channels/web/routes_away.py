@@ -41,7 +41,6 @@ async def away_page(v: SignedIn) -> Response:
         away=await away_list(access),
         me=person_named(access, v.by),
         people=sorted(known_people(access.skills)),
-        admin=v.by.is_admin,
     )
 
 
