@@ -51,12 +51,16 @@ def bench(
         list[str] | None,
         typer.Option(
             help="Run only these parts: workers, steps, decisions, memory, start, channels, "
-            "requests (with --compare: steps, decisions, memory, start, inflight)"
+            "requests (with --compare langgraph: steps, decisions, memory, start, inflight; "
+            "with --compare awaithumans: requests)"
         ),
     ] = None,
     compare: Annotated[
         str | None,
-        typer.Option(help="Beside another engine on the same work: langgraph (its own venv)"),
+        typer.Option(
+            help="Beside another engine on the same work: langgraph, awaithumans (each in a "
+            "venv of its own)"
+        ),
     ] = None,
 ) -> None:
     """Measure the engine: step overhead, decision latency, memory, workers, start-up."""
