@@ -50,7 +50,7 @@ def bench(
     only: Annotated[
         list[str] | None,
         typer.Option(
-            help="Run only these parts: workers, steps, decisions, memory, start, channels, "
+            help="Run only these parts: workers, steps, decisions, memory, start, channels, fanout, "
             "requests (with --compare langgraph: steps, decisions, memory, start, inflight; "
             "with --compare awaithumans: requests)"
         ),
