@@ -52,7 +52,7 @@ def bench(
         typer.Option(
             help="Run only these parts: workers, steps, decisions, memory, start, channels, fanout, "
             "requests (with --compare langgraph: steps, decisions, memory, start, inflight; "
-            "with --compare awaithumans: requests)"
+            "alone; with --compare awaithumans: requests)"
         ),
     ] = None,
     compare: Annotated[
@@ -67,7 +67,8 @@ def bench(
     if compare is not None:
         from bench.compare.cli import compare_command
 
-        compare_command(compare, quick=quick, output=output, keep=keep, only=only)
+        pg = None if no_postgres else postgres
+        compare_command(compare, quick=quick, output=output, keep=keep, only=only, postgres=pg)
         return
     from bench import runner as bench_
 

@@ -21,7 +21,13 @@ def _parts(only: list[str] | None, known: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def compare_command(
-    engine: str, *, quick: bool, output: Path, keep: bool, only: list[str] | None
+    engine: str,
+    *,
+    quick: bool,
+    output: Path,
+    keep: bool,
+    only: list[str] | None,
+    postgres: str | None = None,
 ) -> None:
     if engine not in ENGINES:
         raise CliError(
@@ -39,6 +45,8 @@ def compare_command(
         from bench.compare import run
 
         parts = _parts(only, run.PARTS)
-        result = run.run(run.Options(quick=quick, output=output, keep=keep, parts=parts))
+        result = run.run(
+            run.Options(quick=quick, output=output, keep=keep, parts=parts, postgres=postgres)
+        )
     if result["errors"]:
         raise CliError(f"bench parts failed: {', '.join(result['errors'])}")
