@@ -265,7 +265,7 @@ async def _rounds(
     """A part's rounds, A B A B A B; a part that fails is reported and the others still run."""
     for r in range(ctx.sizes.rounds):
         pair: dict[str, Any] = {}
-        sides = (("pizzabot", pizzabot), ("langgraph", langgraph))
+        sides: tuple[tuple[str, Any], ...] = (("pizzabot", pizzabot), ("langgraph", langgraph))
         if part in PIZZA_ONLY:
             sides, pair["langgraph"] = sides[:1], {}
         for name, side in sides:
