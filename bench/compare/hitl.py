@@ -97,6 +97,7 @@ ROWS: tuple[Row, ...] = (
     Row("decision_post_p50_ms", "  the decision POST answered, p50", "ms", target=False),
     Row("rss_per_waiting_kib", "server RSS per waiting request", "KiB"),
     Row("crowd_failed", "  waiting agents that failed", "", target=False),
+    Row("samples_failed", "  timed requests that failed (not timed)", "", target=False),
 )
 
 

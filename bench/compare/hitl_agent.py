@@ -40,19 +40,34 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[max(1, math.ceil(len(ordered) * p / 100)) - 1]
 
 
+def _client(base: str, token: str, room: int) -> Any:
+    """An HTTP client with `room` connections. A client's pool does work in proportion to its
+    connections for every request that starts or ends, so the crowd's agents share a client
+    per `AT_ONCE` (one for all of them would make the bench's own process the bottleneck when
+    their long-polls end together). An idle connection is dropped well before the server's
+    keep-alive time-out (5 s) closes it, so no request goes out on a closing one."""
+    import httpx
+
+    limits = httpx.Limits(
+        max_connections=room, max_keepalive_connections=room, keepalive_expiry=1.0
+    )
+    auth = {"Authorization": f"Bearer {token}"}
+    return httpx.AsyncClient(base_url=base, headers=auth, limits=limits, timeout=700)
+
+
 class PizzaBot:
     """Pizza Bot's requests API through its client library."""
 
     def __init__(self, base: str, token: str, crowd: int) -> None:
-        import httpx
 
         from pizzabot.client import AsyncInbox
 
-        limits = httpx.Limits(max_connections=crowd + 50, max_keepalive_connections=crowd + 50)
-        self.http = httpx.AsyncClient(
-            base_url=base, headers={"Authorization": f"Bearer {token}"}, limits=limits, timeout=700
-        )
+        self.http = _client(base, token, 10)
         self.inbox = AsyncInbox(base, token, http=self.http, timeout=700)
+        self.crowd = [
+            AsyncInbox(base, token, http=_client(base, token, AT_ONCE), timeout=700)
+            for _ in range(0, crowd, AT_ONCE)
+        ]
 
     async def create(self, tag: str) -> tuple[str, str]:
         """(what the agent waits on, what the approver decides)."""
@@ -71,16 +86,19 @@ class PizzaBot:
         r = await self.http.post(f"/api/items/{card}/decision", json={"decision": "approve"})
         r.raise_for_status()
 
-    async def crowd_agent(self, tag: str) -> Any:
-        key, _ = await self.create(tag)
-        return await self.wait(tag, key)
+    async def crowd_agent(self, k: int) -> Any:
+        inbox = self.crowd[k // AT_ONCE]
+        tag = f"crowd-{k}"
+        state = await inbox.request(
+            "bench-requests", title=tag, tool="bench.deploy", args={"k": tag}
+        )
+        return await inbox.until_decided(state.id)
 
 
 class AwaitHumans:
     """awaithumans's server through its SDK: `await_human()` for an agent that waits."""
 
     def __init__(self, base: str, token: str, crowd: int) -> None:
-        import httpx
         from pydantic import BaseModel
 
         class Deploy(BaseModel):
@@ -91,10 +109,7 @@ class AwaitHumans:
 
         self.payload_schema, self.response_schema = Deploy, Decision
         self.base, self.token = base, token
-        limits = httpx.Limits(max_connections=crowd + 50, max_keepalive_connections=crowd + 50)
-        self.http = httpx.AsyncClient(
-            base_url=base, headers={"Authorization": f"Bearer {token}"}, limits=limits, timeout=700
-        )
+        self.http = _client(base, token, 10)
 
     def _call(self, tag: str) -> Awaitable[Any]:
         from awaithumans import await_human
@@ -141,16 +156,16 @@ class AwaitHumans:
         )
         r.raise_for_status()
 
-    async def crowd_agent(self, tag: str) -> Any:
-        return await self._call(tag)
+    async def crowd_agent(self, k: int) -> Any:
+        # The SDK makes a client of its own for each call.
+        return await self._call(f"crowd-{k}")
 
 
 async def _crowd(side: PizzaBot | AwaitHumans, n: int) -> list[asyncio.Task[Any]]:
     agents: list[asyncio.Task[Any]] = []
     for start in range(0, n, AT_ONCE):
         batch = [
-            asyncio.create_task(side.crowd_agent(f"crowd-{k}"))
-            for k in range(start, min(n, start + AT_ONCE))
+            asyncio.create_task(side.crowd_agent(k)) for k in range(start, min(n, start + AT_ONCE))
         ]
         agents += batch
         await asyncio.sleep(0.2)  # the batch's requests made before the next one's
@@ -180,11 +195,24 @@ async def main(config: dict[str, Any], ready: Callable[[str], Awaitable[None]]) 
     side = make(config["base"], config["token"], config["crowd"])
     await _one(side, "warm-up")  # not timed: the first request warms both sides' paths
     await ready("warm")
+    print(f"crowd from {time.monotonic():.1f}", file=sys.stderr, flush=True)
     crowd = await _crowd(side, config["crowd"])
+    print(f"crowd made at {time.monotonic():.1f}", file=sys.stderr, flush=True)
     await asyncio.sleep(2.0)  # every crowd agent's wait reached the server
     failed = [t for t in crowd if t.done()]
     await ready("parked")
-    timed = [await _one(side, f"timed-{k}") for k in range(config["samples"])]
+    timed: list[tuple[float, float, float]] = []
+    refused: list[str] = []
+    for k in range(config["samples"]):
+        try:
+            timed.append(await _one(side, f"timed-{k}"))
+        except Exception as exc:
+            # Counted and said, not timed: one refused request must not hide the others.
+            refused.append(repr(exc)[:300])
+            continue
+        print(f"sample {k} at {time.monotonic():.1f}: {timed[-1]}", file=sys.stderr, flush=True)
+    if not timed:
+        raise RuntimeError(f"every timed request failed: {refused[:3]}")
     failed += [t for t in crowd if t.done() and t not in failed]
     for t in crowd:
         t.cancel()
@@ -193,6 +221,8 @@ async def main(config: dict[str, Any], ready: Callable[[str], Awaitable[None]]) 
     return {
         "waiting": config["crowd"],
         "samples": len(timed),
+        "samples_failed": len(refused),
+        "samples_errors": sorted(set(refused))[:5],
         "create_p50_ms": percentile([t[0] for t in timed], 50),
         "create_p99_ms": percentile([t[0] for t in timed], 99),
         "decision_post_p50_ms": percentile([t[1] for t in timed], 50),

@@ -18,7 +18,7 @@ from bench.compare import hitl
 ROOT = Path(__file__).resolve().parents[2]
 
 #: Figures that can be 0 or below on a quick run (a difference of two memory readings).
-MAY_BE_SMALL = {"rss_per_waiting_kib", "crowd_failed"}
+MAY_BE_SMALL = {"rss_per_waiting_kib", "crowd_failed", "samples_failed"}
 
 
 @pytest.mark.timeout(900)  # a first run installs awaithumans's virtualenv; then ~1 minute
@@ -53,7 +53,7 @@ def test_quick_compare_with_awaithumans_measures_every_figure_on_both_sides(
     for side in ("pizzabot", "awaithumans"):
         one = result["rounds"][0][side]
         # Every timed agent was resumed by its decision, and no waiting agent failed.
-        assert one["samples"] == result["sizes"]["samples"]
+        assert one["samples"] == result["sizes"]["samples"], one["samples_errors"]
         assert one["waiting"] == result["sizes"]["crowd"]
         assert one["crowd_failed"] == 0, one["crowd_errors"]
         # A Python web server with a database: tens of MiB at least.
