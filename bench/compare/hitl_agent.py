@@ -86,12 +86,13 @@ class PizzaBot:
         r = await self.http.post(f"/api/items/{card}/decision", json={"decision": "approve"})
         r.raise_for_status()
 
-    async def crowd_agent(self, k: int) -> Any:
+    async def crowd_agent(self, k: int, made: list[int]) -> Any:
         inbox = self.crowd[k // AT_ONCE]
         tag = f"crowd-{k}"
         state = await inbox.request(
             "bench-requests", title=tag, tool="bench.deploy", args={"k": tag}
         )
+        made.append(k)
         return await inbox.until_decided(state.id)
 
 
@@ -156,19 +157,26 @@ class AwaitHumans:
         )
         r.raise_for_status()
 
-    async def crowd_agent(self, k: int) -> Any:
-        # The SDK makes a client of its own for each call.
+    async def crowd_agent(self, k: int, made: list[int]) -> Any:
+        # Made first, so the bench knows when the whole crowd exists; `await_human()` finds
+        # it by its key and waits on it (the SDK makes a client of its own for each call).
+        await self.create(f"crowd-{k}")
+        made.append(k)
         return await self._call(f"crowd-{k}")
 
 
 async def _crowd(side: PizzaBot | AwaitHumans, n: int) -> list[asyncio.Task[Any]]:
+    """`n` agents, `AT_ONCE` asking at a time; returns once every one's request exists (or
+    its agent failed), so no timed request meets the crowd being made."""
     agents: list[asyncio.Task[Any]] = []
+    made: list[int] = []
     for start in range(0, n, AT_ONCE):
-        batch = [
-            asyncio.create_task(side.crowd_agent(k)) for k in range(start, min(n, start + AT_ONCE))
+        agents += [
+            asyncio.create_task(side.crowd_agent(k, made))
+            for k in range(start, min(n, start + AT_ONCE))
         ]
-        agents += batch
-        await asyncio.sleep(0.2)  # the batch's requests made before the next one's
+        while len(made) + sum(a.done() for a in agents) < len(agents):
+            await asyncio.sleep(0.01)
     return agents
 
 
