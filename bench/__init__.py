@@ -9,7 +9,11 @@ The server never imports it. It needs psutil, which only the `bench` extra insta
 - `model`: the scripted model provider, in a process of its own (`python -m bench.model`);
 - `tools`: the one no-op MCP tool (`python -m bench.tools`).
 - `channels`: decisions through a real `pizzabot serve`'s Slack, web and requests API;
-- `compare`: `pizzabot bench --compare langgraph`, the same work on LangGraph beside it.
+- `requests_path`: the request path with a crowd of agents waiting on long-polls;
+- `fanout`: a decision → every other copy of its card (Slack, the web page, mail);
+- `targets`: the targets, the table's rows, the figures of the parts measured at sizes;
+- `compare`: `pizzabot bench --compare langgraph|awaithumans`, the same work beside another
+  engine.
 
 Kept light: the model and tool servers start as `python -m bench.<module>` and import this
 first.

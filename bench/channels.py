@@ -51,10 +51,12 @@ APPROVE_ACTION = "pizza_approve"  # the card's Approve button (channels.slack.ca
 
 class SlackRecorder:
     """Slack's Web API on loopback: answers what the server calls, keeps chat.postMessage
-    calls (the cards) so the bench can press their buttons."""
+    calls (the cards) so the bench can press their buttons, and when each chat.update came."""
 
     def __init__(self) -> None:
         self.cards: list[dict[str, Any]] = []
+        #: (perf_counter at arrival, the updated message's ts), for the fan-out figure.
+        self.updates: list[tuple[float, str]] = []
         self._ts = itertools.count(1)
         self.url = ""
         self._server: Any = None
@@ -80,6 +82,7 @@ class SlackRecorder:
                 blocks = json.loads(blocks)
             self.cards.append({"channel": str(args.get("channel")), "ts": ts, "blocks": blocks})
         elif method == "chat.update":
+            self.updates.append((time.perf_counter(), str(args.get("ts"))))
             answer |= {"channel": args.get("channel"), "ts": args.get("ts")}
         elif method == "conversations.open":
             answer |= {"channel": {"id": "D" + str(args.get("users", "")).split(",")[0]}}

@@ -50,20 +50,25 @@ def bench(
     only: Annotated[
         list[str] | None,
         typer.Option(
-            help="Run only these parts: workers, steps, decisions, memory, start, channels, "
-            "requests (with --compare: steps, decisions, memory, start, inflight)"
+            help="Run only these parts: workers, steps, decisions, memory, start, channels, fanout, "
+            "requests (with --compare langgraph: steps, decisions, memory, start, inflight; "
+            "alone; with --compare awaithumans: requests)"
         ),
     ] = None,
     compare: Annotated[
         str | None,
-        typer.Option(help="Beside another engine on the same work: langgraph (its own venv)"),
+        typer.Option(
+            help="Beside another engine on the same work: langgraph, awaithumans (each in a "
+            "venv of its own)"
+        ),
     ] = None,
 ) -> None:
     """Measure the engine: step overhead, decision latency, memory, workers, start-up."""
     if compare is not None:
         from bench.compare.cli import compare_command
 
-        compare_command(compare, quick=quick, output=output, keep=keep, only=only)
+        pg = None if no_postgres else postgres
+        compare_command(compare, quick=quick, output=output, keep=keep, only=only, postgres=pg)
         return
     from bench import runner as bench_
 

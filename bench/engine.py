@@ -61,6 +61,7 @@ class Sizes:
     starts: int  # `pizzabot serve` starts timed
     channel_samples: int = 20  # decisions timed per channel
     crowds: tuple[int, ...] = (100,)  # requests waiting on long-polls, one server per size
+    fanout_waiting: int = 1000  # items waiting while a decision's fan-out is timed
 
 
 def child_env(extra: dict[str, str]) -> dict[str, str]:

@@ -96,13 +96,24 @@ async def _hold(api: httpx.AsyncClient, request_id: str) -> None:
             raise RuntimeError(f"request {request_id} of the crowd was decided")
 
 
-async def _park(api: httpx.AsyncClient, crowd: int) -> list[asyncio.Task[None]]:
-    """`crowd` requests, each with an agent waiting on it."""
+async def _park(
+    api: httpx.AsyncClient, crowd: int, clients: list[httpx.AsyncClient]
+) -> list[asyncio.Task[None]]:
+    """`crowd` requests, each with an agent waiting on it. The agents share a client per
+    `_AT_ONCE` (`clients` gets them): a client's connection pool works in proportion to its
+    connections on every request, so one client for thousands would make the bench's own
+    process the slow part when their long-polls end together."""
     made: list[dict[str, Any]] = []
     for start in range(0, crowd, _AT_ONCE):
         batch = range(start, min(crowd, start + _AT_ONCE))
         made += await asyncio.gather(*(_ask(api, f"crowd {k}") for k in batch))
-    return [asyncio.create_task(_hold(api, m["id"])) for m in made]
+        limits = httpx.Limits(keepalive_expiry=1.0)
+        clients.append(
+            httpx.AsyncClient(
+                base_url=api.base_url, headers=api.headers, timeout=700, limits=limits
+            )
+        )
+    return [asyncio.create_task(_hold(clients[k // _AT_ONCE], m["id"])) for k, m in enumerate(made)]
 
 
 async def _one(api: httpx.AsyncClient, k: int) -> tuple[float, float]:
@@ -136,7 +147,8 @@ async def _crowd(work: Path, crowd: int, samples: int) -> dict[str, Any]:
     ):
         await _one(api, -1)  # not timed: the first request warms the server's paths
         before = _rss(child.pid)
-        parked = await _park(api, crowd)
+        clients: list[httpx.AsyncClient] = []
+        parked = await _park(api, crowd, clients)
         await asyncio.sleep(1.0)  # every long-poll read and parked on the server
         held_bytes = (_rss(child.pid) - before) / crowd
         timed = [await _one(api, k) for k in range(samples)]
@@ -146,6 +158,7 @@ async def _crowd(work: Path, crowd: int, samples: int) -> dict[str, Any]:
         for p in parked:
             p.cancel()
         await asyncio.gather(*parked, return_exceptions=True)
+        await asyncio.gather(*(c.aclose() for c in clients))
     return {
         "waiting": crowd,
         "request_p50_ms": percentile([t for t, _ in timed], 50),

@@ -12,4 +12,9 @@ per-round ratios (Pizza Bot ÷ LangGraph).
   part; it imports nothing of Pizza Bot;
 - `pizza_side`: the same parts for Pizza Bot;
 - `run`: the rounds, the ratios, the table and the JSON.
+
+`pizzabot bench --compare awaithumans` is the request path beside awaithumans's server and SDK:
+- `hitl`: its virtualenv's pins (made in a cache folder through `lgvenv`), both servers, the
+  rounds, the table and the JSON;
+- `hitl_agent`: the agents, run by each side's Python through each side's client library.
 """

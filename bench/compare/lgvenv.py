@@ -47,9 +47,10 @@ def python_of(folder: Path) -> Path:
     return folder / "bin" / "python"
 
 
-def ensure(folder: Path, *, log: Path | None = None) -> Path:
-    """The virtualenv's Python, made (or remade) when its pins differ from `PINS`."""
-    wanted = "\n".join(PINS) + "\n"
+def ensure(folder: Path, *, log: Path | None = None, pins: tuple[str, ...] = PINS) -> Path:
+    """The virtualenv's Python, made (or remade) when its pins differ from `pins` (LangGraph's
+    by default; `bench.compare.hitl` makes awaithumans's the same way)."""
+    wanted = "\n".join(pins) + "\n"
     stamp = folder / STAMP
     python = python_of(folder)
     if python.exists() and stamp.exists() and stamp.read_text() == wanted:
@@ -60,7 +61,7 @@ def ensure(folder: Path, *, log: Path | None = None) -> Path:
     folder.parent.mkdir(parents=True, exist_ok=True)
     steps = [
         [uv, "venv", "--quiet", "--python", sys.executable, str(folder)],
-        [uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", str(python), *PINS],
+        [uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", str(python), *pins],
     ]
     for step in steps:
         done = subprocess.run(step, capture_output=True, text=True, timeout=900)

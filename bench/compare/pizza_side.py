@@ -239,7 +239,7 @@ async def _warmed(child: Child) -> None:
 
 
 async def start(work: Path, skills: Path) -> dict[str, Any]:
-    """`pizzabot serve` start → a first run (posted when `/readyz` answers) done; in another
+    """`pizzabot serve` start → `/readyz`, → a first run (posted when `/readyz` answers) done; in another
     start, the server's resident memory once it is warm and before any run; and the model
     library's import alone in a fresh process."""
     import psutil
@@ -249,7 +249,7 @@ async def start(work: Path, skills: Path) -> dict[str, Any]:
     child, base = _serve(work, skills, f"serve-first-{tag}", token)
     child.start()
     try:
-        await _wait_answer(child, f"{base}/readyz", "/readyz")
+        ready = await _wait_answer(child, f"{base}/readyz", "/readyz")
         first = await _first_run(child, base, token)
     finally:
         child.stop(signal.SIGTERM)
@@ -263,6 +263,7 @@ async def start(work: Path, skills: Path) -> dict[str, Any]:
     finally:
         child.stop(signal.SIGTERM)
     return {
+        "ready_s": ready,
         "first_run_s": first,
         "rss_before_run_mib": rss,
         "model_import_s": await model_import_s(),
@@ -283,3 +284,45 @@ async def model_import_s() -> float:
     )
     out, _ = await proc.communicate()
     return float(out.decode().strip().splitlines()[-1])
+
+
+async def alone(
+    model: ModelProcess,
+    work: Path,
+    skills: Path,
+    *,
+    steps: int,
+    crowd: int,
+    samples: int,
+    postgres: str | None,
+) -> dict[str, Any]:
+    """Figures with a target of their own and nothing to compare on LangGraph's side: a
+    decision → its request's long-poll answered while `crowd` others wait (`bench.requests_path`),
+    and the engine's overhead per step on PostgreSQL ÷ on SQLite (`postgres`: a server the bench
+    may make a scratch database on; None leaves it out)."""
+    from bench.engine import Sizes as EngineSizes
+    from bench.engine import bench_steps
+    from bench.procs import scratch_postgres
+    from bench.requests_path import bench_requests_path
+
+    polls = (await bench_requests_path(work, (crowd,), samples))[str(crowd)]
+    out: dict[str, Any] = {"wake_p50_ms": polls["wake_p50_ms"], "wake_p99_ms": polls["wake_p99_ms"]}
+    if postgres is None:
+        return out
+    sizes = EngineSizes(
+        steps=steps, waiting=0, samples=0, memory_runs=0, throughput_runs=0, starts=0
+    )
+    lite = await bench_steps(
+        model,
+        f"sqlite+aiosqlite:///{work / 'steps.db'}",
+        work / "lite",
+        skills,
+        sizes,
+        profile=None,
+    )
+    async with scratch_postgres(postgres) as url:
+        pg = await bench_steps(model, url, work / "pg", skills, sizes, profile=None)
+    out["overhead_ms_sqlite"] = lite["overhead_ms"]
+    out["overhead_ms_postgres"] = pg["overhead_ms"]
+    out["pg_vs_sqlite"] = pg["overhead_ms"] / lite["overhead_ms"]
+    return out

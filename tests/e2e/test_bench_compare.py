@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bench.compare import lgvenv, run
+from tests.conftest import PG_URL
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,12 +24,13 @@ ROOT = Path(__file__).resolve().parents[2]
 MAY_BE_SMALL = {"rss_waiting_mib", "overhead_ms", "inflight_overhead_p99_ms"}
 
 
-@pytest.mark.timeout(1500)  # a first run installs LangGraph's virtualenv; then ~3 minutes
+@pytest.mark.postgres  # Pizza Bot's own PostgreSQL ÷ SQLite figure
+@pytest.mark.timeout(1500)  # a first run installs LangGraph's virtualenv; then ~4 minutes
 def test_quick_compare_measures_every_figure_on_both_sides(tmp_path: Path) -> None:
     output = tmp_path / "compare.json"
     command = [sys.executable, "-m", "bench", "--compare", "langgraph", "--quick"]
     done = subprocess.run(
-        [*command, "--output", str(output)],
+        [*command, "--output", str(output), "--postgres", PG_URL],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -45,6 +47,13 @@ def test_quick_compare_measures_every_figure_on_both_sides(tmp_path: Path) -> No
     assert result["langgraph_pins"] == list(lgvenv.PINS)
     for row in run.ROWS:
         fig = result["figures"][row.key]
+        if row.part in run.PIZZA_ONLY or row.absolute is not None:
+            # Pizza Bot's own figure, judged against its own target.
+            assert fig["langgraph"] == [] and fig["ratio"] is None, row.key
+            assert len(fig["pizzabot"]) == result["sizes"]["rounds"], row.key
+            assert all(math.isfinite(v) and v > 0 for v in fig["pizzabot"]), row.key
+            assert fig["met"] in (True, False), row.key
+            continue
         for side in ("pizzabot", "langgraph"):
             values = fig[side]
             assert len(values) == result["sizes"]["rounds"], (row.key, side, values)
@@ -52,6 +61,10 @@ def test_quick_compare_measures_every_figure_on_both_sides(tmp_path: Path) -> No
             if row.key not in MAY_BE_SMALL:
                 assert all(v > 0 for v in values), (row.key, side, values)
         assert fig["ratio"] is not None and math.isfinite(fig["ratio"]), row.key
+        # Every row with a target says whether it is met, in the JSON and in the table.
+        assert (fig["met"] is None) == (row.target is None and row.absolute is None), row.key
+    assert "not met" in done.stdout or "✓ met" in done.stdout
+    assert result["figures"]["ready_s"]["pizzabot"][0] > 0
     for side in ("pizzabot", "langgraph"):
         # A Python process with an HTTP client and a database: tens of MiB at least.
         assert result["figures"]["rss_idle_mib"][side][0] > 30

@@ -21,11 +21,14 @@ from collections.abc import Mapping
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
+from bench.compare.hitl import AH_PINS
 from bench.compare.lgvenv import PINS
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = ROOT / "client"
 LANGGRAPH_SIDE = ROOT / "bench" / "compare" / "langgraph_side.py"
+#: Runs on Pizza Bot's Python (its client) or on the awaithumans virtualenv's (its SDK).
+HITL_AGENT = ROOT / "bench" / "compare" / "hitl_agent.py"
 SERVER = ("agent", "bot", "channels", "cli", "store", "tools")
 #: Server modules that may also import the `a2a` extra (loaded only when A2A is used).
 A2A_SIDE = (ROOT / "channels" / "a2a", ROOT / "cli" / "a2a.py")
@@ -118,6 +121,8 @@ def test_the_bench_declares_what_it_imports() -> None:
     undeclared = []
     for path in sorted((ROOT / "bench").rglob("*.py")):
         declared = {_name(p) for p in PINS} if path == LANGGRAPH_SIDE else runtime | client
+        if path == HITL_AGENT:
+            declared = client | {_name(p) for p in AH_PINS}
         undeclared += _undeclared(path, declared | extras["bench"])
     assert undeclared == []
 
