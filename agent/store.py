@@ -181,6 +181,7 @@ class ItemReader(Protocol):
         status: ItemStatus | None = None,
         run_id: str | None = None,
         limit: int = 200,
+        created_after: datetime | None = None,
     ) -> list[Item]: ...
 
 

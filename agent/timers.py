@@ -19,9 +19,14 @@ tool's; an expired request is never a halt (its run has nothing to stop).
 
 The loop sleeps until the next thing is due, at most `interval`, and a new item with a
 time-out wakes it (`Context.wake_timers`): a request that may wait 3 s expires after 3 s,
-not at the next pass. Ages come from the injected clock, so tests need not wait. Each act happens once however many
-servers run this loop: expiry is the inbox's conditional update (the first decision wins), and
-a reminder or an escalation is claimed by a unique row in the `ItemTimers` store.
+not at the next pass. A wake looks only at the items made since the last pass (and a second
+before it, for one committed while that pass read): the others' next moment is already
+known, and reading every waiting item for each new one would make filing a request, and
+every decision meanwhile, slower the more items wait. A whole pass comes when a moment is
+due, and at least every `interval`. Ages come from the injected clock, so tests need not
+wait. Each act happens once however many servers run this loop: expiry is the inbox's
+conditional update (the first decision wins), and a reminder or an escalation is claimed by
+a unique row in the `ItemTimers` store.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pizzabot.agent.away_cards import delegated_targets
@@ -45,6 +51,10 @@ from pizzabot.agent.targets import deliver_targets, targets_for
 from pizzabot.agent.tasks import stop_if_cancelled
 
 log = logging.getLogger(__name__)
+
+#: Seconds before the last pass a wake still looks back: an item stamped just before that
+#: pass but committed while it read is new to the loop too (its wake comes after its commit).
+_OVERLAP = 1.0
 
 
 @dataclass(frozen=True)
@@ -107,37 +117,52 @@ class Timers:
         self._bell = asyncio.Event()
         #: Seconds from the last pass until the next time-out, reminder or escalation is due.
         self.next_due: float | None = None
+        #: When the last whole pass began, the last pass of any kind began, and the next
+        #: moment they found.
+        self._whole_at: datetime | None = None
+        self._seen_at: datetime | None = None
+        self._due_at: datetime | None = None
 
     def wake(self) -> None:
         """Look again now: something new may be due before the loop would next look."""
         self._bell.set()
 
     async def run_forever(self) -> None:
+        woken = False
         while True:
             stop_if_cancelled()
             self._bell.clear()
             try:
-                await self.tick()
+                await self.tick(new_only=woken)
             except Exception:
                 log.exception("approval timers pass failed")
             pause = self.interval if self.next_due is None else min(self.interval, self.next_due)
+            woken = False
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._bell.wait(), max(0.01, pause))
+                woken = True
 
-    async def tick(self) -> list[TimerAction]:
-        """Act on every pending action item whose time has come; return what was done."""
+    async def tick(self, *, new_only: bool = False) -> list[TimerAction]:
+        """Act on every pending action item whose time has come (`new_only`: of those made
+        since the last whole pass); return what was done."""
+        now = self.ctx.clock()
+        since = None
+        if new_only and self._seen_at is not None and not self._whole_due(now):
+            since = self._seen_at - timedelta(seconds=_OVERLAP)
+        self._seen_at = now
         items = [
             i
             for i in await self.ctx.store.list_items(
-                box=Box.ACTION, status=ItemStatus.PENDING, limit=10_000
+                box=Box.ACTION, status=ItemStatus.PENDING, limit=10_000, created_after=since
             )
             if i.skill in self.ctx.skills and _timed(i, self.ctx.skills.get(i.skill))
         ]
+        if since is None:  # a whole pass: every waiting item's next moment is found again
+            self._whole_at, self._due_at = now, None
         done = await self.store.timers_done([i.id for i in items])
         # A request may set its own time-out, over its tool's.
         timeouts = await self.ctx.store.request_timeouts([i.id for i in items])
         actions: list[TimerAction] = []
-        self.next_due = None
         for item in items:
             skill = self.ctx.skills.get(item.skill)
             rule = skill.rule(item.tool or "ask_human")  # a question names no tool
@@ -146,21 +171,29 @@ class Timers:
                     update={"timeout": timeouts[item.id], "on_timeout": "reject"}
                 )
             actions.extend(await self._item(item, skill, rule, done))
-            self._note_due(item, rule, skill)
+            self._note_due(item, rule, skill, now)
+        due = self._due_at
+        self.next_due = None if due is None else max(0.0, (due - now).total_seconds())
         if any(a.kind in {"reminded", "escalated", "on_call"} for a in actions):
             self.ctx.wake_outbox()
         return actions
 
-    def _note_due(self, item: Item, rule: ToolRule, skill: Skill) -> None:
+    def _whole_due(self, now: datetime) -> bool:
+        """Whether a whole pass is due however the loop woke: a step's moment has come, or
+        `interval` has passed (wakes that come often must not keep the old items waiting)."""
+        if self._whole_at is None or (now - self._whole_at).total_seconds() >= self.interval:
+            return True
+        return self._due_at is not None and now >= self._due_at
+
+    def _note_due(self, item: Item, rule: ToolRule, skill: Skill, now: datetime) -> None:
         """Keep the soonest moment one of the item's steps comes, or a shift hands over, for
         the loop's sleep."""
-        now = self.ctx.clock()
         age = (now - item.created_at).total_seconds()
-        lefts = [r.after - age for r in ladder(rule) if r.after > age]
+        dues = [now + timedelta(seconds=r.after - age) for r in ladder(rule) if r.after > age]
         turns = on_call_turns(skill, item.tool or "", at=now, asked_at=item.created_at)
-        lefts += [(t.until - now).total_seconds() for t in turns if t.until is not None]
-        for left in lefts:
-            self.next_due = left if self.next_due is None else min(self.next_due, left)
+        dues += [t.until for t in turns if t.until is not None]
+        for due in dues:
+            self._due_at = due if self._due_at is None else min(self._due_at, due)
 
     async def _item(
         self, item: Item, skill: Skill, rule: ToolRule, done: set[tuple[str, str]]

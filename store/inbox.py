@@ -254,8 +254,11 @@ class SqlInbox(HandsOver):
         status: ItemStatus | None = None,
         run_id: str | None = None,
         limit: int = 200,
+        created_after: datetime | None = None,
     ) -> list[Item]:
         q = select(ITEMS).order_by(ITEMS.c.created_at.desc(), ITEMS.c.id.desc()).limit(limit)
+        if created_after is not None:
+            q = q.where(ITEMS.c.created_at > created_after)
         if box is not None:
             q = q.where(ITEMS.c.box == box.value)
         if status is not None:

@@ -125,6 +125,7 @@ class MemoryInbox(MemoryBase):
         status: ItemStatus | None = None,
         run_id: str | None = None,
         limit: int = 200,
+        created_after: datetime | None = None,
     ) -> list[Item]:
         found = [
             i
@@ -132,6 +133,7 @@ class MemoryInbox(MemoryBase):
             if (box is None or i.box is box)
             and (status is None or i.status is status)
             and (run_id is None or i.run_id == run_id)
+            and (created_after is None or i.created_at > created_after)
         ]
         found.sort(key=lambda i: (i.created_at, i.id), reverse=True)
         return fresh(found[:limit])

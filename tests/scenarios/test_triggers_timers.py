@@ -194,3 +194,30 @@ async def test_items_without_timer_rules_are_left_alone(tmp_path: Path) -> None:
         h.clock.advance(days=30)
         assert await h.timers.tick() == []
         assert (await h.store.get_item(item_id)).status is ItemStatus.PENDING
+
+
+async def test_a_wake_for_a_new_item_keeps_every_older_items_moment(tmp_path: Path) -> None:
+    """A new item wakes the loop for itself alone; an older item's reminder still comes on
+    time, and the new item's time-out too, however often the loop is woken."""
+    async with Harness(
+        tmp_path, mail_then_report, tools=rule(remind_after="1h", timeout="90m")
+    ) as h:
+        _, old = await started_and_waiting(h)
+        assert await h.timers.tick() == [] and h.timers.next_due == 3600
+
+        h.clock.advance(minutes=40)
+        _, new = await started_and_waiting(h)  # its own reminder is due an hour from now
+        assert await h.timers.tick(new_only=True) == []
+        assert h.timers.next_due == 20 * 60  # the older item's reminder, still 20 min away
+
+        h.clock.advance(minutes=20)
+        # Woken again by something new: the older item's moment has come, so it is acted on.
+        actions = await h.timers.tick(new_only=True)
+        assert [(a.item_id, a.kind) for a in actions] == [(old, "reminded")]
+        assert h.timers.next_due == 30 * 60  # the older item's time-out
+
+        h.clock.advance(minutes=30)
+        actions = await h.timers.tick(new_only=True)
+        assert [(a.item_id, a.kind) for a in actions] == [(old, "expired")]
+        assert (await h.store.get_item(new)).status is ItemStatus.PENDING
+        assert h.timers.next_due == 10 * 60  # the newer item's reminder
