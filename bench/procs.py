@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -424,4 +425,14 @@ async def bench_start(
         "median_s": sorted(alive)[len(alive) // 2],
         "ready_median_s": sorted(ready)[len(ready) // 2],
         "first_run_s": first,
+    }
+
+
+def machine() -> dict[str, Any]:
+    """What a report says of the machine it was measured on."""
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_average": list(os.getloadavg()),
     }

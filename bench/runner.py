@@ -33,7 +33,6 @@ import asyncio
 import contextlib
 import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -58,7 +57,7 @@ from bench.engine import (
 )
 from bench.fanout import bench_fanout
 from bench.model import ModelProcess
-from bench.procs import bench_start, bench_workers, scratch_postgres
+from bench.procs import bench_start, bench_workers, machine, scratch_postgres
 from bench.requests_path import bench_requests_path
 from bench.targets import ROWS, TARGETS, crowd_figures, fanout_figures
 from pizzabot.cli.client import CliError
@@ -331,12 +330,7 @@ def report(opts: Options, sizes: Sizes, details: dict[str, Any], seconds: float)
         "mode": "quick" if opts.quick else "full",
         "at": datetime.now(UTC).isoformat(),
         "seconds": round(seconds, 1),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "load_average": list(os.getloadavg()),
-        },
+        "machine": machine(),
         "sizes": asdict(sizes),
         "figures": figures,
         "targets": {k: {"op": t.op, "value": t.value} for k, t in TARGETS.items()},

@@ -19,7 +19,6 @@ import base64
 import contextlib
 import json
 import os
-import platform
 import shutil
 import signal
 import statistics
@@ -40,7 +39,7 @@ from rich.table import Table
 
 from bench.compare import lgvenv
 from bench.engine import child_env, free_port
-from bench.procs import Child, _wait_answer
+from bench.procs import Child, _wait_answer, machine
 from bench.requests_path import SKILL, _rss
 
 AGENT = Path(__file__).with_name("hitl_agent.py")
@@ -315,12 +314,7 @@ def report(
         "mode": "quick" if opts.quick else "full",
         "at": datetime.now(UTC).isoformat(),
         "seconds": round(seconds, 1),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "load_average": list(os.getloadavg()),
-        },
+        "machine": machine(),
         "sizes": asdict(sizes),
         "awaithumans_pins": list(AH_PINS),
         "figures": figures(rounds),

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import json
 import os
-import platform
 import shutil
 import statistics
 import sys
@@ -28,6 +27,7 @@ from rich.table import Table
 from bench.compare import lgvenv, pizza_side
 from bench.engine import child_env, write_skills
 from bench.model import ModelProcess
+from bench.procs import machine
 
 SIDE = Path(__file__).with_name("langgraph_side.py")
 DEFAULT_VENV = Path("bench-output/langgraph-venv")
@@ -321,12 +321,7 @@ def report(
         "mode": "quick" if opts.quick else "full",
         "at": datetime.now(UTC).isoformat(),
         "seconds": round(seconds, 1),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "load_average": list(os.getloadavg()),
-        },
+        "machine": machine(),
         "sizes": asdict(sizes),
         "langgraph_pins": list(lgvenv.PINS),
         "figures": figures(rounds),
