@@ -83,7 +83,14 @@ SeenOpt = Annotated[
     typer.Option(
         "--seen",
         help="The card's digest as `pizzabot item` showed it: the decision counts only if the "
-        "item is still as shown (by default, as the command reads it now)",
+        "item is still as shown",
+    ),
+]
+YesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--yes",
+        help="Decide an item someone edited since it was made as it is now, without --seen",
     ),
 ]
 
@@ -95,12 +102,20 @@ def _decide(
     body: dict[str, Any],
     *,
     seen: str | None = None,
+    edited_ok: bool = True,
 ) -> Any:
     """Decide, bound to the card as it was seen (`seen`), else as it is read here: a change
-    in between is refused by the server rather than decided."""
+    in between is refused by the server rather than decided.
+
+    Without `seen`, an item nobody edited is the card every earlier look showed, so reading
+    it now binds the same arguments; an edited one may differ from what the person looked at,
+    so approving or editing it (`edited_ok` False) wants `--seen` or `--yes`."""
     item_id = ids.item_id(url, token, item_id)
     if seen is None:
-        seen = call(url, token, "GET", f"/api/items/{quote(item_id, safe='')}").get("digest")
+        current = call(url, token, "GET", f"/api/items/{quote(item_id, safe='')}")
+        if not edited_ok:
+            _refuse_edited(current)
+        seen = current.get("digest")
     if seen:
         body = {**body, "seen": seen}
     # json.dumps writes 1e999 as Infinity (httpx's json= refuses it): the server then answers
@@ -113,6 +128,21 @@ def _decide(
         content=json.dumps(body),
         headers={"content-type": "application/json"},
     )
+
+
+def _refuse_edited(current: dict[str, Any]) -> None:
+    """An open item someone edited since it was made may not be what the person looked at:
+    name its arguments now and ask for `--seen` or `--yes`."""
+    version = int(current.get("version") or 1)
+    if version > 1 and current.get("status") == "pending":
+        item_id = current["id"]
+        raise CliError(
+            f"{item_id} was edited since it was made (version {version}); its arguments are "
+            f"now {compact(current.get('args') or {})}. Look at it with `pizzabot item "
+            f"{item_id}`, then decide with --seen {current.get('digest')}, or give --yes to "
+            "decide it as it is now.",
+            code=1,
+        )
 
 
 @app.command()
@@ -138,6 +168,7 @@ def approve(
         ),
     ] = None,
     seen: SeenOpt = None,
+    yes: YesOpt = False,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
@@ -151,7 +182,7 @@ def approve(
     body: dict[str, Any] = {"decision": "approve"}
     if grant is not None:
         body["grant"] = grant
-    r = _decide(url, token, item, body, seen=seen)
+    r = _decide(url, token, item, body, seen=seen, edited_ok=yes)
     print_line(f"{r['id']}: {r['status']}")
     _say_count(r)
     if grant is not None:
@@ -184,7 +215,13 @@ def _approve_all(
 
 
 def _new_args(
-    item: str, set_: list[str] | None, args: str | None, url: str | None, token: str | None
+    item: str,
+    set_: list[str] | None,
+    args: str | None,
+    url: str | None,
+    token: str | None,
+    *,
+    edited_ok: bool,
 ) -> tuple[dict[str, Any], str | None]:
     """The edited arguments, and the digest of the card they were made from (`--set` changes
     the arguments as read now; a change meanwhile is refused, not overwritten)."""
@@ -213,6 +250,8 @@ def _new_args(
             code=2,
         )
     current = call(url, token, "GET", f"/api/items/{quote(ids.item_id(url, token, item), safe='')}")
+    if not edited_ok:
+        _refuse_edited(current)
     new = dict(current.get("args") or {})
     for pair in set_:
         name, eq, value = pair.partition("=")
@@ -236,12 +275,15 @@ def edit(
         str | None, typer.Option("--args", help="All the new arguments as a JSON object")
     ] = None,
     seen: SeenOpt = None,
+    yes: YesOpt = False,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
     """Edit an Action item's arguments, then let the tool run with them."""
-    new, read = _new_args(item, set_, args, url, token)
-    r = _decide(url, token, item, {"decision": "edit", "args": new}, seen=seen or read)
+    new, read = _new_args(item, set_, args, url, token, edited_ok=yes or seen is not None)
+    r = _decide(
+        url, token, item, {"decision": "edit", "args": new}, seen=seen or read, edited_ok=yes
+    )
     if r["status"] == "pending":  # more than one person must approve: a new count
         print_line(f"{r['id']}: edited to {compact(r['args'])}")
         _say_count(r)

@@ -288,8 +288,6 @@ class Access:
             return any(same_identity(who.namespace, who.identity, a) for a in listed)
         if who.kind != "token" or not who.person:
             return False
-        if who.person == "owner":
-            return True
         person = skill.people.get(who.person)
         if person is None:
             return False

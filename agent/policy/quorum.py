@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from pizzabot.agent.errors import AlreadyApproved
 from pizzabot.agent.model import Approve, Decision, Edit, Item, Preview
 from pizzabot.agent.policy.identity import identity_key, same_identity
-from pizzabot.agent.policy.principal import Principal
+from pizzabot.agent.policy.principal import Principal, Scope
 from pizzabot.agent.skills import Skill
 from pizzabot.agent.store import AuditTrail
 
@@ -61,14 +61,19 @@ _CHANNEL_NAMES = {
 
 
 def person_of(skill: Skill | None, who: Principal) -> str:
-    """The person `who` is: `owner` for the owner, the person a token names, a name from the
-    skill's `people` for a channel identity it lists, else the principal itself as
-    `channel:identity` or `token:NAME` (a person's name has no colon, so the two never meet)."""
+    """The person `who` is: `owner` for the owner (and an admin token naming nobody), the
+    person a token names, a name from the skill's `people` for a channel identity it lists,
+    else the principal itself as `channel:identity` or `token:NAME` (a person's name has no
+    colon, so the two never meet)."""
     match who.kind:
         case "owner":
             return OWNER
         case "token":
-            return who.person or f"token:{who.identity}"
+            if who.person:
+                return who.person
+            # An admin token that names nobody acts for the owner: with the owner's own token
+            # it is one person, never two.
+            return OWNER if who.scope is Scope.ADMIN else f"token:{who.identity}"
         case "system":
             return f"{who.channel}:{who.identity}"
     if skill is not None:

@@ -157,6 +157,10 @@ class TokenDesk:
             errors["person"] = "a name from people: (letters, digits, '.', '_' or '-')"
         if scope is Scope.DECIDE and person is None:
             errors["person"] = "a decide token decides as a person: name one from people:"
+        elif person is not None and "person" not in errors:
+            unknown = self._unknown_person(person)
+            if unknown:
+                errors["person"] = unknown
         if errors:
             raise InvalidArguments(errors)
         secret = PREFIX + secrets.token_urlsafe(32)
@@ -170,6 +174,18 @@ class TokenDesk:
         )
         kept = await self.tokens.add(token, secret_hash=hash_secret(secret), channel=by.channel)
         return NewToken(kept, secret)
+
+    def _unknown_person(self, person: str) -> str | None:
+        """Why `person` cannot be a token's person: `owner` is the server's own token (an admin
+        token that names nobody acts as it), and any other name must be a person of a loaded
+        skill's `people:`, or the token would decide as nobody, or as whoever is added later."""
+        if person == "owner":
+            return "owner is the server's own token: an admin token naming no person acts as it"
+        known = sorted({name for skill in self.access.skills.all() for name in skill.people})
+        if person in known:
+            return None
+        listed = ", ".join(known) if known else "no skill names any"
+        return f"{person!r} is not in the people: of any loaded skill (people: {listed})"
 
     async def list_tokens(self, *, by: Principal) -> list[Token]:
         await self._check(by, {"list": True})

@@ -33,7 +33,9 @@ async def decided(st: Stack, to: str, subject: str, decision: str, **kw: Any) ->
 async def test_stats_from_the_terminal_and_the_page_after_decisions(
     tmp_path: Path, output_dir: Path
 ) -> None:
-    async with Stack(tmp_path, script=calls_from_input) as st:
+    # ann is a person of the skill, but approves none of its tools.
+    ann = {"people": {"ann": {"email": "ann@x.example"}}}
+    async with Stack(tmp_path, script=calls_from_input, skill=ann) as st:
         for _ in range(3):
             await decided(st, *SAME, "approve")
         await decided(st, "b@x.example", "other", "reject", reason="no")

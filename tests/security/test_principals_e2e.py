@@ -12,6 +12,9 @@ its agent go ahead, with the kill switch on. Each test here is one of those atta
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,7 @@ PEOPLE = {
     "alice": {"slack": "U0ALICE", "email": "alice@corp.example"},
     "bob": {"slack": "U0BOB", "email": "bob@corp.example"},
     "carol": {"email": "carol@corp.example"},
+    "dave": {"email": "dave@corp.example"},  # a person, but no approver of these tools
 }
 DEPLOYS = {
     "name": "deploys",
@@ -312,3 +316,93 @@ async def test_the_kill_switch_holds_requests(server: ServerProcess) -> None:
     async with server.client(agent) as c:
         assert (await c.get(f"/api/requests/{state['id']}")).json()["status"] == "pending"
     assert (await decide(server, TOKEN, state["item_id"], decision="approve")).status_code == 200
+
+
+def pizzabot(server: ServerProcess, token: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PIZZABOT_URL": server.url, "PIZZABOT_API_TOKEN": token, "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "pizzabot.bot.main", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+async def test_the_terminal_approves_an_edited_card_only_as_its_person_saw_it(
+    server: ServerProcess,
+) -> None:
+    agent = (await make_token(server, "cli-agent", "ask"))["token"]
+    bob = (await make_token(server, "bob-terminal", "decide", person="bob"))["token"]
+    carol = (await make_token(server, "carol-terminal", "decide", person="carol"))["token"]
+    args = {"version": "1.2.3", "env": "staging"}
+    state = await ask(
+        server,
+        agent,
+        title="Ship from the terminal",
+        tool="deploy.prod",
+        args=args,
+        schema=VERSION_SCHEMA,
+    )
+    item_id = state["item_id"]
+    # Carol looked at 1.2.3 in her terminal; then bob edited it.
+    looked = await asyncio.to_thread(pizzabot, server, carol, "item", item_id)
+    assert "1.2.3" in looked.stdout, looked.stderr
+    edited = {"version": "6.6.6-backdoor", "env": "prod"}
+    assert (await decide(server, bob, item_id, decision="edit", args=edited)).status_code == 200
+
+    # `approve ITEM` without --seen does not bind what she never saw: refused, said why.
+    blind = await asyncio.to_thread(pizzabot, server, carol, "approve", item_id)
+    assert blind.returncode == 1 and "edited since it was made" in blind.stderr, blind.stderr
+    assert "6.6.6-backdoor" in blind.stderr and "--seen" in blind.stderr
+    blind_edit = await asyncio.to_thread(
+        pizzabot, server, carol, "edit", item_id, "--set", "env=staging"
+    )
+    assert blind_edit.returncode == 1 and "edited since it was made" in blind_edit.stderr
+    assert (await item_of(server, item_id))["risk"]["approved"] == ["bob via the API"]
+
+    # With the digest `pizzabot item` shows now, her approval counts for the edited call.
+    now = await item_of(server, item_id)
+    shown = await asyncio.to_thread(pizzabot, server, carol, "item", item_id)
+    assert now["digest"] in shown.stdout
+    seen = await asyncio.to_thread(
+        pizzabot, server, carol, "approve", item_id, "--seen", now["digest"]
+    )
+    assert seen.returncode == 0 and "edited" in seen.stdout, seen.stderr
+    assert (await item_of(server, item_id))["final_args"] == edited
+
+
+async def test_an_admin_token_that_names_nobody_is_the_owner_not_a_second_person(
+    server: ServerProcess,
+) -> None:
+    agent = (await make_token(server, "pair-agent", "ask"))["token"]
+    admin = (await make_token(server, "ops-admin", "admin"))["token"]
+    args = {"version": "2.0.0", "env": "prod"}
+    state = await ask(
+        server, agent, title="Ship 2.0", tool="deploy.prod", args=args, schema=VERSION_SCHEMA
+    )
+    first = await decide(server, TOKEN, state["item_id"], decision="approve")
+    again = await decide(server, admin, state["item_id"], decision="approve")
+
+    assert first.status_code == 200 and first.json()["status"] == "pending", first.text
+    assert again.status_code == 409 and "approved this already" in again.text, again.text
+    item = await item_of(server, state["item_id"])
+    assert item["status"] == "pending" and len(item["risk"]["approved"]) == 1
+
+
+async def test_a_token_names_a_person_of_people_and_never_the_owner(
+    server: ServerProcess,
+) -> None:
+    async with server.client() as c:
+        as_owner = await c.post(
+            "/api/tokens", json={"name": "sneaky", "scope": "decide", "person": "owner"}
+        )
+        typo = await c.post(
+            "/api/tokens", json={"name": "typo", "scope": "decide", "person": "alcie"}
+        )
+        names = [t["name"] for t in (await c.get("/api/tokens")).json()["items"]]
+
+    assert as_owner.status_code == 422 and "server's own token" in as_owner.text
+    assert typo.status_code == 422 and "'alcie' is not in the people:" in typo.text
+    assert "alice" in typo.text  # the names it could have been
+    assert "sneaky" not in names and "typo" not in names
