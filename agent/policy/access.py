@@ -72,6 +72,8 @@ class Act(enum.StrEnum):
     REVOKE = "grant_revoke"
     TOKENS = "tokens"
     CONTROL = "control"
+    #: A route the caller's token scope does not reach at all (`scope_refused`).
+    SCOPE = "scope"
 
 
 @dataclass(frozen=True)

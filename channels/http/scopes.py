@@ -3,7 +3,8 @@
 The token gate (`pizzabot.channels.http.guard.TokenGate`) turns a bearer token into a principal before
 a byte of the body is read; `caller` hands it to the route and declares the bearer scheme in
 the OpenAPI document. Every route names the least scope it needs with one of `ASKING`,
-`DECIDING` or `ADMIN`: 403 otherwise, saying what the token's scope allows. (What a principal
+`DECIDING` or `ADMIN`: 403 otherwise, saying what the token's scope allows, and audited as
+`scope_refused` with the principal and the route, like every other refusal. (What a principal
 may do with that — which items it may decide — is the policy's answer, asked by the engine.)
 """
 
@@ -14,7 +15,9 @@ from typing import Annotated, Any
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from pizzabot.agent.policy.access import Act, Verdict, audit_refusal
 from pizzabot.agent.policy.principal import Principal, Scope
+from pizzabot.channels.http.deps import Deps
 from pizzabot.channels.http.guard import PRINCIPAL
 
 __all__ = ["ADMIN", "ASKING", "DECIDING", "Caller", "caller", "needs"]
@@ -39,15 +42,18 @@ Caller = Annotated[Principal, Depends(caller)]
 
 def needs(scope: Scope) -> Any:
     """A route's dependency: 403 unless the caller's scope covers `scope`, saying what it
-    does allow."""
+    does allow; the refusal is audited with the route asked for."""
 
-    def check(who: Caller) -> Principal:
+    async def check(who: Caller, request: Request, deps: Deps) -> Principal:
         if not who.scope.covers(scope):
-            raise HTTPException(
-                403,
+            why = (
                 f"this token's scope is {who.scope}: it may {who.scope.allows()}; "
-                f"this needs scope {scope}",
+                f"this needs scope {scope}"
             )
+            route = f"{request.method} {request.url.path}"[:300]
+            verdict = Verdict(Act.SCOPE, who, False, why)
+            await audit_refusal(deps.store, verdict, now=deps.clock(), detail={"route": route})
+            raise HTTPException(403, why)
         return who
 
     check.__name__ = f"needs_{scope}"

@@ -81,6 +81,13 @@ async def _login(v: Visit, token: str, next_: str | None) -> Response:
     throttle.succeeded(client)
     if not who.scope.covers(Scope.DECIDE):
         # Right token, wrong kind: an agent's token does not sign a person in.
+        await v.deps.store.audit(
+            action="web_login_refused",
+            actor=who.actor,
+            channel=CHANNEL,
+            now=datetime.now(UTC),
+            detail={"principal": who.describe(), "why": f"a token of scope {who.scope}"},
+        )
         return await page(
             v,
             "login.html",

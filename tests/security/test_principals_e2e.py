@@ -131,6 +131,13 @@ async def test_an_ask_token_files_and_reads_its_own_requests_and_nothing_else(
         assert "scope is ask" in refused.json()["detail"]
     assert theirs.status_code == 404  # another agent's request is not even there
     assert (await item_of(server, state["item_id"]))["status"] == "pending"
+    # Every refusal is in the audit, with the token and what it asked for.
+    refusals = [
+        e for e in await audit(server, "scope_refused") if e["actor"] == "token:deploy-agent"
+    ]
+    routes = {e["detail"]["route"] for e in refusals}
+    assert {"POST /api/kill", "DELETE /api/kill", "POST /api/tokens", "GET /api/grants"} <= routes
+    assert all(e["detail"]["principal"] == "token deploy-agent (ask)" for e in refusals)
     async with server.client() as c:
         assert (await c.get("/api/kill")).json()["on"] is False
 
@@ -282,6 +289,8 @@ async def test_an_ask_token_cannot_sign_in_to_the_web_page(server: ServerProcess
         refused = await web.post("/login", data={"token": agent})
     assert refused.status_code == 403 and "scope is ask" in refused.text
     assert "pizzabot_session" not in refused.cookies
+    [entry] = [e for e in await audit(server, "web_login_refused") if e["actor"] != "owner"]
+    assert entry["detail"]["principal"] == "token web-login-agent (ask)"
 
 
 async def test_the_kill_switch_holds_requests(server: ServerProcess) -> None:
