@@ -1,6 +1,7 @@
 """A tool's escalation ladder as the clock walks it, and who is on call for a card.
 
-`ladder` reads a tool's rule as steps in time: the older `remind_after`, `escalate_after` /
+`ladder` reads a tool's entry (or, for a card one of its rules asked, the entry with that
+rule's own ladder: `ToolRule.asked_by`) as steps in time: the older `remind_after`, `escalate_after` /
 `escalate_to` and `timeout` / `on_timeout` and the steps of `escalate:`
 (`pizzabot.agent.skills.ladder`) are one list, so `pizzabot.agent.timers` walks one thing. Each
 step has a key that claims it once per item (the `ItemTimers` store): the old fields keep
@@ -118,12 +119,14 @@ class Turn:
         return f"oc:{digest[:12]}"
 
 
-def on_call_turns(skill: Skill, tool: str, *, at: datetime, asked_at: datetime) -> list[Turn]:
+def on_call_turns(
+    skill: Skill, tool: str, *, at: datetime, asked_at: datetime, asked: int | None = None
+) -> list[Turn]:
     """Who is on call at `at` in the rota and shift groups that may decide a card of `tool`
     asked at `asked_at` (the skill's approvers or the tool's `approvals.of`, its escalation,
-    and the ladder's steps that have come)."""
+    and the steps that have come of the ladder: rule `asked`'s, where it has one)."""
     names: dict[str, None] = {}
-    for listed in skill.decider_lists(tool, at, asked_at):
+    for listed in skill.decider_lists(tool, at, asked_at, asked):
         names.update(dict.fromkeys(n for n in listed.people if is_group(n)))
     turns: list[Turn] = []
     for name in names:
