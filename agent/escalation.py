@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from pizzabot.agent.addresses import EmailTarget, SlackTarget, Target, TelegramTarget
+from pizzabot.agent.addresses import (
+    DiscordTarget,
+    EmailTarget,
+    SlackTarget,
+    Target,
+    TeamsTarget,
+    TelegramTarget,
+)
 from pizzabot.agent.skills import Escalation, Skill, ToolRule, group_name, is_group
 
 __all__ = ["Rung", "Turn", "ladder", "on_call_turns", "person_targets", "plan_text"]
@@ -87,7 +94,8 @@ def plan_text(rule: ToolRule) -> str | None:
 
 def person_targets(skill: Skill, people: list[str], channels: frozenset[str]) -> list[Target]:
     """Where a card goes to reach each of `people` themselves: a Slack direct message, their
-    address, their Telegram chat (Teams and Discord need a conversation, not a person)."""
+    address, their Telegram chat, their personal chat on Teams, their Discord direct messages
+    (the channel opens the last two)."""
     targets: list[Target] = []
     for name in people:
         person = skill.people.get(name)
@@ -99,6 +107,10 @@ def person_targets(skill: Skill, people: list[str], channels: frozenset[str]) ->
             targets.append(EmailTarget(person.email))
         if "telegram" in channels and person.telegram:
             targets.append(TelegramTarget(person.telegram))
+        if "teams" in channels and person.teams:
+            targets.append(TeamsTarget.to_person(person.teams))
+        if "discord" in channels and person.discord:
+            targets.append(DiscordTarget.to_person(person.discord))
     return targets
 
 
