@@ -8,6 +8,7 @@ earlier versions wrote (the external id under "id"), so existing databases keep 
 
     Target      = SlackTarget(conversation) | EmailTarget(address) | PushTarget(subscription)
                 | TeamsTarget(conversation) | DiscordTarget(channel) | TelegramTarget(chat)
+    (a Teams or Discord target may name a person, `user:ID`: the channel opens their chat)
     DeliveryRef = SlackRef(channel, ts, thread_ts) | EmailRef(message_id, thread, address)
                 | TeamsRef(service_url, conversation, activity, thread)
                 | DiscordRef(channel, message, thread) | TelegramRef(chat, message, thread)
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, assert_never
 
 __all__ = [
+    "PERSON",
     "SUBSCRIBERS",
     "DeliveryRef",
     "DiscordRef",
@@ -62,29 +64,58 @@ class EmailTarget:
     kind: Literal["email"] = "email"
 
 
+#: The start of a Teams or Discord address that names a person, not a conversation: the
+#: channel opens the bot's personal chat (a direct message) with them to deliver there.
+PERSON = "user:"
+
+
+def _person_of(address: str) -> str | None:
+    return address.removeprefix(PERSON) if address.startswith(PERSON) else None
+
+
 @dataclass(frozen=True)
 class TeamsTarget:
     """A Teams conversation: a channel's (`19:…@thread.tacv2`), a group chat's, or the
-    personal chat a person has with the bot."""
+    personal chat a person has with the bot; or a person (`user:` and their Entra object id),
+    whose personal chat the channel opens."""
 
     conversation: str
     kind: Literal["teams"] = "teams"
+
+    @classmethod
+    def to_person(cls, aad_object_id: str) -> TeamsTarget:
+        return cls(PERSON + aad_object_id)
 
     @property
     def address(self) -> str:
         return self.conversation
 
+    @property
+    def person(self) -> str | None:
+        """The Entra object id of the person this target names (None: a conversation)."""
+        return _person_of(self.conversation)
+
 
 @dataclass(frozen=True)
 class DiscordTarget:
-    """A Discord channel (its id)."""
+    """A Discord channel (its id); or a person (`user:` and their user id), whose direct
+    messages with the bot the channel opens."""
 
     channel: str
     kind: Literal["discord"] = "discord"
 
+    @classmethod
+    def to_person(cls, user_id: str) -> DiscordTarget:
+        return cls(PERSON + user_id)
+
     @property
     def address(self) -> str:
         return self.channel
+
+    @property
+    def person(self) -> str | None:
+        """The user id of the person this target names (None: a channel)."""
+        return _person_of(self.channel)
 
 
 @dataclass(frozen=True)

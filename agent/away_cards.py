@@ -2,9 +2,9 @@
 copy says so.
 
 Where a card is addressed to an approver who is away (`pizzabot.agent.policy.away`) — their
-Slack direct messages, their mail address among `deliver:` — it goes to their delegate's
-identity on that channel instead (or, where the delegate has none there, to the delegate's
-identities on the configured channels). Every card of such a tool, wherever it goes (a shared
+Slack direct messages, their mail address among `deliver:`, their own chat on Teams, Discord
+or Telegram — it goes to their delegate's identity on that channel instead (or, where the
+delegate has none there, to the delegate's identities on the configured channels). Every card of such a tool, wherever it goes (a shared
 Slack channel too), starts with "For alice, who is away until …: bob decides in their
 place." A card made after the away ended goes where `deliver:` says, unmarked.
 
@@ -18,12 +18,20 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TypeVar
 
-from pizzabot.agent.addresses import EmailTarget, SlackTarget, Target
+from pizzabot.agent.addresses import (
+    DiscordTarget,
+    EmailTarget,
+    SlackTarget,
+    Target,
+    TeamsTarget,
+    TelegramTarget,
+)
 from pizzabot.agent.context import Context
+from pizzabot.agent.escalation import person_targets
 from pizzabot.agent.model import Item
 from pizzabot.agent.policy.away import Away, AwayAccess
-from pizzabot.agent.policy.identity import EMAIL, SLACK, same_identity
-from pizzabot.agent.skills import Skill
+from pizzabot.agent.policy.identity import DISCORD, EMAIL, SLACK, TEAMS, TELEGRAM, same_identity
+from pizzabot.agent.skills import Person, Skill
 
 __all__ = ["delegated_targets", "route_cards"]
 
@@ -69,28 +77,18 @@ async def delegated_targets(
 def _to_delegate(
     skill: Skill, away: Away, targets: list[Target], channels: frozenset[str]
 ) -> list[Target]:
-    """`targets` with `away.person`'s addresses replaced by their delegate's."""
-    person, delegate = skill.people[away.person], skill.people[away.delegate]
+    """`targets` with `away.person`'s own addresses replaced by their delegate's."""
+    person = skill.people[away.person]
     out: list[Target] = []
     moved = False
     for target in targets:
-        if isinstance(target, EmailTarget) and same_identity(EMAIL, target.address, person.email):
+        if _owns(person, target):
             moved = True
-            if delegate.email:
-                out.append(EmailTarget(delegate.email))
-        elif isinstance(target, SlackTarget) and same_identity(
-            SLACK, target.conversation, person.slack
-        ):
-            moved = True
-            if delegate.slack:
-                out.append(SlackTarget(delegate.slack))
+            out += person_targets(skill, [away.delegate], frozenset({target.kind}) & channels)
         else:
             out.append(target)
-    if moved and not _reaches(out, delegate.email, delegate.slack):
-        if delegate.email and EMAIL in channels:
-            out.append(EmailTarget(delegate.email))
-        if delegate.slack and SLACK in channels:
-            out.append(SlackTarget(delegate.slack))
+    if moved and not any(t in out for t in person_targets(skill, [away.delegate], channels)):
+        out += person_targets(skill, [away.delegate], channels)
     unique: list[Target] = []
     for target in out:
         if target not in unique:
@@ -98,9 +96,18 @@ def _to_delegate(
     return unique
 
 
-def _reaches(targets: list[Target], email: str | None, slack: str | None) -> bool:
-    return any(
-        (isinstance(t, EmailTarget) and same_identity(EMAIL, t.address, email))
-        or (isinstance(t, SlackTarget) and same_identity(SLACK, t.conversation, slack))
-        for t in targets
-    )
+def _owns(person: Person, target: Target) -> bool:
+    """Whether `target` reaches `person` themselves: their mail, their Slack direct
+    messages, their own chat on Teams, Discord or Telegram."""
+    match target:
+        case EmailTarget():
+            return same_identity(EMAIL, target.address, person.email)
+        case SlackTarget():
+            return same_identity(SLACK, target.conversation, person.slack)
+        case TeamsTarget():
+            return same_identity(TEAMS, target.person, person.teams)
+        case DiscordTarget():
+            return same_identity(DISCORD, target.person, person.discord)
+        case TelegramTarget():
+            return same_identity(TELEGRAM, target.chat, person.telegram)
+    return False

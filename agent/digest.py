@@ -6,7 +6,8 @@ one time for every skill that says nothing. `Digests.tick` is called by a loop (
 among the servers) with the injected clock: for each time that has passed today in its
 timezone, it gathers the pending tool and budget items of those skills, finds who may decide
 each one on each channel (`pizzabot.agent.policy.Access`: the skill's and the tool's approvers), and
-hands each person their list through that channel's `DigestSender`.
+hands each person their list through that channel's `DigestSender`. A delegate's list holds
+the cards they decide for someone away (`pizzabot.agent.policy.away`), each marked "for alice".
 
 Each (day, time, channel, person) is recorded by a unique row before it is sent (`OnceKeys`,
 the table that marks mails handled), so a second server, a restart or a later tick the same
@@ -25,8 +26,9 @@ from zoneinfo import ZoneInfo
 from pizzabot.agent.context import Context
 from pizzabot.agent.model import Box, Item, ItemStatus
 from pizzabot.agent.policy import Access, Principal
+from pizzabot.agent.policy.away import AwayAccess
 from pizzabot.agent.policy.identity import identity_key
-from pizzabot.agent.skills import DigestAt
+from pizzabot.agent.skills import DigestAt, Skill
 
 __all__ = ["Digest", "DigestSender", "Digests", "OnceKeys", "age_text", "due_day"]
 
@@ -57,9 +59,16 @@ class Digest:
     now: datetime
     items: tuple[Item, ...]
     base_url: str = ""
+    #: The items this person decides as an away person's delegate: item id → that person.
+    delegated: Mapping[str, str] = field(default_factory=dict)
 
     def age(self, item: Item) -> str:
         return age_text(self.now - item.created_at)
+
+    def for_whom(self, item: Item) -> str:
+        """ "for alice" on an item the person decides as alice's delegate; else ""."""
+        away = self.delegated.get(item.id)
+        return f"for {away}" if away else ""
 
     def link(self, item: Item) -> str:
         return f"{self.base_url}/items/{item.id}" if self.base_url else f"item {item.id}"
@@ -68,7 +77,11 @@ class Digest:
         """The digest in plain words, one line per item (each channel dresses it up)."""
         n = len(self.items)
         head = f"{n} decision{'s' if n != 1 else ''} wait{'s' if n == 1 else ''} for you:"
-        return [head] + [f"- {i.title} (waiting {self.age(i)}): {self.link(i)}" for i in self.items]
+        return [head] + [
+            f"- {i.title}{', ' if self.for_whom(i) else ''}{self.for_whom(i)} "
+            f"(waiting {self.age(i)}): {self.link(i)}"
+            for i in self.items
+        ]
 
 
 def age_text(age: timedelta) -> str:
@@ -116,20 +129,29 @@ class Digests:
         pending = await self.ctx.store.list_items(
             box=Box.ACTION, status=ItemStatus.PENDING, limit=10_000
         )
+        if isinstance(self.access, AwayAccess):
+            await self.access.refresh()
         done: list[Digest] = []
         for (day, when), skills in due.items():
             items = sorted(
                 (i for i in pending if i.skill in skills), key=lambda i: (i.created_at, i.id)
             )
-            for (channel, address), theirs in self._by_person(items).items():
-                digest = Digest(channel, address, day, now, tuple(theirs), self.ctx.base_url)
+            marks: dict[tuple[str, str], dict[str, str]] = {}
+            for (channel, address), theirs in self._by_person(items, marks).items():
+                delegated = marks.get((channel, address), {})
+                digest = Digest(
+                    channel, address, day, now, tuple(theirs), self.ctx.base_url, delegated
+                )
                 if await self._send(digest, when):
                     done.append(digest)
         self.sent.extend(done)
         return done
 
-    def _by_person(self, items: Iterable[Item]) -> dict[tuple[str, str], list[Item]]:
-        """Each person's items per channel: those the policy lets them decide there."""
+    def _by_person(
+        self, items: Iterable[Item], marks: dict[tuple[str, str], dict[str, str]]
+    ) -> dict[tuple[str, str], list[Item]]:
+        """Each person's items per channel: those the policy lets them decide there, and
+        those they decide as an away person's delegate (`marks`: for whom)."""
         people: dict[tuple[str, str], list[Item]] = {}
         for item in items:
             if item.skill not in self.ctx.skills:
@@ -139,7 +161,28 @@ class Digests:
                 for person in dict.fromkeys(skill.approvers_for(item.tool, channel)):
                     if self.access.may_decide(Principal.of(channel, person), item):
                         people.setdefault((channel, person), []).append(item)
+                for address, away in self._delegates(skill, item, channel):
+                    theirs = people.setdefault((channel, address), [])
+                    if item not in theirs:
+                        theirs.append(item)
+                        marks.setdefault((channel, address), {})[item.id] = away
         return people
+
+    def _delegates(self, skill: Skill, item: Item, channel: str) -> list[tuple[str, str]]:
+        """The delegates who decide `item` for someone away, by their identity on `channel`,
+        with the name of whom they stand in for."""
+        if not isinstance(self.access, AwayAccess):
+            return []
+        out: list[tuple[str, str]] = []
+        for name in dict.fromkeys(a.delegate for a in self.access.active()):
+            delegate = skill.people.get(name)
+            address = delegate.on(channel) if delegate is not None else None
+            if address is None:
+                continue
+            away = self.access.stands_in_for(Principal.of(channel, address), item)
+            if away is not None:
+                out.append((address, away.person))
+        return out
 
     async def _send(self, digest: Digest, when: DigestAt) -> bool:
         who = identity_key(digest.channel, digest.address) or digest.address

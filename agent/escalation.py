@@ -1,6 +1,7 @@
 """A tool's escalation ladder as the clock walks it, and who is on call for a card.
 
-`ladder` reads a tool's rule as steps in time: the older `remind_after`, `escalate_after` /
+`ladder` reads a tool's entry (or, for a card one of its rules asked, the entry with that
+rule's own ladder: `ToolRule.asked_by`) as steps in time: the older `remind_after`, `escalate_after` /
 `escalate_to` and `timeout` / `on_timeout` and the steps of `escalate:`
 (`pizzabot.agent.skills.ladder`) are one list, so `pizzabot.agent.timers` walks one thing. Each
 step has a key that claims it once per item (the `ItemTimers` store): the old fields keep
@@ -18,7 +19,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from pizzabot.agent.addresses import EmailTarget, SlackTarget, Target, TelegramTarget
+from pizzabot.agent.addresses import (
+    DiscordTarget,
+    EmailTarget,
+    SlackTarget,
+    Target,
+    TeamsTarget,
+    TelegramTarget,
+)
 from pizzabot.agent.skills import Escalation, Skill, ToolRule, group_name, is_group
 
 __all__ = ["Rung", "Turn", "ladder", "on_call_turns", "person_targets", "plan_text"]
@@ -86,7 +94,8 @@ def plan_text(rule: ToolRule) -> str | None:
 
 def person_targets(skill: Skill, people: list[str], channels: frozenset[str]) -> list[Target]:
     """Where a card goes to reach each of `people` themselves: a Slack direct message, their
-    address, their Telegram chat (Teams and Discord need a conversation, not a person)."""
+    address, their Telegram chat, their personal chat on Teams, their Discord direct messages
+    (the channel opens the last two)."""
     targets: list[Target] = []
     for name in people:
         person = skill.people.get(name)
@@ -98,6 +107,10 @@ def person_targets(skill: Skill, people: list[str], channels: frozenset[str]) ->
             targets.append(EmailTarget(person.email))
         if "telegram" in channels and person.telegram:
             targets.append(TelegramTarget(person.telegram))
+        if "teams" in channels and person.teams:
+            targets.append(TeamsTarget.to_person(person.teams))
+        if "discord" in channels and person.discord:
+            targets.append(DiscordTarget.to_person(person.discord))
     return targets
 
 
@@ -118,12 +131,14 @@ class Turn:
         return f"oc:{digest[:12]}"
 
 
-def on_call_turns(skill: Skill, tool: str, *, at: datetime, asked_at: datetime) -> list[Turn]:
+def on_call_turns(
+    skill: Skill, tool: str, *, at: datetime, asked_at: datetime, asked: int | None = None
+) -> list[Turn]:
     """Who is on call at `at` in the rota and shift groups that may decide a card of `tool`
     asked at `asked_at` (the skill's approvers or the tool's `approvals.of`, its escalation,
-    and the ladder's steps that have come)."""
+    and the steps that have come of the ladder: rule `asked`'s, where it has one)."""
     names: dict[str, None] = {}
-    for listed in skill.decider_lists(tool, at, asked_at):
+    for listed in skill.decider_lists(tool, at, asked_at, asked):
         names.update(dict.fromkeys(n for n in listed.people if is_group(n)))
     turns: list[Turn] = []
     for name in names:

@@ -2,7 +2,8 @@
 
 A loop looks at the pending action items and walks each one's escalation ladder
 (`pizzabot.agent.escalation.ladder`: `timeout`, `remind_after`, `escalate_after` and the steps
-of `escalate:`), acting on each step once the item is old enough:
+of `escalate:`; those of the tool's rule that asked, when it has its own), acting on each step
+once the item is old enough:
 
 - an end (`timeout`, `then:`): the item is closed as expired in every channel's copy
   (`Inbox.expire`). On a reject the model is told plainly that no one answered and that it
@@ -45,6 +46,7 @@ from pizzabot.agent.escalation import Rung, Turn, ladder, on_call_turns, person_
 from pizzabot.agent.events import NewEvent, Note, TimerRemark
 from pizzabot.agent.inbox import Inbox
 from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, Target
+from pizzabot.agent.policy.rules import asking_rule
 from pizzabot.agent.skills import Skill, ToolRule
 from pizzabot.agent.store import ItemTimers
 from pizzabot.agent.targets import deliver_targets, targets_for
@@ -165,13 +167,15 @@ class Timers:
         actions: list[TimerAction] = []
         for item in items:
             skill = self.ctx.skills.get(item.skill)
-            rule = skill.rule(item.tool or "ask_human")  # a question names no tool
+            # The rule that asked may have a ladder of its own, over its tool's.
+            asked = asking_rule(skill, item.tool, item.args)
+            rule = skill.rule(item.tool or "ask_human").asked_by(asked)  # a question: no tool
             if item.id in timeouts:
                 rule = rule.model_copy(
                     update={"timeout": timeouts[item.id], "on_timeout": "reject"}
                 )
-            actions.extend(await self._item(item, skill, rule, done))
-            self._note_due(item, rule, skill, now)
+            actions.extend(await self._item(item, skill, rule, done, asked))
+            self._note_due(item, rule, skill, now, asked)
         due = self._due_at
         self.next_due = None if due is None else max(0.0, (due - now).total_seconds())
         if any(a.kind in {"reminded", "escalated", "on_call"} for a in actions):
@@ -185,18 +189,25 @@ class Timers:
             return True
         return self._due_at is not None and now >= self._due_at
 
-    def _note_due(self, item: Item, rule: ToolRule, skill: Skill, now: datetime) -> None:
+    def _note_due(
+        self, item: Item, rule: ToolRule, skill: Skill, now: datetime, asked: int | None
+    ) -> None:
         """Keep the soonest moment one of the item's steps comes, or a shift hands over, for
         the loop's sleep."""
         age = (now - item.created_at).total_seconds()
         dues = [now + timedelta(seconds=r.after - age) for r in ladder(rule) if r.after > age]
-        turns = on_call_turns(skill, item.tool or "", at=now, asked_at=item.created_at)
+        turns = on_call_turns(skill, item.tool or "", at=now, asked_at=item.created_at, asked=asked)
         dues += [t.until for t in turns if t.until is not None]
         for due in dues:
             self._due_at = due if self._due_at is None else min(self._due_at, due)
 
     async def _item(
-        self, item: Item, skill: Skill, rule: ToolRule, done: set[tuple[str, str]]
+        self,
+        item: Item,
+        skill: Skill,
+        rule: ToolRule,
+        done: set[tuple[str, str]],
+        asked: int | None,
     ) -> list[TimerAction]:
         age = (self.ctx.clock() - item.created_at).total_seconds()
         rungs = ladder(rule)
@@ -211,8 +222,9 @@ class Timers:
                 actions.append(
                     TimerAction(item.id, "reminded" if rung.act == "remind" else "escalated")
                 )
+        at = self.ctx.clock()
         for turn in on_call_turns(
-            skill, item.tool or "", at=self.ctx.clock(), asked_at=item.created_at
+            skill, item.tool or "", at=at, asked_at=item.created_at, asked=asked
         ):
             if (item.id, turn.key) not in done and await self._hand_over(item, skill, turn):
                 actions.append(TimerAction(item.id, "on_call"))

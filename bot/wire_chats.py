@@ -102,6 +102,7 @@ def _outlet(settings: Settings, name: str, store: SqlStore) -> Channel:
             service_url=settings.teams_service_url,
             store=store,
             base_url=settings.base_url,
+            tenant=settings.teams_tenant_id,
         )
     if name == "discord":
         from pizzabot.channels.discord import DiscordApi, DiscordChannel

@@ -45,6 +45,7 @@ from pizzabot.agent.policy.identity import (
     same_identity,
 )
 from pizzabot.agent.policy.principal import Principal, Scope
+from pizzabot.agent.policy.rules import asking_rule
 from pizzabot.agent.skills import Skill, SkillBook
 from pizzabot.agent.store import AuditTrail
 
@@ -152,7 +153,8 @@ class Access:
         skill = self._skill(item.skill)
         if skill is None:
             return Verdict(Act.DECIDE, who, False, _NO_SKILL)
-        return self._among(Act.DECIDE, who, skill, item.tool, asked_at=item.created_at)
+        asked = asking_rule(skill, item.tool, item.args)
+        return self._among(Act.DECIDE, who, skill, item.tool, asked_at=item.created_at, asked=asked)
 
     def may_follow_up(self, who: Principal, skill: str) -> Verdict:
         """Whether `who` may send a run of `skill` a message."""
@@ -271,18 +273,26 @@ class Access:
         tool: str | None,
         *,
         asked_at: datetime | None = None,
+        asked: int | None = None,
     ) -> Verdict:
-        ok = self._approves(who, skill, tool, asked_at=asked_at)
+        ok = self._approves(who, skill, tool, asked_at=asked_at, asked=asked)
         return Verdict(act, who, ok, _APPROVER if ok else _NOT_APPROVER)
 
     def _approves(
-        self, who: Principal, skill: Skill, tool: str | None, *, asked_at: datetime | None = None
+        self,
+        who: Principal,
+        skill: Skill,
+        tool: str | None,
+        *,
+        asked_at: datetime | None = None,
+        asked: int | None = None,
     ) -> bool:
         """Whether `who` is among the approvers of `tool` (None: the skill's own) in `skill`
         now (a rota's turn; for an item asked at `asked_at`, the escalation steps that have
-        come): a person by their identity on their channel; a token as the person it names,
-        by name or by any identity that person has in `skill.people`."""
-        when = {"at": self.clock(), "asked_at": asked_at}
+        come, of the ladder of rule `asked` where it has one): a person by their identity on
+        their channel; a token as the person it names, by name or by any identity that person
+        has in `skill.people`."""
+        when: dict[str, Any] = {"at": self.clock(), "asked_at": asked_at, "asked": asked}
         if who.kind == "person":
             if who.namespace not in PEOPLE_CHANNELS:
                 return False

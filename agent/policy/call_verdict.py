@@ -102,7 +102,7 @@ def card_risk(
     """What the card says of the call: the skill's risk notes, else what the caller claims
     (the tool's hints, a request's notes); the rule that asked; the grants offered; how many
     people must approve, where more than one; whether a passkey must confirm an approval
-    (then no grant is offered)."""
+    (then no grant is offered); the ladder, the asking rule's where it has its own."""
     notes = skill.rule(tool).risk
     if not notes.noted and claimed is not None and claimed.noted:
         notes = claimed
@@ -115,6 +115,7 @@ def card_risk(
     if one_call:
         grants = tuple(c for c in grants if scope_of(c) != "run")
     required = skill.approvals_required(tool)
+    asked = ruling.number if ruling.source == "rule" else None
     return Risk(
         impact=notes.impact,
         reversible=notes.reversible,
@@ -124,5 +125,5 @@ def card_risk(
         grants=grants,
         approvals_required=required if required > 1 else None,
         step_up=step_up,
-        ladder=plan_text(skill.rule(tool)),
+        ladder=plan_text(skill.rule(tool).asked_by(asked)),
     )

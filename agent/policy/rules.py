@@ -57,6 +57,7 @@ __all__ = [
     "Ruling",
     "ToolHints",
     "Truth",
+    "asking_rule",
     "check_paths",
     "fold",
     "holds",
@@ -214,6 +215,17 @@ _STRICTNESS: dict[Policy, int] = {"auto": 0, "notify": 1, "ask": 2, "deny": 3}
 
 
 # -- paths against the tools' schemas -------------------------------------------------------
+
+
+def asking_rule(skill: Skill, tool: str | None, args: Mapping[str, Any] | None) -> int | None:
+    """The rule (from 1) of `tool`'s entry that asks about a call with `args`, when one of
+    that entry's rules has a ladder of its own (`ToolRule.asked_by`); None: the tool's ladder
+    applies. Judged on the arguments as they stand (an edit's, after an edit)."""
+    listed = skill.entry(tool) if tool else None
+    if tool is None or listed is None or not any(r.has_ladder for r in listed[1].rules):
+        return None
+    ruling = judge(skill, tool, args or {})
+    return ruling.number if ruling.source == "rule" and ruling.policy == "ask" else None
 
 
 def check_paths(skill: Skill, schemas: Mapping[str, Mapping[str, Any]]) -> list[Problem]:

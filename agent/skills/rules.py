@@ -12,6 +12,8 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from pizzabot.agent.shell import parse_command
 from pizzabot.agent.skills._base import Strict
+from pizzabot.agent.skills.durations import Duration, parse_duration
+from pizzabot.agent.skills.ladder import Step, check_ladder
 
 #: `notify` runs the call at once, like `auto`, and tells the approvers what ran
 #: (`pizzabot.agent.notify`).
@@ -137,7 +139,11 @@ Condition = Annotated[Check, BeforeValidator(_bare_eq)]
 
 
 class Rule(Strict):
-    """A condition on a call's argument values and the policy that applies when it holds."""
+    """A condition on a call's argument values and the policy that applies when it holds.
+
+    An `ask` rule may carry its own escalation ladder (`escalate:`, `timeout` /
+    `on_timeout`, `remind_after`): when this rule is the one that asks, its ladder takes the
+    place of the tool's whole ladder (`ToolRule.asked_by`)."""
 
     when: dict[str, Condition]
     policy: Policy
@@ -145,6 +151,33 @@ class Rule(Strict):
     reason: str | None = None
     #: `passkey`: an approval, when this rule asked, needs a fresh passkey assertion.
     step_up: Literal["passkey"] | None = None
+    #: This rule's own ladder: remind, widen, then reject or halt (`pizzabot.agent.skills.ladder`).
+    escalate: list[Step] = []
+    timeout: Duration | None = None
+    on_timeout: Literal["reject", "halt"] | None = None
+    remind_after: Duration | None = None
+
+    @field_validator("timeout", "remind_after", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> Any:
+        return None if v is None else parse_duration(v)
+
+    @property
+    def has_ladder(self) -> bool:
+        """Whether this rule says what happens while nobody decides its card."""
+        return bool(self.escalate) or self.timeout is not None or self.remind_after is not None
+
+    @model_validator(mode="after")
+    def _ladder_asks(self) -> Rule:
+        if self.has_ladder and self.policy != "ask":
+            raise ValueError(
+                "escalate, timeout and remind_after say what happens to a card nobody "
+                "decides: give them to a rule whose policy is ask"
+            )
+        if self.on_timeout is not None and self.timeout is None:
+            raise ValueError("on_timeout needs timeout (how long the card waits)")
+        check_ladder(self.escalate, timeout=self.timeout)
+        return self
 
     @model_validator(mode="after")
     def _step_up_asks(self) -> Rule:

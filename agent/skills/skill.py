@@ -175,6 +175,11 @@ class Skill(Strict):
             lists += [
                 (("tools", key, "escalate", i, "to"), s.to) for i, s in enumerate(entry.escalate)
             ]
+            lists += [
+                (("tools", key, "rules", n, "escalate", i, "to"), s.to)
+                for n, rule in enumerate(entry.rules)
+                for i, s in enumerate(rule.escalate)
+            ]
         for where, names in lists:
             known_names(where, names, self.people, self.groups)
         return self
@@ -203,7 +208,8 @@ class Skill(Strict):
             lists = [Approvers(people=entry.approvals.of) if entry.approvals.of else self.approvers]
             if entry.escalate_to is not None:
                 lists.append(entry.escalate_to.approvers)
-            lists += [Approvers(people=step.to) for step in entry.escalate if step.to]
+            steps = [*entry.escalate, *(s for rule in entry.rules for s in rule.escalate)]
+            lists += [Approvers(people=step.to) for step in steps if step.to]
             pair = self._maybe_one_person(lists)
             if pair is None:
                 continue
@@ -287,15 +293,17 @@ class Skill(Strict):
         *,
         at: datetime | None = None,
         asked_at: datetime | None = None,
+        asked: int | None = None,
     ) -> list[str]:
         """Who may decide an item of `tool` ("server.tool"; None for a budget item) on a
         channel ("slack": user ids, "email": lowercased addresses, "teams", "discord",
         "telegram": their ids) at `at` (default: now): the skill's approvers (or the tool's
         `approvals.of`) plus the approvers that tool's items escalate to (see `Escalation`)
-        and, for an item asked at `asked_at`, the steps of its ladder that have come; a named
+        and, for an item asked at `asked_at`, the steps of its ladder that have come (the
+        ladder of the tool's rule `asked`, when that rule asked and has one); a named
         person, or a group's member (on call at `at`), with their identity on that channel."""
         approvers: list[str] = []
-        for listed in self.decider_lists(tool, at, asked_at):
+        for listed in self.decider_lists(tool, at, asked_at, asked):
             approvers += getattr(listed, channel, []) if channel in IDENTITY_CHANNELS else []
             for name in self.named(listed.people, at):
                 identity = self.people[name].on(channel)
@@ -304,11 +312,15 @@ class Skill(Strict):
         return approvers
 
     def decider_lists(
-        self, tool: str | None, at: datetime | None, asked_at: datetime | None
+        self,
+        tool: str | None,
+        at: datetime | None,
+        asked_at: datetime | None,
+        asked: int | None = None,
     ) -> list[Approvers]:
         if not tool:
             return [self.approvers]
-        rule = self.rule(tool)
+        rule = self.rule(tool).asked_by(asked)
         lists = [Approvers(people=rule.approvals.of) if rule.approvals.of else self.approvers]
         if rule.escalate_to is not None:
             lists.append(rule.escalate_to.approvers)
@@ -329,10 +341,11 @@ class Skill(Strict):
         *,
         at: datetime | None = None,
         asked_at: datetime | None = None,
+        asked: int | None = None,
     ) -> list[str]:
         """The people (`people:` names) among the approvers of an item of `tool` at `at`, as
         `approvers_for` finds them."""
-        lists = self.decider_lists(tool, at, asked_at)
+        lists = self.decider_lists(tool, at, asked_at, asked)
         return self.named([n for listed in lists for n in listed.people], at)
 
     def approvals_required(self, tool: str | None) -> int:

@@ -106,6 +106,23 @@ class ToolRule(Strict):
         check_ladder(self.escalate, timeout=self.timeout)
         return self
 
+    def asked_by(self, number: int | None) -> ToolRule:
+        """This entry as it stands for a card that its rule `number` (from 1) asked about:
+        that rule's own ladder in place of the tool's, when it has one; else this entry."""
+        if number is None or not 0 < number <= len(self.rules):
+            return self
+        rule = self.rules[number - 1]
+        if not rule.has_ladder:
+            return self
+        update = {
+            "escalate": rule.escalate,
+            "timeout": rule.timeout,
+            "on_timeout": rule.on_timeout or "reject",
+            "remind_after": rule.remind_after,
+            "escalate_after": None,
+        }
+        return self.model_copy(update=update)
+
     @property
     def risk(self) -> Risk:
         return Risk(impact=self.impact, reversible=self.reversible, scope=self.scope)

@@ -2,7 +2,8 @@
 after a decision.
 
 Every card of a run replies to the run's first card in that channel, so a channel reads one
-thread of replies per run. Discord's failures become `DeliveryError`, so the outbox retries: a
+thread of replies per run. A card for a person (`user:` and their user id: an escalation
+step's, an on-call hand-over's) goes to their direct messages with the bot, opened first. Discord's failures become `DeliveryError`, so the outbox retries: a
 429 waits as long as Discord asks, and an outage only delays delivery.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from pizzabot.agent.addresses import DiscordRef
+from pizzabot.agent.addresses import DiscordRef, DiscordTarget
 from pizzabot.agent.errors import NotFound
 from pizzabot.agent.model import Box, Delivery, Item, RunStatus
 from pizzabot.agent.store import DeliveryReader, RunReader
@@ -36,6 +37,7 @@ class DiscordChannel:
         self.api = api
         self.store = store
         self.base_url = base_url.rstrip("/")
+        self._dms: dict[str, str] = {}
 
     async def deliver(self, item: Item, delivery: Delivery) -> DiscordRef:
         first = await thread_of(self.store, delivery, DiscordRef)
@@ -45,14 +47,29 @@ class DiscordChannel:
         if first is not None:
             body["message_reference"] = {"message_id": first.thread, "fail_if_not_exists": False}
         try:
-            sent = await self.api.request(
-                "POST", f"/channels/{delivery.address}/messages", json=body
-            )
+            channel = await self._channel(delivery.address)
+            sent = await self.api.request("POST", f"/channels/{channel}/messages", json=body)
         except DiscordError as exc:
             raise delivery_error(exc) from None
         message = str(sent.get("id") if isinstance(sent, dict) else "")
         thread = first.thread if first is not None else message
-        return DiscordRef(channel=delivery.address, message=message, thread=thread)
+        return DiscordRef(channel=channel, message=message, thread=thread)
+
+    async def _channel(self, address: str) -> str:
+        """The channel an address names; for a person (`user:…`), their direct messages with
+        the bot, opened once and remembered."""
+        user = DiscordTarget(address).person
+        if user is None:
+            return address
+        if user not in self._dms:
+            opened = await self.api.request(
+                "POST", "/users/@me/channels", json={"recipient_id": user}
+            )
+            channel = str(opened.get("id") or "") if isinstance(opened, dict) else ""
+            if not channel:
+                raise DiscordError("POST /users/@me/channels", 502, "no channel id", None)
+            self._dms[user] = channel
+        return self._dms[user]
 
     async def update(self, item: Item, delivery: Delivery) -> None:
         ref = delivery.ref

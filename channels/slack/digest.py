@@ -20,7 +20,8 @@ def digest_text(digest: Digest) -> str:
     for item in digest.items:
         title = esc(item.title)
         shown = f"<{item_url(digest.base_url, item)}|{title}>" if digest.base_url else title
-        lines.append(f"• {shown} — waiting {digest.age(item)}")
+        whom = f" — {digest.for_whom(item)}" if digest.for_whom(item) else ""
+        lines.append(f"• {shown}{whom} — waiting {digest.age(item)}")
     return "\n".join(lines)
 
 

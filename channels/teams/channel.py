@@ -2,7 +2,9 @@
 Cards, through the Bot Framework connector, and replaces them after a decision.
 
 Every card of a run replies to the run's first card (in a channel: into its thread), so a
-channel shows one thread per run and a reply in it follows the run up. The connector's
+channel shows one thread per run and a reply in it follows the run up. A card for a person
+(`user:` and their Entra object id: an escalation step's, an on-call hand-over's) goes to
+their personal chat with the bot, which the connector opens. The connector's
 failures become `DeliveryError`, so the outbox retries: a 429 waits as asked, and an outage
 only delays delivery.
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from pizzabot.agent.addresses import TeamsRef
+from pizzabot.agent.addresses import TeamsRef, TeamsTarget
 from pizzabot.agent.errors import NotFound
 from pizzabot.agent.model import Box, Delivery, Item, RunStatus
 from pizzabot.agent.store import DeliveryReader, RunReader
@@ -36,6 +38,7 @@ class TeamsChannel:
         self.connector = connector
         self.store = store
         self.base_url = base_url.rstrip("/")
+        self._personal: dict[str, str] = {}
 
     def activity(self, item: Item, outcome: RunStatus | None) -> dict[str, Any]:
         """The message activity that carries `item`'s card, as everyone sees it."""
@@ -48,10 +51,10 @@ class TeamsChannel:
 
     async def deliver(self, item: Item, delivery: Delivery) -> TeamsRef:
         first = await thread_of(self.store, delivery, TeamsRef)
-        conversation = delivery.address.partition(";")[0]
-        service_url = self.connector.service_url_of(conversation)
         activity = self.activity(item, await self._outcome(item))
         try:
+            conversation = await self._conversation(delivery.address)
+            service_url = self.connector.service_url_of(conversation)
             if first is None:
                 sent = await self.connector.send(service_url, conversation, activity)
             else:
@@ -62,6 +65,17 @@ class TeamsChannel:
         return TeamsRef(
             service_url=service_url, conversation=conversation, activity=sent, thread=thread
         )
+
+    async def _conversation(self, address: str) -> str:
+        """The conversation an address names; for a person (`user:…`), their personal chat
+        with the bot, opened once and remembered."""
+        user = TeamsTarget(address).person
+        if user is None:
+            return address.partition(";")[0]
+        if user not in self._personal:
+            service_url = self.connector.default_service_url
+            self._personal[user] = await self.connector.open_personal(service_url, user)
+        return self._personal[user]
 
     async def update(self, item: Item, delivery: Delivery) -> None:
         ref = delivery.ref

@@ -1,5 +1,6 @@
-"""The Bot Framework connector's REST API: send an activity to a conversation, reply in a
-thread, replace an activity (a card after a decision). Every call carries the app's token.
+"""The Bot Framework connector's REST API: open a person's personal chat with the bot, send an
+activity to a conversation, reply in a thread, replace an activity (a card after a decision).
+Every call carries the app's token.
 
 A conversation's service URL is the one its latest verified activity named (Teams may move a
 tenant); a conversation the bot has not heard from since it started is reached at the
@@ -29,9 +30,20 @@ class ConnectorError(Exception):
 class Connector:
     """Calls to `service_url`s with the app's `token`."""
 
-    def __init__(self, *, token: AppToken, service_url: str, client: httpx.AsyncClient) -> None:
+    def __init__(
+        self,
+        *,
+        token: AppToken,
+        service_url: str,
+        client: httpx.AsyncClient,
+        bot_id: str = "",
+        tenant: str | None = None,
+    ) -> None:
         self.token = token
         self.default_service_url = service_url
+        #: The app's id and its tenant, for opening a personal chat (`open_personal`).
+        self.bot_id = bot_id
+        self.tenant = tenant
         self._client = client
         self._heard: dict[str, str] = {}
 
@@ -44,7 +56,9 @@ class Connector:
 
     async def call(self, method: str, service_url: str, path: str, body: Any) -> Any:
         """The answer's JSON; ConnectorError when refused or unreachable."""
-        what = f"{method} {path.split('/activities')[0].rsplit('/', 1)[0]}/…/activities"
+        what = f"{method} {path}"
+        if "/activities" in path:  # a conversation's id says nothing useful in a log
+            what = f"{method} {path.split('/activities')[0].rsplit('/', 1)[0]}/…/activities"
         try:
             token = await self.token.get()
         except TokenRefused as exc:
@@ -66,6 +80,22 @@ class Connector:
             return response.json()
         except ValueError:
             return {}
+
+    async def open_personal(self, service_url: str, user: str) -> str:
+        """The personal chat of the bot with `user` (their Entra object id), opened if it
+        was not (the connector answers the same conversation each time)."""
+        body: dict[str, Any] = {
+            "bot": {"id": self.bot_id},
+            "isGroup": False,
+            "members": [{"id": user}],
+        }
+        if self.tenant:
+            body |= {"tenantId": self.tenant, "channelData": {"tenant": {"id": self.tenant}}}
+        answer = await self.call("POST", service_url, "/v3/conversations", body)
+        conversation = str(answer.get("id") or "") if isinstance(answer, dict) else ""
+        if not conversation:
+            raise ConnectorError("POST /v3/conversations", 502, "no conversation id", None)
+        return conversation
 
     async def send(self, service_url: str, conversation: str, activity: dict[str, Any]) -> str:
         """Post `activity` to `conversation`; its id."""

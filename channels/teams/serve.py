@@ -40,12 +40,16 @@ def connect(
     service_url: str,
     store: TeamsStore,
     base_url: str,
+    tenant: str | None = None,
 ) -> TeamsChannel:
     """The channel cards are posted on, with the app's token from `token_url`; `service_url`
-    is where cards go for a conversation the bot has not heard from since it started."""
+    is where cards go for a conversation the bot has not heard from since it started, and
+    `tenant` the one a person's personal chat is opened in."""
     client = httpx.AsyncClient(timeout=30.0)
     token = AppToken(app_id=app_id, secret=secret, token_url=token_url, client=client)
-    connector = Connector(token=token, service_url=service_url, client=client)
+    connector = Connector(
+        token=token, service_url=service_url, client=client, bot_id=app_id, tenant=tenant
+    )
     return TeamsChannel(connector=connector, store=store, base_url=base_url)
 
 

@@ -67,12 +67,12 @@ def dm(user: str) -> str:
 
 
 @asynccontextmanager
-async def served(tmp_path: Path) -> AsyncIterator[tuple[ServerProcess, SlackApi]]:
+async def served(tmp_path: Path, **more: str) -> AsyncIterator[tuple[ServerProcess, SlackApi]]:
     skills = tmp_path / "skills"
     skills.mkdir()
     (skills / "deploys.yaml").write_text(yaml.safe_dump(SKILL))
     async with SlackApi() as slack:
-        env = http_mode_env(slack.url, SECRET, PIZZABOT_PUBLIC_URL="http://pizza.example")
+        env = http_mode_env(slack.url, SECRET, PIZZABOT_PUBLIC_URL="http://pizza.example", **more)
         server = ServerProcess(data_dir=tmp_path / "data", skills_dir=skills, env=env)
         await server.start()
         try:
@@ -228,6 +228,35 @@ async def test_a_delegate_decides_for_the_away_person_but_never_their_own_reques
             if e["action"] == "decision_refused" and e["item_id"] == own["item_id"]
         ]
         assert refused and refused[0]["actor"] == "bob for alice"
+
+
+async def test_a_delegates_digest_lists_the_cards_they_decide_for_someone(
+    tmp_path: Path,
+) -> None:
+    digest = {
+        "PIZZABOT_DIGEST_AT": "00:00",  # due all day: the first tick with a card sends it
+        "PIZZABOT_DIGEST_TIMEZONE": "UTC",
+        "PIZZABOT_DIGEST_INTERVAL": "0.5",
+    }
+    async with served(tmp_path, **digest) as (server, slack), server.client() as owner:
+        until = (datetime.now(UTC) + timedelta(hours=2)).isoformat()
+        r = await owner.post(
+            "/api/away", json={"person": "alice", "delegate": "bob", "until": until}
+        )
+        assert r.status_code == 200, r.text
+        made = await file_request(owner, "2.0.0")
+
+        def digest_to(user: str) -> Any:
+            return lambda call: (
+                call.args.get("channel") == dm(user) and "waits for you" in str(call.args["text"])
+            )
+
+        [bobs] = await slack.wait_for("chat.postMessage", digest_to(BOB), timeout=60)
+        [carols] = await slack.wait_for("chat.postMessage", digest_to(CAROL), timeout=60)
+        link = f"http://pizza.example/items/{made['item_id']}"
+        assert link in bobs.args["text"] and "— for alice — waiting" in bobs.args["text"]
+        # Carol decides it in her own right: her digest says for nobody.
+        assert link in carols.args["text"] and "for alice" not in carols.args["text"]
 
 
 async def test_the_away_person_gets_their_cards_again_after_until(tmp_path: Path) -> None:

@@ -2,8 +2,8 @@
 HTTP mode (the local Web API recorder, correctly signed interaction payloads).
 
 The skills folder holds `groups.yaml` (the people, and the groups `sre` and `leads`) shared
-by three skills: `test` asks `group:sre`; `ladder` widens to `group:leads` after a few
-seconds and then rejects; `oncall` asks whoever is on call in a rota that hands over a few
+by four skills: `test` asks `group:sre`; `ladder` widens to `group:leads` after a few
+seconds and then rejects; `ruled` does the same through the ladder of the rule that asked; `oncall` asks whoever is on call in a rota that hands over a few
 seconds after the test writes it (the time is given in the rota, so nothing waits a week).
 """
 
@@ -46,6 +46,29 @@ LADDER: dict[str, Any] = {
     },
 }
 
+# The tool's own ladder is slow; the rule that asks about mails to Ann has a quick one.
+RULED: dict[str, Any] = {
+    **SKILL,
+    "name": "ruled",
+    "tools": {
+        "crm.send_email": {
+            "policy": "ask",
+            "escalate": [{"after": "1h", "to": "bob"}, {"after": "2h", "then": "halt"}],
+            "rules": [
+                {
+                    "when": {"to": {"matches": "ann@.*"}},
+                    "policy": "ask",
+                    "reason": "a customer",
+                    "escalate": [
+                        {"after": "5s", "to": "group:leads"},
+                        {"after": "10s", "then": "reject"},
+                    ],
+                }
+            ],
+        }
+    },
+}
+
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def slack() -> AsyncIterator[SlackApi]:
@@ -60,7 +83,7 @@ async def stack(slack: SlackApi, tmp_path_factory: pytest.TempPathFactory) -> As
     (root / "skills" / "groups.yaml").write_text(yaml.safe_dump(GROUPS))
     env = {**http_mode_env(slack.url, SECRET), "PIZZABOT_TIMERS_INTERVAL": "0.5"}
     async with Stack(
-        root, script=send_then_summarise, skill=SKILL, extra_skills=[LADDER], env=env
+        root, script=send_then_summarise, skill=SKILL, extra_skills=[LADDER, RULED], env=env
     ) as st:
         yield st
 
@@ -138,6 +161,30 @@ async def test_the_ladder_widens_to_leads_then_rejects(stack: Stack, slack: Slac
     assert trail.index("approval_escalated") < trail.index("decision")
     steps = [d for d in await audit_details(st, "approval_escalated") if d["people"] == ["carol"]]
     assert len(steps) == 2 and all(d["to"] == ["group:leads"] for d in steps)
+
+
+async def test_the_asking_rules_ladder_widens_then_rejects(stack: Stack, slack: SlackApi) -> None:
+    st = stack
+    run = await st.start_run("ruled", "mail Ann")
+    item = await st.wait_item(run["id"])
+    shown = "5s: sent to group:leads, who may decide · 10s: rejected"
+    assert item["risk"]["ladder"] == shown
+    post = await card_to(slack, item["id"], "C0OPS")
+    assert f"If nobody decides: {shown}" in blocks(post)
+
+    # The rule's ladder, not the tool's slow one: Carol has the card within seconds.
+    dm = await card_to(slack, item["id"], CAROL)
+    assert "So far: 5s: sent to group:leads (carol)" in blocks(dm)
+    expired = await item_becomes(st, item["id"], "expired")
+    assert expired["decided_by"] == "timeout"
+    done = await st.wait_run(run["id"], {"done"})
+    assert "No one answered" in (done.get("result") or "")
+    [step] = [
+        d
+        for d in await audit_details(st, "approval_escalated")
+        if d["step"] == "step1" and d["to"] == ["group:leads"] and d["people"] == ["carol"]
+    ][-1:]
+    assert step["after"] == "5s"
 
 
 async def test_a_hand_over_routes_the_card_to_the_new_person(stack: Stack, slack: SlackApi) -> None:

@@ -55,12 +55,15 @@ class DiscordPeer(Recorder):
         super().__init__()
         self._ids = itertools.count(1_300_000_000_000_000_001)
         self.messages: dict[str, dict[str, Any]] = {}
+        #: The DM channel opened with each user.
+        self.dms: dict[str, str] = {}
 
     @property
     def url(self) -> str:
         return f"{self.base}/api/v10"
 
     def routes(self, app: web.Application) -> None:
+        app.router.add_post("/api/v10/users/@me/channels", self._open_dm)
         app.router.add_post("/api/v10/channels/{channel}/messages", self._create)
         app.router.add_patch("/api/v10/channels/{channel}/messages/{message}", self._edit)
         app.router.add_put("/api/v10/applications/{app}/commands", self._commands)
@@ -108,6 +111,16 @@ class DiscordPeer(Recorder):
         }
         self.messages[message["id"]] = message
         return dict(message)  # the answer as it was then: later edits change the stored one
+
+    async def _open_dm(self, request: web.Request) -> web.Response:
+        """A DM channel with `recipient_id` (the same one each time, as Discord answers)."""
+
+        def dm(request: web.Request, args: dict[str, Any]) -> dict[str, Any]:
+            user = str(args.get("recipient_id") or "")
+            channel = self.dms.setdefault(user, str(next(self._ids)))
+            return {"id": channel, "type": 1, "recipients": [{"id": user}]}
+
+        return await self._handle(request, "open_dm", bot=True, answer=dm)
 
     async def _create(self, request: web.Request) -> web.Response:
         return await self._handle(request, "create_message", bot=True, answer=self._message)

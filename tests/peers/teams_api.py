@@ -85,6 +85,7 @@ class TeamsPeer(Recorder):
         app.router.add_get("/openid", self._openid)
         app.router.add_get("/keys", self._keys)
         app.router.add_post("/token", self._token)
+        app.router.add_post("/connector/v3/conversations", self._create_conversation)
         base = "/connector/v3/conversations/{conversation}/activities"
         app.router.add_post(base, self._send)
         app.router.add_post(base + "/{activity}", self._reply)
@@ -141,6 +142,21 @@ class TeamsPeer(Recorder):
         self.activities[new] = {**body, "id": new, "conversation": {"id": conversation}}
         answer = {"id": new}
         self.record(Call(method, args, auth, 200, answer))
+        return web.json_response(answer)
+
+    async def _create_conversation(self, request: web.Request) -> web.Response:
+        """A personal chat with the one member named (the same one each time, as Teams
+        answers); refused when it names no member or more than one, or claims a group."""
+        body = await request.json()
+        auth = request.headers.get("Authorization")
+        members = body.get("members") or []
+        ok = auth == f"Bearer {APP_TOKEN}" and len(members) == 1 and not body.get("isGroup")
+        ok = ok and body.get("bot", {}).get("id") == APP_ID and bool(members[0].get("id"))
+        if not ok:
+            self.record(Call("create_conversation", body, auth, 400))
+            return web.json_response({"error": {"code": "BadArgument"}}, status=400)
+        answer = {"id": f"a:personal-{members[0]['id']}"}
+        self.record(Call("create_conversation", body, auth, 200, answer))
         return web.json_response(answer)
 
     async def _send(self, request: web.Request) -> web.Response:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pizzabot.agent.escalation import ladder, on_call_turns, plan_text
+from pizzabot.agent.addresses import DiscordTarget, EmailTarget, TeamsTarget
+from pizzabot.agent.escalation import ladder, on_call_turns, person_targets, plan_text
 from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus
 from pizzabot.agent.policy import Access, Principal
 from pizzabot.agent.skills import SkillBook, SkillFileError, load_skills, parse_skill
@@ -290,3 +291,25 @@ def test_two_of_a_group_name_only_that_group(tmp_path: Path) -> None:
     card = action(datetime.now(UTC), tool="bank.transfer", skill="pay")
     assert not access.may_decide(Principal.of("slack", "UA"), card)
     assert access.may_decide(Principal.of("slack", "UB"), card)
+
+
+def test_a_person_on_teams_or_discord_is_reached_in_their_own_chat() -> None:
+    text = textwrap.dedent("""\
+        name: x
+        people:
+          dana: {teams: 0d0d0d0d-1111-4222-8333-444444444444}
+          erin: {discord: 1700000000000000001, email: erin@example.test}
+        approvers: [dana]
+        """)
+    skill = parse_skill(text, "x.yaml")
+    every = frozenset({"teams", "discord", "email"})
+    assert person_targets(skill, ["dana", "erin"], every) == [
+        TeamsTarget("user:0d0d0d0d-1111-4222-8333-444444444444"),
+        EmailTarget("erin@example.test"),
+        DiscordTarget("user:1700000000000000001"),
+    ]
+    assert person_targets(skill, ["dana", "erin"], frozenset({"email"})) == [
+        EmailTarget("erin@example.test")
+    ]
+    assert TeamsTarget("19:ops@thread.tacv2").person is None
+    assert DiscordTarget("user:1700000000000000001").person == "1700000000000000001"
