@@ -254,7 +254,9 @@ class Skill(Strict):
                 why = f"undo: only a notify tool's FYI offers Undo, and {key} is never notify"
             elif entry.undo.tool.partition(".")[0] not in servers:
                 known = ", ".join(sorted(servers)) or "none"
-                why = f"undo: {entry.undo.tool} is on no server of this skill (its servers: {known})"
+                why = (
+                    f"undo: {entry.undo.tool} is on no server of this skill (its servers: {known})"
+                )
             else:
                 continue
             where = ("tools", key, "undo")
