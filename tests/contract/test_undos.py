@@ -56,7 +56,9 @@ async def test_an_undo_is_taken_once_and_ends_with_its_outcome(
     stored = await items.get_item("i1")
     assert stored.undo == Undo(tool="crm.delete_contact", args={"id": 7, "email": "a@example.com"})
     (copy,) = await outbox.run_deliveries("r1", "slack")
-    await outbox.delivery_sent(copy.id, ref=SlackRef(channel="C1", ts="1.1", thread_ts="1.1"), now=T0)
+    await outbox.delivery_sent(
+        copy.id, ref=SlackRef(channel="C1", ts="1.1", thread_ts="1.1"), now=T0
+    )
 
     taken = await undos.start_undo("i1", by="U1", via="slack", now=T1)
     assert taken.undo is not None
