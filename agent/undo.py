@@ -18,8 +18,9 @@ trail has `undone` (who, the call, how it ended) and `undo_refused`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, assert_never
 
 from pizzabot.agent.context import Context
 from pizzabot.agent.errors import AlreadyUndone, Conflict, KillSwitchOn, NotAllowed
@@ -30,7 +31,7 @@ from pizzabot.agent.skills import Skill
 from pizzabot.agent.skills.undo import fill
 from pizzabot.agent.store import kill_reason
 
-__all__ = ["offer", "undo"]
+__all__ = ["offer", "undo", "undo_line"]
 
 
 def offer(
@@ -91,6 +92,28 @@ async def undo(ctx: Context, item_id: str, *, by: Principal) -> Item:
     )
     ctx.wake_outbox()
     return ended
+
+
+def undo_line(undo: Undo) -> str:
+    """How every copy of the card words an Undo that was clicked (None while offered: the
+    card shows its button)."""
+    at = f" at {undo.at.strftime('%Y-%m-%d %H:%M UTC')}" if undo.at is not None else ""
+    who = f"{undo.by or 'someone'} via {undo.via or '?'}{at}"
+    match undo.state:
+        case "offered":
+            return f"Undo offered: {undo.tool} with {_args_text(undo.args)}"
+        case "running":
+            return f"↩️ Undo under way: {undo.tool}, started by {who}"
+        case "done":
+            return f"↩️ Undone by {who}: {undo.tool} answered: {undo.outcome or '(nothing)'}"
+        case "failed":
+            return f"⚠️ Undo failed (started by {who}): {undo.tool}: {undo.outcome or '?'}"
+        case _:
+            assert_never(undo.state)
+
+
+def _args_text(args: Mapping[str, Any]) -> str:
+    return json.dumps(dict(args), sort_keys=True, ensure_ascii=False)
 
 
 async def _refused(ctx: Context, item: Item, by: Principal, why: str) -> None:
