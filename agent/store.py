@@ -403,7 +403,7 @@ class RequestStore(Protocol):
 
 class Undos(Protocol):
     """The Undo of a `notify` FYI (`pizzabot.agent.undo`): taken at most once, then its
-    outcome; each change marks every sent copy of the item for an update."""
+    outcome, which marks every sent copy of the item for an update."""
 
     async def start_undo(self, item_id: str, *, by: str, via: str, now: datetime) -> Item:
         """Take the item's offered Undo for `by`: the item, its Undo `running`. Raises

@@ -77,7 +77,6 @@ async def undo(ctx: Context, item_id: str, *, by: Principal) -> Item:
     if ctx.previews is None:
         raise Conflict("this server calls no tools: undo where the bot's worker runs")
     taken = await store.start_undo(item.id, by=by.actor, via=by.channel, now=ctx.clock())
-    ctx.wake_outbox()
     assert taken.undo is not None
     ok, outcome = await ctx.previews.call(skill, taken.undo.tool, taken.undo.args)
     ended = await store.finish_undo(item.id, ok=ok, outcome=outcome, now=ctx.clock())

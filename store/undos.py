@@ -2,7 +2,8 @@
 
 Taking it is one conditional update on the item's `undo_state` (`offered` → `running`), so
 two clicks at once, in one process or in two, find one winner; the loser is told who won.
-Every change marks the item's sent copies for an update, so each shows the Undo as it is.
+Its end marks the item's sent copies for an update, so each shows how it went. (Its start
+does not: a copy updated while the call runs could swallow the mark its end sets.)
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ class SqlUndos:
             )
             if done.rowcount != 1:
                 raise AlreadyUndone(_item(c, item_id))
-            copies_need_update(c, item_id, now)
             return _item(c, item_id)
 
         return await self.db.run(tx)

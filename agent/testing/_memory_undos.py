@@ -1,4 +1,4 @@
-"""The memory store's Undo of an FYI (`Undos`): taken at most once, then ended, each change
+"""The memory store's Undo of an FYI (`Undos`): taken at most once, then ended, its end
 marking the item's sent copies for an update."""
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ class MemoryUndos(MemoryBase):
                 raise AlreadyUndone(fresh(item))
             taken = replace(undo, state="running", by=by, via=via, at=now)
             s.items[item_id] = replace(item, undo=taken)
-            s.copies_need_update(item_id)
             return fresh(s.items[item_id])
 
     async def finish_undo(self, item_id: str, *, ok: bool, outcome: str, now: datetime) -> Item:
