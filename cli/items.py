@@ -324,7 +324,8 @@ def read(item: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
 
 @app.command()
 def undo(item: str, url: UrlOpt = None, token: TokenOpt = None, as_json: JsonOpt = False) -> None:
-    """Undo what a `notify` FYI says ran: run the compensating call it offers (once)."""
+    """Undo what a `notify` FYI says ran: run the compensating call it offers (once). Exit 1
+    when that call failed."""
     item = ids.item_id(url, token, item)
     r = call(url, token, "POST", f"/api/items/{quote(item, safe='')}/undo")
     if as_json:
@@ -333,3 +334,5 @@ def undo(item: str, url: UrlOpt = None, token: TokenOpt = None, as_json: JsonOpt
     said = r.get("undo") or {}
     word = "undone" if said.get("state") == "done" else f"undo {said.get('state')}"
     print_line(f"{r['id']}: {word}: {said.get('tool')} answered: {said.get('outcome')}")
+    if said.get("state") == "failed":
+        raise typer.Exit(1)
