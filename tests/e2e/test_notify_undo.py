@@ -118,10 +118,12 @@ async def test_undo_through_the_api_and_the_cli(tmp_path: Path) -> None:
 
         # A compensating call that fails says so, with the tool's error, and is not retried.
         bad = await fyi_of(st, "bob@example.com", skill="oops")
+        failed = await asyncio.to_thread(cli, st, "undo", bad["id"])
+        assert failed.returncode == 1, failed.stderr
+        assert "undo failed" in failed.stdout and "no contact c-nope" in failed.stdout
         async with st.client() as c:
-            r = await c.post(f"/api/items/{bad['id']}/undo")
-            assert r.status_code == 200, r.text
-            assert r.json()["undo"]["state"] == "failed"
-            assert "no contact c-nope" in r.json()["undo"]["outcome"]
+            item = (await c.get(f"/api/items/{bad['id']}")).json()
+            assert item["undo"]["state"] == "failed"
+            assert "no contact c-nope" in item["undo"]["outcome"]
             assert (await c.post(f"/api/items/{bad['id']}/undo")).status_code == 409
         assert len(deleted(st)) == 1
