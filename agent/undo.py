@@ -14,6 +14,10 @@ compensating call, so its own policy asks nobody else, save that a `deny` of the
 rules for it still refuses it. The call goes to the tool's MCP server as every call does,
 and how it ended (its answer, or its error) shows on every copy of the card. The audit
 trail has `undone` (who, the call, how it ended) and `undo_refused`.
+
+The call is made with the process's `Previewer` (`pizzabot.agent.preview`): its tools and its
+redaction, the engine's one way to call a tool outside a run. A process that calls no tools
+(it only serves; the runs step elsewhere) refuses an Undo rather than take it and not run it.
 """
 
 from __future__ import annotations

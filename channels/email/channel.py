@@ -244,7 +244,8 @@ class EmailChannel:
         return EmailRef(message_id=message_id, thread=root, address=delivery.address)
 
     def _undo_links(self, item: Item, address: str, base_url: str, now: datetime) -> Links:
-        """An FYI's Undo link (`undo_links`), for one who may undo it."""
+        """An FYI's Undo link (`undo_links`), for one who may undo it. An Unread mail reads
+        only `undo` (and the page): an FYI has nothing to approve or reject."""
         url = undo_link(
             self.key, item, address=address, base_url=base_url, ttl=self.link_ttl, now=now
         )
