@@ -16,8 +16,8 @@ and how it ended (its answer, or its error) shows on every copy of the card. The
 trail has `undone` (who, the call, how it ended) and `undo_refused`.
 
 The call is made with the process's `Previewer` (`pizzabot.agent.preview`): its tools and its
-redaction, the engine's one way to call a tool outside a run. A process that calls no tools
-(it only serves; the runs step elsewhere) refuses an Undo rather than take it and not run it.
+redaction, the engine's one way to call a tool outside a run (every `pizzabot serve` has
+one, with or without a worker). Where there is none, an Undo is refused before it is taken.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ async def undo(ctx: Context, item_id: str, *, by: Principal) -> Item:
         await _refused(ctx, item, by, ruling.refusal())
         raise Conflict(f"Undo refused: {ruling.refusal()}")
     if ctx.previews is None:
-        raise Conflict("this server calls no tools: undo where the bot's worker runs")
+        raise Conflict("this process calls no tools, so it cannot undo")
     taken = await store.start_undo(item.id, by=by.actor, via=by.channel, now=ctx.clock())
     assert taken.undo is not None
     ok, outcome = await ctx.previews.call(skill, taken.undo.tool, taken.undo.args)
