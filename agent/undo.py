@@ -98,8 +98,8 @@ async def undo(ctx: Context, item_id: str, *, by: Principal) -> Item:
 
 
 def undo_line(undo: Undo) -> str:
-    """How every copy of the card words an Undo that was clicked (None while offered: the
-    card shows its button)."""
+    """How every copy of the card words the Undo: what it would run while it is offered
+    (beside its button), then who started it and how it ended."""
     at = f" at {undo.at.strftime('%Y-%m-%d %H:%M UTC')}" if undo.at is not None else ""
     who = f"{undo.by or 'someone'} via {undo.via or '?'}{at}"
     match undo.state:
