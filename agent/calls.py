@@ -54,6 +54,7 @@ from pizzabot.agent.settle import (
 )
 from pizzabot.agent.targets import targets_for
 from pizzabot.agent.tools import Tools, ToolSpec, split_wire_name
+from pizzabot.agent.undo import offer
 
 __all__ = ["CallSteps", "Finish"]
 
@@ -297,6 +298,7 @@ class CallSteps:
             why=why,
             result=ran.text,
             failed=ran.is_error,
+            undo=offer(held.skill, tool, args, ran.text, failed=ran.is_error),
         )
         await notify_approvers(self.ctx, held.skill, fyi, lease=held.lease)
 

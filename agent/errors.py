@@ -8,6 +8,7 @@
     │   ├── AlreadyDecided     the first decision won; carries the item with who/when/how
     │   ├── AlreadyApproved    this person's approval is counted already (two-person approval)
     │   ├── CardChanged        the card a decision was made on is not the item as it is now
+    │   ├── AlreadyUndone      an FYI's Undo runs once; carries the item with who undid it
     │   └── KillSwitchOn       the global kill switch refuses new work and holds decisions
     ├── NotAllowed             the principal may not do this (not an approver, out of scope)
     │   ├── OwnRequest         the person who asked may not approve it (self-approval rules)
@@ -86,6 +87,17 @@ class CardChanged(Conflict):
             "this card changed after you saw it: look at the new card "
             f"(version {item.version}) and decide again"
         )
+
+
+class AlreadyUndone(Conflict):
+    """An FYI's Undo was clicked already (`pizzabot.agent.undo`): it runs at most once."""
+
+    def __init__(self, item: Item) -> None:
+        self.item = item
+        undo = item.undo
+        by = f" by {undo.by} via {undo.via}" if undo is not None and undo.by else ""
+        when = f" at {undo.at.isoformat()}" if undo is not None and undo.at else ""
+        super().__init__(f"this was already undone{by}{when}")
 
 
 class KillSwitchOn(Conflict):

@@ -67,6 +67,7 @@ from pizzabot.agent.questions import question_url, validate_answer, with_default
 from pizzabot.agent.request_end import request_end, request_ended
 from pizzabot.agent.step_up import Assertion, item_step_up
 from pizzabot.agent.store import RunEnd, kill_reason
+from pizzabot.agent.undo import undo
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,10 @@ class Inbox:
         """The policy's answer (`pizzabot.agent.policy.access`): admins may decide anything; people
         and decide tokens what they approve; ask tokens and triggers nothing."""
         return self.ctx.access.may_decide(by, item)
+
+    async def undo(self, item_id: str, *, by: Principal) -> Item:
+        """Run the compensating call a `notify` FYI offers, as `by` (`pizzabot.agent.undo`)."""
+        return await undo(self.ctx, item_id, by=by)
 
     async def decide(
         self,

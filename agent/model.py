@@ -236,6 +236,45 @@ class Risk:
         return out
 
 
+#: Where an FYI's Undo is: offered (nobody undid it yet), running (a person clicked it and
+#: the compensating call is under way), done or failed (how that call ended).
+UndoState = Literal["offered", "running", "done", "failed"]
+
+
+@dataclass(frozen=True)
+class Undo:
+    """The Undo a `notify` FYI offers (`pizzabot.agent.undo`): the compensating call `tool`
+    ("server.tool") with `args`, and once a person clicked it, who, how and when it ended
+    (`outcome`: the tool's answer, or its error)."""
+
+    tool: str
+    args: dict[str, Any]
+    state: UndoState = "offered"
+    by: str | None = None
+    via: str | None = None
+    at: datetime | None = None
+    outcome: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The offer and its outcome as stored (the state is a column of its own)."""
+        at = self.at.isoformat() if self.at is not None else None
+        said = {"by": self.by, "via": self.via, "at": at, "outcome": self.outcome}
+        return {"tool": self.tool, "args": self.args, **said}
+
+    @classmethod
+    def stored(cls, data: dict[str, Any], state: str) -> Undo:
+        at = data.get("at")
+        return cls(
+            tool=data["tool"],
+            args=dict(data.get("args") or {}),
+            state=state,  # type: ignore[arg-type]
+            by=data.get("by"),
+            via=data.get("via"),
+            at=datetime.fromisoformat(at) if at else None,
+            outcome=data.get("outcome"),
+        )
+
+
 @dataclass(frozen=True)
 class Item:
     id: str
@@ -268,6 +307,8 @@ class Item:
     #: self-approval rules (`pizzabot.agent.policy.quorum.person_of`).
     requested_by: str | None = None
     requester_person: str | None = None
+    #: The Undo of a `notify` FYI (`pizzabot.agent.undo`); None: it offers none.
+    undo: Undo | None = None
 
     @property
     def decided(self) -> bool:

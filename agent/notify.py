@@ -7,6 +7,10 @@ FYI: an Unread item (not an Action: there is nothing to decide) on every place t
 delivers to (Slack, mail, the web page), saying which tool ran, with which arguments, what
 it answered and which rule said to notify. The FYI is in the audit trail (`notified`).
 
+Where the skill names an Undo for the tool (`undo:`), the FYI offers it (`pizzabot.agent.undo`):
+the FYI then carries the tool and its arguments, so that whoever may decide that tool's cards
+may undo it.
+
 A request (`pizzabot.agent.requests`) that a `notify` rule decides is approved at once, and its
 approvers get the same FYI, saying who asked.
 """
@@ -17,7 +21,7 @@ import json
 from typing import Any
 
 from pizzabot.agent.context import Context
-from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus
+from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, Undo
 from pizzabot.agent.skills import Skill
 from pizzabot.agent.targets import targets_for
 
@@ -42,8 +46,10 @@ def fyi_item(
     result: str | None = None,
     failed: bool = False,
     asked_by: str | None = None,
+    undo: tuple[Undo | None, str | None] = (None, None),
 ) -> Item:
-    """The FYI for a `notify` call of `tool` in run `run_id`."""
+    """The FYI for a `notify` call of `tool` in run `run_id`; `undo`: the Undo it offers,
+    or why it offers none (`pizzabot.agent.undo.offer`)."""
     shown = _clip(json.dumps(args or {}, sort_keys=True, ensure_ascii=False))
     lines = [f"{tool} ran without asking ({why} says notify)."]
     if asked_by is not None:
@@ -51,6 +57,9 @@ def fyi_item(
     lines.append(f"Arguments: {shown}")
     if result is not None:
         lines.append(f"{'It failed' if failed else 'Result'}: {_clip(result)}")
+    offered, why_not = undo
+    if why_not is not None:
+        lines.append(why_not)
     return Item(
         id=ctx.ids(),
         run_id=run_id,
@@ -62,6 +71,9 @@ def fyi_item(
         body="\n\n".join(lines),
         created_at=ctx.clock(),
         secret=ctx.secrets(),
+        tool=tool if offered is not None else None,
+        args=dict(args or {}) if offered is not None else None,
+        undo=offered,
     )
 
 

@@ -104,6 +104,19 @@ class Previewer:
         text = self._redact(outcome.text).strip() or "(the dry run said nothing)"
         return Preview(_clean(text), by)
 
+    async def call(self, skill: Skill, tool: str, args: Mapping[str, Any]) -> tuple[bool, str]:
+        """Call `tool` ("server.tool") outside any run, on a person's word (an FYI's Undo,
+        `pizzabot.agent.undo`): whether it went well, and its text (or error), cleaned and
+        redacted as a preview's is. Never raises for the tool's sake."""
+        server, _, name = tool.partition(".")
+        try:
+            outcome = await self.tools.call(skill, server, name, dict(args), ask=None)
+        except Exception as exc:  # a transport's failure is the call's outcome
+            return False, _clean(self._redact_error(f"{type(exc).__name__}: {exc}"))
+        if outcome.is_error:
+            return False, _clean(self._redact_error(outcome.text))
+        return True, _clean(self._redact(outcome.text).strip() or "(it said nothing)")
+
     async def risk_with_preview(
         self, skill: Skill, tool: str | None, args: Mapping[str, Any] | None, risk: Risk
     ) -> Risk:

@@ -9,7 +9,7 @@ tests in `tests/contract/`, written against these protocols role by role, hold e
 to the same behaviour. Methods that change a run take its lease token: a worker that lost its
 lease cannot write (fencing).
 
-    Store = RunStore + InboxItems + Outbox + AuditLog + Switches + RequestStore
+    Store = RunStore + InboxItems + Outbox + AuditLog + Switches + RequestStore + Undos
     RunStore ⊃ RunReader · InboxItems ⊃ ItemReader · Outbox ⊃ DeliveryReader · AuditLog ⊃ AuditTrail
     ItemTimers, MailLog: kept beside the store (`pizzabot.store.triggers`, `pizzabot.store.mail`)
 """
@@ -401,7 +401,22 @@ class RequestStore(Protocol):
         ...
 
 
-class Store(RunStore, InboxItems, Outbox, AuditLog, Switches, RequestStore, Protocol):
+class Undos(Protocol):
+    """The Undo of a `notify` FYI (`pizzabot.agent.undo`): taken at most once, then its
+    outcome, which marks every sent copy of the item for an update."""
+
+    async def start_undo(self, item_id: str, *, by: str, via: str, now: datetime) -> Item:
+        """Take the item's offered Undo for `by`: the item, its Undo `running`. Raises
+        `AlreadyUndone` (with the item) when it was taken before, `Conflict` when the item
+        offers none, `NotFound`."""
+        ...
+
+    async def finish_undo(self, item_id: str, *, ok: bool, outcome: str, now: datetime) -> Item:
+        """How the running Undo ended (`done`, or `failed` with the error as `outcome`)."""
+        ...
+
+
+class Store(RunStore, InboxItems, Outbox, AuditLog, Switches, RequestStore, Undos, Protocol):
     """Everything the engine needs from persistence."""
 
     async def aclose(self) -> None: ...

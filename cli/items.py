@@ -1,4 +1,4 @@
-"""`pizzabot item`, `inbox`, `approve`, `edit`, `reject`, `read`: the inbox and deciding.
+"""`pizzabot item`, `inbox`, `approve`, `edit`, `reject`, `read`, `undo`: the inbox and deciding.
 
 A decision is bound to the card it was made on: the digest of the item as the command read
 it (or `--seen`), so a change made in between is refused by the server, not decided."""
@@ -320,3 +320,19 @@ def read(item: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
     item = ids.item_id(url, token, item)
     r = call(url, token, "POST", f"/api/items/{quote(item, safe='')}/read")
     print_line(f"{r['id']}: {r['status']}")
+
+
+@app.command()
+def undo(item: str, url: UrlOpt = None, token: TokenOpt = None, as_json: JsonOpt = False) -> None:
+    """Undo what a `notify` FYI says ran: run the compensating call it offers (once). Exit 1
+    when that call failed."""
+    item = ids.item_id(url, token, item)
+    r = call(url, token, "POST", f"/api/items/{quote(item, safe='')}/undo")
+    if as_json:
+        dump_json(r)
+        return
+    said = r.get("undo") or {}
+    word = "undone" if said.get("state") == "done" else f"undo {said.get('state')}"
+    print_line(f"{r['id']}: {word}: {said.get('tool')} answered: {said.get('outcome')}")
+    if said.get("state") == "failed":
+        raise typer.Exit(1)

@@ -247,6 +247,7 @@ def item_card(item: dict[str, Any], run: dict[str, Any] | None) -> None:
     if item.get("box") != "action":
         _section("Text")
         console.print(_indent(str(item.get("body") or "(no text)"), 2))
+        _undo(item)
         if item.get("status") == "unread":
             console.print()
             console.print(Text(f"Mark it read: pizzabot read {item['id']}", style="bold"))
@@ -261,6 +262,22 @@ def item_card(item: dict[str, Any], run: dict[str, Any] | None) -> None:
     else:
         _tool(item)
     _decision(item, budget=budget)
+
+
+def _undo(item: dict[str, Any]) -> None:
+    """A `notify` FYI's Undo: how to start it, or how it went."""
+    undo = item.get("undo")
+    if not undo:
+        return
+    _section("Undo")
+    _field("Call", f"{undo.get('tool')} {json.dumps(undo.get('args') or {}, sort_keys=True)}")
+    if undo.get("state") == "offered":
+        console.print(Text(f"  Undo it: pizzabot undo {item['id']}", style="bold"))
+        return
+    by = f"{undo.get('by')} via {undo.get('via')} at {when(undo.get('at'))}"
+    _field(str(undo.get("state")).capitalize(), by)
+    if undo.get("outcome"):
+        _block("It answered", str(undo["outcome"]))
 
 
 def _what_it_is_doing(item: dict[str, Any], run: dict[str, Any] | None, *, budget: bool) -> None:

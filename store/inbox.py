@@ -28,6 +28,7 @@ from pizzabot.agent.model import (
     Risk,
     RunStatus,
     Target,
+    Undo,
     transition,
 )
 from pizzabot.agent.store import LeaseLost, RunEnd
@@ -114,6 +115,7 @@ def item_of(row: Any) -> Item:
         version=row.version,
         requested_by=row.requested_by,
         requester_person=row.requester_person,
+        undo=Undo.stored(row.undo, row.undo_state) if row.undo is not None else None,
     )
 
 
@@ -139,6 +141,8 @@ def insert_item(s: Session, item: Item, targets: Sequence[Target], now: datetime
             version=item.version,
             requested_by=item.requested_by,
             requester_person=item.requester_person,
+            undo=item.undo.as_dict() if item.undo is not None else None,
+            undo_state=item.undo.state if item.undo is not None else None,
         )
     )
     s.flush()

@@ -2,7 +2,8 @@
 
 One object made of the role stores, each in its own module: the run store (`pizzabot.store.runs`),
 the inbox (`pizzabot.store.inbox`), the outbox (`pizzabot.store.outbox`), the audit trail (`pizzabot.store.audit`),
-the switches (`pizzabot.store.switches`), the requests (`pizzabot.store.requests`) and the
+the switches (`pizzabot.store.switches`), the requests (`pizzabot.store.requests`), the FYIs'
+Undo (`pizzabot.store.undos`) and the
 cards the fatigue figures read (`pizzabot.store.stats`). All of them run their transactions through one
 `pizzabot.store.database.Database`, which the stores kept beside it (`pizzabot.store.triggers`, `pizzabot.store.mail`,
 `pizzabot.store.web_sessions`, `pizzabot.store.grants`) share as well.
@@ -20,11 +21,14 @@ from pizzabot.store.requests import SqlRequests
 from pizzabot.store.runs import SqlRuns
 from pizzabot.store.stats import SqlHistory
 from pizzabot.store.switches import SqlSwitches
+from pizzabot.store.undos import SqlUndos
 
 __all__ = ["SqlStore", "connect"]
 
 
-class SqlStore(SqlRuns, SqlInbox, SqlOutbox, SqlAudit, SqlSwitches, SqlRequests, SqlHistory):
+class SqlStore(
+    SqlRuns, SqlInbox, SqlOutbox, SqlAudit, SqlSwitches, SqlRequests, SqlUndos, SqlHistory
+):
     def __init__(self, engine: AsyncEngine) -> None:
         super().__init__(Database(engine))
 

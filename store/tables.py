@@ -95,6 +95,10 @@ class ItemRow(Base):
     version: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
     requested_by: Mapped[str | None] = mapped_column(String(300))
     requester_person: Mapped[str | None] = mapped_column(String(300))
+    #: A `notify` FYI's Undo (`pizzabot.agent.model.Undo`) and its state, the column the
+    #: conditional update that takes it at most once looks at.
+    undo: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    undo_state: Mapped[str | None] = mapped_column(String(16))
 
     __table_args__ = (Index("ix_items_box_status", "box", "status"),)
 

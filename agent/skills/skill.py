@@ -249,6 +249,26 @@ class Skill(Strict):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _undo_tools(self) -> Skill:
+        """An Undo is a tool of the skill's own servers, on a tool whose FYI offers it."""
+        servers = set(self.mcp_servers) | ({"files"} if self.folders else set())
+        for key, entry in self.tools.items():
+            if not isinstance(entry, ToolRule) or entry.undo is None:
+                continue
+            if entry.policy != "notify" and all(r.policy != "notify" for r in entry.rules):
+                why = f"undo: only a notify tool's FYI offers Undo, and {key} is never notify"
+            elif entry.undo.tool.partition(".")[0] not in servers:
+                known = ", ".join(sorted(servers)) or "none"
+                why = (
+                    f"undo: {entry.undo.tool} is on no server of this skill (its servers: {known})"
+                )
+            else:
+                continue
+            where = ("tools", key, "undo")
+            raise PydanticCustomError("undo_tool", "{message}", {"message": why, "where": where})
+        return self
+
     def _maybe_one_person(self, lists: list[Approvers]) -> tuple[str, str] | None:
         """Two approvers of `lists` on different channels that nothing says are different
         people: an identity no person owns, and another channel's approver (such an

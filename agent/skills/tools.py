@@ -14,6 +14,7 @@ from pizzabot.agent.skills.ladder import Step, check_ladder
 from pizzabot.agent.skills.people import Escalation
 from pizzabot.agent.skills.rules import Policy, Rule
 from pizzabot.agent.skills.step_up import StepUp
+from pizzabot.agent.skills.undo import UndoCall
 
 #: The grants a tool offers when its entry does not say (`grants:`).
 DEFAULT_GRANTS = ("run", "1h", "exact")
@@ -69,6 +70,9 @@ class ToolRule(Strict):
     preview: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_./-]+$")
     #: How long the preview may take before the card says it timed out.
     preview_timeout: Duration = 10.0
+    #: A `notify` tool's compensating call, offered as Undo on its FYI
+    #: (`pizzabot.agent.skills.undo`).
+    undo: UndoCall | None = None
 
     @field_validator("timeout", "remind_after", "escalate_after", mode="before")
     @classmethod

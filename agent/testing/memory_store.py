@@ -7,7 +7,7 @@ role (`RunReader`, `InboxItems`, `AuditTrail`, ...) can hand it one without a da
 
 It implements every role of `Store`: `RunStore` (with `RunReader`), `InboxItems` (with
 `ItemReader` and `CardRefresh`), `Outbox` (with `DeliveryReader`), `AuditLog` (with
-`AuditTrail`), `Switches` and `RequestStore`. It does not implement the stores kept beside
+`AuditTrail`), `Switches`, `RequestStore` and `Undos`. It does not implement the stores kept beside
 `Store`: `Grants`, `Approvals`, `ItemTimers`, `MailLog`, tokens, schedules (the contract
 suite runs their tests on SQL only).
 
@@ -30,6 +30,7 @@ from pizzabot.agent.testing._memory_inbox import MemoryInbox
 from pizzabot.agent.testing._memory_outbox import MemoryAudit, MemoryOutbox, MemorySwitches
 from pizzabot.agent.testing._memory_requests import MemoryRequests
 from pizzabot.agent.testing._memory_runs import MemoryRuns
+from pizzabot.agent.testing._memory_undos import MemoryUndos
 
 if TYPE_CHECKING:
     from pizzabot.agent.store import Store
@@ -38,7 +39,13 @@ __all__ = ["MemoryStore"]
 
 
 class MemoryStore(
-    MemoryRuns, MemoryInbox, MemoryOutbox, MemoryAudit, MemorySwitches, MemoryRequests
+    MemoryRuns,
+    MemoryInbox,
+    MemoryOutbox,
+    MemoryAudit,
+    MemorySwitches,
+    MemoryRequests,
+    MemoryUndos,
 ):
     async def aclose(self) -> None:
         """Nothing to close; the state goes with the object."""

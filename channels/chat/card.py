@@ -25,6 +25,7 @@ from pizzabot.agent.model import (
     Run,
     RunStatus,
 )
+from pizzabot.agent.undo import undo_line
 
 __all__ = [
     "Button",
@@ -185,18 +186,7 @@ def card_of(item: Item, *, base_url: str, outcome: RunStatus | None = None) -> C
     """The card of `item` as it is now; for an Unread note, `outcome` (see `note_outcome`)
     picks its mark."""
     if item.box is Box.UNREAD:
-        return Card(
-            heading=f"{_mark(outcome)} {item.title}",
-            title="",
-            body=item.body or "(no result text)",
-            facts=(),
-            args_label="",
-            args=(),
-            outcome=None,
-            buttons=(),
-            url=run_url(base_url, item.run_id),
-            link_label="Open the run on the web page",
-        )
+        return _note(item, base_url, outcome)
     budget = item.kind is ItemKind.BUDGET
     question = item.kind is ItemKind.QUESTION
     heading = "budget reached" if budget else "question" if question else "approval needed"
@@ -216,6 +206,25 @@ def card_of(item: Item, *, base_url: str, outcome: RunStatus | None = None) -> C
         outcome=decided_line(item) if item.decided else None,
         buttons=_buttons(item, item_url(base_url, item)),
         url=item_url(base_url, item),
+    )
+
+
+def _note(item: Item, base_url: str, outcome: RunStatus | None) -> Card:
+    """An Unread note. A `notify` FYI that offers Undo links to its web page, where the
+    Undo button is (`pizzabot.agent.undo`); once clicked, the card says how it went."""
+    undo = item.undo
+    offered = undo is not None and undo.state == "offered"
+    return Card(
+        heading=f"{_mark(outcome)} {item.title}",
+        title="",
+        body=item.body or "(no result text)",
+        facts=(undo_line(undo),) if undo is not None and offered else (),
+        args_label="",
+        args=(),
+        outcome=undo_line(undo) if undo is not None and not offered else None,
+        buttons=(),
+        url=item_url(base_url, item) if offered else run_url(base_url, item.run_id),
+        link_label="Undo on the web page" if offered else "Open the run on the web page",
     )
 
 

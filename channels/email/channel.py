@@ -33,6 +33,7 @@ from pizzabot.agent.errors import NotFound
 from pizzabot.agent.model import Box, Delivery, Item, ItemKind, Run
 from pizzabot.agent.policy import EMAIL, Access, Principal
 from pizzabot.channels.email.compose import (
+    Links,
     MailIdentity,
     Thread,
     answer_mail,
@@ -45,6 +46,7 @@ from pizzabot.channels.email.keys import MailKey
 from pizzabot.channels.email.links import make_links
 from pizzabot.channels.email.ports import MailStore, TokenSource
 from pizzabot.channels.email.signin import signin_mail
+from pizzabot.channels.email.undo_links import undo_link
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +223,8 @@ class EmailChannel:
                     ttl=self.link_ttl,
                     now=now,
                 )
+            elif self.public_url and can and item.undo is not None:
+                links = self._undo_links(item, delivery.address, self.public_url, now)
             msg = item_mail(
                 item,
                 run,
@@ -239,11 +243,22 @@ class EmailChannel:
         root = earlier[0] if earlier else message_id
         return EmailRef(message_id=message_id, thread=root, address=delivery.address)
 
+    def _undo_links(self, item: Item, address: str, base_url: str, now: datetime) -> Links:
+        """An FYI's Undo link (`undo_links`), for one who may undo it. An Unread mail reads
+        only `undo` (and the page): an FYI has nothing to approve or reject."""
+        url = undo_link(
+            self.key, item, address=address, base_url=base_url, ttl=self.link_ttl, now=now
+        )
+        page = f"{base_url.rstrip('/')}/items/{item.id}"
+        return Links(approve=page, reject=page, edit=None, expires=now, page=page, undo=url)
+
     async def update(self, item: Item, delivery: Delivery) -> None:
         """Mail how an action ended into its thread (decided here or on another channel),
-        and each new count of an action that needs more than one person's approval."""
+        each new count of an action that needs more than one person's approval, and how an
+        FYI's Undo went."""
         counting = item.risk.approvals_text is not None and not item.decided
-        if item.box is not Box.ACTION or not (item.decided or counting):
+        undone = item.undo is not None and item.undo.state in ("done", "failed")
+        if not undone and (item.box is not Box.ACTION or not (item.decided or counting)):
             return
         run = await self.store.get_run(item.run_id)
         earlier = await self._earlier(item.run_id, delivery)
@@ -329,5 +344,7 @@ def _state(item: Item) -> str:
     count and the arguments it is for (so a retried update sends the same mail again)."""
     if item.decided:
         return str(item.status)
+    if item.undo is not None:
+        return f"undo-{item.undo.state}"
     seen = json.dumps([item.risk.approved, item.args], sort_keys=True, default=str)
     return f"count{len(item.risk.approved)}-{hashlib.sha256(seen.encode()).hexdigest()[:12]}"

@@ -27,11 +27,13 @@ from typing import Any
 
 from pizzabot.agent.argforms import Field, form_fields
 from pizzabot.agent.model import MAY_HAVE_HAPPENED, Box, Item, ItemKind, ItemStatus, Run
+from pizzabot.agent.undo import undo_line
 from pizzabot.channels.email import headers
 from pizzabot.channels.email.headers import Folded
 from pizzabot.channels.email.previews import preview_html, preview_lines
 from pizzabot.channels.email.questions import question_html, question_outcome, question_text
 from pizzabot.channels.email.trust import message_ids
+from pizzabot.channels.email.unread import unread_html, unread_text
 
 SUBJECT_TAG = "[pizzabot]"
 _MAX_REFERENCES = 10
@@ -101,6 +103,7 @@ class Links:
     edit: str | None
     expires: datetime
     page: str | None = None  # the item on the web inbox (needs a login there)
+    undo: str | None = None  # a `notify` FYI's Undo (`pizzabot.channels.email.undo_links`)
 
 
 def subject_for(skill: str, run_input: str) -> str:
@@ -239,13 +242,7 @@ def _item_text(item: Item, run: Run, *, can_decide: bool, links: Links | None) -
     if item.kind is ItemKind.QUESTION:
         return question_text(item, can_decide=can_decide, page=links.page if links else None)
     if item.box is Box.UNREAD:
-        lines = [item.title, "", item.body.strip() or "(no result text)", ""]
-        if can_decide:
-            lines.append(
-                "Reply to this mail to send the run a follow-up message: it goes on "
-                "with its whole history."
-            )
-        return lines
+        return unread_text(item, can_decide=can_decide, undo_link=links.undo if links else None)
     heading, doing = _heading(item)
     lines = [heading, "", f"{doing}:"]
     lines += [f"  {line}" for line in (item.body.strip() or run.input).split("\n")]
@@ -291,22 +288,6 @@ def _p(text: str) -> str:
     return f"<p>{html.escape(text).replace(chr(10), '<br>')}</p>"
 
 
-def _unread_html(item: Item, *, can_decide: bool) -> list[str]:
-    e = html.escape
-    blocks = [
-        f"<h2>{e(item.title)}</h2>",
-        f"<pre style='white-space:pre-wrap'>{e(item.body.strip())}</pre>",
-    ]
-    if can_decide:
-        blocks.append(
-            _p(
-                "Reply to this mail to send the run a follow-up message: it goes on "
-                "with its whole history."
-            )
-        )
-    return blocks
-
-
 def _item_html(item: Item, run: Run, *, can_decide: bool, links: Links | None) -> str:
     e = html.escape
     blocks: list[str] = []
@@ -314,7 +295,7 @@ def _item_html(item: Item, run: Run, *, can_decide: bool, links: Links | None) -
         page = links.page if links else None
         blocks = question_html(item, can_decide=can_decide, page=page)
     elif item.box is Box.UNREAD:
-        blocks = _unread_html(item, can_decide=can_decide)
+        blocks = unread_html(item, can_decide=can_decide, undo_link=links.undo if links else None)
     else:
         heading, doing = _heading(item)
         blocks.append(f"<h2>{e(heading)}</h2>")
@@ -393,9 +374,12 @@ def item_mail(
 
 
 def outcome_text(item: Item) -> str:
-    """One sentence on how an action ended: who decided what, through which channel, when."""
+    """One sentence on how an action ended: who decided what, through which channel, when
+    (an FYI: how its Undo went)."""
     if item.kind is ItemKind.QUESTION:
         return question_outcome(item)
+    if item.undo is not None and item.undo.state != "offered":
+        return undo_line(item.undo)  # an FYI's Undo, clicked
     who = f"{item.decided_by} via {item.decided_via} at {_when(item.decided_at)}"
     count = f" ({item.risk.approvals_text})" if item.risk.approvals_text else ""
     match item.status:

@@ -49,7 +49,9 @@ from pizzabot.agent.model import Box, Item, ItemKind, decision_from
 from pizzabot.agent.policy import EMAIL, Principal, normalize_address
 from pizzabot.channels.email.compose import Links, outcome_text
 from pizzabot.channels.email.keys import BadSignature, MailKey
+from pizzabot.channels.email.link_pages import Page, message_page, page_response
 from pizzabot.channels.email.ports import MailLog, MailStore
+from pizzabot.channels.email.undo_links import undo_routes
 
 PATH = "/mail/d"
 DECISIONS = ("approve", "reject", "edit")
@@ -136,42 +138,6 @@ def make_links(
 
 
 # --- the pages ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Page:
-    status: int
-    title: str
-    body: str  # HTML
-
-
-def _page(page: Page) -> HTMLResponse:
-    e = html.escape
-    doc = (
-        "<!doctype html><html><head><meta charset='utf-8'>"
-        "<meta name='robots' content='noindex'>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>{e(page.title)}</title>"
-        "<style>body{font-family:system-ui,sans-serif;max-width:40em;margin:2em auto;"
-        "padding:0 1em;color:#222}label{display:block;margin:.8em 0 .2em;font-weight:600}"
-        "input[type=text],input[type=number],textarea,select{width:100%;padding:.4em;"
-        "box-sizing:border-box}button{margin-top:1em;padding:.6em 1.4em;font-size:1em}"
-        ".err{color:#b00020}.hint{color:#666;font-size:.9em}pre{white-space:pre-wrap}</style>"
-        f"</head><body><h1>{e(page.title)}</h1>{page.body}</body></html>"
-    )
-    return HTMLResponse(
-        doc,
-        status_code=page.status,
-        headers={
-            "Cache-Control": "no-store",
-            "Referrer-Policy": "no-referrer",
-            "X-Robots-Tag": "noindex",
-        },
-    )
-
-
-def _message(status: int, title: str, text: str) -> Page:
-    return Page(status, title, f"<p>{html.escape(text).replace(chr(10), '<br>')}</p>")
 
 
 def _input(f: Field, error: str | None) -> str:
@@ -282,18 +248,18 @@ class LinkDesk:
         try:
             asserted, item = await self._check(token)
         except BadLink as exc:
-            return _message(410, "Link not usable", str(exc))
+            return message_page(410, "Link not usable", str(exc))
         if item.decided:
-            return _message(409, "Already decided", outcome_text(item))
+            return message_page(409, "Already decided", outcome_text(item))
         if not seen_matches(item, asserted.seen):
-            return _message(409, "This card changed", _CHANGED)
+            return message_page(409, "This card changed", _CHANGED)
         return self._form(asserted, item)
 
     async def submit(self, token: str, form: dict[str, str]) -> Page:
         try:
             asserted, item = await self._check(token)
         except BadLink as exc:
-            return _message(410, "Link not usable", str(exc))
+            return message_page(410, "Link not usable", str(exc))
         args: dict[str, Any] | None = None
         if asserted.decision == "edit":
             fields = form_fields(item.schema or {}, item.args or {})
@@ -303,27 +269,27 @@ class LinkDesk:
                 return self._form(asserted, item, errors, values=_as_values(raw))
         key = link_key(token)
         if not await self.log.record_once(key, kind="link", now=self.clock()):
-            return _message(410, "Link not usable", "this link was already used")
+            return message_page(410, "Link not usable", "this link was already used")
         decision = decision_from(asserted.decision, args=args, reason=form.get("reason", ""))
         try:
             decided = await self.inbox.decide(
                 item.id, decision, by=Principal.of(EMAIL, asserted.address), seen=asserted.seen
             )
         except AlreadyDecided as exc:
-            return _message(409, "Already decided", outcome_text(exc.item))
+            return message_page(409, "Already decided", outcome_text(exc.item))
         except CardChanged:
             await self.log.release(key)
-            return _message(409, "This card changed", _CHANGED)
+            return message_page(409, "This card changed", _CHANGED)
         except KillSwitchOn as exc:
             await self.log.release(key)
-            return _message(409, "Halted", str(exc))
+            return message_page(409, "Halted", str(exc))
         except AlreadyApproved as exc:
-            return _message(409, "Approved already", str(exc))
+            return message_page(409, "Approved already", str(exc))
         except StepUpRequired as exc:  # a link alone cannot approve it: the page says where
             await self.log.release(key)
-            return _message(403, "Confirm with your passkey", str(exc))
+            return message_page(403, "Confirm with your passkey", str(exc))
         except NotAllowed:
-            return _message(
+            return message_page(
                 403,
                 "Not allowed",
                 f"{asserted.address} is not an email approver of skill {item.skill}.",
@@ -331,7 +297,7 @@ class LinkDesk:
         except InvalidArguments as exc:
             await self.log.release(key)
             return self._form(asserted, item, exc.errors)
-        return _message(200, "Done", outcome_text(decided))
+        return message_page(200, "Done", outcome_text(decided))
 
 
 def _as_values(raw: dict[str, str | bool | None]) -> dict[str, Any]:
@@ -354,22 +320,27 @@ def links_router(desk: Callable[[Request], LinkDesk | None]) -> APIRouter:
     async def confirm(token: str, request: Request) -> HTMLResponse:
         found = desk(request)
         if found is None:
-            return _page(_message(404, "Not found", "email is not configured on this server"))
-        return _page(await found.show(token))
+            return page_response(
+                message_page(404, "Not found", "email is not configured on this server")
+            )
+        return page_response(await found.show(token))
 
     @router.post(PATH + "/{token}")
     async def decide(token: str, request: Request) -> HTMLResponse:
         found = desk(request)
         if found is None:
-            return _page(_message(404, "Not found", "email is not configured on this server"))
+            return page_response(
+                message_page(404, "Not found", "email is not configured on this server")
+            )
         form = await request.form()
         values = {k: v for k, v in form.multi_items() if isinstance(v, str)}
         # A checkbox sends its hidden "false" and, when ticked, "true": ticked wins.
         for key, value in form.multi_items():
             if value == "true":
                 values[key] = "true"
-        return _page(await found.submit(token, values))
+        return page_response(await found.submit(token, values))
 
+    undo_routes(router, desk)  # a `notify` FYI's Undo link, beside the decision links
     return router
 
 

@@ -10,7 +10,7 @@ from datetime import datetime
 
 from pizzabot.agent.card_digest import card_digest
 from pizzabot.agent.events import Event
-from pizzabot.agent.model import AuditEntry, Item, ItemStatus, Run
+from pizzabot.agent.model import AuditEntry, Item, ItemStatus, Run, Undo
 from pizzabot.agent.skills import SkillBook
 from pizzabot.agent.timeline import entries
 from pizzabot.channels.http import schema as out
@@ -89,7 +89,15 @@ def item_out(item: Item) -> out.ItemOut:
         digest=card_digest(item),
         requested_by=item.requested_by,
         requested=item.requested,
+        undo=_undo_out(item.undo),
     )
+
+
+def _undo_out(undo: Undo | None) -> out.UndoOut | None:
+    if undo is None:
+        return None
+    said = {"by": undo.by, "via": undo.via, "at": _at(undo.at), "outcome": undo.outcome}
+    return out.UndoOut(tool=undo.tool, args=undo.args, state=undo.state, **said)
 
 
 def audit_out(entry: AuditEntry) -> out.AuditOut:

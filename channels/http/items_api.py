@@ -5,9 +5,12 @@
     GET  /api/items/{id}                 one item, with its card's `version` and `digest`
     POST /api/items/{id}/decision        {decision, args?, reason?, grant?, seen?}
     POST /api/items/{id}/read            an Unread item, marked read
+    POST /api/items/{id}/undo            a `notify` FYI's Undo: run its compensating call
 
 A decision goes through `pizzabot.agent.inbox.Inbox.decide` as the caller: the policy says whether
-they may, `seen` (the digest of the card they decided on) binds it to what they saw.
+they may, `seen` (the digest of the card they decided on) binds it to what they saw. An Undo
+goes through `pizzabot.agent.inbox.Inbox.undo` the same way (`pizzabot.agent.undo`): who may
+decide the tool's cards may undo, once (a second is 409, saying who undid it).
 """
 
 from __future__ import annotations
@@ -122,3 +125,13 @@ async def decide(
 )
 async def mark_read(item_id: str, deps: Deps) -> out.ItemOut:
     return item_out(await deps.inbox.mark_read(item_id))
+
+
+@router.post(
+    "/items/{item_id}/undo",
+    response_model=out.ItemOut,
+    responses=errors(404, 409),
+)
+async def undo(item_id: str, deps: Deps, who: Principal = DECIDING) -> out.ItemOut:
+    """Run the compensating call a `notify` FYI offers; the item says how it ended."""
+    return item_out(await deps.inbox.undo(item_id, by=who))

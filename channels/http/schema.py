@@ -119,6 +119,19 @@ class Risk(BaseModel):
         return {k: v for k, v in data.items() if k in always or v not in (None, [], ())}
 
 
+class UndoOut(BaseModel):
+    """The Undo a `notify` FYI offers: the compensating call, and how far it got
+    (`offered`, `running`, `done`, `failed`), who undid it and what the call answered."""
+
+    tool: str
+    args: dict[str, Any]
+    state: str
+    by: str | None = None
+    via: str | None = None
+    at: str | None = None
+    outcome: str | None = None
+
+
 class ItemOut(BaseModel):
     model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
 
@@ -152,6 +165,8 @@ class ItemOut(BaseModel):
     requested_by: str | None = None
     #: Asked by an agent Pizza Bot does not run (a request), not by a run's model.
     requested: bool = False
+    #: The Undo a `notify` FYI offers (`POST /api/items/{id}/undo`); None: none.
+    undo: UndoOut | None = None
 
 
 class ItemList(BaseModel):

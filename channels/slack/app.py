@@ -23,7 +23,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
-from pizzabot.channels.slack import blocks, grants, questions
+from pizzabot.channels.slack import blocks, grants, questions, undo
 from pizzabot.channels.slack.batch import APPROVE_ALL, on_approve_all
 from pizzabot.channels.slack.home import START, START_VIEW, HomeTabs
 from pizzabot.channels.slack.inbound import SlackInbound
@@ -152,6 +152,12 @@ class _Listeners:
         await ack()
         await grants.on_revoke(self.inbound, body=body, client=client)
 
+    async def undo(
+        self, ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient, request: AsyncBoltRequest
+    ) -> None:
+        await ack()
+        await undo.on_undo(self.inbound, body=body, client=client, retried=_retried(request))
+
     async def command(self, ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond) -> None:
         await self.inbound.on_command(ack=ack, command=command, respond=respond)
 
@@ -218,6 +224,7 @@ def build_app(
     app.action(questions.OPEN_LINK)(on.open_link)
     app.action(blocks.GRANT)(on.grant)
     app.action(blocks.REVOKE_GRANT)(on.revoke_grant)
+    app.action(undo.UNDO)(on.undo)
     app.view(blocks.EDIT_VIEW)(on.edit_submit)
     app.view(blocks.REJECT_VIEW)(on.reject_submit)
     app.command(inbound.command)(on.command)

@@ -31,6 +31,7 @@ from pizzabot.channels.slack.mrkdwn import (
 )
 from pizzabot.channels.slack.previews import preview_blocks
 from pizzabot.channels.slack.questions import question_blocks, question_buttons
+from pizzabot.channels.slack.undo import undo_blocks
 
 __all__ = [
     "APPROVE",
@@ -331,5 +332,6 @@ def _unread(item: Item, base_url: str, outcome: RunStatus | None) -> Message:
         context(
             link(url, "Open the run on the web page") + (" (the result is cut here)" if cut else "")
         ),
+        *undo_blocks(item),
     ]
     return Message(text=esc(clip(f"{item.title}: {result}", 300)), blocks=blocks)

@@ -10,6 +10,9 @@ passkey's answer the page's script added (`routes_passkeys`). A notification's b
 the page with `?confirm=approve|reject`, which only says what was chosen: the person decides
 here.
 
+An Unread FYI of a `notify` call may offer Undo (`pizzabot.agent.undo`): its form posts to
+``/items/{id}/undo``, and the page then says how the compensating call ended.
+
 A question item (a running tool asks a person, `pizzabot.agent.questions`) posts the same decisions:
 Send is an edit with the form's values, Decline a reject, and a link's Done an approval.
 """
@@ -26,7 +29,9 @@ from pizzabot.agent.card_digest import card_digest
 from pizzabot.agent.errors import (
     AlreadyApproved,
     AlreadyDecided,
+    AlreadyUndone,
     CardChanged,
+    Conflict,
     InvalidArguments,
     KillSwitchOn,
     NotAllowed,
@@ -45,6 +50,7 @@ from pizzabot.agent.model import (
 )
 from pizzabot.agent.questions import answer_of, question_url, read_link
 from pizzabot.agent.step_up import Assertion, item_step_up
+from pizzabot.agent.undo import undo_line
 from pizzabot.channels.web._pages import (
     error_page,
     fragment,
@@ -163,6 +169,23 @@ async def mark_read(item_id: str, post: Posted) -> Response:
         return await not_found(post.visit, "item")
     back = safe_next(post.text("next")) or f"/items/{item_id}"
     return go(post.visit, back, "read")
+
+
+@router.post("/items/{item_id}/undo")
+async def undo(item_id: str, post: Posted) -> Response:
+    """Run the compensating call the FYI offers, then back to its page, which says how it went."""
+    v = post.visit
+    try:
+        item = await v.deps.inbox.undo(item_id, by=v.by)
+    except NotFound:
+        return await not_found(v, "item")
+    except AlreadyUndone:
+        return go(v, f"/items/{item_id}", "undone_before")
+    except (NotAllowed, Conflict) as exc:
+        item = await v.deps.store.get_item(item_id)
+        return await _item_page(v, item, form_error=str(exc), status=_refused(exc))
+    done = item.undo is not None and item.undo.state == "done"
+    return go(v, f"/items/{item_id}", "undone" if done else "undo_failed")
 
 
 async def _boxes(v: Visit) -> dict[str, Any]:
@@ -307,6 +330,7 @@ async def _item_page(
         seen=card_digest(item),
         step_up=item_step_up(item, skills.get(item.skill) if item.skill in skills else None),
         confirm=_CONFIRM.get(v.request.query_params.get("confirm", "")),
+        undo_said=undo_line(item.undo) if item.undo is not None else None,
     )
 
 
@@ -317,7 +341,7 @@ def _seen(post: Post) -> str | None:
 
 
 def _refused(exc: Exception) -> int:
-    return 409 if isinstance(exc, KillSwitchOn) else 403
+    return 409 if isinstance(exc, Conflict) else 403
 
 
 def _joined(errors: dict[str, str]) -> str:

@@ -2,7 +2,7 @@
 
 A contract test names the roles it uses as fixtures typed by their protocols (`runs:
 RunStore`, `items: InboxItems`, `outbox: Outbox`, `audit: AuditLog`, `switches: Switches`,
-`requests: RequestStore`, `grants: Grants`), and runs once on every backend that implements
+`requests: RequestStore`, `undos: Undos`, `grants: Grants`), and runs once on every backend that implements
 all of them (`BACKENDS`). A backend without one of its roles is never parametrized for that
 test: nothing is skipped, the test does not exist for it.
 
@@ -31,6 +31,7 @@ from pizzabot.agent.store import (
     RunStore,
     Store,
     Switches,
+    Undos,
 )
 from pizzabot.agent.testing.memory_store import MemoryStore
 from pizzabot.store.grants import SqlGrants
@@ -39,7 +40,7 @@ from pizzabot.store.sql import SqlStore, connect
 from tests.conftest import fresh_pg_database
 
 #: The roles of `Store`, by the name of their fixture.
-STORE_ROLES = frozenset({"runs", "items", "outbox", "audit", "switches", "requests"})
+STORE_ROLES = frozenset({"runs", "items", "outbox", "audit", "switches", "requests", "undos"})
 #: Every role the contract covers: `Store`'s, and the grants kept beside it.
 ROLES = STORE_ROLES | {"grants"}
 
@@ -127,6 +128,11 @@ def switches(backend: Backend) -> Switches:
 
 @pytest.fixture
 def requests(backend: Backend) -> RequestStore:
+    return backend.store
+
+
+@pytest.fixture
+def undos(backend: Backend) -> Undos:
     return backend.store
 
 
