@@ -74,7 +74,7 @@ class Person:
             assert sent.status_code == 302, sent.text
             back = sent.headers["location"]
             assert back.startswith(REDIRECT)
-            self.pages.append(self.auth.finish(dict(parse_qsl(urlsplit(back).query))))
+            self.pages.append(await self.auth.finish(dict(parse_qsl(urlsplit(back).query))))
             return Answer("accept")
 
         return ask
@@ -165,10 +165,14 @@ async def test_revoked_tokens_are_forgotten_and_the_next_connection_asks_again(
     try:
         await hub.list_tools(crm(peer.url), connect=person.connect)
         assert hub.running() == {"sales": ["crm"]}
-        assert await auth.revoke("sales", "crm") is True
+        held = json.loads((tmp_path / "mcp-auth" / "sales" / "crm.json").read_text())["tokens"]
+        assert await auth.revoke("sales", "crm") == "revoked"
+        # RFC 7009: the service was told, refresh token first, and no longer takes either.
+        assert peer.provider.revoked == [held["refresh_token"], held["access_token"]]
+        assert held["access_token"] not in peer.provider.access
         assert hub.running() == {}  # the live connection went with the tokens
         assert auth.connected() == []
-        assert await auth.revoke("sales", "crm") is False
+        assert await auth.revoke("sales", "crm") is None
         with pytest.raises(RunError, match="wants a person to connect it"):
             await hub.list_tools(crm(peer.url))  # no one to ask: said, not hung
         await hub.list_tools(crm(peer.url), connect=person.connect)
@@ -217,8 +221,8 @@ async def test_a_declined_consent_fails_the_connection_plainly(
 
 async def test_a_callback_nobody_waits_for_is_refused(tmp_path: Path) -> None:
     auth = McpAuth(tmp_path / "mcp-auth", redirect_uri=REDIRECT)
-    assert auth.finish({"state": "made-up", "code": "x"})[0] == 400
-    assert auth.finish({"code": "x"})[0] == 400
+    assert (await auth.finish({"state": "made-up", "code": "x"}))[0] == 400
+    assert (await auth.finish({"code": "x"}))[0] == 400
 
 
 def test_oauth_settings_need_auth_oauth() -> None:
