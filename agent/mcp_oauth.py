@@ -313,12 +313,16 @@ class McpAuth:
         from mcp.client.auth import OAuthFlowError
         from mcp.shared.auth import AuthorizationCodeResult
 
-        key = state_key(state)
-        while (got := await self.consents.take(key)) is None:
+        key, got = state_key(state), None
+        while got is None:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(POLL):
                     await poke.wait()
             poke.clear()
+            try:
+                got = await self.consents.take(key)
+            except Exception:  # the database away for a moment: the card still waits
+                log.warning("a consent's answer could not be read; looking again", exc_info=True)
         if got.code is None:
             raise OAuthFlowError(f"the service refused: {got.error or 'no code'}")
         return AuthorizationCodeResult(code=got.code, state=state, iss=got.iss)

@@ -181,6 +181,28 @@ async def test_revoked_tokens_are_forgotten_and_the_next_connection_asks_again(
     assert len(person.asked) == 2 and peer.provider.consents == 2
 
 
+async def test_revoking_where_the_service_cannot_be_told_still_forgets_the_tokens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    auth = McpAuth(tmp_path / "mcp-auth", redirect_uri=REDIRECT)
+    for name, revocation in (("plain", False), ("gone", True)):
+        async with OAuthMcp(tmp_path / name, revocation=revocation) as service:
+            monkeypatch.setenv("SSL_CERT_FILE", str(service.certs.ca_file))
+            hub = ToolHub(auth=auth)
+            try:
+                skill = crm(service.url).model_copy(update={"name": name})
+                await hub.list_tools(skill, connect=Person(auth, service).connect)
+            finally:
+                await hub.aclose()
+            if name == "plain":  # its metadata names no revocation endpoint
+                said = await auth.revoke(name, "crm")
+                assert said == "not asked: the service names no revocation endpoint"
+                assert service.provider.revoked == []
+        if name == "gone":  # the service is down by the time the tokens are revoked
+            assert await auth.revoke(name, "crm") == "not reached: ConnectError"
+    assert auth.connected() == []  # forgotten here in both cases
+
+
 async def test_a_scope_the_service_refuses_is_said_on_the_run(
     peer: OAuthMcp, tmp_path: Path
 ) -> None:
