@@ -242,6 +242,7 @@ class McpAuth:
 
     @staticmethod
     def now() -> datetime:
+        """The time consents are kept and answered by."""
         return datetime.now(UTC)
 
     def client_document(self) -> dict[str, Any] | None:
@@ -285,16 +286,13 @@ class McpAuth:
         )
         metadata.keep(cfg.scopes)
         if cfg.client_id is not None:
-            storage = TokenFiles(
-                storage.path,
-                preset=OAuthClientInformationFull(
-                    **metadata.model_dump(exclude_none=True),
-                    client_id=cfg.client_id,
-                    client_secret=(secret or {}).get("client_secret"),
-                ),
+            preset = OAuthClientInformationFull(
+                **metadata.model_dump(exclude_none=True),
+                client_id=cfg.client_id,
+                client_secret=(secret or {}).get("client_secret"),
             )
-            assert storage.preset is not None
-            self._presets[(skill, server)] = storage.preset
+            storage = TokenFiles(storage.path, preset=preset)
+            self._presets[(skill, server)] = preset
         flow = _Flow(self, server, cfg.url, who, skill)
         made: OAuthClientProvider = _classes()[0](
             cfg.url,

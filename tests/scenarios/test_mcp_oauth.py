@@ -181,6 +181,33 @@ async def test_revoked_tokens_are_forgotten_and_the_next_connection_asks_again(
     assert len(person.asked) == 2 and peer.provider.consents == 2
 
 
+async def test_a_pre_registered_client_revokes_with_its_secret(
+    peer: OAuthMcp, tmp_path: Path
+) -> None:
+    from mcp.shared.auth import OAuthClientInformationFull
+
+    peer.provider.clients["pizzabot"] = OAuthClientInformationFull(
+        client_id="pizzabot",
+        client_secret="s3cret",
+        redirect_uris=[REDIRECT],  # type: ignore[list-item]
+        token_endpoint_auth_method="client_secret_basic",
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        scope="crm.read crm.write",
+    )
+    auth = McpAuth(tmp_path / "mcp-auth", redirect_uri=REDIRECT, env={"CRM_SECRET": "s3cret"})
+    skill = crm(peer.url, client_id="pizzabot", client_secret="${CRM_SECRET}")
+    hub = ToolHub(auth=auth)
+    try:
+        await hub.list_tools(skill, connect=Person(auth, peer).connect)
+    finally:
+        await hub.aclose()
+    assert await auth.revoke("sales", "crm") == "revoked"  # HTTP Basic, as at the token endpoint
+    assert len(peer.provider.revoked) == 2 and peer.provider.access == {}
+    file = tmp_path / "mcp-auth" / "sales" / "crm.json"
+    assert not file.exists()
+
+
 async def test_revoking_where_the_service_cannot_be_told_still_forgets_the_tokens(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
