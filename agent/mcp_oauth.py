@@ -8,18 +8,20 @@ the wider scope. What it leaves to its user is here:
 
 - **The consent.** The first authorization is a person's: the authorization URL becomes a
   link question ("Connect crm.example") on the run that needs the server, on every channel
-  the skill delivers to. The service sends the browser back to `/mcp-auth/callback` on this
-  server; `McpAuth.finish` matches the `state` to the waiting connection (an unknown state is
-  refused) and hands over the code. The SDK checks the state and the issuer again.
+  the skill delivers to. The service sends the browser back to `/mcp-auth/callback` on the
+  public URL, which may reach any server process: `McpAuth.finish` records the code against
+  the consent's `state` (`pizzabot.agent.mcp_consents`; an unknown or used state is refused),
+  and the process that holds the run, a server or a worker, takes it and exchanges it. The
+  SDK checks the state and the issuer again.
 - **The tokens.** Kept per skill and server in the data folder, one JSON file each, readable
-  by the server's user only (0600 in a 0700 folder), written whole or not at all. Listed and
-  revoked by `pizzabot mcp-auth` through the admin API; a revocation also drops the live
-  connection, so the next run asks for consent again.
+  by the server's user only (0600 in a 0700 folder), written whole or not at all
+  (`pizzabot.agent.mcp_tokens`). Listed and revoked by `pizzabot mcp-auth` through the admin
+  API; a revocation also drops the live connection, so the next run asks for consent again,
+  and sends the tokens to the service's revocation endpoint (RFC 7009).
 
-    McpAuth            the consents waiting for their callback, the token files, list/revoke
+    McpAuth            the consents in progress, the token files, list/revoke
       .provider(...)   an httpx auth for one connection (skill + server)
-      .finish(params)  the callback: the code (or the service's refusal) to its connection
-    TokenFiles         the SDK's `TokenStorage` on one file
+      .finish(params)  the callback: the code (or the service's refusal) to its consent
 
 Every byte of a callback is hostile: only a waiting `state` is accepted, and a refusal's
 `error` is repeated only as a short token of letters and underscores.
@@ -28,27 +30,27 @@ Every byte of a callback is hostile: only a waiting `state` is accepted, and a r
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
 import logging
-import os
 import re
-import secrets
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from pizzabot.agent.errors import RunError
 from pizzabot.agent.mcp_call import CallQuestions
+from pizzabot.agent.mcp_consents import Consents, MemoryConsents, Pending, Returned, state_key
 from pizzabot.agent.mcp_http import resolve_headers
+from pizzabot.agent.mcp_tokens import Connected, TokenFiles, revoke_at_service
 from pizzabot.agent.questions import Question, link_refusal
 from pizzabot.agent.skills import HttpServer
 
 if TYPE_CHECKING:  # the SDK takes seconds to import: load it on the first connection
     from mcp.client.auth import OAuthClientProvider
-    from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthToken
+    from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull
 
 __all__ = [
     "CALLBACK_PATH",
@@ -70,6 +72,10 @@ DOCUMENT_PATH = "/mcp-auth/client.json"
 AFTER_DONE = 60.0
 #: The longest callback parameter taken (codes and states are far shorter).
 MAX_PARAM = 2000
+#: How long a consent's state is taken back: as long as its card waits.
+CONSENT_LIFE = timedelta(hours=1)
+#: Seconds between looks for a callback that came to another process.
+POLL = 0.5
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 _ERROR = re.compile(r"^[A-Za-z_]{1,40}$")
@@ -91,80 +97,12 @@ class Consent:
     asker: Ending | None = None
 
 
-class TokenFiles:
-    """The SDK's `TokenStorage` for one skill and server: one JSON file, 0600."""
-
-    def __init__(self, path: Path, *, preset: OAuthClientInformationFull | None = None) -> None:
-        self.path = path
-        #: The skill's pre-registered client, used while the file holds none.
-        self._preset = preset
-
-    def read(self) -> dict[str, Any]:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
-
-    def _write(self, data: dict[str, Any]) -> None:
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{secrets.token_hex(4)}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f)
-        os.replace(tmp, self.path)  # whole or not at all
-
-    async def get_tokens(self) -> OAuthToken | None:
-        from mcp.shared.auth import OAuthToken
-
-        raw = self.read().get("tokens")
-        return OAuthToken.model_validate(raw) if isinstance(raw, dict) else None
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        data = self.read()
-        data["tokens"] = tokens.model_dump(mode="json", exclude_none=True)
-        data["saved_at"] = time.time()
-        self._write(data)
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        from mcp.shared.auth import OAuthClientInformationFull
-
-        raw = self.read().get("client")
-        if isinstance(raw, dict):
-            return OAuthClientInformationFull.model_validate(raw)
-        return self._preset
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        data = self.read()
-        data["client"] = client_info.model_dump(mode="json", exclude_none=True)
-        self._write(data)
-
-    def expires_at(self) -> float | None:
-        """When the stored access token expires (None: unknown, or no token)."""
-        data = self.read()
-        tokens, saved = data.get("tokens"), data.get("saved_at")
-        if not isinstance(tokens, dict) or not isinstance(saved, (int, float)):
-            return None
-        expires_in = tokens.get("expires_in")
-        return saved + expires_in if isinstance(expires_in, (int, float)) else None
-
-
-@dataclass(frozen=True)
-class Connected:
-    """A skill's server that holds tokens (what `pizzabot mcp-auth list` shows; no secret)."""
-
-    skill: str
-    server: str
-    scopes: list[str]
-    expires_at: float | None
-    refreshable: bool
-
-
 @dataclass
 class _Waiting:
-    """A consent whose callback has not come yet."""
+    """A consent of this process whose answer has not been taken yet."""
 
-    code: asyncio.Future[AuthorizationCodeResult]
+    #: Set when the answer came to this process (otherwise it is polled for).
+    poke: asyncio.Event
     asking: asyncio.Task[Any]
     consent: Consent
 
@@ -177,6 +115,8 @@ class _Flow:
     server: str
     url: str
     who: Callable[[], Consent | None]
+    skill: str = ""
+    #: The state of the consent in progress.
     state: str | None = None
     #: Why the last consent failed, in words (the connection says it on the run).
     error: str | None = None
@@ -197,49 +137,64 @@ class _Flow:
             self.error = f"{host}'s sign-in link cannot be offered: {why}"
             raise RunError(f"MCP server {self.server!r}: {self.error}")
         state = parse_qs(urlsplit(authorization_url).query).get("state", [""])[0]
+        key = state_key(state)
+        now = self.auth.now()
+        pending = Pending(self.skill, self.server, _run_of(consent.asker))
+        # Kept before the card goes out: its callback may come to any process at once.
+        await self.auth.consents.open(key, pending, now=now, expires_at=now + CONSENT_LIFE)
         question = Question(
             message=f"Connect {host}: sign in there and allow access for this skill's runs.",
             url=authorization_url,
         )
-        loop = asyncio.get_running_loop()
         asking = asyncio.create_task(consent.questions.ask(question), name=f"consent:{host}")
-        self.auth.waiting[state] = _Waiting(loop.create_future(), asking, consent)
+        self.auth.waiting[key] = _Waiting(asyncio.Event(), asking, consent)
         self.state = state
 
     async def callback(self) -> AuthorizationCodeResult:
         from mcp.client.auth import OAuthFlowError
 
         state, self.state = self.state or "", None
-        waiting = self.auth.waiting.get(state)
+        key = state_key(state)
+        waiting = self.auth.waiting.get(key)
         if waiting is None:
             raise OAuthFlowError("no consent was asked for")
         host = self.host
         ending = "the connection it asked for was given up"
+        code = asyncio.create_task(self.auth.returned(state, waiting.poke))
         try:
-            await asyncio.wait({waiting.code, waiting.asking}, return_when="FIRST_COMPLETED")
-            if not waiting.code.done():
+            await asyncio.wait({code, waiting.asking}, return_when="FIRST_COMPLETED")
+            if not code.done():
                 answer = waiting.asking.result()
                 if answer.action != "accept":
                     said = "declined" if answer.action == "decline" else "not answered"
                     raise OAuthFlowError(f"the consent to connect it was {said}")
                 async with asyncio.timeout(AFTER_DONE):  # Done pressed: the callback is near
-                    await asyncio.shield(waiting.code)
-            result = waiting.code.result()
+                    await asyncio.shield(code)
+            result = code.result()
             ending = f"connected to {host}"
             return result
         except TimeoutError:
-            ending = self.error = f"{host} did not send the browser back to this server"
+            ending = self.error = f"{host} did not send the browser back to Pizza Bot"
             raise OAuthFlowError(ending) from None
         except OAuthFlowError as exc:
             ending = self.error = f"not connected to {host}: {exc}"
             raise
         finally:
-            self.auth.waiting.pop(state, None)
+            code.cancel()
+            self.auth.waiting.pop(key, None)
             if waiting.consent.asker is not None:
                 waiting.consent.asker.ended = ending
             if not waiting.asking.done():
                 waiting.asking.cancel()  # closes the card, with `ending`
-                await asyncio.wait({waiting.asking})
+            await asyncio.wait({code, waiting.asking})
+            await asyncio.shield(self.auth.forget(key))
+
+
+def _run_of(asker: Ending | None) -> str | None:
+    """The run a consent is asked for (an `Asker` holds it)."""
+    run = getattr(getattr(asker, "held", None), "run", None)
+    run_id = getattr(run, "id", None)
+    return run_id if isinstance(run_id, str) else None
 
 
 class McpAuth:
@@ -254,8 +209,11 @@ class McpAuth:
         env: Mapping[str, str] | None = None,
         client_metadata_url: str | None = None,
         link_check: Callable[[str], str | None] = link_refusal,
+        consents: Consents | None = None,
     ) -> None:
         self.folder = folder
+        #: Where consents wait for their callback: the database, where processes share one.
+        self.consents: Consents = consents if consents is not None else MemoryConsents()
         #: Why a sign-in link cannot be offered to a person (None: it can); a card's rule.
         self.link_check = link_check
         self.redirect_uri = redirect_uri
@@ -264,13 +222,16 @@ class McpAuth:
         self.client_metadata_url = client_metadata_url
         self._env = dict(env or {})
         self.waiting: dict[str, _Waiting] = {}
+        #: The skills' pre-registered clients, by (skill, server): a revocation's credentials.
+        self._presets: dict[tuple[str, str], OAuthClientInformationFull] = {}
         #: Called with (skill, server) when tokens are revoked: the live connection goes.
         self.on_revoke: list[Callable[[str, str], Awaitable[None]]] = []
 
     @classmethod
     def serving(cls, data_dir: Path, base_url: str, *, env: Mapping[str, str]) -> McpAuth:
-        """A server's: token files under `data_dir/mcp-auth`, callbacks to `base_url`, and
-        its client metadata document there when `base_url` is https (a service fetches it)."""
+        """A server's or a worker's: token files under `data_dir/mcp-auth`, callbacks to
+        `base_url` (the public URL: any server process behind it), and the client metadata
+        document there when `base_url` is https (a service fetches it)."""
         document = base_url + DOCUMENT_PATH if base_url.startswith("https://") else None
         return cls(
             data_dir / "mcp-auth",
@@ -278,6 +239,11 @@ class McpAuth:
             env=env,
             client_metadata_url=document,
         )
+
+    @staticmethod
+    def now() -> datetime:
+        """The time consents are kept and answered by."""
+        return datetime.now(UTC)
 
     def client_document(self) -> dict[str, Any] | None:
         """This client's metadata document (None: none is served)."""
@@ -320,15 +286,14 @@ class McpAuth:
         )
         metadata.keep(cfg.scopes)
         if cfg.client_id is not None:
-            storage = TokenFiles(
-                storage.path,
-                preset=OAuthClientInformationFull(
-                    **metadata.model_dump(exclude_none=True),
-                    client_id=cfg.client_id,
-                    client_secret=(secret or {}).get("client_secret"),
-                ),
+            preset = OAuthClientInformationFull(
+                **metadata.model_dump(exclude_none=True),
+                client_id=cfg.client_id,
+                client_secret=(secret or {}).get("client_secret"),
             )
-        flow = _Flow(self, server, cfg.url, who)
+            storage = TokenFiles(storage.path, preset=preset)
+            self._presets[(skill, server)] = preset
+        flow = _Flow(self, server, cfg.url, who, skill)
         made: OAuthClientProvider = _classes()[0](
             cfg.url,
             metadata,
@@ -340,26 +305,54 @@ class McpAuth:
         )
         return made
 
-    def finish(self, params: Mapping[str, str]) -> tuple[int, str]:
-        """The service's redirect back (`CALLBACK_PATH`): the status and the words of the page
-        the person's browser shows."""
+    async def returned(self, state: str, poke: asyncio.Event) -> AuthorizationCodeResult:
+        """The code of the consent of `state`, once the service sent it back to any process
+        (polled; at once when it came here), or the service's refusal raised."""
         from mcp.client.auth import OAuthFlowError
         from mcp.shared.auth import AuthorizationCodeResult
 
+        key, got = state_key(state), None
+        while got is None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(POLL):
+                    await poke.wait()
+            poke.clear()
+            try:
+                got = await self.consents.take(key)
+            except Exception:  # the database away for a moment: the card still waits
+                log.warning("a consent's answer could not be read; looking again", exc_info=True)
+        if got.code is None:
+            raise OAuthFlowError(f"the service refused: {got.error or 'no code'}")
+        return AuthorizationCodeResult(code=got.code, state=state, iss=got.iss)
+
+    async def forget(self, key: str) -> None:
+        """Drop a consent given up (an unreachable database: it expires by itself)."""
+        try:
+            await self.consents.drop(key)
+        except Exception:
+            log.warning("a consent given up could not be dropped; it expires", exc_info=True)
+
+    async def finish(self, params: Mapping[str, str]) -> tuple[int, str]:
+        """The service's redirect back (`CALLBACK_PATH`), on any process: the status and the
+        words of the page the person's browser shows."""
         state = params.get("state", "")
-        waiting = self.waiting.get(state) if 0 < len(state) <= MAX_PARAM else None
-        if waiting is None or waiting.code.done():
+        if not 0 < len(state) <= MAX_PARAM:
             return 400, "This link is not awaited here (it was used, or has expired)."
         if any(len(v) > MAX_PARAM for v in params.values()):
             return 400, "The answer is too long."
-        error = params.get("error")
-        if error is not None or not params.get("code"):
+        key, error, code = state_key(state), params.get("error"), params.get("code")
+        if error is not None or not code:
             said = error if error is not None and _ERROR.match(error) else "no code"
-            waiting.code.set_exception(OAuthFlowError(f"the service refused: {said}"))
+            returned = Returned(error=said)
+        else:
+            returned = Returned(code=code, iss=params.get("iss"))
+        if await self.consents.answer(key, returned, now=self.now()) is None:
+            return 400, "This link is not awaited here (it was used, or has expired)."
+        waiting = self.waiting.get(key)
+        if waiting is not None:
+            waiting.poke.set()
+        if returned.code is None:
             return 200, f"Not connected: the service refused ({said}). You can close this page."
-        waiting.code.set_result(
-            AuthorizationCodeResult(code=params["code"], state=state, iss=params.get("iss"))
-        )
         return 200, "Connected. You can close this page."
 
     def connected(self) -> list[Connected]:
@@ -382,18 +375,26 @@ class McpAuth:
             )
         return out
 
-    async def revoke(self, skill: str, server: str) -> bool:
-        """Forget the tokens of `skill`'s `server` and drop its live connection; False when
-        there were none."""
-        path = self.files(skill, server).path
+    async def revoke(self, skill: str, server: str) -> str | None:
+        """Forget the tokens of `skill`'s `server`, drop its live connection, and send the
+        tokens to the service's revocation endpoint (RFC 7009): what the service did, in
+        words (None: there were no tokens). The tokens are forgotten here whatever it did."""
+        files = self.files(skill, server)
+        data = files.read()
         try:
-            path.unlink()
+            files.path.unlink()
         except FileNotFoundError:
-            return False
+            return None
         for hook in self.on_revoke:
             await hook(skill, server)
-        log.info("MCP server %s of skill %s: tokens revoked", server, skill)
-        return True
+        client = data.get("client")
+        if not isinstance(client, dict) and (skill, server) in self._presets:
+            client = self._presets[(skill, server)].model_dump(mode="json", exclude_none=True)
+        at_service = await revoke_at_service(data, client if isinstance(client, dict) else None)
+        log.info(
+            "MCP server %s of skill %s: tokens revoked (service: %s)", server, skill, at_service
+        )
+        return at_service
 
 
 def oauth_provider(
@@ -403,10 +404,10 @@ def oauth_provider(
     cfg: HttpServer,
     who: Callable[[], Consent | None],
 ) -> OAuthClientProvider:
-    """`auth`'s provider for one connection (`McpAuth.provider`); a process without OAuth (a
-    `pizzabot worker`, which has no callback endpoint) says so."""
+    """`auth`'s provider for one connection (`McpAuth.provider`); a process without OAuth
+    says so."""
     if auth is None:
-        raise RunError(f"MCP server {server!r} needs OAuth, which only `pizzabot serve` connects")
+        raise RunError(f"MCP server {server!r} needs OAuth, which this process does not connect")
     return auth.provider(skill, server, cfg, who)
 
 
@@ -435,6 +436,13 @@ def _provider_class() -> Any:
             storage = self.context.storage
             if isinstance(storage, TokenFiles):
                 self.context.token_expiry_time = storage.expires_at()
+
+        async def _handle_token_response(self, response: Any) -> None:
+            # A consent's tokens: where the service takes them back is kept beside them.
+            await super()._handle_token_response(response)
+            storage = self.context.storage
+            if isinstance(storage, TokenFiles):
+                storage.set_service(self.context.oauth_metadata)
 
         async def _auth_flow(self, request: Any) -> Any:
             # The SDK's own refusals (a registration or a token request the service refused)

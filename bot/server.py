@@ -67,6 +67,7 @@ from pizzabot.store.approvals import SqlApprovals
 from pizzabot.store.away import away_access
 from pizzabot.store.chain import ensure_key, keep_checkpointing
 from pizzabot.store.grants import SqlGrants
+from pizzabot.store.mcp_consents import SqlConsents
 from pizzabot.store.migrate import upgrade
 from pizzabot.store.sql import SqlStore, connect
 from pizzabot.store.tokens import SqlTokens
@@ -109,6 +110,15 @@ async def build(
         raise
 
 
+def _tools(settings: Settings, store: SqlStore, env: dict[str, str]) -> ToolHub:
+    """MCP servers; OAuth ones' consents are kept in the database (callbacks reach any server)."""
+    auth = McpAuth.serving(settings.data_dir, settings.base_url, env=env)
+    auth.consents = SqlConsents(store.db)
+    return ToolHub(
+        env=env, call_timeout=settings.tool_timeout, extra_servers=folder_servers, auth=auth
+    )
+
+
 async def _assemble(
     settings: Settings,
     store: SqlStore,
@@ -124,7 +134,7 @@ async def _assemble(
     env = environment()
     # The API token and every secret setting: no provider's, tool's or server's error shows them.
     redactor = Redactor.of(token, *settings.secret_values())
-    tools = ToolHub(env=env, call_timeout=settings.tool_timeout, extra_servers=folder_servers)
+    tools = _tools(settings, store, env)
     tracer = tracing.exporter(env) if settings.otel else None
     out = outlets(settings, store, access, files.book, serving)
     home_bell = asyncio.Event()  # Slack's Home tabs are republished whenever the outbox wakes
@@ -295,8 +305,6 @@ def create_app(settings: Settings, *, token: str, with_worker: bool | None = Non
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         svc = await build(settings, token=token, with_worker=with_worker)
-        # OAuth for skills' MCP servers: its consents come back to this app's callback.
-        svc.tools.use_auth(McpAuth.serving(settings.data_dir, settings.base_url, env=environment()))
         app.state.services = svc
         app.state.api = wire_http.deps(svc)
         app.state.hooks = wire_triggers.hook_deps(settings, svc)

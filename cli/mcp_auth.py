@@ -52,6 +52,10 @@ def _expires(at: float | None) -> str:
 
 @mcp_auth_app.command("revoke")
 def mcp_auth_revoke(skill: str, server: str, url: UrlOpt = None, token: TokenOpt = None) -> None:
-    """Forget a skill's tokens for an MCP server; its next run asks a person to connect again."""
-    call(url, token, "DELETE", f"/api/mcp-auth/{quote(skill, safe='')}/{quote(server, safe='')}")
-    print_line(f"{skill}: tokens for MCP server {server} revoked")
+    """Forget a skill's tokens for an MCP server and revoke them at the service; its next run
+    asks a person to connect again."""
+    path = f"/api/mcp-auth/{quote(skill, safe='')}/{quote(server, safe='')}"
+    data = call(url, token, "DELETE", path)
+    print_line(f"{skill}: tokens for MCP server {server} forgotten here")
+    said = str(data.get("at_service", "not said"))
+    print_line("at the service: ", (said, "green" if said == "revoked" else "yellow"))

@@ -157,6 +157,7 @@ import pizzabot.store.tables_audit  # noqa: E402
 import pizzabot.store.tables_away  # noqa: E402
 import pizzabot.store.tables_grants  # noqa: E402
 import pizzabot.store.tables_mail  # noqa: E402
+import pizzabot.store.tables_mcp  # noqa: E402
 import pizzabot.store.tables_phone  # noqa: E402
 import pizzabot.store.tables_requests  # noqa: E402
 import pizzabot.store.tables_tokens  # noqa: E402

@@ -2,12 +2,14 @@
 
     GET    /api/mcp-auth                   {"items": [connection]}: who holds tokens (admins;
                                            never a token)
-    DELETE /api/mcp-auth/{skill}/{server}  {"skill", "server", "revoked"}: the tokens forgotten
-                                           and the connection dropped; the next run asks a
-                                           person to connect again (admins)
+    DELETE /api/mcp-auth/{skill}/{server}  {"skill", "server", "revoked", "at_service"}: the
+                                           tokens forgotten and the connection dropped (the
+                                           next run asks a person to connect again), and the
+                                           tokens revoked at the service (admins)
     GET    /mcp-auth/callback              where the service sends the person's browser back
-                                           with the code (no API token: the `state` it
-                                           carries must be one a connection waits for)
+                                           with the code, on any server process (no API
+                                           token: the `state` it carries must be one a
+                                           consent waits for; any other is refused, 400)
     GET    /mcp-auth/client.json           this client's metadata document, where the public
                                            URL is https (its URL is the client ID)
 
@@ -73,20 +75,24 @@ class McpAuthRevoked(BaseModel):
     skill: str
     server: str
     revoked: bool
+    #: What the service's revocation endpoint did (RFC 7009), in words: "revoked", or why
+    #: not (none named, refused, not reached); the tokens are forgotten here either way.
+    at_service: str
 
 
 @router.delete("/mcp-auth/{skill}/{server}", response_model=McpAuthRevoked)
 async def revoke(skill: _NAME, server: _NAME, deps: Deps, who: Principal = ADMIN) -> McpAuthRevoked:
-    if not await _auth(deps).revoke(skill, server):
+    at_service = await _auth(deps).revoke(skill, server)
+    if at_service is None:
         raise HTTPException(404, f"skill {skill!r} holds no tokens for MCP server {server!r}")
     await deps.store.audit(
         action="mcp_auth_revoked",
         actor=who.identity,
         channel=who.channel,
         now=deps.clock(),
-        detail={"skill": skill, "server": server},
+        detail={"skill": skill, "server": server, "at_service": at_service},
     )
-    return McpAuthRevoked(skill=skill, server=server, revoked=True)
+    return McpAuthRevoked(skill=skill, server=server, revoked=True, at_service=at_service)
 
 
 @callbacks.get(CALLBACK_PATH, include_in_schema=False)
@@ -95,7 +101,7 @@ async def callback(request: Request) -> PlainTextResponse:
     auth = deps.mcp_auth if isinstance(deps, ApiDeps) else None
     if auth is None:
         return PlainTextResponse("Nothing is awaited here.", status_code=404)
-    status, text = auth.finish(dict(request.query_params))
+    status, text = await auth.finish(dict(request.query_params))
     headers = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
     return PlainTextResponse(text, status_code=status, headers=headers)
 

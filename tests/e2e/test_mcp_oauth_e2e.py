@@ -3,7 +3,8 @@ model, and an HTTPS MCP server with its own authorization server (the SDK's serv
 `tests/peers/mcp_oauth.py`). The run's first step needs the server; the person gets a link
 card ("crm asks: Connect 127.0.0.1 …"), follows its link with an HTTP client as a browser
 would, the service sends it back to `/mcp-auth/callback` on Pizza Bot, and the run's tool call
-succeeds. `pizzabot mcp-auth list` shows the connection and `revoke` forgets it; a refused
+succeeds. `pizzabot mcp-auth list` shows the connection and `revoke` forgets it and revokes
+its tokens at the service (RFC 7009); a forged callback is refused and audited; a refused
 scope fails the run and closes the card, saying why on both."""
 
 from __future__ import annotations
@@ -99,9 +100,15 @@ async def test_a_person_connects_the_server_from_the_card_and_the_run_goes_on(
         again = await st.start_run("sales", "look Ann up again")
         assert (await st.wait_run(again["id"], {"done", "failed"}))["status"] == "done"
 
+        held = yaml.safe_load(token_file.read_text())["tokens"]
         revoked = await asyncio.to_thread(cli, st, "mcp-auth", "revoke", "sales", "crm")
         assert revoked.returncode == 0, revoked.stderr
+        assert "at the service: revoked" in revoked.stdout
         assert not token_file.exists()
+        # The service was told: both tokens are gone there too.
+        provider = st.peer.provider  # type: ignore[attr-defined]
+        assert provider.revoked == [held["refresh_token"], held["access_token"]]
+        assert held["refresh_token"] not in provider.refresh
         empty = await asyncio.to_thread(cli, st, "mcp-auth", "list")
         assert "sales" not in empty.stdout
         unknown = await asyncio.to_thread(cli, st, "mcp-auth", "revoke", "sales", "crm")
@@ -112,7 +119,13 @@ async def test_a_person_connects_the_server_from_the_card_and_the_run_goes_on(
         assert asked["args"]["url"].startswith(f"{st.peer.base}/authorize?")  # type: ignore[attr-defined]
         async with st.client() as c:
             bogus = await c.get("/mcp-auth/callback", params={"state": "forged", "code": "x"})
-        assert bogus.status_code == 400
+            assert bogus.status_code == 400
+            trail = (await c.get("/api/audit", params={"limit": 500})).json()["items"]
+        actions = [e["action"] for e in trail]
+        assert "mcp_auth_callback_refused" in actions
+        assert "mcp_auth_consent_answered" in actions
+        revocation = next(e for e in trail if e["action"] == "mcp_auth_revoked")
+        assert revocation["detail"]["at_service"] == "revoked"
 
 
 async def test_a_refused_scope_fails_the_run_and_says_why_on_the_card(tmp_path: Path) -> None:

@@ -66,7 +66,7 @@ def person(auth: McpAuth) -> AskFn:
         if not back.startswith(REDIRECT):
             print(f"the authorization did not redirect back: {sent.status_code}", file=sys.stderr)
             return Answer("decline")
-        print(auth.finish(dict(parse_qsl(urlsplit(back).query))), file=sys.stderr)
+        print(await auth.finish(dict(parse_qsl(urlsplit(back).query))), file=sys.stderr)
         return Answer("accept")
 
     return ask

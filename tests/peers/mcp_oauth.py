@@ -10,7 +10,8 @@ SDK's server-side auth (`mcp.server.auth`) and served over HTTPS on loopback:
 back to the client's redirect URI with a code, or with `error=invalid_scope` when a scope
 outside `grantable` is asked for (registration takes `crm.admin` too, so that a refusal comes
 from the consent). Tokens live in memory; a test can make them short-lived
-(`expires_in`), count the refreshes, and see which scopes were granted.
+(`expires_in`), count the refreshes, see which scopes were granted, and which tokens were
+sent to `/revoke` (RFC 7009; `revocation=False`: the metadata names no such endpoint).
 
     async with OAuthMcp(tmp_path) as peer:   # peer.url, peer.certs.ca_file
         ...
@@ -28,6 +29,7 @@ from types import TracebackType
 from typing import Any
 
 import uvicorn
+from mcp.server.auth.handlers import revoke as _revoke
 from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
@@ -45,6 +47,16 @@ from tests.peers.certs import TestCertificates, make_certificates
 __all__ = ["OAuthMcp", "Provider"]
 
 
+class _RevocationRequest(_revoke.RevocationRequest):
+    """RFC 7009 2.1: a public client revokes with its `client_id` alone; the SDK's model
+    wants a `client_secret` key in every request, so the peer takes one without it."""
+
+    client_secret: str | None = None
+
+
+_revoke.RevocationRequest = _RevocationRequest  # type: ignore[misc]
+
+
 @dataclass
 class Provider:
     """An in-memory authorization server (the SDK's `OAuthAuthorizationServerProvider`)."""
@@ -59,6 +71,8 @@ class Provider:
     consents: int = 0
     #: The scopes of each consent given, in order.
     granted: list[list[str]] = field(default_factory=list)
+    #: The tokens a client revoked at `/revoke`, in order (known ones only).
+    revoked: list[str] = field(default_factory=list)
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         return self.clients.get(client_id)
@@ -139,6 +153,7 @@ class Provider:
         return found
 
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
+        self.revoked.append(token.token)
         self.access.pop(token.token, None)
         self.refresh.pop(token.token, None)
 
@@ -148,7 +163,7 @@ class Provider:
         self.refresh.clear()
 
 
-def _server(base: str, provider: Provider, scopes: list[str]) -> MCPServer:
+def _server(base: str, provider: Provider, scopes: list[str], revocation: bool) -> MCPServer:
     auth = AuthSettings(
         issuer_url=base,  # type: ignore[arg-type]
         resource_server_url=f"{base}/mcp",  # type: ignore[arg-type]
@@ -157,7 +172,7 @@ def _server(base: str, provider: Provider, scopes: list[str]) -> MCPServer:
         client_registration_options=ClientRegistrationOptions(
             enabled=True, valid_scopes=sorted(provider.grantable | set(scopes) | {"crm.admin"})
         ),
-        revocation_options=RevocationOptions(enabled=True),
+        revocation_options=RevocationOptions(enabled=revocation),
     )
     server = MCPServer("crm", auth=auth, auth_server_provider=provider)
 
@@ -180,7 +195,9 @@ class OAuthMcp:
         required: tuple[str, ...] = ("crm.read",),
         grantable: tuple[str, ...] = ("crm.read", "crm.write"),
         expires_in: int = 3600,
+        revocation: bool = True,
     ) -> None:
+        self.revocation = revocation
         self.certs: TestCertificates = make_certificates(root / "oauth-tls")
         self.provider = Provider(set(grantable), expires_in=expires_in)
         self.required = list(required)
@@ -195,7 +212,9 @@ class OAuthMcp:
         return f"{self.base}/mcp"
 
     async def __aenter__(self) -> OAuthMcp:
-        app = _server(self.base, self.provider, self.required).streamable_http_app()
+        app = _server(
+            self.base, self.provider, self.required, self.revocation
+        ).streamable_http_app()
         config = uvicorn.Config(
             app,
             log_level="warning",

@@ -74,7 +74,7 @@ class Person:
             assert sent.status_code == 302, sent.text
             back = sent.headers["location"]
             assert back.startswith(REDIRECT)
-            self.pages.append(self.auth.finish(dict(parse_qsl(urlsplit(back).query))))
+            self.pages.append(await self.auth.finish(dict(parse_qsl(urlsplit(back).query))))
             return Answer("accept")
 
         return ask
@@ -165,16 +165,69 @@ async def test_revoked_tokens_are_forgotten_and_the_next_connection_asks_again(
     try:
         await hub.list_tools(crm(peer.url), connect=person.connect)
         assert hub.running() == {"sales": ["crm"]}
-        assert await auth.revoke("sales", "crm") is True
+        held = json.loads((tmp_path / "mcp-auth" / "sales" / "crm.json").read_text())["tokens"]
+        assert await auth.revoke("sales", "crm") == "revoked"
+        # RFC 7009: the service was told, refresh token first, and no longer takes either.
+        assert peer.provider.revoked == [held["refresh_token"], held["access_token"]]
+        assert held["access_token"] not in peer.provider.access
         assert hub.running() == {}  # the live connection went with the tokens
         assert auth.connected() == []
-        assert await auth.revoke("sales", "crm") is False
+        assert await auth.revoke("sales", "crm") is None
         with pytest.raises(RunError, match="wants a person to connect it"):
             await hub.list_tools(crm(peer.url))  # no one to ask: said, not hung
         await hub.list_tools(crm(peer.url), connect=person.connect)
     finally:
         await hub.aclose()
     assert len(person.asked) == 2 and peer.provider.consents == 2
+
+
+async def test_a_pre_registered_client_revokes_with_its_secret(
+    peer: OAuthMcp, tmp_path: Path
+) -> None:
+    from mcp.shared.auth import OAuthClientInformationFull
+
+    peer.provider.clients["pizzabot"] = OAuthClientInformationFull(
+        client_id="pizzabot",
+        client_secret="s3cret",
+        redirect_uris=[REDIRECT],  # type: ignore[list-item]
+        token_endpoint_auth_method="client_secret_basic",
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        scope="crm.read crm.write",
+    )
+    auth = McpAuth(tmp_path / "mcp-auth", redirect_uri=REDIRECT, env={"CRM_SECRET": "s3cret"})
+    skill = crm(peer.url, client_id="pizzabot", client_secret="${CRM_SECRET}")
+    hub = ToolHub(auth=auth)
+    try:
+        await hub.list_tools(skill, connect=Person(auth, peer).connect)
+    finally:
+        await hub.aclose()
+    assert await auth.revoke("sales", "crm") == "revoked"  # HTTP Basic, as at the token endpoint
+    assert len(peer.provider.revoked) == 2 and peer.provider.access == {}
+    file = tmp_path / "mcp-auth" / "sales" / "crm.json"
+    assert not file.exists()
+
+
+async def test_revoking_where_the_service_cannot_be_told_still_forgets_the_tokens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    auth = McpAuth(tmp_path / "mcp-auth", redirect_uri=REDIRECT)
+    for name, revocation in (("plain", False), ("gone", True)):
+        async with OAuthMcp(tmp_path / name, revocation=revocation) as service:
+            monkeypatch.setenv("SSL_CERT_FILE", str(service.certs.ca_file))
+            hub = ToolHub(auth=auth)
+            try:
+                skill = crm(service.url).model_copy(update={"name": name})
+                await hub.list_tools(skill, connect=Person(auth, service).connect)
+            finally:
+                await hub.aclose()
+            if name == "plain":  # its metadata names no revocation endpoint
+                said = await auth.revoke(name, "crm")
+                assert said == "not asked: the service names no revocation endpoint"
+                assert service.provider.revoked == []
+        if name == "gone":  # the service is down by the time the tokens are revoked
+            assert await auth.revoke(name, "crm") == "not reached: ConnectError"
+    assert auth.connected() == []  # forgotten here in both cases
 
 
 async def test_a_scope_the_service_refuses_is_said_on_the_run(
@@ -217,8 +270,8 @@ async def test_a_declined_consent_fails_the_connection_plainly(
 
 async def test_a_callback_nobody_waits_for_is_refused(tmp_path: Path) -> None:
     auth = McpAuth(tmp_path / "mcp-auth", redirect_uri=REDIRECT)
-    assert auth.finish({"state": "made-up", "code": "x"})[0] == 400
-    assert auth.finish({"code": "x"})[0] == 400
+    assert (await auth.finish({"state": "made-up", "code": "x"}))[0] == 400
+    assert (await auth.finish({"code": "x"}))[0] == 400
 
 
 def test_oauth_settings_need_auth_oauth() -> None:
