@@ -69,9 +69,10 @@ def shipped_mail_server() -> dict[str, Any]:
     return server
 
 
-def on_peer(mail: MailServer) -> dict[str, Any]:
+def on_peer(mail: MailServer, home: Path) -> dict[str, Any]:
     """The example's mail server as shipped, its fences and secrets kept, started from the venv
-    and pointed at the mail peer: its hosts and ports, its CA, its folder names."""
+    and pointed at the mail peer: its hosts and ports, its CA, its folder names; and `home` for
+    the index it keeps under ~/.config."""
     shipped = shipped_mail_server()
     package, *args = shipped["args"]
     pinned = re.search(r"^mcp-email-server==\S+", LOCK.read_text(), re.M)
@@ -87,6 +88,7 @@ def on_peer(mail: MailServer) -> dict[str, Any]:
         "MCP_EMAIL_SERVER_DRAFTS_MAILBOX": "Drafts",
         "MCP_EMAIL_SERVER_SENT_FOLDER_NAME": "Sent",
         "SSL_CERT_FILE": str(mail.certs.ca_file),
+        "HOME": str(home),
     }
     return {**shipped, "command": str(PYPI_BIN / "mcp-email-server"), "args": args, "env": env}
 
@@ -121,7 +123,7 @@ async def test_new_lead_lists_the_mail_servers_tools_and_gives_each_a_policy(
 ) -> None:
     async with MailServer(users=SALES, tls=True) as mail:
         skill = load_skills(EXAMPLES).skills["new-lead"]
-        peer = StdioServer.model_validate(on_peer(mail))
+        peer = StdioServer.model_validate(on_peer(mail, tmp_path))
         hub = ToolHub(env={"PATH": "/usr/bin:/bin", "MCP_EMAIL_SERVER_PASSWORD": "sales-pw"})
         lead = skill.model_copy(update={"mcp_servers": {"mail": peer}})
         try:
@@ -160,7 +162,7 @@ async def test_new_lead_sends_the_welcome_email_once_a_sales_person_approves(
             Reply(text="Sent Ann a welcome email."),
         )
         async with ScriptedModelServer(script) as model:
-            skill = as_shipped("new-lead", model.openai_base, on_peer(mail))
+            skill = as_shipped("new-lead", model.openai_base, on_peer(mail, tmp_path))
             skills = tmp_path / "skills"
             skills.mkdir()
             (skills / "new-lead.yaml").write_text(yaml.safe_dump(skill))
