@@ -60,6 +60,7 @@ bench: $(DEV)
 lock:
 	$(BIN)/uv pip compile pyproject.toml $(LOCAL) --python-version 3.11 -q -o requirements.lock
 	$(BIN)/uv pip compile pyproject.toml $(LOCAL) --extra test --extra bench --python-version 3.11 -q -o requirements-dev.lock
+	$(BIN)/uv pip compile .ci/mcp-servers/requirements.in --python-version 3.11 --generate-hashes -q -o .ci/mcp-servers/requirements.lock
 
 clean:
 	rm -rf $(VENV) test-output bench-output .typecheck

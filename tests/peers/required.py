@@ -23,6 +23,9 @@ CHROMIUM = "/usr/bin/chromium"
 PG_ADDRESS = ("127.0.0.1", 5432)
 #: The example skills' MCP servers from npm (`.ci/install-mcp-servers` installs them here).
 NPM_BIN = Path(__file__).resolve().parents[2] / ".ci" / "mcp-servers" / "node_modules" / ".bin"
+#: The example skills' MCP servers from PyPI on the 1.x MCP SDK, in a venv of their own (also
+#: `.ci/install-mcp-servers`).
+PYPI_BIN = Path(__file__).resolve().parents[2] / ".ci" / "mcp-servers" / "venv" / "bin"
 #: The MCP conformance suite and its Node 22, from npm (`.ci/install-conformance`).
 CONFORMANCE_DIR = Path(__file__).resolve().parents[2] / ".ci" / "conformance" / "node_modules"
 NODE22 = str(CONFORMANCE_DIR / ".bin" / "node")
@@ -61,6 +64,10 @@ PEERS: dict[str, Peer] = {
         f"the example skills' MCP servers in {NPM_BIN.parents[1]} (.ci/install-mcp-servers)",
         lambda: os.access(NPM_BIN / "mcp-server-filesystem", os.X_OK),
     ),
+    "pypi": Peer(
+        f"the example skills' MCP servers in {PYPI_BIN.parent} (.ci/install-mcp-servers)",
+        lambda: os.access(PYPI_BIN / "mcp-email-server", os.X_OK),
+    ),
     "conformance": Peer(
         "the MCP conformance suite (.ci/conformance)",
         lambda: os.access(NODE22, os.X_OK) and os.path.isfile(CONFORMANCE),
@@ -76,6 +83,6 @@ def require(marker: str) -> None:
             f"{peer.what} is missing: these tests need it and CI installs it; "
             "run .ci/install-system-packages (it installs dovecot and Chromium and "
             "starts PostgreSQL), .ci/install-conformance (the MCP conformance suite) and "
-            ".ci/install-mcp-servers (the example skills' npm MCP servers)",
+            ".ci/install-mcp-servers (the example skills' npm and PyPI MCP servers)",
             pytrace=False,
         )
