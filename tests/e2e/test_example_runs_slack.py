@@ -8,6 +8,11 @@ leaves this machine: each service is a local peer the real client is pointed at.
   ends that TLS and answers from the Slack Web API fake. The model reads the channel's day
   (at once), tries to post a summary that pings @here (refused by the skill's rule, unasked),
   then posts a plain one (asked); approved, the fake records the `chat.postMessage`.
+- crm-log: HubSpot's hosted server, its address swapped for the OAuth peer
+  (`tests/peers/mcp_oauth.py`) with HubSpot's tool names and, as HubSpot, no dynamic
+  registration: the example's pre-registered client ID and secret (from the environment) are
+  used. A person connects it from the card, the model finds the contact (at once) and logs a
+  note (asked); approved, the peer has the note.
 """
 
 from __future__ import annotations
@@ -19,14 +24,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
 
 from pizzabot.agent.testing.model_server import ScriptedModelServer
 from pizzabot.agent.testing.scripts import Reply, ToolCall, turns
 from tests.e2e.test_example_runs import EXAMPLES, finished, pending_item, served_run
+from tests.peers.mcp_oauth import OAuthMcp
 from tests.peers.required import NPM_BIN
+from tests.peers.server import ServerProcess
 from tests.peers.slack_api import SlackApi
 from tests.peers.slack_proxy import SlackProxy
+from tests.waiting import eventually
 
 #: The Go binary of `slack-mcp-server`, as its npm platform package installs it.
 SLACK_MCP = NPM_BIN.parent / "slack-mcp-server-linux-amd64" / "bin" / "slack-mcp-server-linux-amd64"
@@ -137,3 +146,71 @@ async def test_slack_summary_reads_the_day_and_posts_the_summary_once_approved(
     assert read.args["channel"] == SOURCE
     assert proxy.refused == []
     assert {t.partition(":")[0] for t in proxy.tunnels} <= {"slack.com", "pizza.slack.com"}
+
+
+async def item_for(server: ServerProcess, run_id: str, tool: str) -> dict[str, Any]:
+    async with server.client() as c:
+
+        async def found() -> dict[str, Any] | None:
+            items = (await c.get("/api/inbox", params={"box": "action"})).json()["items"]
+            return next((i for i in items if i["run_id"] == run_id and i["tool"] == tool), None)
+
+        return await eventually(found, what=f"the {tool} card", context=server.log)
+
+
+async def test_crm_log_connects_with_its_preregistered_client_and_logs_a_note_once_approved(
+    tmp_path: Path,
+) -> None:
+    note = {
+        "objectType": "notes",
+        "properties": {"hs_note_body": "Ann wants a quote for 40 pizzas; send it by Friday."},
+        "associations": [{"to": {"id": "101"}, "types": [{"associationTypeId": 202}]}],
+    }
+    script = turns(
+        Reply(
+            tool_calls=[
+                ToolCall("crm__search_crm_objects", {"objectType": "contacts", "query": "Ann"})
+            ]
+        ),
+        Reply(
+            tool_calls=[ToolCall("crm__manage_crm_objects", {"createRequest": {"objects": [note]}})]
+        ),
+        Reply(text="Logged the meeting with Ann Lee."),
+    )
+    async with (
+        OAuthMcp(tmp_path, tools="hubspot", registration=False) as peer,
+        ScriptedModelServer(script) as model,
+    ):
+        skill = shipped("crm-log", model)
+        crm = skill["mcp_servers"]["crm"]
+        assert crm["url"] == "https://mcp.hubspot.com/" and crm["auth"] == "oauth"
+        crm["url"] = peer.url
+        env = {
+            "HUBSPOT_CLIENT_ID": "pizzabot-at-hubspot",
+            "HUBSPOT_CLIENT_SECRET": "hubspot-secret",
+            "MEETING_NOTES_SECRET": "notes-secret",
+            "SSL_CERT_FILE": str(peer.certs.ca_file),
+        }
+        served, run_id = await served_run(tmp_path, skill, model, env)
+        try:
+            redirect = f"{served.url}/mcp-auth/callback"
+            peer.preregister("pizzabot-at-hubspot", "hubspot-secret", redirect)
+            connect = await pending_item(served, run_id)
+            assert connect["kind"] == "question"
+            browser = httpx.AsyncClient(verify=peer.certs.client_context(), follow_redirects=True)
+            async with browser:
+                page = await browser.get(connect["args"]["url"])
+            assert page.status_code == 200 and page.text.startswith("Connected."), page.text
+            item = await item_for(served, run_id, "crm.manage_crm_objects")
+            assert item["args"] == {"createRequest": {"objects": [note]}}
+            assert peer.created == []  # nothing written before a person said so
+            async with served.client() as c:
+                r = await c.post(f"/api/items/{item['id']}/decision", json={"decision": "approve"})
+                assert r.status_code == 200, r.text
+            run = await finished(served, run_id)
+        finally:
+            served.stop()
+    assert run["status"] == "done", run
+    assert peer.created == [note]
+    assert "Ann Lee" in json.dumps(run["events"])  # the search ran without asking
+    assert list(peer.provider.clients) == ["pizzabot-at-hubspot"]  # it never registered itself

@@ -7,8 +7,8 @@ its tools, and the skill's rules fit those tools' arguments.
 - file-tidy: `@modelcontextprotocol/server-filesystem` from npm (`.ci/install-mcp-servers`,
   started from there rather than through `npx -y`), with two granted folders of the test's
   own. Every tool it lists has its own policy in the skill: none falls to `"*": deny` unseen.
-- crm-log: a hosted server behind OAuth; its flow is tested against a local peer in
-  test_mcp_oauth.py, and here it loads with `auth: oauth`.
+- crm-log: HubSpot's hosted server behind OAuth; its run is tested against a local peer in
+  tests/e2e/test_example_runs_slack.py, and here it loads with `auth: oauth`.
 """
 
 from __future__ import annotations
