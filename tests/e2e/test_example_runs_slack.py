@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 
 from pizzabot.agent.testing.model_server import ScriptedModelServer
@@ -79,6 +80,7 @@ def a_working_day(slack: SlackApi) -> None:
     ]
 
 
+@pytest.mark.npm
 async def test_slack_summary_reads_the_day_and_posts_the_summary_once_approved(
     tmp_path: Path,
 ) -> None:
