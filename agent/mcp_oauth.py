@@ -286,9 +286,12 @@ class McpAuth:
         )
         metadata.keep(cfg.scopes)
         if cfg.client_id is not None:
+            # A client ID can be named as ${NAME} too, like the secret (it is not secret, but
+            # it differs per installation).
+            client_id = resolve_headers(server, {"client_id": cfg.client_id}, self._env)
             preset = OAuthClientInformationFull(
                 **metadata.model_dump(exclude_none=True),
-                client_id=cfg.client_id,
+                client_id=client_id["client_id"],
                 client_secret=(secret or {}).get("client_secret"),
             )
             storage = TokenFiles(storage.path, preset=preset)

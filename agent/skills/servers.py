@@ -53,7 +53,8 @@ class HttpServer(Strict):
     #: tokens are kept per skill and server (`pizzabot.agent.mcp_oauth`).
     auth: Literal["oauth"] | None = None
     #: A client ID registered with the service beforehand (otherwise the client registers
-    #: itself where the service allows it); its secret, if any, named as `${VAR}`.
+    #: itself where the service allows it), as is or as `${VAR}`; its secret, if any, named
+    #: as `${VAR}`.
     client_id: str | None = Field(default=None, max_length=400)
     client_secret: str | None = Field(default=None, max_length=400)
     #: The scopes asked for at the first consent (otherwise what the server's challenge names).

@@ -40,8 +40,11 @@ class TestCertificates:
         return context
 
 
-def make_certificates(folder: Path, *, host: str = "127.0.0.1") -> TestCertificates:
-    """Write ``ca.pem``, ``cert.pem`` and ``key.pem`` (for ``host`` and localhost) in ``folder``."""
+def make_certificates(
+    folder: Path, *, host: str = "127.0.0.1", names: tuple[str, ...] = ()
+) -> TestCertificates:
+    """Write ``ca.pem``, ``cert.pem`` and ``key.pem`` (for ``host``, localhost and the DNS
+    ``names``, such as ``slack.com``) in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -85,7 +88,11 @@ def make_certificates(folder: Path, *, host: str = "127.0.0.1") -> TestCertifica
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(
             x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address(host)), x509.DNSName("localhost")]
+                [
+                    x509.IPAddress(ipaddress.ip_address(host)),
+                    x509.DNSName("localhost"),
+                    *(x509.DNSName(name) for name in names),
+                ]
             ),
             critical=False,
         )

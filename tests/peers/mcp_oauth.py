@@ -13,6 +13,11 @@ from the consent). Tokens live in memory; a test can make them short-lived
 (`expires_in`), count the refreshes, see which scopes were granted, and which tokens were
 sent to `/revoke` (RFC 7009; `revocation=False`: the metadata names no such endpoint).
 
+Its tools are `lookup`, or with `tools="hubspot"` ones named and shaped like HubSpot's hosted
+server's (`search_crm_objects`, `get_crm_objects`, `manage_crm_objects`, which creates and
+updates; what it creates is kept in `created`). With `registration=False` it refuses dynamic
+registration, as HubSpot does: a client must be registered beforehand (`preregister`).
+
     async with OAuthMcp(tmp_path) as peer:   # peer.url, peer.certs.ca_file
         ...
 """
@@ -20,13 +25,14 @@ sent to `/revoke` (RFC 7009; `revocation=False`: the metadata names no such endp
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import uvicorn
 from mcp.server.auth.handlers import revoke as _revoke
@@ -163,25 +169,59 @@ class Provider:
         self.refresh.clear()
 
 
-def _server(base: str, provider: Provider, scopes: list[str], revocation: bool) -> MCPServer:
+def _server(
+    base: str, provider: Provider, scopes: list[str], *, revocation: bool, registration: bool
+) -> MCPServer:
     auth = AuthSettings(
         issuer_url=base,  # type: ignore[arg-type]
         resource_server_url=f"{base}/mcp",  # type: ignore[arg-type]
         validate_token_resource=False,
         required_scopes=scopes,
         client_registration_options=ClientRegistrationOptions(
-            enabled=True, valid_scopes=sorted(provider.grantable | set(scopes) | {"crm.admin"})
+            enabled=registration,
+            valid_scopes=sorted(provider.grantable | set(scopes) | {"crm.admin"}),
         ),
         revocation_options=RevocationOptions(enabled=revocation),
     )
-    server = MCPServer("crm", auth=auth, auth_server_provider=provider)
+    return MCPServer("crm", auth=auth, auth_server_provider=provider)
 
+
+def _lookup(server: MCPServer) -> None:
     @server.tool()
     def lookup(query: str) -> str:
         """Look a customer up."""
         return f"customer {query!r}: Ann Lee, ann@example.com"
 
-    return server
+
+ANN = {
+    "id": "101",
+    "properties": {"firstname": "Ann", "lastname": "Lee", "email": "ann@example.com"},
+}
+
+
+def _hubspot(server: MCPServer, created: list[dict[str, Any]]) -> None:
+    @server.tool()
+    def search_crm_objects(objectType: str, query: str = "") -> str:
+        """Search CRM records of one type (contacts, companies, deals, notes, ...)."""
+        found = [ANN] if objectType == "contacts" and query.lower() in "ann lee" else []
+        return json.dumps({"total": len(found), "results": found})
+
+    @server.tool()
+    def get_crm_objects(objectType: str, objectIds: list[str]) -> str:
+        """Read CRM records by ID."""
+        return json.dumps({"results": [ANN] if "101" in objectIds else []})
+
+    @server.tool()
+    def manage_crm_objects(
+        createRequest: dict[str, Any] | None = None, updateRequest: dict[str, Any] | None = None
+    ) -> str:
+        """Create or update CRM records or activities."""
+        if createRequest is None:
+            return json.dumps({"updated": 0})
+        objects = createRequest.get("objects", [])
+        created.extend(objects)
+        ids = [str(9000 + len(created) - len(objects) + i) for i in range(len(objects))]
+        return json.dumps({"created": [{"id": i} for i in ids]})
 
 
 class OAuthMcp:
@@ -196,9 +236,15 @@ class OAuthMcp:
         grantable: tuple[str, ...] = ("crm.read", "crm.write"),
         expires_in: int = 3600,
         revocation: bool = True,
+        tools: Literal["lookup", "hubspot"] = "lookup",
+        registration: bool = True,
     ) -> None:
         self.revocation = revocation
         self.certs: TestCertificates = make_certificates(root / "oauth-tls")
+        self.tools = tools
+        self.registration = registration
+        #: What `manage_crm_objects` created, in order (each as the request gave it).
+        self.created: list[dict[str, Any]] = []
         self.provider = Provider(set(grantable), expires_in=expires_in)
         self.required = list(required)
         self._sock = socket.socket()
@@ -211,10 +257,31 @@ class OAuthMcp:
     def url(self) -> str:
         return f"{self.base}/mcp"
 
+    def preregister(self, client_id: str, secret: str, redirect_uri: str) -> None:
+        """A client registered by hand at the service, with its secret (sent as HTTP Basic)."""
+        self.provider.clients[client_id] = OAuthClientInformationFull(
+            client_id=client_id,
+            client_secret=secret,
+            redirect_uris=[redirect_uri],  # type: ignore[list-item]
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            token_endpoint_auth_method="client_secret_basic",
+            scope=" ".join(sorted(self.provider.grantable | set(self.required))),
+        )
+
     async def __aenter__(self) -> OAuthMcp:
-        app = _server(
-            self.base, self.provider, self.required, self.revocation
-        ).streamable_http_app()
+        server = _server(
+            self.base,
+            self.provider,
+            self.required,
+            revocation=self.revocation,
+            registration=self.registration,
+        )
+        if self.tools == "hubspot":
+            _hubspot(server, self.created)
+        else:
+            _lookup(server)
+        app = server.streamable_http_app()
         config = uvicorn.Config(
             app,
             log_level="warning",

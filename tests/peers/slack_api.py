@@ -82,8 +82,16 @@ class SlackApi:
     closing its websocket waits for our reply).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, workspace_url: str = "https://pizza.slack.test/") -> None:
         self.calls: list[Call] = []
+        #: What `auth.test` says the workspace's address is (some clients call it next).
+        self.workspace_url = workspace_url
+        #: A workspace to read from (`users.list`, `conversations.list`, `conversations.info`,
+        #: `conversations.history`): user and channel objects in Slack's shapes, and each
+        #: channel's messages, newest first as Slack returns them.
+        self.users: list[dict[str, Any]] = []
+        self.channels: list[dict[str, Any]] = []
+        self.history: dict[str, list[dict[str, Any]]] = {}
         self.port = 0
         self._lock = threading.Lock()
         self._failures: list[_Failure] = []
@@ -266,7 +274,7 @@ class SlackApi:
             case "auth.test":
                 return {
                     **ok,
-                    "url": "https://pizza.slack.test/",
+                    "url": self.workspace_url,
                     "team": "Pizza",
                     "user": "pizzabot",
                     "team_id": TEAM,
@@ -295,7 +303,27 @@ class SlackApi:
                 return {**ok, "channel": {"id": "D" + users.split(",")[0].lstrip("UW")}}
             case "apps.connections.open":
                 return {**ok, "url": self.socket_url}
-        return ok
+        return self._read(method, args) or ok
+
+    def _read(self, method: str, args: dict[str, Any]) -> dict[str, Any] | None:
+        """The workspace's reading methods, one page each (no `next_cursor`)."""
+        done = {"ok": True, "response_metadata": {"next_cursor": ""}}
+        match method:
+            case "users.list":
+                return {**done, "members": self.users}
+            case "conversations.list" | "users.conversations":
+                return {**done, "channels": self.channels}
+            case "conversations.info":
+                found = [c for c in self.channels if c["id"] == args.get("channel")]
+                if not found:
+                    return {"ok": False, "error": "channel_not_found"}
+                return {"ok": True, "channel": found[0]}
+            case "conversations.history":
+                if str(args.get("channel")) not in self.history:
+                    return {"ok": False, "error": "channel_not_found"}
+                messages = self.history[str(args.get("channel"))]
+                return {**done, "messages": messages, "has_more": False}
+        return None
 
     async def _respond(self, request: web.Request) -> web.Response:
         body = await request.json() if request.can_read_body else {}

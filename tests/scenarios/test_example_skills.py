@@ -7,8 +7,9 @@ its tools, and the skill's rules fit those tools' arguments.
 - file-tidy: `@modelcontextprotocol/server-filesystem` from npm (`.ci/install-mcp-servers`,
   started from there rather than through `npx -y`), with two granted folders of the test's
   own. Every tool it lists has its own policy in the skill: none falls to `"*": deny` unseen.
-- crm-log: a hosted server behind OAuth; its flow is tested against a local peer in
-  test_mcp_oauth.py, and here it loads with `auth: oauth`.
+- crm-log: HubSpot's hosted server behind OAuth, and slack-summary: korotovsky's
+  `slack-mcp-server`; their runs are tested against local peers in
+  tests/e2e/test_example_runs_slack.py, and here their policies are checked.
 """
 
 from __future__ import annotations
@@ -85,5 +86,23 @@ async def test_file_tidy_starts_the_filesystem_server_on_its_granted_folders(
 
 
 def test_crm_log_connects_with_oauth() -> None:
-    crm = example("crm-log").mcp_servers["crm"]
+    skill = example("crm-log")
+    crm = skill.mcp_servers["crm"]
     assert isinstance(crm, HttpServer) and crm.auth == "oauth"
+    assert crm.client_id == "${HUBSPOT_CLIENT_ID}"
+    assert crm.client_secret == "${HUBSPOT_CLIENT_SECRET}"
+    policies = {t: skill.rule(f"crm.{t}").policy for t in ("search_crm_objects", "get_crm_objects")}
+    assert policies == {"search_crm_objects": "auto", "get_crm_objects": "auto"}
+    assert skill.rule("crm.manage_crm_objects").policy == "ask"
+    assert skill.rule("crm.delete_crm_objects").policy == "deny"
+
+
+def test_slack_summary_reads_at_once_asks_to_post_and_refuses_the_rest() -> None:
+    skill = example("slack-summary")
+    slack = skill.mcp_servers["slack"]
+    assert isinstance(slack, StdioServer) and slack.args[1] == "slack-mcp-server@1.3.0"
+    assert slack.pass_env == ["SLACK_MCP_XOXB_TOKEN"]
+    assert skill.rule("slack.conversations_history").policy == "auto"
+    assert skill.rule("slack.conversations_add_message").policy == "ask"
+    for other in ("conversations_join", "conversations_mark", "usergroups_create"):
+        assert skill.rule(f"slack.{other}").policy == "deny"

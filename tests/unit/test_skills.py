@@ -120,4 +120,5 @@ def test_the_examples_in_manifests_parse() -> None:
         "web-research",
         "file-tidy",
         "crm-log",
+        "slack-summary",
     }
