@@ -248,6 +248,15 @@ class Settings(BaseSettings):
         Returns (token, created). Makes the data folder (private) in every case."""
         private_folder(self.data_dir)
         if self.api_token is not None:
+            from pizzabot.agent.policy.tokens import PREFIX
+            from pizzabot.cli.client import CliError
+
+            if self.api_token.get_secret_value().startswith(PREFIX):  # an agent's as the owner's
+                raise CliError(
+                    f"PIZZABOT_API_TOKEN holds a named token ({PREFIX}…), not this server's own: "
+                    "unset it where the server starts (an agent's token goes to the agent).",
+                    code=2,
+                )
             return self.api_token.get_secret_value(), False
         path = self.data_dir / "api-token"
         if path.exists():

@@ -141,7 +141,7 @@ def _ask(
     form = _schema(schema)
     if timeout is not None and (not math.isfinite(timeout) or timeout <= 0):
         raise CliError("--timeout must be a positive number of seconds.", code=EXIT_ERROR)
-    api = connect(url, token)
+    api = connect(url, token, agent=True)
     warn_if_owner(api)
     try:
         with Inbox(api.url, api.token) as inbox:
@@ -176,7 +176,7 @@ def warn_if_owner(api: Api) -> None:
     if api.from_file:
         sys.stderr.write(
             "pizzabot: asking with the server's own API token, which may also decide; give "
-            "this agent its own: PIZZABOT_API_TOKEN=$(pizzabot tokens create NAME --scope ask)\n"
+            "this agent its own: PIZZABOT_AGENT_TOKEN=$(pizzabot tokens create NAME --scope ask)\n"
         )
 
 
@@ -185,8 +185,7 @@ def _error_line(exc: Exception, token_from: str) -> str:
     if status == 401:
         return (
             f"401: the server refused the API token {token_from}: pass an ask token made with "
-            "`pizzabot tokens create NAME --scope ask` (or the server's own) with --token or "
-            "PIZZABOT_API_TOKEN."
+            "`pizzabot tokens create NAME --scope ask` with --token or PIZZABOT_AGENT_TOKEN."
         )
     if status == 403:
         return f"403: {exc}"
@@ -215,7 +214,7 @@ def mcp(
         from pizzabot.client.mcp.stdio import serve
     except ImportError:
         raise CliError("the MCP server is not available in this installation.") from None
-    api = connect(url, token)
+    api = connect(url, token, agent=True)
     warn_if_owner(api)
     serve(api.url, api.token, skill=skill or os.environ.get("PIZZABOT_MCP_SKILL") or DEFAULT_SKILL)
 

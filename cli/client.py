@@ -142,14 +142,18 @@ def _pydantic_error(e: Any) -> str:
     return f"{where}: {msg}" if where else msg
 
 
-def connect(url: str | None, token: str | None) -> Api:
+def connect(url: str | None, token: str | None, *, agent: bool = False) -> Api:
     """The server from --url / PIZZABOT_URL, its token from --token / PIZZABOT_API_TOKEN /
-    the data folder's api-token file (the server's own, when both run on one machine)."""
+    the data folder's api-token file (the server's own, when both run on one machine). For
+    the commands an agent runs (`agent`), PIZZABOT_AGENT_TOKEN comes before the last two: an
+    agent's own token kept apart from the variable the server reads as its own."""
     base = (url or os.environ.get("PIZZABOT_URL") or DEFAULT_URL).rstrip("/")
     if not base.startswith(("http://", "https://")):
         raise CliError(f"--url must start with http:// or https:// (got {base!r}).", code=2)
     if token:
         return Api(base, token, "from --token")
+    if agent and (own := os.environ.get("PIZZABOT_AGENT_TOKEN")):
+        return Api(base, own, "from PIZZABOT_AGENT_TOKEN")
     if env := os.environ.get("PIZZABOT_API_TOKEN"):
         return Api(base, env, "from PIZZABOT_API_TOKEN")
     path = _data_dir() / "api-token"

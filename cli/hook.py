@@ -90,7 +90,7 @@ def _ask(
 
     started = time.monotonic()
     try:
-        api = connect(url, token)
+        api = connect(url, token, agent=True)
     except CliError as exc:
         return Verdict(False, f"Pizza Bot could not be asked ({exc}), so the call is blocked.")
     if api.from_file:

@@ -222,10 +222,13 @@ async def test_the_shell_example_asks_with_pizzabot_ask_then_with_curl(
     for tool in ("jq", "curl"):
         if shutil.which(tool) is None:
             pytest.fail(f"the shell example needs {tool} (apt-get install {tool})")
-    # No PIZZABOT_API_TOKEN: both halves find the server's token file, as `pizzabot` does.
+    # The script's own ask token is all it has: the server's token is neither set nor on disk.
     env = {k: v for k, v in shell_env(server).items() if k != "PIZZABOT_API_TOKEN"}
-    (tmp_path / "api-token").write_text(TOKEN)
-    env |= {"PIZZABOT_SKILL": "agents", "PIZZABOT_DATA_DIR": str(tmp_path)}
+    env |= {
+        "PIZZABOT_SKILL": "agents",
+        "PIZZABOT_DATA_DIR": str(tmp_path),
+        "PIZZABOT_AGENT_TOKEN": await ask_token(server, "quote-script"),
+    }
     proc = await asyncio.create_subprocess_exec(
         "bash",
         str(EXAMPLES / "ask.sh"),
@@ -253,14 +256,34 @@ async def test_the_shell_example_asks_with_pizzabot_ask_then_with_curl(
     assert '"status": "rejected"' in text and '"reason": "sent by hand"' in text
 
 
+async def ask_token(server: ServerProcess, name: str) -> str:
+    async with server.client() as c:
+        r = await c.post("/api/tokens", json={"name": name, "scope": "ask"})
+    assert r.status_code == 201, r.text
+    return str(r.json()["token"])
+
+
 async def test_the_shell_example_stops_when_pizza_bot_cannot_be_asked(
     server: ServerProcess,
 ) -> None:
     down = f"http://127.0.0.1:{free_port()}"
-    shell = await run(server, "bash", str(EXAMPLES / "ask.sh"), PIZZABOT_URL=down)
+    token = await ask_token(server, "unreached-script")
+    shell = await run(
+        server, "bash", str(EXAMPLES / "ask.sh"), PIZZABOT_URL=down, PIZZABOT_AGENT_TOKEN=token
+    )
     out, err = await asyncio.wait_for(shell.proc.communicate(), 60)
     assert shell.proc.returncode == 2 and out == b""  # not "rejected": nothing was decided
     assert "not sent: Pizza Bot could not be asked" in err.decode()
+
+
+async def test_the_shell_example_will_not_ask_with_the_servers_own_token(
+    server: ServerProcess,
+) -> None:
+    # PIZZABOT_API_TOKEN (the owner's, which could also decide) is set; the script ignores it.
+    shell = await run(server, "bash", str(EXAMPLES / "ask.sh"))
+    out, err = await asyncio.wait_for(shell.proc.communicate(), 60)
+    assert shell.proc.returncode == 2 and out == b""
+    assert "pizzabot tokens create my-script --scope ask" in err.decode()
 
 
 async def test_the_example_skill_loads() -> None:

@@ -79,10 +79,14 @@ class Example:
 
 async def start_example(name: str, server: ServerProcess) -> Example:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env.pop("PIZZABOT_API_TOKEN", None)
+    async with server.client() as c:  # the agent asks with a token that can decide nothing
+        made = await c.post("/api/tokens", json={"name": f"agent-{name[:40]}", "scope": "ask"})
+    assert made.status_code == 201, made.text
     env.update(
         {
             "PIZZABOT_URL": server.url,
-            "PIZZABOT_API_TOKEN": TOKEN,
+            "PIZZABOT_AGENT_TOKEN": made.json()["token"],
             "PIZZABOT_SKILL": "agents",
             "PYTHONUNBUFFERED": "1",
         }

@@ -151,3 +151,19 @@ async def test_the_database_is_summed_up_in_words_not_alembic_steps(tmp_path: Pa
         assert await upgrade(engine) is None  # at the newest schema: nothing to say
     finally:
         await engine.dispose()
+
+
+def test_an_agents_token_in_the_servers_variable_stops_the_start(tmp_path: Path) -> None:
+    # Exported for an agent in the same shell, an ask token would become the owner's key.
+    env = {**os.environ, "PIZZABOT_DATA_DIR": str(tmp_path / "data")}
+    env["PIZZABOT_API_TOKEN"] = "pzb_" + "x" * 43
+    done = subprocess.run(
+        [sys.executable, "-m", "pizzabot.bot.main", "serve", "--port", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=GUARD,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "holds a named token (pzb_…), not this server's own" in done.stderr
+    assert "x" * 43 not in done.stderr + done.stdout  # the secret is not repeated back

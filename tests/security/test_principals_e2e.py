@@ -415,3 +415,51 @@ async def test_a_token_names_a_person_of_people_and_never_the_owner(
     assert typo.status_code == 422 and "'alcie' is not in the people:" in typo.text
     assert "alice" in typo.text  # the names it could have been
     assert "sneaky" not in names and "typo" not in names
+
+
+async def test_tokens_from_the_terminal_made_listed_and_revoked(server: ServerProcess) -> None:
+    made = await asyncio.to_thread(
+        pizzabot,
+        server,
+        TOKEN,
+        "tokens",
+        "create",
+        "bob-laptop",
+        "--scope",
+        "decide",
+        "--person",
+        "bob",
+    )
+    assert made.returncode == 0, made.stderr
+    secret = made.stdout.strip()  # only the secret on stdout, for $(...)
+    assert secret.startswith("pzb_") and "\n" not in secret
+    token_id = made.stderr.split(":")[0].strip()
+    assert "token bob-laptop (decide as bob)" in made.stderr
+
+    typo = await asyncio.to_thread(
+        pizzabot,
+        server,
+        TOKEN,
+        "tokens",
+        "create",
+        "zed-laptop",
+        "--scope",
+        "decide",
+        "--person",
+        "zed",
+    )
+    assert typo.returncode == 1 and "'zed' is not in the people:" in typo.stderr
+
+    listed = await asyncio.to_thread(pizzabot, server, TOKEN, "tokens", "list")
+    assert "bob-laptop" in listed.stdout and secret not in listed.stdout
+    by_bob = await asyncio.to_thread(pizzabot, server, secret, "tokens", "list")
+    assert by_bob.returncode == 1 and "scope is decide" in by_bob.stderr
+    async with server.client(secret) as c:
+        assert (await c.get("/api/inbox")).status_code == 200
+
+    revoked = await asyncio.to_thread(pizzabot, server, TOKEN, "tokens", "revoke", token_id)
+    assert revoked.returncode == 0 and "token bob-laptop revoked" in revoked.stdout
+    async with server.client(secret) as c:
+        assert (await c.get("/api/inbox")).status_code == 401
+    after = await asyncio.to_thread(pizzabot, server, TOKEN, "tokens", "list")
+    assert "by owner" in after.stdout

@@ -24,9 +24,15 @@ SKILL = os.environ.get("PIZZABOT_SKILL", "approvals")
 
 
 def server() -> tuple[str, str]:
-    """Pizza Bot's URL and API token, found as `pizzabot` finds them (PIZZABOT_URL,
-    PIZZABOT_API_TOKEN, or the server's data folder on this machine)."""
-    api = connect(None, None)
+    """Pizza Bot's URL (PIZZABOT_URL, as `pizzabot` finds it) and the agent's own token of
+    scope ask (PIZZABOT_AGENT_TOKEN): an agent asks with a token that can decide nothing."""
+    token = os.environ.get("PIZZABOT_AGENT_TOKEN")
+    if not token:
+        raise SystemExit(
+            "no PIZZABOT_AGENT_TOKEN: give this agent a token that can only ask, e.g.\n"
+            "  export PIZZABOT_AGENT_TOKEN=$(pizzabot tokens create my-agent --scope ask)"
+        )
+    api = connect(None, token)
     return api.url, api.token
 
 

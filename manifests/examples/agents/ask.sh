@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # Ask a person before doing something, from any shell script: with `pizzabot ask` and with
-# plain curl. PIZZABOT_URL and PIZZABOT_API_TOKEN say where the server is (without a token,
-# the server's own token file is read, as `pizzabot` does); PIZZABOT_SKILL names the
-# inbox-only skill (default approvals, which `make serve` loads).
+# plain curl. PIZZABOT_URL says where the server is; PIZZABOT_AGENT_TOKEN is this script's own
+# token of scope ask, which files requests and can decide nothing:
+#   export PIZZABOT_AGENT_TOKEN=$(pizzabot tokens create my-script --scope ask)
+# PIZZABOT_SKILL names the inbox-only skill (default approvals, which `make serve` loads).
 set -uo pipefail
 : "${PIZZABOT_URL:=http://127.0.0.1:8787}"
 skill=${PIZZABOT_SKILL:-approvals}
+token=${PIZZABOT_AGENT_TOKEN:-}
+if [ -z "$token" ]; then
+  echo "not sent: no token; make this script one that can only ask:" >&2
+  echo "  export PIZZABOT_AGENT_TOKEN=\$(pizzabot tokens create my-script --scope ask)" >&2
+  exit 2
+fi
 
 # 1. pizzabot ask: exit 0 approved or edited, 1 rejected or expired, 3 still pending,
 #    2 the request could not be made (then nothing was decided: do not go ahead either).
-decision=$(pizzabot ask "$skill" --tool send_email --title "Mail Ann the quote" \
+decision=$(PIZZABOT_API_TOKEN=$token pizzabot ask "$skill" --tool send_email --title "Mail Ann the quote" \
   --args '{"to": "ann@example.com", "subject": "Quote", "body": "Here is the quote."}' \
   --wait --timeout 3600)
 case $? in
@@ -19,10 +26,6 @@ case $? in
 esac
 
 # 2. The same with curl: create the request (the key makes a retry safe), then long-poll.
-token=${PIZZABOT_API_TOKEN:-$(cat "${PIZZABOT_DATA_DIR:-$HOME/.local/share/pizzabot}/api-token" 2>/dev/null)}
-if [ -z "$token" ]; then
-  echo "not sent: no token (set PIZZABOT_API_TOKEN)" >&2; exit 2
-fi
 auth=(-H "Authorization: Bearer $token")
 id=$(curl -sf "${auth[@]}" -H "Idempotency-Key: quote-ann-$(date +%Y%m%d)" \
   -H "Content-Type: application/json" "$PIZZABOT_URL/api/requests" \
