@@ -48,6 +48,7 @@ __all__ = [
     "link_domain",
     "link_refusal",
     "question_url",
+    "registrable_domain",
     "read_link",
     "validate_answer",
     "values_from_lines",
@@ -139,6 +140,13 @@ def _suffixes() -> Any:
     from publicsuffixlist import PublicSuffixList
 
     return PublicSuffixList()
+
+
+def registrable_domain(name: str) -> str | None:
+    """The domain a registrant controls (`mail.corp.co.uk` → `corp.co.uk`), by the Public
+    Suffix List; None for a public suffix itself (`co.uk`, `github.io`)."""
+    found: str | None = _suffixes().privatesuffix(name.lower().rstrip("."))
+    return found
 
 
 def read_link(url: str) -> Link | str:

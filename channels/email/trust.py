@@ -46,6 +46,7 @@ from email.utils import getaddresses
 from typing import Literal
 
 from pizzabot.agent.policy import normalize_address
+from pizzabot.agent.questions import registrable_domain
 
 __all__ = [
     "TRUST_RULES",
@@ -233,15 +234,16 @@ def parse_auth_results(value: str) -> tuple[str, list[AuthResult]]:
 
 
 def _aligned(domain: str | None, from_domain: str) -> bool:
-    """Relaxed alignment: the same domain, or one a subdomain of the other."""
+    """Relaxed alignment (RFC 7489): the same organizational domain, found by the Public
+    Suffix List, so `d=mail.corp.co.uk` vouches for `corp.co.uk` and `d=co.uk` for nobody."""
     if not domain:
         return False
     domain = domain.lower().lstrip("@").rpartition("@")[2].rstrip(".")
-    return (
-        domain == from_domain
-        or domain.endswith("." + from_domain)
-        or from_domain.endswith("." + domain)
-    )
+    from_domain = from_domain.lower().rstrip(".")
+    if domain == from_domain:
+        return True
+    org = registrable_domain(from_domain)
+    return org is not None and registrable_domain(domain) == org
 
 
 def _dkim_or_spf_domain(r: AuthResult) -> str | None:

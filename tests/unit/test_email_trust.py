@@ -540,3 +540,22 @@ def test_the_mailbox_rule_refuses_only_a_verdict_that_says_forged() -> None:
     forged = _mail("mx.example.test; dmarc=fail header.from=example.test")
     got = authenticated(forged, from_domain="example.test", trust=mailbox)
     assert got is not None and "DMARC failed" in got
+
+
+@pytest.mark.parametrize(
+    ("header", "from_domain", "believed"),
+    [
+        # A public suffix vouches for nobody beneath it.
+        ("mx.example.test; dkim=pass header.d=co.uk", "victim.co.uk", False),
+        ("mx.example.test; dmarc=pass header.from=github.io", "victim.github.io", False),
+        ("mx.example.test; dkim=pass header.d=evil.github.io", "victim.github.io", False),
+        # One organization's subdomains vouch for each other, as RFC 7489's relaxed mode says.
+        ("mx.example.test; dkim=pass header.d=mail.corp.co.uk", "corp.co.uk", True),
+        ("mx.example.test; spf=pass smtp.mailfrom=b@bounce.corp.co.uk", "sales.corp.co.uk", True),
+    ],
+)
+def test_alignment_is_by_organizational_domain(
+    header: str, from_domain: str, believed: bool
+) -> None:
+    got = authenticated(_mail(header), from_domain=from_domain, trust=TRUST)
+    assert (got is None) is believed, got
