@@ -9,7 +9,8 @@ Slack channel too), starts with "For alice, who is away until …: bob decides i
 place." A card made after the away ended goes where `deliver:` says, unmarked.
 
 Used where the engine makes cards for a call (`pizzabot.agent.calls`) and for a request
-(`pizzabot.agent.requests`).
+(`pizzabot.agent.requests`), and where a widening step or an on-call hand-over sends one to
+someone who is away (`pizzabot.agent.timers`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pizzabot.agent.policy.away import Away, AwayAccess
 from pizzabot.agent.policy.identity import DISCORD, EMAIL, SLACK, TEAMS, TELEGRAM, same_identity
 from pizzabot.agent.skills import Person, Skill
 
-__all__ = ["delegated_targets", "route_cards"]
+__all__ = ["delegated_people", "delegated_targets", "route_cards"]
 
 E = TypeVar("E")
 
@@ -71,6 +72,22 @@ async def delegated_targets(
     routed = list(targets)
     for away in access.away_approvers(skill, tool):
         routed = _to_delegate(skill, away, routed, ctx.channels)
+    return routed
+
+
+async def delegated_people(
+    ctx: Context, skill: Skill, people: Sequence[str], targets: Sequence[Target]
+) -> list[Target]:
+    """`targets` made for `people` (a widening step, an on-call hand-over): the addresses of
+    those of them who are away given to their delegates."""
+    access = ctx.access
+    if not isinstance(access, AwayAccess):
+        return list(targets)
+    await access.refresh()
+    routed = list(targets)
+    for away in access.active():
+        if away.person in people and {away.person, away.delegate} <= set(skill.people):
+            routed = _to_delegate(skill, away, routed, ctx.channels)
     return routed
 
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from pizzabot.agent.away_cards import delegated_targets
+from pizzabot.agent.away_cards import delegated_people, delegated_targets
 from pizzabot.agent.context import Context
 from pizzabot.agent.errors import AlreadyDecided
 from pizzabot.agent.escalation import Rung, Turn, ladder, on_call_turns, person_targets
@@ -259,7 +259,9 @@ class Timers:
             note, people = Note(escalated=remark), named
         else:
             people = skill.named(rung.to, self.ctx.clock())
-            targets = person_targets(skill, people, channels)
+            targets = await delegated_people(
+                self.ctx, skill, people, person_targets(skill, people, channels)
+            )
             remark = TimerRemark(
                 item_id=item.id,
                 tool=tool,
@@ -280,7 +282,9 @@ class Timers:
 
     async def _hand_over(self, item: Item, skill: Skill, turn: Turn) -> bool:
         """Send the card to whoever is on call now, once per shift; the audit names them."""
-        targets = person_targets(skill, [turn.person], self.ctx.channels)
+        targets = await delegated_people(
+            self.ctx, skill, [turn.person], person_targets(skill, [turn.person], self.ctx.channels)
+        )
         remark = TimerRemark(
             item_id=item.id,
             tool=item.tool or "",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from pizzabot.agent.channel import RecordingChannel
 from pizzabot.agent.errors import NotAllowed, OwnRequest
 from pizzabot.agent.model import Approve, EventKind, ItemStatus, RunStatus
 from pizzabot.agent.policy import Principal, Scope
+from pizzabot.agent.policy.away import Away, AwayAccess
 from pizzabot.agent.requests import NewRequest, Requests
 from pizzabot.agent.skills import SkillBook, parse_skill
 from pizzabot.agent.timers import Timers
@@ -271,3 +273,36 @@ async def test_steps_and_hand_overs_are_claimed_once_on_each_store(
         ]
         clock.advance(hours=2)  # a request is never a halt: its end is a reject
         assert [a.kind for a in await timers.tick()] == ["expired"]
+
+
+class _AwayBook:
+    """Away states as the test sets them (the store's own book is tested in tests/contract)."""
+
+    def __init__(self, *away: Away) -> None:
+        self.away = list(away)
+
+    async def current(self, now: datetime) -> list[Away]:
+        return [a for a in self.away if a.holds(now)]
+
+
+async def test_a_widening_to_someone_away_goes_to_their_delegate(tmp_path: Path) -> None:
+    skill = ladder_skill()
+    skill["people"] = {**PEOPLE, "dave": {"slack": "U_DAVE", "email": "dave@example.com"}}
+    async with Harness(tmp_path, mail_then_report, **skill) as h:
+        until = h.clock() + timedelta(days=7)
+        away = Away("carol", "dave", until, set_by="owner", set_at=h.clock())
+        h.ctx.access = AwayAccess(skills=h.ctx.skills, book=_AwayBook(away), clock=h.clock)
+        _, item_id = await started_and_waiting(h)
+
+        h.clock.advance(minutes=31)
+        assert [a.kind for a in await h.timers.tick()] == ["escalated"]
+        await h.outbox.drain()
+        newest = [
+            (d.channel, d.address) for _, d in h.slack.delivered[-1:] + h.email.delivered[-1:]
+        ]
+        # carol is away: the widening reaches dave, who decides in her place.
+        assert newest == [("slack", "U_DAVE"), ("email", "dave@example.com")]
+        [step] = await audit(h, "approval_escalated")
+        assert step["people"] == ["carol"] and "slack:U_DAVE" in str(step["targets"])
+        decided = await h.inbox.decide(item_id, Approve(), by=Principal.of("slack", "U_DAVE"))
+        assert decided.status is ItemStatus.APPROVED and decided.decided_by == "dave for carol"
