@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from pizzabot.agent.model import ItemKind, Risk
+from pizzabot.agent.model import ItemKind, Preview, Risk
 from pizzabot.channels.slack import blocks
 from pizzabot.channels.slack.blocks import ModalRef
 from pizzabot.channels.slack.cards import card_value
@@ -70,6 +70,17 @@ def test_long_and_hostile_arguments_are_cut_escaped_and_linked_in_home() -> None
     assert "&lt;!here&gt;" in row  # who asked, escaped and cut
     assert f"<{url}it0|see all>" in row
     assert f"<{url}it0|more arguments on the web page>" in row
+
+
+def test_a_home_row_shows_the_preview_its_buttons_bind_cut_and_escaped() -> None:
+    preview = Preview(text="Refund 40 EUR to <!channel> `ok`" + " & more" * 400, by="crm.dry")
+    item = asked_item(risk=replace(ASKED, preview=preview), body="&" * 2000)
+    view = home_view(HomeInbox([item], [], False), base_url=BASE)
+    row = home_row(view, item.id)
+    assert "🔍 Preview" in row and "Refund 40 EUR to &lt;!channel&gt; ˋokˋ" in row
+    assert "<!channel>" not in row
+    assert f"<{BASE}/items/it1|whole preview on the web page>" in row
+    assert payload_problems("views.publish", {"view": view}) == []
 
 
 def test_a_budget_or_a_question_in_home_names_what_its_values_are() -> None:
