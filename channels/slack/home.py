@@ -98,8 +98,8 @@ def _action_blocks(item: Item, base_url: str) -> list[dict[str, Any]]:
     if preview:
         lines.append(preview)
     if item.args or item.kind is ItemKind.TOOL:
-        # Whatever the title, body and preview took (escaped, they can grow), the arguments end with
-        # their link to the web page inside the section's 3,000 characters.
+        # Whatever the title, body and preview took (escaped, they can grow), the arguments
+        # end with their link to the web page inside the section's 3,000 characters.
         room = min(_ARGS_BUDGET, _SECTION_ROOM - len("\n".join(lines)))
         shown = args_text(item.args, more_url=url, value_cut=_VALUE_CUT, budget=room)
         lines.append(f"*{args_label(item)}*\n{shown}")

@@ -2,11 +2,11 @@
 modal and the Home tab, against a real `pizzabot serve` process, Slack's Web API played by
 the local recorder, and correctly signed interaction payloads.
 
-The attack: Alice opens a deploy's edit form, or looks at it in her Home tab; meanwhile Bob
-edits the call (a new version: the digest her form and buttons carry no longer matches).
-Her submit or click, made on what she saw, must not decide the edited call: she is told the
-card changed, nothing is decided, and she is shown the call as it is now. Both places show
-what their digest binds: the arguments and who asked.
+The attack: Alice opens a deploy's edit or reject form, or looks at it in her Home tab;
+meanwhile Bob edits the call (a new version: the digest her forms and buttons carry no
+longer matches). Her submit or click, made on what she saw, must not decide the edited call:
+she is told the card changed, nothing is decided, and she is shown the call as it is now.
+The forms and the Home tab show what their digest binds: the arguments and who asked.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from tests.peers.slack_api import (
     http_mode_env,
     post_event,
     post_interaction,
+    text_value,
     view_submission,
 )
 from tests.waiting import eventually
@@ -148,23 +149,43 @@ async def card_shows(slack: SlackApi, post: Call, digest: str) -> Call:
     return calls[-1]
 
 
-async def told(slack: SlackApi, method: str, user: str, words: str) -> Call:
+async def told(slack: SlackApi, method: str, user: str, words: str, *, count: int = 1) -> Call:
+    """The `count`-th note to `user` saying `words`."""
     key = "user" if method == "chat.postEphemeral" else "channel"
     calls = await slack.wait_for(
-        method, lambda c: c.args.get(key) == user and words in str(c.args.get("text"))
+        method,
+        lambda c: c.args.get(key) == user and words in str(c.args.get("text")),
+        count=count,
     )
     return calls[-1]
 
 
-async def nothing_decided(server: ServerProcess, item_id: str) -> None:
+async def nothing_decided(server: ServerProcess, item_id: str, refusals: int = 1) -> None:
     now = await item_now(server, item_id)
     assert now["status"] == "pending" and now["args"] == BOBS_EDIT
     assert now["risk"]["approved"] == ["bob via the API"]
     async with server.client() as c:
         entries = (await c.get("/api/audit", params={"limit": 1000})).json()["items"]
     refused = [e for e in entries if e["item_id"] == item_id and e["action"] == "decision_refused"]
-    assert [e["actor"] for e in refused] == [ALICE]
-    assert "card changed" in refused[0]["detail"]["why"]
+    assert [e["actor"] for e in refused] == [ALICE] * refusals
+    assert all("card changed" in e["detail"]["why"] for e in refused)
+
+
+async def modal(server: ServerProcess, slack: SlackApi, post: Call, action: str) -> Any:
+    """Alice clicks `action` on the card `post`: the modal the server opens for her."""
+    click = block_actions(
+        action_id=action,
+        value=button_value(post, action),
+        user=ALICE,
+        channel=str(post.answer["channel"]),
+        message_ts=str(post.answer["ts"]),
+    )
+    r = await post_interaction(f"{server.url}/slack/events", click, secret=SECRET)
+    assert r.status_code == 200
+    [opened] = await slack.wait_for(
+        "views.open", lambda c: c.args.get("trigger_id") == click["trigger_id"]
+    )
+    return opened.args["view"]
 
 
 async def test_an_edit_form_opened_before_an_edit_decides_nothing_after_it(
@@ -175,24 +196,16 @@ async def test_an_edit_form_opened_before_an_edit_decides_nothing_after_it(
     post = await card_of(slack, item["id"])
     events = f"{server.url}/slack/events"
 
-    click = block_actions(
-        action_id="pizza_edit",
-        value=button_value(post, "pizza_edit"),
-        user=ALICE,
-        channel=str(post.answer["channel"]),
-        message_ts=str(post.answer["ts"]),
-    )
-    assert (await post_interaction(events, click, secret=SECRET)).status_code == 200
-    [opened] = await slack.wait_for(
-        "views.open", lambda c: c.args.get("trigger_id") == click["trigger_id"]
-    )
-    view = opened.args["view"]
+    view = await modal(server, slack, post, "pizza_edit")
     shown = json.dumps(view["blocks"], ensure_ascii=False)
     # The form shows what it binds: the arguments (its inputs) and who asked.
     assert f"Requested by {item['requested_by']}" in shown and item["requested_by"]
     ids = field_blocks(item)
     inputs = {b["block_id"]: b for b in view["blocks"] if b["type"] == "input"}
     assert inputs[ids["version"]]["element"]["initial_value"] == "1.2.3"
+    reject = await modal(server, slack, post, "pizza_reject")
+    shown = json.dumps(reject["blocks"], ensure_ascii=False)
+    assert "*version*: 1.2.3" in shown and f"Requested by {item['requested_by']}" in shown
 
     edited = await bob_edits(server, item["id"])
     values = filled_values(view, **{ids["env"]: "prod"})
@@ -202,6 +215,11 @@ async def test_an_edit_form_opened_before_an_edit_decides_nothing_after_it(
     refusal = await told(slack, "chat.postEphemeral", ALICE, "card changed")
     assert "nothing was decided" in refusal.args["text"]
     await nothing_decided(server, item["id"])
+    # Her reject form from before the edit decides nothing either.
+    rejected = view_submission(view=reject, user=ALICE, values={"reason": text_value("no")})
+    assert (await post_interaction(events, rejected, secret=SECRET)).status_code == 200
+    await told(slack, "chat.postEphemeral", ALICE, "card changed", count=2)
+    await nothing_decided(server, item["id"], refusals=2)
 
     # The card shows the call as it is now, with buttons for that version.
     update = await card_shows(slack, post, edited["digest"])
