@@ -8,14 +8,13 @@ with a link to the item's web page instead of being sent and refused.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pizzabot.agent.card_digest import card_digest
 from pizzabot.agent.model import MAY_HAVE_HAPPENED, Box, Item, ItemKind, ItemStatus, Run, RunStatus
 from pizzabot.channels.slack.mrkdwn import (
+    args_text,
     clip,
     context,
     esc,
@@ -59,8 +58,6 @@ REJECT = "pizza_reject"
 GRANT = "pizza_grant"
 REVOKE_GRANT = "pizza_revoke_grant"
 
-_VALUE_CUT = 280  # a proposed value longer than this is cut in the message
-_ARGS_BUDGET = 2600  # characters of arguments in one message, before the link takes over
 _BODY_CUT = 1500
 _RESULT_CUT = 2800
 
@@ -79,34 +76,6 @@ class Message:
 
     text: str
     blocks: list[dict[str, Any]]
-
-
-def _render_value(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False)
-
-
-def args_text(args: Mapping[str, Any] | None, *, more_url: str) -> str:
-    """Arguments one per line, readable; long values and long lists cut with a link."""
-    if not args:
-        return "_(no arguments)_"
-    lines: list[str] = []
-    used = 0
-    for key, value in args.items():
-        shown = _render_value(value)
-        cut = len(shown) > _VALUE_CUT
-        if cut:
-            shown = shown[:_VALUE_CUT] + "…"
-        line = f"*{esc(str(key))}*: {esc(shown)}"
-        if cut:
-            line += f" {link(more_url, 'see all')}"
-        if used + len(line) > _ARGS_BUDGET:
-            lines.append(f"… {link(more_url, 'more arguments on the web page')}")
-            break
-        lines.append(line)
-        used += len(line) + 1
-    return "\n".join(lines)
 
 
 def _risk_text(item: Item) -> str | None:

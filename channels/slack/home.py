@@ -1,9 +1,11 @@
 """The app's Home tab in Slack: each person's own inbox, where Slack people look for an app.
 
 A person's Home tab shows the Action items they may decide (with the very buttons a card has,
-so the same listeners and approver rules apply), their recent Unread items, a link to the web
-page and, for people who may start runs, a "Start a run" button that opens a modal. Who sees
-what is the policy's answer (`pizzabot.agent.policy.Access`), asked for the person's Slack user id.
+so the same listeners and approver rules apply, and with what those buttons' digest binds:
+the arguments and the preview, cut short, who asked and the rule that asked), their recent
+Unread items, a link to the web page and, for people who may start runs, a "Start a run"
+button that opens a modal. Who sees what is the policy's answer
+(`pizzabot.agent.policy.Access`), asked for the person's Slack user id.
 
 `HomeTabs` publishes it (`views.publish`): when the person opens the tab, and again when their
 items change. Changes are debounced and a view is only sent when it differs from the one last
@@ -33,7 +35,9 @@ from pizzabot.agent.policy import SLACK, Principal
 from pizzabot.agent.tasks import stop_if_cancelled
 from pizzabot.channels.slack import blocks
 from pizzabot.channels.slack.blocks import _context, _cut, _plain, _section, esc
+from pizzabot.channels.slack.mrkdwn import args_label, args_text, asked_text
 from pizzabot.channels.slack.ports import SlackDesk
+from pizzabot.channels.slack.previews import preview_text
 
 __all__ = [
     "START",
@@ -61,6 +65,10 @@ _HOME_BLOCKS = 100
 _SKILL_OPTIONS = 100
 _PENDING_READ = 1000  # pending actions read per refresh; more than that are counted as more
 _UNREAD_READ = 200
+_VALUE_CUT = 80  # a proposed value longer than this is cut in a Home row
+_ARGS_BUDGET = 600  # characters of arguments in one Home row, before the link takes over
+_PREVIEW_CUT = 300  # characters of a preview in one Home row
+_SECTION_ROOM = 2500  # of a section's 3,000: the rest for the label and the last link
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,9 @@ class HomeInbox:
 
 
 def _action_blocks(item: Item, base_url: str) -> list[dict[str, Any]]:
+    """An item as its card shows it, compactly: what its buttons' digest binds (the
+    arguments, the preview, who asked, the rule and the approvals it needs) is on the row
+    too."""
     url = blocks.item_url(base_url, item)
     what = {ItemKind.BUDGET: "budget reached", ItemKind.QUESTION: "question"}.get(
         item.kind, "approval needed"
@@ -83,10 +94,21 @@ def _action_blocks(item: Item, base_url: str) -> list[dict[str, Any]]:
     lines = [f"*{esc(_cut(item.title, 200))}*"]
     if item.body:
         lines.append(esc(_cut(item.body, 300)))
-    facts = [f"*{esc(item.skill)}*: {what}", blocks.when(item.created_at)]
+    preview = preview_text(item, url=url, cut=_PREVIEW_CUT)
+    if preview:
+        lines.append(preview)
+    if item.args or item.kind is ItemKind.TOOL:
+        # Whatever the title, body and preview took (escaped, they can grow), the arguments
+        # end with their link to the web page inside the section's 3,000 characters.
+        room = min(_ARGS_BUDGET, _SECTION_ROOM - len("\n".join(lines)))
+        shown = args_text(item.args, more_url=url, value_cut=_VALUE_CUT, budget=room)
+        lines.append(f"*{args_label(item)}*\n{shown}")
+    facts = [f"*{esc(_cut(item.skill, 100))}*: {what}", blocks.when(item.created_at)]
     if item.tool:
         tool, server = item.tool_place
-        facts.append(f"🔧 `{esc(tool)}`" + (f" on `{esc(server)}`" if server else ""))
+        on = f" on `{esc(_cut(server, 100))}`" if server else ""
+        facts.append(f"🔧 `{esc(_cut(tool, 100))}`{on}")
+    facts += asked_text(item)
     facts.append(f"<{url}|Details on the web page>")
     return [
         _section("\n".join(lines)),

@@ -23,9 +23,12 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from pizzabot.agent.argforms import Field, chosen, coerce_form, field_path, form_fields
-from pizzabot.agent.model import Item
+from pizzabot.agent.model import Item, ItemKind
 from pizzabot.channels.slack.formats import FORMAT_INPUTS, format_element, format_value
 from pizzabot.channels.slack.mrkdwn import (
+    args_label,
+    args_text,
+    asked_text,
     clip,
     context,
     esc,
@@ -68,6 +71,7 @@ _INPUT_MAX = 3000
 _MODAL_BLOCKS = 100
 _SELECT_OPTIONS = 100
 _OPTION_VALUE_MAX = 150
+_REASON_VALUE_CUT = 200  # a value longer than this is cut in the reject modal
 _NUMBER_MAX = 30  # digits Slack is sure to show in a number_input; longer numbers are typed
 _PLAIN_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 
@@ -275,11 +279,16 @@ def edit_modal(item: Item, *, ref: ModalRef, base_url: str) -> dict[str, Any]:
     url = item_url(base_url, item)
     tool, server = item.tool_place
     on = f" on `{esc(server)}`" if server else ""
-    intro = context(
-        f"Change the arguments of `{esc(tool)}`{on}, then run it. "
-        f"Required fields are marked. {link(url, 'Open on the web page')}"
-    )
-    return form_modal(item, ref=ref, url=url, fields=fields, intro=[intro], words=EDIT_WORDS)
+    intro = [
+        context(
+            f"Change the arguments of `{esc(tool)}`{on}, then run it. "
+            f"Required fields are marked. {link(url, 'Open on the web page')}"
+        )
+    ]
+    asked = asked_text(item)
+    if asked:
+        intro.append(context("\n".join(asked)))
+    return form_modal(item, ref=ref, url=url, fields=fields, intro=intro, words=EDIT_WORDS)
 
 
 def form_modal(
@@ -337,7 +346,15 @@ def reject_modal(item: Item, *, ref: ModalRef) -> dict[str, Any]:
 
 def reason_modal(item: Item, *, ref: ModalRef, verb: str, label: str) -> dict[str, Any]:
     """A modal that `verb`s the item (submitted to `REJECT_VIEW`) with an optional reason
-    asked for by `label`."""
+    asked for by `label`. It shows what its digest binds: the arguments (long ones cut
+    short: the web page has them whole), who asked and the rule that asked."""
+    shown = [section(f"*{esc(clip(item.title, 300))}*")]
+    if item.args or item.kind is ItemKind.TOOL:
+        args = args_text(item.args, more_url=None, value_cut=_REASON_VALUE_CUT)
+        shown.append(section(f"*{args_label(item)}*\n{args}"))
+    asked = asked_text(item)
+    if asked:
+        shown.append(context("\n".join(asked)))
     return {
         "type": "modal",
         "callback_id": REJECT_VIEW,
@@ -346,7 +363,7 @@ def reason_modal(item: Item, *, ref: ModalRef, verb: str, label: str) -> dict[st
         "close": plain("Cancel", 24),
         "private_metadata": ref.dumps(),
         "blocks": [
-            section(f"*{esc(item.title)}*"),
+            *shown,
             {
                 "type": "input",
                 "block_id": REASON_BLOCK,
