@@ -82,8 +82,9 @@ class RequestBody(BaseModel):
     #: on the card as text, marked as the agent's and not checked by Pizza Bot. Approvals only.
     preview: Annotated[str | None, Field(min_length=1, max_length=MAX_PREVIEW)] = None
 
-    # The schema says "exactly one of tool and question", as the check below does: an
-    # OpenAPI client (or a fuzzer) then makes no body the server refuses for it.
+    # The schema says "exactly one of tool and question" (and no preview with a question),
+    # as the check below does: an OpenAPI client (or a fuzzer) then makes no body the
+    # server refuses for it.
     model_config = ConfigDict(
         extra="forbid",
         populate_by_name=True,
@@ -91,7 +92,11 @@ class RequestBody(BaseModel):
         json_schema_extra={
             "oneOf": [
                 {"required": ["tool"], "properties": {"tool": {"type": "string"}}},
-                {"required": ["question"], "properties": {"question": {"type": "string"}}},
+                {
+                    "required": ["question"],
+                    "properties": {"question": {"type": "string"}},
+                    "not": {"required": ["preview"]},
+                },
             ]
         },
     )
