@@ -38,6 +38,8 @@ from pizzabot.agent.skills import Skill, parse_skill
 from pizzabot.agent.tools import AskFn, ToolOutcome, ToolSpec
 from pizzabot.channels.chat.card import card_of
 from pizzabot.channels.email.compose import outcome_text
+from pizzabot.channels.email.previews import preview_lines
+from pizzabot.channels.slack.previews import preview_blocks
 from pizzabot.tools.files import FolderGrants, PathRefused
 from pizzabot.tools.files.diffs import write_diff
 
@@ -239,6 +241,10 @@ def test_a_requests_preview_is_cleaned_capped_and_marked_as_the_agents() -> None
     # Every card says who wrote it: the chat card as well as the web page, Slack and mail.
     card = card_of(_item(Risk(preview=made)), base_url="http://pizza.example")
     assert any(FROM_THE_AGENT in fact and "would deploy" in fact for fact in card.facts)
+    said = f"{PREVIEW_LABEL} (by token:deploy-agent ({FROM_THE_AGENT}))"
+    assert preview_lines(_item(Risk(preview=made)))[1:3] == [f"{said}:", "  | would deploy[31m v2"]
+    [block] = preview_blocks(_item(Risk(preview=made)), url="http://pizza.example/items/i1")
+    assert f"(by `token:deploy-agent ({FROM_THE_AGENT})`)" in block["text"]["text"]
 
 
 async def test_an_edit_of_a_request_drops_the_agents_preview() -> None:
