@@ -16,6 +16,10 @@ step. Waiting for the decision sleeps on `ctx.decisions`, the bell a decision ri
 run, so a long-poll costs no database reads while nothing happens, and none when another
 request is decided.
 
+An approval may carry the agent's own text of what the call would do (`NewRequest.preview`):
+its card shows it as a preview marked as that agent's word, not Pizza Bot's
+(`pizzabot.agent.preview.requested_preview`).
+
 A requester's `Idempotency-Key` makes a request safe to send again: the same key with the
 same body is the same request; with another body it is a `Conflict`.
 """

@@ -38,7 +38,7 @@ EXIT_APPROVED = 0
 EXIT_REFUSED = 1
 EXIT_ERROR = 2
 EXIT_PENDING = 3
-#: A schema file or an --args value bigger than this is a mistake, not a tool's arguments.
+#: A schema file, an --args value or a --preview file bigger than this is a mistake.
 _MAX_JSON = 256 * 1024
 
 UrlOpt = Annotated[str | None, typer.Option("--url", help="Server URL (env PIZZABOT_URL)")]
