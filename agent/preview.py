@@ -13,9 +13,15 @@ does not answer within the tool's `preview_timeout` says so on the card; it neve
 card back and never decides anything. The real tool is never run for a preview, and the
 dry-run tool cannot ask a person anything (a question from it is answered "cancel").
 
+An agent that files a request (`pizzabot.agent.requests`) may send its own preview text: its
+tool is on no server of ours, so nothing here can make one. That text is cleaned and capped
+the same way and marked on the card as the asking agent's word, not Pizza Bot's
+(`requested_preview`).
+
 The card's digest covers the preview (`pizzabot.agent.card_digest`), so an approval counts
 only for the preview its approver saw; an edit that keeps the card open (on the way to two
-approvals) has its preview made anew for the edited arguments.
+approvals) has its preview made anew for the edited arguments, and an edit of a request's
+card drops the agent's preview (it showed the arguments the agent sent).
 """
 
 from __future__ import annotations
@@ -33,15 +39,21 @@ from pizzabot.agent.tools import Tools
 
 __all__ = [
     "FILES_PREVIEWS",
+    "FROM_THE_AGENT",
     "PREVIEW_CAP",
     "Previewer",
+    "clean_preview",
     "edited_preview",
     "preview_tool",
     "previewer_for",
+    "requested_preview",
 ]
 
 #: Characters of a preview a card keeps (a longer one is cut, saying so).
 PREVIEW_CAP = 2000
+#: What a request's preview is marked with, after who asked: the agent wrote it, and Pizza
+#: Bot shows it as that agent's word (`requested_preview`).
+FROM_THE_AGENT = "the agent that asked; not checked by Pizza Bot"
 #: The built-in files server's own previews: its tool → the tool that previews it.
 FILES_PREVIEWS = {"files.write_file": "files.preview_write"}
 
@@ -60,11 +72,21 @@ def preview_tool(skill: Skill, tool: str) -> str | None:
     return None
 
 
-def _clean(text: str) -> str:
+def clean_preview(text: str) -> str:
+    """`text` as a card shows a preview: control characters out, cut at `PREVIEW_CAP`
+    (saying how much was cut)."""
     text = _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
     if len(text) <= PREVIEW_CAP:
         return text
     return text[:PREVIEW_CAP] + f"\n… [cut: {len(text) - PREVIEW_CAP} more characters]"
+
+
+def requested_preview(text: str, asked_by: str) -> Preview:
+    """The preview an agent sent with its request (`pizzabot.agent.requests`), as its card
+    shows it: cleaned and capped as a tool's, and marked as the word of `asked_by` (the
+    agent's `Principal.actor`), since its tool is on no server of ours to ask."""
+    shown = clean_preview(text.strip()) or "(the agent's preview said nothing)"
+    return Preview(shown, f"{asked_by} ({FROM_THE_AGENT})")
 
 
 class Previewer:
@@ -97,12 +119,12 @@ class Previewer:
             return Preview(f"no preview: {by} did not answer within {timeout:g}s", by, True)
         except Exception as exc:  # a transport's failure is the preview's, never the card's
             why = self._redact_error(f"{type(exc).__name__}: {exc}")
-            return Preview(_clean(f"no preview: {by} failed ({why})"), by, True)
+            return Preview(clean_preview(f"no preview: {by} failed ({why})"), by, True)
         if outcome.is_error:
             why = self._redact_error(outcome.text)
-            return Preview(_clean(f"no preview: {by} failed ({why})"), by, True)
+            return Preview(clean_preview(f"no preview: {by} failed ({why})"), by, True)
         text = self._redact(outcome.text).strip() or "(the dry run said nothing)"
-        return Preview(_clean(text), by)
+        return Preview(clean_preview(text), by)
 
     async def call(self, skill: Skill, tool: str, args: Mapping[str, Any]) -> tuple[bool, str]:
         """Call `tool` ("server.tool") outside any run, on a person's word (an FYI's Undo,
@@ -112,10 +134,10 @@ class Previewer:
         try:
             outcome = await self.tools.call(skill, server, name, dict(args), ask=None)
         except Exception as exc:  # a transport's failure is the call's outcome
-            return False, _clean(self._redact_error(f"{type(exc).__name__}: {exc}"))
+            return False, clean_preview(self._redact_error(f"{type(exc).__name__}: {exc}"))
         if outcome.is_error:
-            return False, _clean(self._redact_error(outcome.text))
-        return True, _clean(self._redact(outcome.text).strip() or "(it said nothing)")
+            return False, clean_preview(self._redact_error(outcome.text))
+        return True, clean_preview(self._redact(outcome.text).strip() or "(it said nothing)")
 
     async def risk_with_preview(
         self, skill: Skill, tool: str | None, args: Mapping[str, Any] | None, risk: Risk
@@ -141,7 +163,7 @@ async def edited_preview(
     """The preview an edit that keeps `item`'s card open puts on it, for the edited `args`
     (None: the call has no preview). The old one never stays: it showed other arguments."""
     if item.requested or item.tool is None:
-        return None  # a request's tool is on no server of ours
+        return None  # a request's tool is on no server of ours; its agent's text showed old args
     by = preview_tool(skill, item.tool) if skill is not None else None
     if by is None:
         by = item.risk.preview.by if item.risk.preview is not None else None

@@ -29,12 +29,22 @@ from pizzabot.agent.errors import InvalidArguments
 from pizzabot.agent.questions import check_schema
 from pizzabot.agent.request_state import NewRequest
 
-__all__ = ["MAX_JSON_BYTES", "MAX_TIMEOUT", "check_request", "number_problems", "value_problems"]
+__all__ = [
+    "MAX_JSON_BYTES",
+    "MAX_PREVIEW",
+    "MAX_TIMEOUT",
+    "check_request",
+    "number_problems",
+    "value_problems",
+]
 
 #: The largest `args` or `schema` a request may carry, as JSON.
 MAX_JSON_BYTES = 64_000
 #: The longest a request may wait for a person (seconds): a week.
 MAX_TIMEOUT = 7 * 86400.0
+#: The longest preview text a request may send (its card keeps
+#: `pizzabot.agent.preview.PREVIEW_CAP` characters of it).
+MAX_PREVIEW = 20_000
 
 
 def _json_size(value: Any) -> int:
@@ -57,6 +67,11 @@ def check_request(new: NewRequest) -> None:
         errors.update(shape)
     elif _json_size(new.args) > MAX_JSON_BYTES:
         errors["args"] = f"larger than {MAX_JSON_BYTES} bytes as JSON"
+    if new.preview is not None:
+        if new.tool is None:
+            errors["preview"] = "a question has no call to preview; send preview with tool"
+        elif len(new.preview) > MAX_PREVIEW:
+            errors["preview"] = f"longer than {MAX_PREVIEW} characters"
     if new.timeout is not None and not 1 <= new.timeout <= MAX_TIMEOUT:
         errors["timeout"] = f"between 1 and {MAX_TIMEOUT:.0f} seconds"
     if new.schema is not None:

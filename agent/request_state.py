@@ -52,6 +52,9 @@ class NewRequest:
     timeout: float | None = None
     callback_url: str | None = None
     question: str | None = None
+    #: The agent's own text of what the call would do, shown on the card as its word
+    #: (`pizzabot.agent.preview.requested_preview`); None: no preview.
+    preview: str | None = None
 
     @property
     def kind(self) -> Literal["approval", "question"]:
@@ -59,8 +62,11 @@ class NewRequest:
 
     def body_hash(self) -> str:
         """SHA-256 of the request's canonical JSON: what tells a repeat from another request."""
+        fields = asdict(self)
+        if fields["preview"] is None:
+            del fields["preview"]  # a request without one keeps the hash it is stored with
         canonical = json.dumps(
-            asdict(self), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+            fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
         )
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 

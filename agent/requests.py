@@ -16,6 +16,10 @@ step. Waiting for the decision sleeps on `ctx.decisions`, the bell a decision ri
 run, so a long-poll costs no database reads while nothing happens, and none when another
 request is decided.
 
+An approval may carry the agent's own text of what the call would do (`NewRequest.preview`):
+its card shows it as a preview marked as that agent's word, not Pizza Bot's
+(`pizzabot.agent.preview.requested_preview`).
+
 A requester's `Idempotency-Key` makes a request safe to send again: the same key with the
 same body is the same request; with another body it is a `Conflict`.
 """
@@ -57,6 +61,7 @@ from pizzabot.agent.policy.call_verdict import Granted, call_verdict
 from pizzabot.agent.policy.grants import Grant
 from pizzabot.agent.policy.principal import Principal, Scope
 from pizzabot.agent.policy.quorum import person_of
+from pizzabot.agent.preview import requested_preview
 from pizzabot.agent.questions import FREE_TEXT_SCHEMA
 from pizzabot.agent.request_checks import MAX_JSON_BYTES, MAX_TIMEOUT, check_request
 from pizzabot.agent.request_end import request_end, request_ended
@@ -114,7 +119,7 @@ class Requests:
         stored = self._stored(skill, new, by, idempotency_key, body_hash, now)
         verdict = await self._verdict(skill, new, stored.run_id, now)
         item = replace(
-            self._item(skill, new, stored, verdict, now),
+            self._item(skill, new, stored, verdict, now, by),
             requested_by=by.actor,
             requester_person=person_of(skill, by),
         )
@@ -328,7 +333,13 @@ class Requests:
         return _Verdict(rule=ruling.by_rule, risk=risk)
 
     def _item(
-        self, skill: Skill, new: NewRequest, stored: StoredRequest, verdict: _Verdict, now: datetime
+        self,
+        skill: Skill,
+        new: NewRequest,
+        stored: StoredRequest,
+        verdict: _Verdict,
+        now: datetime,
+        by: Principal,
     ) -> Item:
         question = new.tool is None
         body = (new.question if question else new.description) or ""
@@ -346,7 +357,9 @@ class Requests:
             tool=new.tool,
             args=dict(new.args),
             schema=(new.schema or FREE_TEXT_SCHEMA) if question else new.schema,
-            risk=verdict.risk,
+            risk=verdict.risk
+            if new.preview is None
+            else replace(verdict.risk, preview=requested_preview(new.preview, by.actor)),
             secret=self.ctx.secrets(),
         )
         final: dict[str, Any] | None

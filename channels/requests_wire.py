@@ -27,6 +27,7 @@ def new_request(body: RequestBody) -> NewRequest:
         timeout=body.timeout,
         callback_url=body.callback_url,
         question=body.question,
+        preview=body.preview,
     )
 
 

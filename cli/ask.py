@@ -38,7 +38,7 @@ EXIT_APPROVED = 0
 EXIT_REFUSED = 1
 EXIT_ERROR = 2
 EXIT_PENDING = 3
-#: A schema file or an --args value bigger than this is a mistake, not a tool's arguments.
+#: A schema file, an --args value or a --preview file bigger than this is a mistake.
 _MAX_JSON = 256 * 1024
 
 UrlOpt = Annotated[str | None, typer.Option("--url", help="Server URL (env PIZZABOT_URL)")]
@@ -70,6 +70,24 @@ def _schema(path: Path | None) -> dict[str, Any] | None:
     except OSError as exc:
         raise CliError(f"cannot read --schema {path}: {exc.strerror}", code=EXIT_ERROR) from None
     return _object(raw.decode("utf-8", errors="replace"), f"--schema {path}")
+
+
+def _preview(value: str | None) -> str | None:
+    """--preview's text: as given, or `@FILE`'s contents (UTF-8)."""
+    if value is None or not value.startswith("@"):
+        return value
+    path = Path(value[1:])
+    try:
+        with path.open("rb") as f:
+            raw = f.read(_MAX_JSON + 1)
+    except OSError as exc:
+        raise CliError(f"cannot read --preview {value}: {exc.strerror}", code=EXIT_ERROR) from None
+    if len(raw) > _MAX_JSON:
+        raise CliError(f"--preview {value} is over {_MAX_JSON // 1024} KiB.", code=EXIT_ERROR)
+    text = raw.decode("utf-8", errors="replace")
+    if not text.strip():
+        raise CliError(f"--preview {value} is empty.", code=EXIT_ERROR)
+    return text
 
 
 def exit_code(status: str) -> int:
@@ -104,6 +122,14 @@ def ask(
         float | None,
         typer.Option("--timeout", help="Seconds until the request expires on the server"),
     ] = None,
+    preview: Annotated[
+        str | None,
+        typer.Option(
+            "--preview",
+            help="What the call would do (a dry run's output), as TEXT or @FILE; "
+            "shown on the card as the agent's",
+        ),
+    ] = None,
     url: UrlOpt = None,
     token: TokenOpt = None,
 ) -> None:
@@ -111,8 +137,9 @@ def ask(
 
     Exit 0 approved or edited, 1 rejected or expired, 3 still pending, 2 on errors.
     """
+    card = {"title": title, "description": description, "timeout": timeout, "preview": preview}
     try:
-        decision = _ask(skill, tool, args, schema, title, description, wait, timeout, url, token)
+        decision = _ask(skill, tool, args, schema, card, wait, url, token)
     except CliError as exc:
         raise CliError(str(exc), code=EXIT_ERROR) from None
     except Exception as exc:
@@ -127,44 +154,35 @@ def _ask(
     tool: str,
     args: str,
     schema: Path | None,
-    title: str | None,
-    description: str | None,
+    card: dict[str, Any],
     wait: bool,
-    timeout: float | None,
     url: str | None,
     token: str | None,
 ) -> RequestState:
+    """File the request; `card`: its title, description, timeout and preview as given."""
     from pizzabot.client import Inbox, InboxError
     from pizzabot.client._wire import MAX_TITLE
 
     arguments = _object(args, "--args")
     form = _schema(schema)
+    timeout = card["timeout"]
     if timeout is not None and (not math.isfinite(timeout) or timeout <= 0):
         raise CliError("--timeout must be a positive number of seconds.", code=EXIT_ERROR)
+    more = {
+        "schema": form,
+        "description": card["description"],
+        "timeout": timeout,
+        "preview": _preview(card["preview"]),
+    }
     api = connect(url, token, agent=True)
     warn_if_owner(api)
     try:
         with Inbox(api.url, api.token) as inbox:
             if wait:
-                decision = inbox.ask(
-                    skill,
-                    tool=tool,
-                    args=arguments,
-                    title=title,
-                    schema=form,
-                    description=description,
-                    timeout=timeout,
-                )
+                decision = inbox.ask(skill, tool=tool, args=arguments, title=card["title"], **more)
             else:
-                decision = inbox.request(
-                    skill,
-                    title=title or tool[:MAX_TITLE],
-                    tool=tool,
-                    args=arguments,
-                    schema=form,
-                    description=description,
-                    timeout=timeout,
-                )
+                title = card["title"] or tool[:MAX_TITLE]
+                decision = inbox.request(skill, title=title, tool=tool, args=arguments, **more)
     except InboxError as exc:
         raise CliError(_error_line(exc, api.token_from), code=EXIT_ERROR) from None
     return decision

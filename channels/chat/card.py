@@ -153,7 +153,8 @@ def _facts(item: Item) -> tuple[str, ...]:
         facts.append(f"👥 {item.risk.approvals_text}")
     if item.risk.preview is not None:
         # Chat cards keep facts short: the start of it here, the whole on the web page.
-        facts.append(f"🔍 {PREVIEW_LABEL}: {item.risk.preview.text}")
+        preview = item.risk.preview
+        facts.append(f"🔍 {PREVIEW_LABEL} (by {preview.by}): {preview.text}")
     if item.risk.ladder:
         facts.append(f"⏰ If nobody decides: {item.risk.ladder}")
     if item.risk.steps:

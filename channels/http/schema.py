@@ -77,8 +77,9 @@ class RunList(BaseModel):
 
 
 class Preview(BaseModel):
-    """What the call would do, worked out when the card was made by a dry run, not what ran
-    (the tool server's text: show it as text). `failed`: no preview; `text` says why."""
+    """What the call would do, worked out when the card was made, not what ran: a dry run's
+    text (`by` the tool that made it), or a request's agent's own (`by` that agent, marked
+    as not checked by Pizza Bot). Show it as text. `failed`: no preview; `text` says why."""
 
     text: str
     by: str
@@ -105,7 +106,8 @@ class Risk(BaseModel):
     approved: list[str] | None = None
     # "passkey": an approval needs a fresh passkey assertion, given on the web page.
     step_up: str | None = None
-    # What the call would do, made by a dry run when the card was made (not what ran).
+    # What the call would do, made when the card was made (not what ran): by a dry run,
+    # or sent by the agent that asked.
     preview: Preview | None = None
     # What happens while nobody decides (the escalation ladder, in words).
     ladder: str | None = None

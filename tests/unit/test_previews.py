@@ -15,13 +15,31 @@ import pytest
 
 from pizzabot.agent.card_digest import card_digest
 from pizzabot.agent.errors import SkillError
-from pizzabot.agent.model import PREVIEW_LABEL, Box, Item, ItemKind, ItemStatus, Preview, Risk
-from pizzabot.agent.preview import PREVIEW_CAP, Previewer, edited_preview, preview_tool
+from pizzabot.agent.model import (
+    PREVIEW_LABEL,
+    REQUEST_CALL,
+    Box,
+    Item,
+    ItemKind,
+    ItemStatus,
+    Preview,
+    Risk,
+)
+from pizzabot.agent.preview import (
+    FROM_THE_AGENT,
+    PREVIEW_CAP,
+    Previewer,
+    edited_preview,
+    preview_tool,
+    requested_preview,
+)
 from pizzabot.agent.redaction import Redactor
 from pizzabot.agent.skills import Skill, parse_skill
 from pizzabot.agent.tools import AskFn, ToolOutcome, ToolSpec
 from pizzabot.channels.chat.card import card_of
 from pizzabot.channels.email.compose import outcome_text
+from pizzabot.channels.email.previews import preview_lines
+from pizzabot.channels.slack.previews import preview_blocks
 from pizzabot.tools.files import FolderGrants, PathRefused
 from pizzabot.tools.files.diffs import write_diff
 
@@ -210,5 +228,30 @@ def test_chat_cards_show_the_start_of_the_preview() -> None:
     # Teams, Discord and Telegram share this card; the whole preview is on the web page.
     preview = Preview("would pay 5 EUR to Ann", "pay.transfer_dry_run")
     card = card_of(_item(Risk(preview=preview)), base_url="http://pizza.example")
-    assert f"🔍 {PREVIEW_LABEL}: would pay 5 EUR to Ann" in card.facts
+    assert f"🔍 {PREVIEW_LABEL} (by pay.transfer_dry_run): would pay 5 EUR to Ann" in card.facts
     assert not any(PREVIEW_LABEL in f for f in card_of(_item(Risk()), base_url="").facts)
+
+
+def test_a_requests_preview_is_cleaned_capped_and_marked_as_the_agents() -> None:
+    made = requested_preview("would deploy\x1b[31m v2\r\n\u202eto prod\n", "token:deploy-agent")
+    assert made == Preview("would deploy[31m v2\nto prod", f"token:deploy-agent ({FROM_THE_AGENT})")
+    long = requested_preview("x" * (PREVIEW_CAP + 50), "token:deploy-agent")
+    assert long.text.endswith("[cut: 50 more characters]") and not long.failed
+    assert requested_preview("\x00\x01", "owner").text == "(the agent's preview said nothing)"
+    # Every card says who wrote it: the chat card as well as the web page, Slack and mail.
+    card = card_of(_item(Risk(preview=made)), base_url="http://pizza.example")
+    assert any(FROM_THE_AGENT in fact and "would deploy" in fact for fact in card.facts)
+    said = f"{PREVIEW_LABEL} (by token:deploy-agent ({FROM_THE_AGENT}))"
+    assert preview_lines(_item(Risk(preview=made)))[1:3] == [f"{said}:", "  | would deploy[31m v2"]
+    [block] = preview_blocks(_item(Risk(preview=made)), url="http://pizza.example/items/i1")
+    assert f"(by `token:deploy-agent ({FROM_THE_AGENT})`)" in block["text"]["text"]
+
+
+async def test_an_edit_of_a_request_drops_the_agents_preview() -> None:
+    made = requested_preview("would pay 5", "token:billing")
+    item = replace(_item(Risk(preview=made)), requested_by="token:billing", call_id=REQUEST_CALL)
+    assert item.requested
+    answer = ToolOutcome("would pay 7", False, 1.0)
+    assert (
+        await edited_preview(Previewer(FakeTools(answer)), skill(PAY), item, {"amount": 7}) is None
+    )

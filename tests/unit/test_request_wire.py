@@ -6,8 +6,12 @@ wire's models themselves."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 
+import pytest
 from fastapi import FastAPI
+from pydantic import ValidationError
 
 from pizzabot.agent.request_state import NewRequest
 from pizzabot.agent.request_state import RequestState as EngineState
@@ -45,3 +49,23 @@ def test_the_api_takes_and_answers_with_the_wire_models() -> None:
     assert ref(create["responses"]["201"]) == ref(create["responses"]["200"])
     assert ref(create["responses"]["201"]) == ref(get["responses"]["200"])
     assert ref(get["responses"]["200"]).startswith(RequestState.__name__)
+
+
+def test_a_preview_is_part_of_the_request_and_goes_with_a_tool_only() -> None:
+    plain = NewRequest(skill="deploys", title="Deploy", tool="deploy.prod", args={"env": "prod"})
+    previewed = dataclasses.replace(plain, preview="Plan: 2 to change.")
+    other = dataclasses.replace(plain, preview="Plan: 3 to change.")
+    # Another preview under the same Idempotency-Key is another request (409).
+    assert len({plain.body_hash(), previewed.body_hash(), other.body_hash()}) == 3
+    # A request without one keeps the hash it is stored with: no field it never sent.
+    fields = dataclasses.asdict(plain)
+    del fields["preview"]
+    canonical = json.dumps(
+        fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    )
+    assert plain.body_hash() == hashlib.sha256(canonical.encode()).hexdigest()
+    with pytest.raises(ValidationError, match="a question has no call to preview"):
+        RequestBody(skill="deploys", title="Which day?", question="Which day?", preview="p")
+    too_long = {"skill": "deploys", "title": "t", "tool": "x", "preview": "p" * 20_001}
+    with pytest.raises(ValidationError, match="at most 20000 characters"):
+        RequestBody.model_validate(too_long)

@@ -113,8 +113,11 @@ class AsyncInbox:
         timeout: float | None = None,
         callback_url: str | None = None,
         idempotency_key: str | None = None,
+        preview: str | None = None,
     ) -> RequestState:
-        """Ask for approval of a tool call; returns at once (usually pending)."""
+        """Ask for approval of a tool call; returns at once (usually pending). `preview`: what
+        the call would do, in your words (a dry run's output, a diff), shown on the card as
+        yours."""
         body = _wire.approval_body(
             skill,
             title=title,
@@ -125,6 +128,7 @@ class AsyncInbox:
             description=description,
             timeout=timeout,
             callback_url=callback_url,
+            preview=preview,
         )
         return await self.file(body, idempotency_key=idempotency_key)
 
@@ -190,6 +194,7 @@ class AsyncInbox:
         timeout: float | None = None,
         callback_url: str | None = None,
         idempotency_key: str | None = None,
+        preview: str | None = None,
     ) -> RequestState:
         """Request approval and wait for the decision. With `timeout` the item expires on the
         server after that many seconds, and `ask` returns the expired request."""
@@ -204,6 +209,7 @@ class AsyncInbox:
             timeout=timeout,
             callback_url=callback_url,
             idempotency_key=idempotency_key,
+            preview=preview,
         )
         if not created.pending:
             return created

@@ -100,11 +100,13 @@ def approval_body(
     description: str | None,
     timeout: float | None,
     callback_url: str | None,
+    preview: str | None = None,
 ) -> RequestBody:
     return _body(
         skill=skill,
         title=title,
         tool=tool,
+        preview=preview,
         args=dict(args),
         schema=dict(schema) if schema is not None else None,
         risk=dict(risk) if risk is not None else None,

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
+    "MAX_PREVIEW",
     "MAX_TEXT",
     "MAX_TIMEOUT",
     "MAX_TITLE",
@@ -36,6 +37,8 @@ WIRE = 1
 MAX_TITLE = 200
 #: The longest description or question.
 MAX_TEXT = 4000
+#: The longest preview of what the call would do (its card keeps the first 2,000 characters).
+MAX_PREVIEW = 20_000
 #: The longest a request may wait for a person, in seconds: a week.
 MAX_TIMEOUT = 7 * 86400.0
 #: The longest callback URL.
@@ -75,9 +78,13 @@ class RequestBody(BaseModel):
     #: Where the decided state is posted, signed with the skill's callback secret.
     callback_url: Annotated[str | None, Field(max_length=MAX_URL, pattern=CALLBACK_URL)] = None
     question: Annotated[str | None, Field(min_length=1, max_length=MAX_TEXT)] = None
+    #: What the call would do, in the agent's own words (a dry run's output, a diff): shown
+    #: on the card as text, marked as the agent's and not checked by Pizza Bot. Approvals only.
+    preview: Annotated[str | None, Field(min_length=1, max_length=MAX_PREVIEW)] = None
 
-    # The schema says "exactly one of tool and question", as the check below does: an
-    # OpenAPI client (or a fuzzer) then makes no body the server refuses for it.
+    # The schema says "exactly one of tool and question" (and no preview with a question),
+    # as the check below does: an OpenAPI client (or a fuzzer) then makes no body the
+    # server refuses for it.
     model_config = ConfigDict(
         extra="forbid",
         populate_by_name=True,
@@ -85,7 +92,11 @@ class RequestBody(BaseModel):
         json_schema_extra={
             "oneOf": [
                 {"required": ["tool"], "properties": {"tool": {"type": "string"}}},
-                {"required": ["question"], "properties": {"question": {"type": "string"}}},
+                {
+                    "required": ["question"],
+                    "properties": {"question": {"type": "string"}},
+                    "not": {"required": ["preview"]},
+                },
             ]
         },
     )
@@ -117,6 +128,8 @@ class RequestBody(BaseModel):
             raise ValueError("give tool (and args) for an approval, or question for a question")
         if self.tool is not None and self.question is not None:
             raise ValueError("give tool or question, not both")
+        if self.question is not None and self.preview is not None:
+            raise ValueError("a question has no call to preview: give preview with tool")
         return self
 
     @property

@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from pizzabot.client.mcp.desk import Desk, DeskError
 from pizzabot.client.wire import (
+    MAX_PREVIEW,
     MAX_TEXT,
     MAX_TIMEOUT,
     MAX_TITLE,
@@ -291,6 +292,7 @@ def _add_request_approval(server: MCPServer, asking: Asking) -> None:
         timeout: Annotated[float | None, Field(ge=1, le=MAX_TIMEOUT)] = None,
         idempotency_key: Annotated[str | None, Field(min_length=1, max_length=MAX_TITLE)] = None,
         skill: Annotated[str | None, Field(min_length=1, max_length=MAX_TITLE)] = None,
+        preview: Annotated[str | None, Field(min_length=1, max_length=MAX_PREVIEW)] = None,
     ) -> Annotated[CallToolResult, Approval]:
         """Ask a person to approve a tool call before you make it; returns when someone has
         decided (approve, edit the arguments, or reject with a reason), however long that
@@ -300,7 +302,8 @@ def _add_request_approval(server: MCPServer, asking: Asking) -> None:
         schema: the arguments' JSON schema (an edit form is made from it). risk: impact,
         reversible, scope. timeout: seconds before the request expires. idempotency_key:
         asking again with it returns the same request (by default the content is the key).
-        skill: the Pizza Bot inbox-only skill that decides who is asked."""
+        skill: the Pizza Bot inbox-only skill that decides who is asked. preview: what the
+        call would do (your dry run's output, a diff), shown on the card as yours."""
         _bounded("args", args)
         _bounded("schema", schema)
         ask = _body(
@@ -312,6 +315,7 @@ def _add_request_approval(server: MCPServer, asking: Asking) -> None:
             risk=risk,
             description=description,
             timeout=timeout,
+            preview=preview,
         )
         answer = await _decided(asking, ask, idempotency_key, ctx)
         approval = approval_of(answer)
