@@ -16,8 +16,8 @@ requester chose), so no delivery can delay another:
   `Limits.concurrency` runs' deliveries under way per receiver, and at most `Limits.targets`
   receivers at once, so a few slow or failing receivers hold only their own sub-lanes and
   another receiver's deliveries go on beside them. A due delivery whose receiver is full is
-  parked (left out of the next looks) until one of that receiver's jobs ends, so however many
-  it has due, the look still reaches the others'.
+  parked (left out of the next looks, up to a few thousand) until one of that receiver's jobs
+  ends, so however many it has due, the look still reaches the others'.
 - **A deadline.** Every attempt (a channel's `deliver` or `update`, connection and answer
   together) ends after `Limits.attempt_timeout` seconds, however slowly its receiver drips.
 - **Backoff.** A failed attempt is tried again after an exponential backoff with jitter
@@ -215,7 +215,8 @@ class Dispatcher:
 
     async def drain(self) -> int:
         """Do every delivery and update due now once (runs side by side, within the lanes'
-        limits) and wait for them; return how many were handled."""
+        limits: what a full receiver's sub-lane parks waits for the next pass) and wait for
+        them; return how many were handled."""
         handled = await self._bury_unrouted()
         jobs: list[asyncio.Task[None]] = []
         for name, lane in self._each_lane():
