@@ -11,6 +11,13 @@ requester chose), so no delivery can delay another:
   deliveries under way at once: a callback that stalls never holds a Slack, mail or web card,
   and a few that stall only narrow their own lane. A run's deliveries on one channel go one at
   a time, oldest first, because Slack and mail thread a run's later cards under its first.
+- **Sub-lanes by receiver.** A channel whose deliveries go to receivers of the requesters'
+  choosing (callbacks: `target` names a URL's origin) splits its lane by receiver: at most
+  `Limits.concurrency` runs' deliveries under way per receiver, and at most `Limits.targets`
+  receivers at once, so a few slow or failing receivers hold only their own sub-lanes and
+  another receiver's deliveries go on beside them. A due delivery whose receiver is full is
+  parked (left out of the next looks, up to a few thousand) until one of that receiver's jobs
+  ends, so however many it has due, the look still reaches the others'.
 - **A deadline.** Every attempt (a channel's `deliver` or `update`, connection and answer
   together) ends after `Limits.attempt_timeout` seconds, however slowly its receiver drips.
 - **Backoff.** A failed attempt is tried again after an exponential backoff with jitter
@@ -32,7 +39,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -52,6 +59,9 @@ log = logging.getLogger(__name__)
 MAX_ERROR = 500
 #: Due deliveries a lane reads in one look; a run's later ones wait for its earlier ones.
 _LOOK = 50
+#: Due deliveries a lane keeps parked for receivers that are full; past it, they are looked
+#: at again (and left again) rather than kept.
+_PARK_MAX = 2000
 
 
 @dataclass(frozen=True)
@@ -60,8 +70,11 @@ class Limits:
 
     #: Seconds one attempt may take in all (connecting, sending, the answer).
     attempt_timeout: float = 30.0
-    #: Runs whose deliveries a channel's lane sends at once.
+    #: Runs whose deliveries a channel's lane sends at once (per receiver, on a channel that
+    #: tells its receivers apart).
     concurrency: int = 4
+    #: Receivers (callback URL origins) a channel that tells them apart sends to at once.
+    targets: int = 16
     #: Failed attempts in a row after which a delivery is a dead letter.
     max_attempts: int = 12
     #: The first retry's delay in seconds; it doubles per failed attempt ...
@@ -100,13 +113,21 @@ def _attempt(number: int) -> RetryCallState:
 
 @dataclass
 class _Lane:
-    """One channel's deliveries under way: a job per run, each sending that run's due
-    deliveries in order, at most `size` jobs at once."""
+    """One channel's deliveries under way: a job per run (per run and receiver, where the
+    channel names receivers), each sending its due deliveries in order, at most `size` jobs
+    at once; with `per_target`, at most that many per receiver and `targets` receivers."""
 
     size: int
+    per_target: int | None = None
+    targets: int = 1
     jobs: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     #: The ids of the deliveries the jobs hold, so a look does not take them twice.
     held: set[str] = field(default_factory=set)
+    #: Jobs under way per receiver, and the receiver of each job.
+    active: dict[str, int] = field(default_factory=dict)
+    target_of: dict[str, str] = field(default_factory=dict)
+    #: Due deliveries whose receiver was full, by receiver: left out of the looks meanwhile.
+    parked: dict[str, set[str]] = field(default_factory=dict)
     slots: asyncio.Semaphore = field(init=False)
 
     def __post_init__(self) -> None:
@@ -114,6 +135,38 @@ class _Lane:
 
     def free(self) -> int:
         return max(0, self.size - len(self.jobs))
+
+    def skipped(self) -> set[str]:
+        return self.held.union(*self.parked.values())
+
+    def admits(self, target: str) -> bool:
+        """Whether a job for `target` may start: its receiver has room, and either has jobs
+        already or another receiver may begin."""
+        if self.per_target is None:
+            return True
+        if target in self.active:
+            return self.active[target] < self.per_target
+        return len(self.active) < self.targets
+
+    def park(self, target: str, ids: Sequence[str]) -> None:
+        if sum(map(len, self.parked.values())) + len(ids) <= _PARK_MAX:
+            self.parked.setdefault(target, set()).update(ids)
+
+    def began(self, job: str, target: str) -> None:
+        self.target_of[job] = target
+        self.active[target] = self.active.get(target, 0) + 1
+
+    def ended(self, job: str) -> None:
+        """A job is over: its receiver has room again, and so, where it has no job left, has
+        the lane for another receiver; what was parked for them is looked at again."""
+        target = self.target_of.pop(job, None)
+        if target is None:
+            return
+        self.active[target] -= 1
+        if not self.active[target]:
+            del self.active[target]
+        for waiting in [t for t in self.parked if t == target or t not in self.active]:
+            del self.parked[waiting]
 
 
 class Dispatcher:
@@ -162,7 +215,8 @@ class Dispatcher:
 
     async def drain(self) -> int:
         """Do every delivery and update due now once (runs side by side, within the lanes'
-        limits) and wait for them; return how many were handled."""
+        limits: what a full receiver's sub-lane parks waits for the next pass) and wait for
+        them; return how many were handled."""
         handled = await self._bury_unrouted()
         jobs: list[asyncio.Task[None]] = []
         for name, lane in self._each_lane():
@@ -183,35 +237,52 @@ class Dispatcher:
 
     def _each_lane(self) -> list[tuple[str, _Lane]]:
         """Every channel's lane (made on first use: `channels` is the caller's dict)."""
-        size = max(1, self.limits.concurrency)
-        return [(name, self._lanes.setdefault(name, _Lane(size))) for name in self.channels]
+        return [(name, self._lane(name)) for name in self.channels]
+
+    def _lane(self, name: str) -> _Lane:
+        if name not in self._lanes:
+            size = max(1, self.limits.concurrency)
+            if _target_of(self.channels[name]) is None:
+                self._lanes[name] = _Lane(size)
+            else:
+                targets = max(1, self.limits.targets)
+                self._lanes[name] = _Lane(size * targets, per_target=size, targets=targets)
+        return self._lanes[name]
 
     async def _due(self, name: str, lane: _Lane) -> list[Delivery]:
         return await self.ctx.store.due_deliveries(
-            now=self.ctx.clock(), limit=_LOOK, channels=(name,), skip=lane.held
+            now=self.ctx.clock(), limit=_LOOK, channels=(name,), skip=lane.skipped()
         )
 
     def _start(
         self, lane: _Lane, due: Sequence[Delivery], *, room: int
     ) -> list[tuple[asyncio.Task[None], list[Delivery]]]:
-        """Jobs for up to `room` runs of `due` that have none under way yet."""
+        """Jobs for up to `room` runs of `due` that have none under way yet (per receiver,
+        where the channel names them), as far as each receiver has room."""
         started: list[tuple[asyncio.Task[None], list[Delivery]]] = []
-        for group in _by_run(due):
-            run_id = group[0].run_id
+        target_of = _target_of(self.channels[due[0].channel]) if due else None
+        for (run_id, target), group in _by_run(due, target_of).items():
+            job = f"{run_id} {target}" if target_of is not None else run_id
             if len(started) >= room:
                 break
-            if run_id in lane.jobs:
+            if job in lane.jobs:
                 continue  # its job is still busy; what is due now waits for the next look
+            if not lane.admits(target):
+                lane.park(target, [d.id for d in group])
+                continue
             task = asyncio.create_task(self._job(lane, group), name=f"outbox:{run_id}")
-            lane.jobs[run_id] = task
+            lane.jobs[job] = task
             lane.held.update(d.id for d in group)
-            task.add_done_callback(functools.partial(self._done, lane, run_id, group))
+            if target_of is not None:
+                lane.began(job, target)
+            task.add_done_callback(functools.partial(self._done, lane, job, group))
             started.append((task, group))
         return started
 
-    def _done(self, lane: _Lane, run_id: str, group: list[Delivery], _: asyncio.Task[None]) -> None:
-        lane.jobs.pop(run_id, None)
+    def _done(self, lane: _Lane, job: str, group: list[Delivery], _: asyncio.Task[None]) -> None:
+        lane.jobs.pop(job, None)
         lane.held.difference_update(d.id for d in group)
+        lane.ended(job)
         self._wake.set()  # its slot is free: look again
 
     async def _job(self, lane: _Lane, group: list[Delivery]) -> None:
@@ -293,9 +364,19 @@ class Dispatcher:
         await self.ctx.store.delivery_failed(delivery.id, error=error, retry_at=retry_at, now=now)
 
 
-def _by_run(due: Sequence[Delivery]) -> list[list[Delivery]]:
-    """`due` grouped by run, each group and the groups in the order given (oldest first)."""
-    groups: dict[str, list[Delivery]] = {}
+def _target_of(channel: Channel) -> Callable[[Delivery], str] | None:
+    """The channel's `target` (which receiver a delivery goes to), where it tells them apart."""
+    target = getattr(channel, "target", None)
+    return target if callable(target) else None
+
+
+def _by_run(
+    due: Sequence[Delivery], target_of: Callable[[Delivery], str] | None = None
+) -> dict[tuple[str, str], list[Delivery]]:
+    """`due` grouped by run (and receiver, with `target_of`), each group and the groups in the
+    order given (oldest first)."""
+    groups: dict[tuple[str, str], list[Delivery]] = {}
     for delivery in due:
-        groups.setdefault(delivery.run_id, []).append(delivery)
-    return list(groups.values())
+        target = target_of(delivery) if target_of is not None else ""
+        groups.setdefault((delivery.run_id, target), []).append(delivery)
+    return groups

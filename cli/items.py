@@ -199,13 +199,11 @@ def _approve_all(
 ) -> None:
     if item is not None or grant is not None or run is None or not all_:
         raise CliError("Approve all as: pizzabot approve --run RUN --all", code=2)
-    r = call(
-        url,
-        token,
-        "POST",
-        f"/api/runs/{quote(ids.run_id(url, token, run), safe='')}/decisions",
-        json={"decision": "approve", "all": True},
-    )
+    path = f"/api/runs/{quote(ids.run_id(url, token, run), safe='')}/decisions"
+    # Bound to the calls as read here: one edited in between is left out, not approved.
+    turn = call(url, token, "GET", path)
+    seen = {i["id"]: i["digest"] for i in turn["items"]}
+    r = call(url, token, "POST", path, json={"decision": "approve", "all": True, "seen": seen})
     for result in r["results"]:
         i = result["item"]
         said = i["status"] if result["approved"] else f"left out: {result['why']}"

@@ -23,6 +23,10 @@ body never is, and the connection is closed unread. How long a post may take in 
 outbox's deadline, not this module's. An answer of 2xx is done; 408, 429 and 5xx, a timeout
 or a refused connection are retried by the outbox (which honours `Retry-After` up to its
 ceiling); any other status is final. Redirects are not followed.
+
+Each callback URL's origin is a receiver of its own to the outbox (`target`): it sends to a
+bounded number of origins at once, a few at a time each, so a receiver that answers slowly or
+not at all holds only its own callbacks, never another's.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import hashlib
 import hmac
 import time
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -41,12 +46,13 @@ from pizzabot.agent.requests import state_of
 from pizzabot.agent.store import RequestStore
 from pizzabot.channels.requests_wire import wire_state
 
-__all__ = ["LABEL", "CallbackChannel", "sign", "signed_bytes"]
+__all__ = ["LABEL", "CallbackChannel", "origin", "sign", "signed_bytes"]
 
 TIMESTAMP_HEADER = "X-Pizzabot-Timestamp"
 SIGNATURE_HEADER = "X-Pizzabot-Signature"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 _RETRIED = {408, 429}
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 #: What a callback's signed bytes begin with: no webhook's can (theirs begin with digits).
@@ -62,6 +68,20 @@ def sign(secret: str, timestamp: str, body: bytes, *, key: str) -> str:
     """The signature header value: "sha256=<hex>" over `signed_bytes`."""
     mac = hmac.new(secret.encode(), signed_bytes(timestamp, body, key=key), hashlib.sha256)
     return "sha256=" + mac.hexdigest()
+
+
+def origin(url: str) -> str:
+    """`url`'s origin, written one way ("scheme://host:port", lower case, the port always
+    given), so that two spellings of one receiver are one receiver; the URL itself where it
+    has none (it fails when posted to, and is a receiver of its own meanwhile)."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port or _DEFAULT_PORTS.get(parts.scheme.lower())
+    except ValueError:
+        return url
+    if not parts.hostname or port is None:
+        return url
+    return f"{parts.scheme.lower()}://{parts.hostname.rstrip('.')}:{port}"
 
 
 class CallbackChannel:
@@ -82,6 +102,10 @@ class CallbackChannel:
         self.base_url = base_url
         self._http = http or httpx.AsyncClient(timeout=timeout, follow_redirects=False)
         self._clock = clock
+
+    def target(self, delivery: Delivery) -> str:
+        """The receiver `delivery` goes to: its URL's origin, as the outbox tells them apart."""
+        return origin(delivery.address)
 
     async def deliver(self, item: Item, delivery: Delivery) -> DeliveryRef | None:
         # Nothing to say yet: the decision comes as the update (the outbox marks the copy

@@ -6,20 +6,26 @@ follow-up, and approve every call of its waiting turn at once.
     GET  /api/runs/{id}             the run with its events
     POST /api/runs/{id}/cancel      the run, cancelled (409 if it already ended)
     POST /api/runs/{id}/messages    {text}: a finished run continues with its history
-    POST /api/runs/{id}/decisions   {"decision": "approve", "all": true}: each pending call of
-                                    the run's latest model turn approved on its own
-                                    (`pizzabot.agent.batch.approve_all`), each result saying whether it
-                                    was, or why it was left out
+    GET  /api/runs/{id}/decisions   the run's waiting turn: its calls (each with its card's
+                                    `digest`) and `digest`, one digest of them all
+    POST /api/runs/{id}/decisions   {"decision": "approve", "all": true, "seen": ...}: each
+                                    pending call of the run's latest model turn approved on its
+                                    own (`pizzabot.agent.batch.approve_all`), each result saying
+                                    whether it was, or why it was left out
+
+`seen` binds the approval to what the caller saw: {item id: digest} (a call left out of it, or
+whose card changed, is left out, "this card changed"), or the turn's one `digest` (when it no
+longer matches, every call is left out). Without it, the calls are approved as read here.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
-from pizzabot.agent.batch import approve_all
+from pizzabot.agent.batch import approve_all, batch_digest, turn_items
 from pizzabot.agent.policy.principal import Principal
 from pizzabot.channels.http import schema as out
 from pizzabot.channels.http.answers import item_out, run_detail, run_out
@@ -48,11 +54,27 @@ class MessageIn(BaseModel):
     text: str = Field(min_length=1)
 
 
+#: A card's digest (`pizzabot.agent.card_digest`), as an item's `digest` gives it.
+Digest = Annotated[str, Field(max_length=64, pattern=r"^[0-9a-fA-F]+$")]
+
+ItemId = Annotated[str, Field(max_length=64)]
+
+
 class BatchIn(BaseModel):
     #: Only approving is done in a batch: an edit or a rejection is about one call.
     decision: Literal["approve"]
     #: Every call of the run's waiting turn (the one batch there is).
     all: Literal[True]
+    #: What the caller saw: each call's digest by item id, or the turn's one digest.
+    seen: Annotated[dict[ItemId, Digest], Field(max_length=200)] | Digest | None = None
+
+
+class TurnOut(BaseModel):
+    run_id: str
+    #: The waiting calls, in the order the model asked, each with its card's `digest`.
+    items: list[out.ItemOut]
+    #: One digest of all their cards: a `seen` for the lot.
+    digest: str
 
 
 class BatchResultOut(BaseModel):
@@ -106,6 +128,15 @@ async def follow_up(
     return run_out(await deps.runs.follow_up(run_id, body.text, by=who))
 
 
+@router.get(
+    "/{run_id}/decisions", response_model=TurnOut, responses=errors(404), dependencies=[DECIDING]
+)
+async def waiting_turn(run_id: str, deps: Deps) -> TurnOut:
+    await deps.store.get_run(run_id)  # 404 for a run that does not exist
+    items = await turn_items(deps.store, run_id)
+    return TurnOut(run_id=run_id, items=[item_out(i) for i in items], digest=batch_digest(items))
+
+
 @router.post(
     "/{run_id}/decisions",
     response_model=BatchOut,
@@ -113,7 +144,7 @@ async def follow_up(
 )
 async def decide_all(run_id: str, body: BatchIn, deps: Deps, who: Principal = DECIDING) -> BatchOut:
     await deps.store.get_run(run_id)  # 404 for a run that does not exist
-    batch = await approve_all(deps.inbox, run_id, by=who)
+    batch = await approve_all(deps.inbox, run_id, by=who, seen=body.seen)
     return BatchOut(
         run_id=run_id,
         summary=batch.summary(),

@@ -24,7 +24,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, Response
 
-from pizzabot.agent.batch import turn_items
+from pizzabot.agent.batch import TurnReader, turn_items
 from pizzabot.agent.card_digest import card_digest
 from pizzabot.agent.errors import (
     AlreadyApproved,
@@ -315,8 +315,9 @@ async def _item_page(
         server=server,
         tool=tool,
         pending=item.box is Box.ACTION and item.status is ItemStatus.PENDING,
-        # The run's other waiting calls of the same model turn: "Approve all (N)".
-        turn=await turn_items(store, item.run_id) if item.kind is ItemKind.TOOL else [],
+        # The run's other waiting calls of the same model turn, by id with the digest of each
+        # card: "Approve all (N)" approves them as shown here.
+        turn=await _turn_seen(store, item) if item.kind is ItemKind.TOOL else {},
         views=views or [],
         form_error=form_error,
         edit_open=form_error is not None or any(f.error for f in views or []),
@@ -332,6 +333,10 @@ async def _item_page(
         confirm=_CONFIRM.get(v.request.query_params.get("confirm", "")),
         undo_said=undo_line(item.undo) if item.undo is not None else None,
     )
+
+
+async def _turn_seen(store: TurnReader, item: Item) -> dict[str, str]:
+    return {i.id: card_digest(i) for i in await turn_items(store, item.run_id)}
 
 
 def _seen(post: Post) -> str | None:

@@ -6,6 +6,7 @@ Against a real server whose scripted model calls the real test MCP tools."""
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,11 @@ async def three_waiting(st: Stack) -> tuple[str, list[dict[str, Any]]]:
     async with st.client() as c:
         items = (await c.get("/api/inbox", params={"box": "action"})).json()["items"]
     return run["id"], pending_of(items, run["id"])
+
+
+def batch_seen(page: str) -> list[str]:
+    """The "Approve all" form's `seen` fields, "item id:digest" each."""
+    return [v for v in re.findall(r'name="seen" value="([^"]*)"', page) if ":" in v]
 
 
 def sent_subjects(st: Stack) -> list[str]:
@@ -133,7 +139,9 @@ async def test_approve_all_on_the_web_page(tmp_path: Path) -> None:
             card = (await web.get(f"/items/{first['id']}")).text
             assert "Approve all (3)" in card
 
-            r = await web.post(f"/runs/{run_id}/approve-all", data={"csrf": csrf_of(card)})
+            form = {"csrf": csrf_of(card), "seen": batch_seen(card)}
+            assert len(form["seen"]) == 3  # the digest of each call's card, as drawn
+            r = await web.post(f"/runs/{run_id}/approve-all", data=form)
             assert r.status_code == 200, r.text
             said = " ".join(r.text.split())
             assert "Approved 2 of 3 calls" in said

@@ -107,3 +107,77 @@ async def test_approve_all_in_slack_leaves_out_what_the_clicker_may_not_decide(
             )
             assert len({c.args["ts"] for c in approved}) == 2
             slack.check()
+
+
+#: The lookup needs two people: one edit keeps it waiting, at a new version.
+PAIR: dict[str, Any] = {
+    "deliver": {"slack": "C123"},
+    "approvers": {"slack": [BOSS]},
+    "tools": {
+        "crm.send_email": "ask",
+        "crm.lookup": {"policy": "ask", "approvals": {"required": 2}},
+    },
+}
+
+
+async def test_approve_all_from_a_card_drawn_before_an_edit_approves_nothing(
+    tmp_path: Path,
+) -> None:
+    async with SlackApi() as slack:
+        env = http_mode_env(slack.url, SECRET, PIZZABOT_PUBLIC_URL="http://pizza.example")
+        async with Stack(tmp_path, script=three_at_once, skill=PAIR, env=env) as st:
+            run = await st.start_run("test", "mail two customers and look Ada up")
+            posts = await slack.wait_for(
+                "chat.postMessage", lambda c: "approval needed" in text_of(c), count=3
+            )
+            first = posts[0]
+            old_value = buttons_of(first)["pizza_approve_all"]["value"]
+            assert len(old_value) < 2000  # what a Slack button's value may hold
+            async with st.client() as c:
+                items = (await c.get(f"/api/runs/{run['id']}/decisions")).json()["items"]
+            lookup = next(i for i in items if i["tool"] == "crm.lookup")
+            r = await st.decide(lookup["id"], "edit", args={"query": "Bea"})
+            assert r.status_code == 200 and r.json()["status"] == "pending", r.text
+
+            def clicked(value: str) -> dict[str, Any]:
+                return block_actions(
+                    action_id="pizza_approve_all",
+                    value=value,
+                    user=BOSS,
+                    channel=str(first.answer["channel"]),
+                    message_ts=str(first.answer["ts"]),
+                )
+
+            r = await post_interaction(
+                f"{st.server.url}/slack/events", clicked(old_value), secret=SECRET
+            )
+            assert r.status_code == 200
+            [note] = await slack.wait_for(
+                "chat.postEphemeral", lambda c: c.args.get("user") == BOSS
+            )
+            said = str(note.args["text"])
+            assert "Approved none of 3." in said
+            assert said.count("this card changed") == 3
+            assert st.tool_calls() == []
+
+            # The turn's cards are drawn again; from the card as it is now, the mails go.
+            redrawn = await slack.wait_for(
+                "chat.update",
+                lambda c: (
+                    c.args["ts"] == first.answer["ts"]
+                    and "pizza_approve_all" in text_of(c)
+                    and buttons_of(c)["pizza_approve_all"]["value"] != old_value
+                ),
+            )
+            new_value = buttons_of(redrawn[-1])["pizza_approve_all"]["value"]
+            r = await post_interaction(
+                f"{st.server.url}/slack/events", clicked(new_value), secret=SECRET
+            )
+            assert r.status_code == 200
+            [_, again] = await slack.wait_for(
+                "chat.postEphemeral", lambda c: c.args.get("user") == BOSS, count=2
+            )
+            said = str(again.args["text"])
+            assert "Approved 2 of 3: crm.send_email, crm.send_email." in said
+            assert "Left out crm.lookup: needs 2 approvals" in said
+            slack.check()

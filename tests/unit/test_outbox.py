@@ -24,6 +24,7 @@ from pizzabot.agent.model import Box, Delivery, DeliveryStatus, Item, ItemKind, 
 from pizzabot.agent.outbox import Dispatcher, Limits
 from pizzabot.agent.redaction import Redactor
 from pizzabot.agent.skills import SkillBook
+from pizzabot.channels.callback.channel import origin
 from pizzabot.store.migrate import upgrade
 from pizzabot.store.outbox import copies_need_update
 from pizzabot.store.sql import SqlStore, connect
@@ -321,3 +322,51 @@ async def test_a_delivery_for_a_channel_this_server_lacks_is_given_up(store: Sql
     assert d.status is DeliveryStatus.FAILED
     assert d.last_error == "channel 'email' is not configured"
     assert [a.action for a in await store.audit_log()] == ["delivery_dead"]
+
+
+async def test_a_stalled_receiver_holds_only_its_own_sub_lane(store: SqlStore) -> None:
+    """A channel that names its receivers (`target`, a callback URL's origin) gets a sub-lane
+    per receiver: more due deliveries to a stalled one than a look reads still leave another
+    receiver's delivery reached and sent."""
+
+    @dataclass
+    class ByReceiver(StallingChannel):
+        async def deliver(self, item: Item, delivery: Delivery) -> DeliveryRef | None:
+            if delivery.address == "SLOW":
+                return await super().deliver(item, delivery)
+            self.delivered.append((item, delivery))
+            return None
+
+        def target(self, delivery: Delivery) -> str:
+            return delivery.address
+
+    hooks = ByReceiver(name="slack")
+    limits = Limits(attempt_timeout=3600, concurrency=1, targets=4)
+    dispatcher = _dispatcher(store, Clock(), limits, slack=hooks)
+    for n in range(60):  # more than one look reads, all older than the other receiver's
+        await _note(store, f"slow{n}", SlackTarget("SLOW"), n=n)
+    await _note(store, "fast", SlackTarget("FAST"), n=60)
+    outbox = asyncio.create_task(dispatcher.run_forever())
+    try:
+        while not hooks.delivered:
+            await asyncio.sleep(0.01)
+    finally:
+        outbox.cancel()
+        await asyncio.gather(outbox, return_exceptions=True)
+    assert [i.id for i, _ in hooks.delivered] == ["fast-i60"]
+    assert hooks.items == ["slow0-i0"]  # one under way for the stalled receiver, no more
+
+
+@pytest.mark.parametrize(
+    ("url", "receiver"),
+    [
+        ("https://hooks.example/a?x=1", "https://hooks.example:443"),
+        ("HTTPS://Hooks.Example:443/b", "https://hooks.example:443"),
+        ("http://hooks.example./c", "http://hooks.example:80"),
+        ("http://hooks.example:8080/", "http://hooks.example:8080"),
+        ("http://[::1]:9/x", "http://::1:9"),
+        ("not a url", "not a url"),
+    ],
+)
+def test_a_callback_receiver_is_its_urls_origin_however_spelled(url: str, receiver: str) -> None:
+    assert origin(url) == receiver
