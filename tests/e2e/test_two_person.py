@@ -299,7 +299,9 @@ async def test_an_edit_restarts_the_count_with_the_editor_as_its_first(
     edited = await item_now(st, item["id"])
     assert edited["status"] == "pending" and edited["args"] == bea
     assert edited["risk"]["approved"] == ["owner via the API"]
-    again = await asyncio.to_thread(cli, st, "approve", item["id"])
+    # The owner edited it, so it is as they saw it: --yes says so (without it, the terminal
+    # asks for the card's digest, as for anyone deciding an edited card).
+    again = await asyncio.to_thread(cli, st, "approve", item["id"], "--yes")
     assert again.returncode != 0 and "owner approved this already" in again.stdout + again.stderr
     async with st.client() as c:
         twice = await c.post(f"/api/items/{item['id']}/decision", json={"decision": "approve"})
