@@ -117,7 +117,9 @@ class ServerProcess:
         env.update(self.extra_env)
         return env
 
-    async def start(self, timeout: float = 30.0) -> None:
+    async def start(self, timeout: float = 90.0) -> None:
+        # A guard against a server that never comes up, not a measure of how fast it does: two
+        # busy cores have taken over 30 s to start one beside the other tests.
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child keeps it
         self.proc = subprocess.Popen(
