@@ -50,8 +50,9 @@ def bench(
     only: Annotated[
         list[str] | None,
         typer.Option(
-            help="Run only these parts: workers, steps, decisions, memory, start, channels, fanout, "
-            "requests (with --compare langgraph: steps, decisions, memory, start, inflight; "
+            help="Run only these parts: workers, steps, decisions, memory, waiting, start, "
+            "channels, fanout, requests (with --compare langgraph: steps, decisions, memory, "
+            "start, inflight; "
             "alone; with --compare awaithumans: requests)"
         ),
     ] = None,

@@ -35,7 +35,7 @@ from pizzabot.agent.events import (
     ToolResult,
     ToolStarted,
 )
-from pizzabot.agent.model import Approve, Box, ItemStatus, Run, RunStatus
+from pizzabot.agent.model import Approve, Box, Item, ItemStatus, Run, RunStatus
 from pizzabot.agent.policy.principal import Principal
 from pizzabot.bot.services import Services
 from pizzabot.store.sql import SqlStore
@@ -62,6 +62,8 @@ class Sizes:
     channel_samples: int = 20  # decisions timed per channel
     crowds: tuple[int, ...] = (100,)  # requests waiting on long-polls, one server per size
     fanout_waiting: int = 1000  # items waiting while a decision's fan-out is timed
+    many_waiting: int = 100_000  # runs waiting (copied in the database) in `bench.waiting`
+    many_samples: int = 300  # decisions timed with them waiting
 
 
 def child_env(extra: dict[str, str]) -> dict[str, str]:
@@ -359,12 +361,42 @@ def _write_profile_text(path: Path) -> None:
     path.with_suffix(".txt").write_text(out.getvalue())
 
 
+async def make_waiting(svc: Services, n: int, tag: str, *, expect: int) -> None:
+    """Start `n` runs that ask before their tool call; return once `expect` runs wait."""
+    for k in range(n):
+        await svc.runs.start("bench-ask", f"bench {tag}{k} 1", trigger="bench", by=BENCH)
+    timeout = 30 + n * 0.1
+    await wait_count(svc.store, RunStatus.WAITING, expect, timeout=timeout, what="waiting runs")
+
+
+async def time_decisions(svc: Services, ends: RunEnds, items: list[Item]) -> dict[str, float]:
+    """Approve each item, one at a time: decide() → the tool body's own clock (and → its
+    TOOL_STARTED event), each run waited to its end before the next decision."""
+    to_body: list[float] = []
+    to_started: list[float] = []
+    for item in items:
+        t0 = time.time()
+        await svc.inbox.decide(item.id, Approve(), by=BENCH)
+        await ends.wait(svc.store, item.run_id, 60)
+        events = await svc.store.events(item.run_id)
+        started = first_event(events, ToolStarted).at.timestamp()
+        result = first_event(events, ToolResult).payload
+        assert isinstance(result, ToolResult)
+        body = tool_body(result)["t"]
+        to_body.append((body - t0) * 1000)
+        to_started.append((started - t0) * 1000)
+    return {
+        "samples": len(to_body),
+        "p50_ms": percentile(to_body, 50),
+        "p99_ms": percentile(to_body, 99),
+        "max_ms": max(to_body),
+        "started_p50_ms": percentile(to_started, 50),
+        "started_p99_ms": percentile(to_started, 99),
+    }
+
+
 async def bench_decisions(
-    model: ModelProcess,
-    url: str,
-    work: Path,
-    skills: Path,
-    sizes: Sizes,
+    model: ModelProcess, url: str, work: Path, skills: Path, sizes: Sizes
 ) -> dict[str, float]:
     """Make `waiting + samples` runs wait on a decision, then decide `samples` of them one at
     a time: decide() → the tool body's own clock, with `waiting` others still waiting."""
@@ -372,37 +404,13 @@ async def bench_decisions(
     async with engine_here(url, work, skills, ends=ends) as svc:
         await one_run(svc, ends, "bench-auto", f"warm-{uuid.uuid4().hex[:6]}", 1)
         total = sizes.waiting + sizes.samples
-        for k in range(total):
-            await svc.runs.start("bench-ask", f"bench d{k} 1", trigger="bench", by=BENCH)
-        await wait_count(
-            svc.store, RunStatus.WAITING, total, timeout=30 + total * 0.1, what="waiting runs"
-        )
+        await make_waiting(svc, total, "d", expect=total)
         await model.forget()
         items = await svc.store.list_items(box=Box.ACTION, status=ItemStatus.PENDING, limit=total)
-        to_body: list[float] = []
-        to_started: list[float] = []
-        for item in items[: sizes.samples]:
-            t0 = time.time()
-            await svc.inbox.decide(item.id, Approve(), by=BENCH)
-            await ends.wait(svc.store, item.run_id, 60)
-            events = await svc.store.events(item.run_id)
-            started = first_event(events, ToolStarted).at.timestamp()
-            result = first_event(events, ToolResult).payload
-            assert isinstance(result, ToolResult)
-            body = tool_body(result)["t"]
-            to_body.append((body - t0) * 1000)
-            to_started.append((started - t0) * 1000)
+        figures = await time_decisions(svc, ends, items[: sizes.samples])
         still = await count_status(svc.store, RunStatus.WAITING)
         await model.forget()
-        return {
-            "samples": len(to_body),
-            "waiting": still,
-            "p50_ms": percentile(to_body, 50),
-            "p99_ms": percentile(to_body, 99),
-            "max_ms": max(to_body),
-            "started_p50_ms": percentile(to_started, 50),
-            "started_p99_ms": percentile(to_started, 99),
-        }
+        return figures | {"waiting": still}
 
 
 async def bench_memory(

@@ -59,7 +59,8 @@ from bench.fanout import bench_fanout
 from bench.model import ModelProcess
 from bench.procs import bench_start, bench_workers, machine, scratch_postgres
 from bench.requests_path import bench_requests_path
-from bench.targets import ROWS, TARGETS, crowd_figures, fanout_figures
+from bench.targets import ROWS, TARGETS, crowd_figures, fanout_figures, waiting_figures
+from bench.waiting import bench_many_waiting
 from pizzabot.cli.client import CliError
 
 DEFAULT_OUTPUT = Path("bench-output/bench.json")
@@ -78,6 +79,8 @@ FULL = Sizes(
     channel_samples=100,
     crowds=(100, 1000),
     fanout_waiting=1000,
+    many_waiting=100_000,
+    many_samples=300,
 )
 QUICK = Sizes(
     steps=20,
@@ -89,6 +92,8 @@ QUICK = Sizes(
     channel_samples=5,
     crowds=(10, 100),
     fanout_waiting=20,
+    many_waiting=1000,
+    many_samples=20,
 )
 
 
@@ -100,6 +105,7 @@ SECTIONS_ALL = (
     "steps",
     "decisions",
     "memory",
+    "waiting",
     "start",
     "channels",
     "requests",
@@ -231,7 +237,8 @@ async def measure(opts: Options) -> dict[str, Any]:
 
 
 async def _in_process_parts(run: _Run, model: ModelProcess, skills: Path) -> None:
-    """The parts that run the engine in this process: steps, decisions, memory."""
+    """The parts that run the engine in this process: steps, decisions, memory, and the
+    many waiting (whose memory reading is a process of its own, as the memory part's)."""
     work, sizes, details, pg = run.work, run.sizes, run.details, run.opts.postgres
     if run.wants("steps"):
         with run.section("steps_sqlite", "steps on SQLite"):
@@ -262,6 +269,11 @@ async def _in_process_parts(run: _Run, model: ModelProcess, skills: Path) -> Non
         with run.section("memory", f"memory for {sizes.memory_runs} waiting runs"):
             details["memory"] = await bench_memory(
                 model, f"sqlite+aiosqlite:///{work / 'memory.db'}", work / "memory", skills, sizes
+            )
+    if run.wants("waiting"):
+        with run.section("waiting", f"decisions and memory, {sizes.many_waiting} runs waiting"):
+            details["waiting"] = await bench_many_waiting(
+                model, f"sqlite+aiosqlite:///{work / 'waiting.db'}", work / "waiting", skills, sizes
             )
 
 
@@ -320,6 +332,7 @@ def figures_from(details: dict[str, Any]) -> dict[str, float | None]:
         "email_to_tool_p99_ms": pick("channels", "email_p99_ms"),
         **crowd_figures(details.get("requests")),
         **fanout_figures(details.get("fanout")),
+        **waiting_figures(details.get("waiting")),
     }
 
 

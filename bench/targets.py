@@ -41,6 +41,8 @@ TARGETS: dict[str, Target] = {
     "crowd_wake_p99_ms": Target("<=", 50.0, "≤ 50 ms at every size"),
     "email_to_tool_p50_ms": Target("<=", 2000.0, "≤ 2 s"),
     "fanout_all_p99_ms": Target("<=", 100.0, "≤ 100 ms"),
+    "many_waiting_to_tool_p99_ms": Target("<=", 20.0, "≤ 20 ms"),
+    "many_waiting_rss_delta_mib": Target("<=", 20.0, "≤ +20 MiB for 100,000"),
 }
 
 # (key, label, unit) in the order the table shows them.
@@ -92,6 +94,11 @@ ROWS: list[tuple[str, str, str]] = [
     ("fanout_web_p99_ms", "  → the web page's live region answered, p99", "ms"),
     ("fanout_email_p99_ms", "  → the note in the mail thread at SMTP, p99", "ms"),
     ("fanout_waiting", "  items waiting meanwhile", ""),
+    ("many_waiting_to_tool_p99_ms", "decision → tool body, p99, the many waiting", "ms"),
+    ("many_waiting_to_tool_p50_ms", "  decision → tool body, p50, the many waiting", "ms"),
+    ("many_waiting", "  runs waiting meanwhile (copied in the database)", ""),
+    ("many_waiting_rss_delta_mib", "RSS growth of an engine process, the many waiting", "MiB"),
+    ("many_waiting_timers_pass_s", "  one whole pass of the approval clock over them", "s"),
 ]
 
 
@@ -119,3 +126,15 @@ def fanout_figures(fanout: dict[str, Any] | None) -> dict[str, float | None]:
     if not fanout:
         return {f"fanout_{k}": None for k in (*keys, "waiting")}
     return {f"fanout_{k}": float(fanout[k]) for k in (*keys, "waiting")}
+
+
+def waiting_figures(waiting: dict[str, Any] | None) -> dict[str, float | None]:
+    """The figures of the many waiting runs (`bench.waiting`)."""
+    keys = {
+        "many_waiting_to_tool_p99_ms": "p99_ms",
+        "many_waiting_to_tool_p50_ms": "p50_ms",
+        "many_waiting": "waiting",
+        "many_waiting_rss_delta_mib": "rss_delta_mib",
+        "many_waiting_timers_pass_s": "rss_timers_pass_s",
+    }
+    return {k: None if not waiting else float(waiting[v]) for k, v in keys.items()}
