@@ -137,6 +137,8 @@ def on_call_turns(
     """Who is on call at `at` in the rota and shift groups that may decide a card of `tool`
     asked at `asked_at` (the skill's approvers or the tool's `approvals.of`, its escalation,
     and the steps that have come of the ladder: rule `asked`'s, where it has one)."""
+    if not skill.groups:  # no rota or shift to be on call in (the clock asks for every item)
+        return []
     names: dict[str, None] = {}
     for listed in skill.decider_lists(tool, at, asked_at, asked):
         names.update(dict.fromkeys(n for n in listed.people if is_group(n)))

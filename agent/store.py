@@ -182,7 +182,11 @@ class ItemReader(Protocol):
         run_id: str | None = None,
         limit: int = 200,
         created_after: datetime | None = None,
-    ) -> list[Item]: ...
+        before: tuple[datetime, str] | None = None,
+    ) -> list[Item]:
+        """Newest first; `before`: only those after this (created_at, id) in that order, the
+        next page of a reader that pages through them."""
+        ...
 
 
 class CardRefresh(Protocol):

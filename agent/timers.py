@@ -25,9 +25,11 @@ before it, for one committed while that pass read): the others' next moment is a
 known, and reading every waiting item for each new one would make filing a request, and
 every decision meanwhile, slower the more items wait. A whole pass comes when a moment is
 due, and at least every `interval`. Ages come from the injected clock, so tests need not
-wait. Each act happens once however many servers run this loop: expiry is the inbox's
-conditional update (the first decision wins), and a reminder or an escalation is claimed by
-a unique row in the `ItemTimers` store.
+wait. A pass reads the pending items a page at a time (`PAGE`), so what it holds does not
+grow with the number waiting, and a decision is not held up for the whole pass. Each act
+happens once however many servers run this loop: expiry is the inbox's conditional update
+(the first decision wins), and a reminder or an escalation is claimed by a unique row in the
+`ItemTimers` store.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -57,6 +60,9 @@ log = logging.getLogger(__name__)
 #: Seconds before the last pass a wake still looks back: an item stamped just before that
 #: pass but committed while it read is new to the loop too (its wake comes after its commit).
 _OVERLAP = 1.0
+
+#: Pending items read at once by a pass.
+PAGE = 500
 
 
 @dataclass(frozen=True)
@@ -108,6 +114,30 @@ def _timed(item: Item, skill: Skill) -> bool:
     return item.kind is ItemKind.TOOL and bool(item.tool)
 
 
+class _PassRules:
+    """The rule each item's clock follows, worked out once per skill and tool in a pass (a
+    tool's rules can only differ by arguments where one of them has a ladder of its own): a
+    pass over many waiting items of a few tools would otherwise build the same rules again
+    for every item."""
+
+    def __init__(self) -> None:
+        self._by_args: dict[tuple[str, str | None], bool] = {}
+        self._rules: dict[tuple[str, str | None, int | None], ToolRule] = {}
+
+    def of(self, skill: Skill, item: Item) -> tuple[int | None, ToolRule]:
+        key = (skill.name, item.tool)
+        if key not in self._by_args:
+            listed = skill.entry(item.tool) if item.tool else None
+            self._by_args[key] = listed is not None and any(r.has_ladder for r in listed[1].rules)
+        # The rule that asked may have a ladder of its own, over its tool's.
+        asked = asking_rule(skill, item.tool, item.args) if self._by_args[key] else None
+        rule = self._rules.get((*key, asked))
+        if rule is None:
+            rule = skill.rule(item.tool or "ask_human").asked_by(asked)  # a question: no tool
+            self._rules[(*key, asked)] = rule
+        return asked, rule
+
+
 class Timers:
     def __init__(
         self, ctx: Context, inbox: Inbox, store: ItemTimers, *, interval: float = 30.0
@@ -152,34 +182,56 @@ class Timers:
         if new_only and self._seen_at is not None and not self._whole_due(now):
             since = self._seen_at - timedelta(seconds=_OVERLAP)
         self._seen_at = now
-        items = [
-            i
-            for i in await self.ctx.store.list_items(
-                box=Box.ACTION, status=ItemStatus.PENDING, limit=10_000, created_after=since
-            )
-            if i.skill in self.ctx.skills and _timed(i, self.ctx.skills.get(i.skill))
-        ]
         if since is None:  # a whole pass: every waiting item's next moment is found again
             self._whole_at, self._due_at = now, None
+        actions: list[TimerAction] = []
+        rules = _PassRules()
+        async for page in self._pending(since):
+            actions.extend(await self._page(page, rules, now))
+        due = self._due_at
+        self.next_due = None if due is None else max(0.0, (due - now).total_seconds())
+        if any(a.kind in {"reminded", "escalated", "on_call"} for a in actions):
+            self.ctx.wake_outbox()
+        return actions
+
+    async def _pending(self, since: datetime | None) -> AsyncIterator[list[Item]]:
+        """The pending action items (made after `since`), a page at a time, newest first:
+        only a page is in memory at once, however many wait, and other work (a decision)
+        runs between pages."""
+        before: tuple[datetime, str] | None = None
+        while True:
+            page = await self.ctx.store.list_items(
+                box=Box.ACTION,
+                status=ItemStatus.PENDING,
+                limit=PAGE,
+                created_after=since,
+                before=before,
+            )
+            if page:
+                yield page
+            if len(page) < PAGE:
+                return
+            before = (page[-1].created_at, page[-1].id)
+            await asyncio.sleep(0)
+
+    async def _page(self, page: list[Item], rules: _PassRules, now: datetime) -> list[TimerAction]:
+        skills = self.ctx.skills
+        items = [i for i in page if i.skill in skills and _timed(i, skills.get(i.skill))]
+        if not items:
+            return []
         done = await self.store.timers_done([i.id for i in items])
         # A request may set its own time-out, over its tool's.
         timeouts = await self.ctx.store.request_timeouts([i.id for i in items])
         actions: list[TimerAction] = []
         for item in items:
-            skill = self.ctx.skills.get(item.skill)
-            # The rule that asked may have a ladder of its own, over its tool's.
-            asked = asking_rule(skill, item.tool, item.args)
-            rule = skill.rule(item.tool or "ask_human").asked_by(asked)  # a question: no tool
+            skill = skills.get(item.skill)
+            asked, rule = rules.of(skill, item)
             if item.id in timeouts:
                 rule = rule.model_copy(
                     update={"timeout": timeouts[item.id], "on_timeout": "reject"}
                 )
             actions.extend(await self._item(item, skill, rule, done, asked))
             self._note_due(item, rule, skill, now, asked)
-        due = self._due_at
-        self.next_due = None if due is None else max(0.0, (due - now).total_seconds())
-        if any(a.kind in {"reminded", "escalated", "on_call"} for a in actions):
-            self.ctx.wake_outbox()
         return actions
 
     def _whole_due(self, now: datetime) -> bool:

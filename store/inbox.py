@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, NoReturn, cast
 
-from sqlalchemy import Connection, Table, bindparam, func, select, update
+from sqlalchemy import Connection, Table, bindparam, func, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from pizzabot.agent.errors import AlreadyDecided, CardChanged, NotFound
@@ -259,10 +259,14 @@ class SqlInbox(HandsOver):
         run_id: str | None = None,
         limit: int = 200,
         created_after: datetime | None = None,
+        before: tuple[datetime, str] | None = None,
     ) -> list[Item]:
         q = select(ITEMS).order_by(ITEMS.c.created_at.desc(), ITEMS.c.id.desc()).limit(limit)
         if created_after is not None:
             q = q.where(ITEMS.c.created_at > created_after)
+        if before is not None:
+            # A row value, which both databases read from the index as a range.
+            q = q.where(tuple_(ITEMS.c.created_at, ITEMS.c.id) < before)
         if box is not None:
             q = q.where(ITEMS.c.box == box.value)
         if status is not None:

@@ -100,7 +100,8 @@ class ItemRow(Base):
     undo: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     undo_state: Mapped[str | None] = mapped_column(String(16))
 
-    __table_args__ = (Index("ix_items_box_status", "box", "status"),)
+    # Lists (the inbox, the approval clock's pages) are by box and status, newest first.
+    __table_args__ = (Index("ix_items_box_status_created", "box", "status", "created_at", "id"),)
 
 
 class DeliveryRow(Base):

@@ -126,6 +126,7 @@ class MemoryInbox(MemoryBase):
         run_id: str | None = None,
         limit: int = 200,
         created_after: datetime | None = None,
+        before: tuple[datetime, str] | None = None,
     ) -> list[Item]:
         found = [
             i
@@ -134,6 +135,7 @@ class MemoryInbox(MemoryBase):
             and (status is None or i.status is status)
             and (run_id is None or i.run_id == run_id)
             and (created_after is None or i.created_at > created_after)
+            and (before is None or (i.created_at, i.id) < before)
         ]
         found.sort(key=lambda i: (i.created_at, i.id), reverse=True)
         return fresh(found[:limit])
