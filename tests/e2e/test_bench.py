@@ -48,6 +48,10 @@ FIGURES = (
     "fanout_slack_p99_ms",
     "fanout_web_p99_ms",
     "fanout_email_p99_ms",
+    "many_waiting_to_tool_p50_ms",
+    "many_waiting_to_tool_p99_ms",
+    "many_waiting_rss_delta_mib",
+    "many_waiting_timers_pass_s",
 )
 
 
@@ -79,6 +83,16 @@ def test_quick_bench_measures_every_figure_and_runs_nothing_twice(tmp_path: Path
     assert "decision → every other copy updated, p99" in done.stdout
     assert result["details"]["fanout"]["waiting"] == result["sizes"]["fanout_waiting"]
     assert result["details"]["workers"]["executed_twice"]["runs"] == 0
+    # The many waiting: copies the store counts as waiting, decisions timed among them, both
+    # targets judged.
+    many = result["details"]["waiting"]
+    assert many["waiting"] == result["sizes"]["many_waiting"]
+    assert many["samples"] == result["sizes"]["many_samples"]
+    assert 0 < many["p50_ms"] <= many["p99_ms"]
+    assert many["rss_after_mib"] > 0 and many["rss_before_mib"] > 0
+    assert result["met"]["many_waiting_to_tool_p99_ms"] in (True, False)
+    assert result["met"]["many_waiting_rss_delta_mib"] in (True, False)
+    assert "RSS growth of an engine process, the many waiting" in done.stdout
     # Two phases of the same number of runs, one with each worker count.
     workers = result["details"]["workers"]
     assert workers["one"]["runs"] == workers["two"]["runs"] == result["sizes"]["throughput_runs"]

@@ -18,7 +18,6 @@ from pizzabot.agent.policy import Principal
 from pizzabot.agent.testing.scripts import Reply, ToolCall, last_tool_result
 from tests.peers.triggers import Harness
 
-
 MAIL = {"to": "ann@example.com", "subject": "Quote"}
 
 
