@@ -12,6 +12,8 @@ figures, printed next to the targets, and written as JSON:
 - decision → the approved tool call's body runs (its own timestamp), p50 and p99, while many
   other runs wait on a decision;
 - resident memory of an engine process before and after many runs are made to wait;
+- with 100,000 runs waiting (copied in the database, `bench.waiting`): decision → the tool
+  body, and an engine process's memory growth;
 - runs finished per second by one and by two `pizzabot worker` processes on PostgreSQL, and
   how many runs were executed twice (must be 0);
 - `pizzabot serve` start → `/healthz` answering;
