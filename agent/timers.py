@@ -122,21 +122,24 @@ class _PassRules:
     for every item."""
 
     def __init__(self) -> None:
-        self._by_args: dict[tuple[str, str | None], bool] = {}
-        self._rules: dict[tuple[str, str | None, int | None], ToolRule] = {}
+        # Kept with the skill they were worked out from: a skill reloaded mid-pass is new.
+        self._by_args: dict[tuple[str, str | None], tuple[Skill, bool]] = {}
+        self._rules: dict[tuple[str, str | None, int | None], tuple[Skill, ToolRule]] = {}
 
     def of(self, skill: Skill, item: Item) -> tuple[int | None, ToolRule]:
         key = (skill.name, item.tool)
-        if key not in self._by_args:
+        known = self._by_args.get(key)
+        if known is None or known[0] is not skill:
             listed = skill.entry(item.tool) if item.tool else None
-            self._by_args[key] = listed is not None and any(r.has_ladder for r in listed[1].rules)
+            known = skill, listed is not None and any(r.has_ladder for r in listed[1].rules)
+            self._by_args[key] = known
         # The rule that asked may have a ladder of its own, over its tool's.
-        asked = asking_rule(skill, item.tool, item.args) if self._by_args[key] else None
-        rule = self._rules.get((*key, asked))
-        if rule is None:
+        asked = asking_rule(skill, item.tool, item.args) if known[1] else None
+        cached = self._rules.get((*key, asked))
+        if cached is None or cached[0] is not skill:
             rule = skill.rule(item.tool or "ask_human").asked_by(asked)  # a question: no tool
-            self._rules[(*key, asked)] = rule
-        return asked, rule
+            cached = self._rules[(*key, asked)] = skill, rule
+        return asked, cached[1]
 
 
 class Timers:
