@@ -143,11 +143,13 @@ async def _crowd(work: Path, crowd: int, samples: int) -> dict[str, Any]:
     ):
         await _one(api, -1)  # not timed: the first request warms the server's paths
         await _quiet(child, "with the crowd's cards")
-        before = _rss(child.pid)
+        before, cpu, parking = _rss(child.pid), _cpu_s(child.pid), time.perf_counter()
         crowd_log = work / f"crowd-{crowd}.log"
         async with Crowd("127.0.0.1", port, token, ids, crowd_log) as held:
             await _quiet(child, "parking the crowd's long-polls")
+            parked = time.perf_counter() - parking - _QUIET_S  # its last look found it idle
             held_bytes = (_rss(child.pid) - before) / crowd
+            cpu_ms = (_cpu_s(child.pid) - cpu) * 1000 / crowd
             timed = [await _one(api, k) for k in range(samples)]
         report = held.report
     if report.get("decided") or report.get("errors"):
@@ -160,6 +162,8 @@ async def _crowd(work: Path, crowd: int, samples: int) -> dict[str, Any]:
         "wake_p50_ms": percentile([w for _, w in timed], 50),
         "wake_p99_ms": percentile([w for _, w in timed], 99),
         "rss_per_held_poll_kib": held_bytes / 1024,
+        "park_s": parked,
+        "server_cpu_ms_per_poll": cpu_ms,
         "holders": holders_for(crowd),
         "polls_closed_by_server": report.get("closed_by_server", 0),
     }
