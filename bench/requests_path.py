@@ -165,6 +165,8 @@ async def _crowd(work: Path, crowd: int, samples: int) -> dict[str, Any]:
         "park_s": parked,
         "server_cpu_ms_per_poll": cpu_ms,
         "holders": holders_for(crowd),
+        # Long-polls that ended pending and were asked again while the crowd was measured.
+        "polls_asked_again": report.get("pending_answers", 0),
         "polls_closed_by_server": report.get("closed_by_server", 0),
     }
 
