@@ -1,14 +1,17 @@
 """The request path with many agents waiting: how a decision reaches its own waiter when
 hundreds or thousands of other requests hold a long-poll open on the same server.
 
-For each crowd size (100 and 1,000 in the full bench; `--crowd` adds more, e.g. 10,000, which
-takes a 2-core machine over ten minutes to build), a served bot (`pizzabot serve`, SQLite) gets that many requests, each with
-a long-poll parked on `GET /api/requests/{id}?wait=`; then, one at a time, `samples` fresh
-requests are made and decided through the API while the crowd waits:
+For each crowd size (100 and 1,000 in the full bench; `--crowd` adds more, e.g. 10,000), that
+many requests are made in a served bot's database (SQLite) before it starts, as the API makes
+them (`bench.crowd.fill`); once `pizzabot serve` is up and idle, processes of their own
+(`bench.crowd.Crowd`) hold a long-poll on each (`GET /api/requests/{id}?wait=60`, asked again
+when it ends pending). Once the server is idle again, every poll read and parked, `samples`
+fresh requests are made and decided through the API, one at a time, while the crowd waits:
 - `POST /api/requests` sent → answered (the request recorded, its card made), p50/p99;
 - decision POST sent → that request's long-poll answered, p50/p99. A decision wakes only the
   waiters of its own run, so this should not grow with the crowd;
-- the server's RSS growth per held long-poll (read from /proc before and after parking them).
+- the server's RSS growth per held long-poll and its CPU time per long-poll parked (read from
+  /proc before and after parking them), and how long parking them took.
 """
 
 from __future__ import annotations
