@@ -1,19 +1,20 @@
 """The crowd of `bench.requests_path`: its requests made, and its agents holding long-polls.
 
-Both are the slow parts at 10,000 when done from the measuring process through the API: the
-server files requests one transaction at a time, and one Python process holding thousands of
-HTTP clients is slower than the server it measures. So:
+Neither is done by the measuring process through the API: at 10,000 the server would spend
+many minutes filing them over HTTP, and one Python process holding thousands of connections is
+slower than the server it measures. So:
 
-- `fill` makes the requests straight in the server's database before the server starts, with
-  the server's own services (`pizzabot.bot.server.build`) and the transaction the API runs
-  (`Requests.create`, as the owner through the API): the same runs, items, deliveries and
-  audit records a `POST /api/requests` leaves;
-- `python -m bench.crowd HOST PORT` (`Holders`) is a process of its own holding the long-polls
-  of the request ids it reads on stdin, on raw asyncio streams, one kept-alive connection per
-  request, asking again each time one ends pending (as an agent does). It says `sent` once
-  every first poll is written, and on SIGTERM prints what happened as one JSON line: polls
-  answered pending, connections the server closed (each asked again on a new one), and any
-  crowd request found decided.
+- `fill` (`python -m bench.crowd fill CROWD SKILL`, with the server's environment) makes the
+  requests straight in the server's database before the server starts, with the server's own
+  services (`pizzabot.bot.server.build`) and the transaction the API runs (`Requests.create`,
+  as the owner through the API): the same runs, items, deliveries and audit records a
+  `POST /api/requests` leaves;
+- `Crowd` starts `python -m bench.crowd hold HOST PORT` processes (`Holders`), each holding the
+  long-polls of the request ids it reads on stdin, on raw asyncio streams, one kept-alive
+  connection per request, asking again each time one ends pending (as an agent does). Each says
+  `sent` once every first poll is written, and on SIGTERM prints what happened as one JSON
+  line: polls answered pending, connections the server closed (each asked again on a new one),
+  and any crowd request found decided.
 """
 
 from __future__ import annotations
