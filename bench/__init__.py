@@ -10,6 +10,8 @@ The server never imports it. It needs psutil, which only the `bench` extra insta
 - `tools`: the one no-op MCP tool (`python -m bench.tools`).
 - `channels`: decisions through a real `pizzabot serve`'s Slack, web and requests API;
 - `requests_path`: the request path with a crowd of agents waiting on long-polls;
+- `crowd`: that crowd's requests made in the server's database, and its long-polls held by
+  processes of their own (`python -m bench.crowd`);
 - `fanout`: a decision → every other copy of its card (Slack, the web page, mail);
 - `targets`: the targets, the table's rows, the figures of the parts measured at sizes;
 - `compare`: `pizzabot bench --compare langgraph|awaithumans`, the same work beside another

@@ -1,20 +1,24 @@
 """The request path with many agents waiting: how a decision reaches its own waiter when
 hundreds or thousands of other requests hold a long-poll open on the same server.
 
-For each crowd size (100 and 1,000 in the full bench; `--crowd` adds more, e.g. 10,000, which
-takes a 2-core machine over ten minutes to build), a served bot (`pizzabot serve`, SQLite) gets that many requests, each with
-a long-poll parked on `GET /api/requests/{id}?wait=`; then, one at a time, `samples` fresh
-requests are made and decided through the API while the crowd waits:
+For each crowd size (100 and 1,000 in the full bench; `--crowd` adds more, e.g. 10,000), that
+many requests are made in a served bot's database (SQLite) before it starts, as the API makes
+them (`bench.crowd.fill`); once `pizzabot serve` is up and idle, processes of their own
+(`bench.crowd.Crowd`) hold a long-poll on each (`GET /api/requests/{id}?wait=60`, asked again
+when it ends pending). Once the server is idle again, every poll read and parked, `samples`
+fresh requests are made and decided through the API, one at a time, while the crowd waits:
 - `POST /api/requests` sent → answered (the request recorded, its card made), p50/p99;
 - decision POST sent → that request's long-poll answered, p50/p99. A decision wakes only the
   waiters of its own run, so this should not grow with the crowd;
-- the server's RSS growth per held long-poll (read from /proc before and after parking them).
+- the server's RSS growth per held long-poll and its CPU time per long-poll parked (read from
+  /proc before and after parking them), and how long parking them took.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import time
 import uuid
@@ -25,6 +29,7 @@ from typing import Any
 import httpx
 import yaml
 
+from bench.crowd import Crowd, fill, holders_for
 from bench.engine import child_env, free_port, percentile
 from bench.procs import Child, _wait_answer
 
@@ -33,8 +38,8 @@ SKILL = {
     "description": "pizzabot bench: approvals asked through the requests API",
     "tools": {"bench.deploy": "ask"},
 }
-#: Requests made at once while the crowd is built (the server takes them one by one anyway).
-_AT_ONCE = 50
+#: How long the server's CPU is watched at a time to know it idle.
+_QUIET_S = 0.5
 
 
 def _rss(pid: int) -> int:
@@ -45,32 +50,53 @@ def _rss(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for {pid}")
 
 
-@contextlib.asynccontextmanager
-async def _server(work: Path, token: str, crowd: int) -> AsyncIterator[tuple[str, Child]]:
+def _cpu_s(pid: int) -> float:
+    """CPU time process `pid` has used, user and system, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _quiet(child: Child, what: str) -> None:
+    """Until the server is idle (under a tenth of a core for half a second): every request
+    it was sent read and answered or parked, and the cards of a crowd made before it
+    started dealt with."""
+    began = time.perf_counter()
+    last = _cpu_s(child.pid)
+    while True:
+        await asyncio.sleep(_QUIET_S)
+        child.check()
+        now = _cpu_s(child.pid)
+        if now - last < _QUIET_S / 10:
+            return
+        last = now
+        if time.perf_counter() - began > 600:
+            raise TimeoutError(f"the server stayed busy {what}:\n{child.tail()}")
+
+
+def _env(work: Path, token: str, crowd: int, port: int) -> dict[str, str]:
+    """The served bot's environment (the crowd's fill runs with the same)."""
     skills = work / "skills-requests"
     skills.mkdir(parents=True, exist_ok=True)
     (skills / "bench-requests.yaml").write_text(yaml.safe_dump(SKILL, sort_keys=False))
-    port = free_port()
-    child = Child(
-        name=f"serve-requests-{crowd}",
-        args=["serve", "--no-worker"],
-        env=child_env(
-            {
-                "PIZZABOT_DATA_DIR": str(work / f"serve-requests-{crowd}"),
-                "PIZZABOT_SKILLS_DIR": str(skills),
-                "PIZZABOT_PORT": str(port),
-                "PIZZABOT_API_TOKEN": token,
-                # Room for the crowd's connections and the ones that measure.
-                "PIZZABOT_MAX_CONNECTIONS": str(crowd + 100),
-            }
-        ),
-        log=work / f"serve-requests-{crowd}.log",
+    return child_env(
+        {
+            "PIZZABOT_DATA_DIR": str(work / f"serve-requests-{crowd}"),
+            "PIZZABOT_SKILLS_DIR": str(skills),
+            "PIZZABOT_PORT": str(port),
+            "PIZZABOT_API_TOKEN": token,
+            # Room for the crowd's connections and the ones that measure.
+            "PIZZABOT_MAX_CONNECTIONS": str(crowd + 100),
+        }
     )
-    base = f"http://127.0.0.1:{port}"
+
+
+@contextlib.asynccontextmanager
+async def _server(env: dict[str, str], crowd: int, log: Path) -> AsyncIterator[Child]:
+    child = Child(name=f"serve-requests-{crowd}", args=["serve", "--no-worker"], env=env, log=log)
     child.start()
     try:
-        await _wait_answer(child, f"{base}/readyz", "/readyz")
-        yield base, child
+        await _wait_answer(child, f"http://127.0.0.1:{env['PIZZABOT_PORT']}/readyz", "/readyz")
+        yield child
     finally:
         child.stop(signal.SIGTERM)
 
@@ -81,39 +107,6 @@ async def _ask(api: httpx.AsyncClient, tag: str) -> dict[str, Any]:
     r.raise_for_status()
     state: dict[str, Any] = r.json()
     return state
-
-
-async def _hold(api: httpx.AsyncClient, request_id: str) -> None:
-    """Wait on the request as an agent does: a long-poll, again each time one ends pending
-    (the server holds one for at most a minute)."""
-    while True:
-        try:
-            r = await api.get(f"/api/requests/{request_id}", params={"wait": 60})
-        except httpx.TransportError:
-            continue  # a connection the server closed as it was reused: ask again, as agents do
-        r.raise_for_status()
-        if r.json()["status"] != "pending":
-            raise RuntimeError(f"request {request_id} of the crowd was decided")
-
-
-async def _park(
-    api: httpx.AsyncClient, crowd: int, clients: list[httpx.AsyncClient]
-) -> list[asyncio.Task[None]]:
-    """`crowd` requests, each with an agent waiting on it. The agents share a client per
-    `_AT_ONCE` (`clients` gets them): a client's connection pool works in proportion to its
-    connections on every request, so one client for thousands would make the bench's own
-    process the slow part when their long-polls end together."""
-    made: list[dict[str, Any]] = []
-    for start in range(0, crowd, _AT_ONCE):
-        batch = range(start, min(crowd, start + _AT_ONCE))
-        made += await asyncio.gather(*(_ask(api, f"crowd {k}") for k in batch))
-        limits = httpx.Limits(keepalive_expiry=1.0)
-        clients.append(
-            httpx.AsyncClient(
-                base_url=api.base_url, headers=api.headers, timeout=700, limits=limits
-            )
-        )
-    return [asyncio.create_task(_hold(clients[k // _AT_ONCE], m["id"])) for k, m in enumerate(made)]
 
 
 async def _one(api: httpx.AsyncClient, k: int) -> tuple[float, float]:
@@ -136,36 +129,48 @@ async def _one(api: httpx.AsyncClient, k: int) -> tuple[float, float]:
 
 async def _crowd(work: Path, crowd: int, samples: int) -> dict[str, Any]:
     token = "bench-token-" + uuid.uuid4().hex
-    # Idle connections are dropped before the server's keep-alive time-out closes them.
-    limits = httpx.Limits(
-        max_connections=crowd + 50, max_keepalive_connections=crowd + 50, keepalive_expiry=1.0
-    )
+    port = free_port()
+    env = _env(work, token, crowd, port)
+    log = work / f"serve-requests-{crowd}.log"
+    began = time.perf_counter()
+    ids = await fill(env, crowd, str(SKILL["name"]), log)
+    filled = time.perf_counter() - began
     headers = {"Authorization": f"Bearer {token}"}
+    # Idle connections are dropped before the server's keep-alive time-out closes them.
+    limits = httpx.Limits(keepalive_expiry=1.0)
     async with (
-        _server(work, token, crowd) as (base, child),
-        httpx.AsyncClient(base_url=base, headers=headers, timeout=700, limits=limits) as api,
+        _server(env, crowd, log) as child,
+        httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=700, limits=limits
+        ) as api,
     ):
         await _one(api, -1)  # not timed: the first request warms the server's paths
-        before = _rss(child.pid)
-        clients: list[httpx.AsyncClient] = []
-        parked = await _park(api, crowd, clients)
-        await asyncio.sleep(1.0)  # every long-poll read and parked on the server
-        held_bytes = (_rss(child.pid) - before) / crowd
-        timed = [await _one(api, k) for k in range(samples)]
-        for p in parked:
-            if p.done():
-                p.result()  # a crowd's agent that failed says why
-        for p in parked:
-            p.cancel()
-        await asyncio.gather(*parked, return_exceptions=True)
-        await asyncio.gather(*(c.aclose() for c in clients))
+        await _quiet(child, "with the crowd's cards")
+        before, cpu, parking = _rss(child.pid), _cpu_s(child.pid), time.perf_counter()
+        crowd_log = work / f"crowd-{crowd}.log"
+        async with Crowd("127.0.0.1", port, token, ids, crowd_log) as held:
+            await _quiet(child, "parking the crowd's long-polls")
+            parked = time.perf_counter() - parking - _QUIET_S  # its last look found it idle
+            held_bytes = (_rss(child.pid) - before) / crowd
+            cpu_ms = (_cpu_s(child.pid) - cpu) * 1000 / crowd
+            timed = [await _one(api, k) for k in range(samples)]
+        report = held.report
+    if report.get("decided") or report.get("errors"):
+        raise RuntimeError(f"the crowd's agents: {report}")
     return {
         "waiting": crowd,
+        "fill_s": filled,
         "request_p50_ms": percentile([t for t, _ in timed], 50),
         "request_p99_ms": percentile([t for t, _ in timed], 99),
         "wake_p50_ms": percentile([w for _, w in timed], 50),
         "wake_p99_ms": percentile([w for _, w in timed], 99),
         "rss_per_held_poll_kib": held_bytes / 1024,
+        "park_s": parked,
+        "server_cpu_ms_per_poll": cpu_ms,
+        "holders": holders_for(crowd),
+        # Long-polls that ended pending and were asked again while the crowd was measured.
+        "polls_asked_again": report.get("pending_answers", 0),
+        "polls_closed_by_server": report.get("closed_by_server", 0),
     }
 
 

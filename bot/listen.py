@@ -26,23 +26,29 @@ class HeaderTimeoutProtocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._last_cycle: object = self.cycle
+        self._idle_since = self.loop.time()
         self._watch: asyncio.TimerHandle | None = self.loop.call_later(
             self.header_timeout, self._check
         )
 
+    def on_response_complete(self) -> None:
+        self._idle_since = self.loop.time()  # the next request's headers are due from now
+        super().on_response_complete()
+
     def _check(self) -> None:
-        """Close the connection if no request's headers arrived during a whole period and none
-        is being answered; a WebSocket that took the connection over is left alone."""
+        """Close the connection if it has been between requests for a whole `header_timeout`
+        (since it opened or since its last response); a request being answered, or a
+        WebSocket that took the connection over, is left alone."""
         self._watch = None
         if self.transport.is_closing() or self.transport.get_protocol() is not self:
             return
-        cycle = self.cycle
-        if cycle is self._last_cycle and (cycle is None or cycle.response_complete):
-            self.transport.close()
-            return
-        self._last_cycle = cycle
-        self._watch = self.loop.call_later(self.header_timeout, self._check)
+        left = self.header_timeout
+        if self.cycle is None or self.cycle.response_complete:
+            left -= self.loop.time() - self._idle_since
+            if left <= 0:
+                self.transport.close()
+                return
+        self._watch = self.loop.call_later(left, self._check)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._watch is not None:

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import json
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -168,3 +168,121 @@ async def test_connections_beyond_the_cap_get_503() -> None:
             for _, writer in held:
                 writer.close()
         assert status == 503
+
+
+# -- the header deadline counts from the last response, on the loop's own clock -------------
+
+
+class Timer:
+    def __init__(self, when: float, callback: Callable[[], None]) -> None:
+        self.when, self.callback, self.cancelled = when, callback, False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class Clock:
+    """The running loop, with its time and its timers in the test's hands: `advance` fires
+    the timers due, in order. Tasks still run on the real loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop, self.now, self.timers = loop, 0.0, list[Timer]()
+
+    def time(self) -> float:
+        return self.now
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
+        timer = Timer(self.now + delay, callback)
+        self.timers.append(timer)
+        return timer
+
+    def advance(self, to: float) -> None:
+        while due := sorted(
+            (t for t in self.timers if not t.cancelled and t.when <= to), key=lambda t: t.when
+        ):
+            self.timers.remove(due[0])
+            self.now = due[0].when
+            due[0].callback()
+        self.now = to
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loop, name)
+
+
+class Pipe(asyncio.Transport):
+    """The server's end of a connection: what it wrote, and whether it closed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.out, self.closed, self.protocol = bytearray(), False, None
+
+    def write(self, data: Any) -> None:
+        self.out += data
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def get_protocol(self) -> Any:
+        return self.protocol
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 40000), "sockname": ("127.0.0.1", 8000)}.get(name)
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+async def test_a_long_poll_answered_just_before_a_header_check_keeps_its_connection() -> None:
+    """A long-poll held across checks and answered just before one: the client's next
+    request, sent a moment later, still finds the connection open; the connection closes
+    `header_timeout` after that last answer, not at the check after it."""
+    answer = asyncio.Event()
+
+    async def long_poll(scope: Any, receive: Any, send: Any) -> None:
+        if scope["path"] == "/wait":
+            await answer.wait()
+        headers = [(b"content-length", b"2")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    cfg = listen.config(
+        long_poll,
+        host="127.0.0.1",
+        port=8000,
+        header_timeout=10.0,
+        keepalive_timeout=600,  # only the header deadline closes here
+        max_connections=10,
+        trusted_proxies="",
+        log_level="warning",
+        access_log=False,
+    )
+    cfg.load()
+    clock = Clock(asyncio.get_running_loop())
+    proto = cfg.http_protocol_class(cfg, uvicorn.server.ServerState(), {}, _loop=clock)
+    pipe = Pipe()
+    pipe.protocol = proto
+    proto.connection_made(pipe)
+
+    async def answered(n: int) -> None:
+        await eventually(lambda: pipe.out.count(b"HTTP/1.1 200") == n, what=f"answer {n}")
+
+    proto.data_received(b"GET /wait HTTP/1.1\r\nHost: x\r\n\r\n")
+    clock.advance(10.0)  # a check while the long-poll is held: left alone
+    clock.advance(19.9)
+    answer.set()
+    await answered(1)
+    clock.advance(20.0)  # the next check, a tenth of a second after the answer
+    assert not pipe.closed
+    clock.advance(21.0)
+    proto.data_received(b"GET /again HTTP/1.1\r\nHost: x\r\n\r\n")  # the agent asks again
+    await answered(2)
+    clock.advance(30.9)
+    assert not pipe.closed
+    clock.advance(31.0)  # ten seconds after its last answer, with no request since
+    assert pipe.closed
