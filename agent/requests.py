@@ -217,14 +217,19 @@ class Requests:
         `seconds` (pending then). Woken by the decision bell, not by reading the database on
         a timer. A decided answer handed out is audited (`request_answered`)."""
         stored = await self._readable(request_id, by)
+        # The bell looks once more when the wait ends: that look is the pending answer, not
+        # another read (an agent asks again every minute; with thousands waiting the reads
+        # are the server's work).
+        last: list[RequestState] = []
 
         async def look() -> RequestState | None:
             state = await self._state(stored)
+            last[:] = [state]
             return None if state.pending else state
 
         found = await self.ctx.decisions.until(look, seconds, run_id=stored.run_id)
         if found is None:
-            return await self._state(stored)
+            return last[0]
         await self._audit("request_answered", found, by)
         return found
 
