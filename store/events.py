@@ -156,7 +156,8 @@ def _bump_params(
     return params
 
 
-def _numbered(run_id: str, last: int, events: Sequence[NewEvent], now: datetime) -> list[Event]:
+def numbered(run_id: str, last: int, events: Sequence[NewEvent], now: datetime) -> list[Event]:
+    """`events` as appended to the run's log when the last of them took the number `last`."""
     first = last - len(events) + 1
     return [
         Event(
@@ -189,7 +190,7 @@ def _append_in_one(
     last = max(seqs, default=None)
     if last is None:
         raise _not_appended(run_id, lease)
-    return _numbered(run_id, int(last), events, now)
+    return numbered(run_id, int(last), events, now)
 
 
 def append_events(
@@ -215,7 +216,7 @@ def append_events(
     last = c.execute(_BUMP[(lease is not None, usage is not None)], params).scalar()
     if last is None:
         raise _not_appended(run_id, lease)
-    appended = _numbered(run_id, int(last), events, now)
+    appended = numbered(run_id, int(last), events, now)
     if appended:
         c.execute(
             _INSERT_EVENTS,
