@@ -59,6 +59,10 @@ def _create(take: bool) -> Any:
     """The run's INSERT, its events' INSERT and the NOTIFY as one statement; `take`: the run
     is claimed under the bound lease unless the kill switch is on (then it queues)."""
     now = bindparam("now", type_=UtcDateTime())
+    status: Any
+    lease: Any
+    expires: Any
+    started: Any
     if take:
         on = SWITCHES.c.value["on"].as_string() == "true"
         switch = select(exists().where(SWITCHES.c.name == KILL, on).label("killed")).subquery()
