@@ -23,7 +23,7 @@ import contextlib
 import logging
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
 from pizzabot.store.pg import RUNS_CHANNEL
+from pizzabot.store.pg_socket import SOCKET_DIRS, prefer_socket
 from pizzabot.store.quiet_checkpoint import WAL_AUTOCHECKPOINT_PAGES, QuietCheckpointer
 
 T = TypeVar("T")
@@ -104,8 +105,12 @@ def _private_sqlite_file(url: str) -> None:
             )
 
 
-def connect(url: str, *, echo: bool = False) -> AsyncEngine:
-    """An engine for `url`; SQLite gets WAL and a busy timeout so a CLI and a server can share it."""
+def connect(
+    url: str, *, echo: bool = False, socket_dirs: Sequence[str] = SOCKET_DIRS
+) -> AsyncEngine:
+    """An engine for `url`; SQLite gets WAL and a busy timeout so a CLI and a server can share it.
+    A PostgreSQL on this machine is reached through its Unix socket when one of `socket_dirs`
+    has it (`pizzabot.store.pg_socket`; `()`: as the URL says)."""
     if url.startswith("sqlite"):
         _private_sqlite_file(url)
         engine = create_async_engine(url, echo=echo, connect_args={"timeout": 30})
@@ -117,7 +122,7 @@ def connect(url: str, *, echo: bool = False) -> AsyncEngine:
     # Last in, first out: a quiet moment uses one or two connections, whose prepared
     # statements and server process are warm, instead of turning through all ten, each of
     # which would prepare every statement (a round trip) and load the catalog again.
-    return create_async_engine(
+    engine = create_async_engine(
         url,
         echo=echo,
         pool_size=10,
@@ -125,6 +130,8 @@ def connect(url: str, *, echo: bool = False) -> AsyncEngine:
         pool_use_lifo=True,
         connect_args={"prepared_statement_cache_size": _PG_STATEMENTS},
     )
+    prefer_socket(engine, socket_dirs)
+    return engine
 
 
 def _sync_sqlite(engine: AsyncEngine, busy_ms: int) -> Engine:
