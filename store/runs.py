@@ -24,7 +24,14 @@ from pizzabot.agent.model import Item, ItemStatus, Run, RunStatus, Target, Usage
 from pizzabot.agent.store import LeaseLost
 from pizzabot.store import new_run
 from pizzabot.store.database import Database, orm
-from pizzabot.store.events import RUNS, append_events, read_events, run_of
+from pizzabot.store.events import (
+    RUNS,
+    append_events,
+    append_statement,
+    as_appended,
+    read_events,
+    run_of,
+)
 from pizzabot.store.inbox import close_pending, insert_item
 from pizzabot.store.switches import kill_switch
 from pizzabot.store.tables import RunRow, UtcDateTime
@@ -375,10 +382,16 @@ class SqlRuns(HandsOver):
         now: datetime,
         usage: Usage | None = None,
     ) -> list[Event]:
+        if events and self.db.is_postgres:
+            # One statement (see `append_events`), sent in autocommit on asyncpg itself: a
+            # step's every reply and tool result comes this way.
+            statement, params = append_statement(run_id, events, now, lease, usage)
+            rows = await self.db.direct(statement, params)
+            return as_appended(run_id, (row[0] for row in rows), events, now, lease)
+
         def tx(c: Connection) -> list[Event]:
             return append_events(c, run_id, events, now, lease=lease, usage=usage)
 
-        # One statement (see `append_events`): on PostgreSQL without BEGIN and COMMIT.
         return await self.db.run(tx, one_statement=True)
 
     async def events(self, run_id: str) -> list[Event]:
