@@ -2,8 +2,10 @@
 
 On PostgreSQL many workers in many processes share the database: a claim takes a row with
 `FOR UPDATE SKIP LOCKED`, and every write that belongs to a run's owner checks the lease in
-the same statement (fencing). A run's end is one transaction: its status, its last events,
-its pending actions closed and its Unread item with the deliveries (`finish_run`).
+the same statement (fencing). There a run's creation is one statement
+(`pizzabot.store.new_run`), and a step's appends go to asyncpg itself (`Database.direct`).
+A run's end is one transaction: its status, its last events, its pending actions closed and
+its Unread item with the deliveries (`finish_run`).
 Implements `pizzabot.agent.store.RunStore`.
 """
 
