@@ -23,7 +23,7 @@ import contextlib
 import logging
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -37,6 +37,8 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
 from pizzabot.store.pg import RUNS_CHANNEL
+from pizzabot.store.pg_direct import Direct
+from pizzabot.store.pg_socket import SOCKET_DIRS, prefer_socket
 from pizzabot.store.quiet_checkpoint import WAL_AUTOCHECKPOINT_PAGES, QuietCheckpointer
 
 T = TypeVar("T")
@@ -104,8 +106,12 @@ def _private_sqlite_file(url: str) -> None:
             )
 
 
-def connect(url: str, *, echo: bool = False) -> AsyncEngine:
-    """An engine for `url`; SQLite gets WAL and a busy timeout so a CLI and a server can share it."""
+def connect(
+    url: str, *, echo: bool = False, socket_dirs: Sequence[str] = SOCKET_DIRS
+) -> AsyncEngine:
+    """An engine for `url`; SQLite gets WAL and a busy timeout so a CLI and a server can share it.
+    A PostgreSQL on this machine is reached through its Unix socket when one of `socket_dirs`
+    has it (`pizzabot.store.pg_socket`; `()`: as the URL says)."""
     if url.startswith("sqlite"):
         _private_sqlite_file(url)
         engine = create_async_engine(url, echo=echo, connect_args={"timeout": 30})
@@ -117,7 +123,7 @@ def connect(url: str, *, echo: bool = False) -> AsyncEngine:
     # Last in, first out: a quiet moment uses one or two connections, whose prepared
     # statements and server process are warm, instead of turning through all ten, each of
     # which would prepare every statement (a round trip) and load the catalog again.
-    return create_async_engine(
+    engine = create_async_engine(
         url,
         echo=echo,
         pool_size=10,
@@ -125,6 +131,8 @@ def connect(url: str, *, echo: bool = False) -> AsyncEngine:
         pool_use_lifo=True,
         connect_args={"prepared_statement_cache_size": _PG_STATEMENTS},
     )
+    prefer_socket(engine, socket_dirs)
+    return engine
 
 
 def _sync_sqlite(engine: AsyncEngine, busy_ms: int) -> Engine:
@@ -151,16 +159,20 @@ def _locked(exc: OperationalError) -> bool:
 _UNSENT = ("cannot switch to state", "not connected")
 
 
-def _refused_unsent(exc: DBAPIError) -> bool:
+def _unsent(error: BaseException | None) -> bool:
     """Whether asyncpg refused the call itself, before sending: its `InterfaceError`
     ("connection is closed"), or its protocol's refusal to start an operation, apart from
     the server's errors and a connection lost mid-call (`PostgresConnectionError`)."""
     from asyncpg.exceptions import InterfaceError, InternalClientError
 
-    cause = getattr(exc.orig, "__cause__", None)
-    if isinstance(cause, InternalClientError):
-        return str(cause).startswith(_UNSENT)
-    return isinstance(cause, InterfaceError)
+    if isinstance(error, InternalClientError):
+        return str(error).startswith(_UNSENT)
+    return isinstance(error, InterfaceError)
+
+
+def _refused_unsent(exc: DBAPIError) -> bool:
+    """`_unsent`, for the asyncpg error SQLAlchemy wrapped."""
+    return _unsent(getattr(exc.orig, "__cause__", None))
 
 
 def _nothing_applied(exc: DBAPIError, *, applies_when_sent: bool) -> bool:
@@ -243,6 +255,7 @@ class Database:
         self._waiting: Engine | None = None
         self._thread: ThreadPoolExecutor | None = None
         self._checkpointer: QuietCheckpointer | None = None
+        self._direct: dict[Any, Direct] = {}
         if not self.is_postgres:
             self._lock = asyncio.Lock()
             self._inline = _sync_sqlite(engine, _BUSY_INLINE_MS)
@@ -270,6 +283,29 @@ class Database:
         if self.is_postgres:
             return await _pg(self.engine, fn, autocommit=True, applies_when_sent=False)
         return await self._sqlite(fn)
+
+    async def direct(self, statement: Any, params: Mapping[str, Any]) -> list[Any]:
+        """PostgreSQL: run one statement as `run(..., one_statement=True)` does, sent on
+        asyncpg itself (`pizzabot.store.pg_direct`), compiled once per statement; its rows.
+        Sent again on a fresh connection only when asyncpg refused to send it."""
+        compiled = self._direct.get(statement)
+        if compiled is None:
+            compiled = self._direct[statement] = Direct(statement, self.engine.dialect)
+        args = compiled.args(params)
+        for again in (True, False):
+            async with self.engine.connect() as conn:
+                driver: Any = (await conn.get_raw_connection()).driver_connection
+                try:
+                    rows: list[Any] = await driver.fetch(compiled.sql, *args)
+                    return rows
+                except Exception as exc:
+                    if not again or not _unsent(exc):
+                        raise
+                    log.info(
+                        "a pooled PostgreSQL connection was dead (%s); retrying", type(exc).__name__
+                    )
+                    await conn.invalidate()
+        raise AssertionError("unreachable: the second try returns or raises")
 
     def insert(self, table: Any) -> Any:
         """An INSERT that can say ON CONFLICT DO NOTHING, in the database's own dialect."""

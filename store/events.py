@@ -12,7 +12,7 @@ round trip in autocommit rather than BEGIN, two statements and COMMIT.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -156,7 +156,8 @@ def _bump_params(
     return params
 
 
-def _numbered(run_id: str, last: int, events: Sequence[NewEvent], now: datetime) -> list[Event]:
+def numbered(run_id: str, last: int, events: Sequence[NewEvent], now: datetime) -> list[Event]:
+    """`events` as appended to the run's log when the last of them took the number `last`."""
     first = last - len(events) + 1
     return [
         Event(
@@ -170,14 +171,15 @@ def _not_appended(run_id: str, lease: str | None) -> Exception:
     return LeaseLost(run_id) if lease is not None else NotFound(f"no run {run_id}")
 
 
-def _append_in_one(
-    c: Connection,
+def append_statement(
     run_id: str,
     events: Sequence[NewEvent],
     now: datetime,
     lease: str | None,
     usage: Usage | None,
-) -> list[Event]:
+) -> tuple[Any, dict[str, Any]]:
+    """PostgreSQL: the one statement that appends `events` (see `append_events`), and its
+    parameters; `as_appended` reads what it returns."""
     params = _bump_params(run_id, len(events), lease, usage, now)
     params.update(
         kinds=[ev.kind.value for ev in events],
@@ -185,11 +187,18 @@ def _append_in_one(
         at=now,
         version=EVENT_SCHEMA_VERSION,
     )
-    seqs = c.execute(_BUMP_AND_INSERT[(lease is not None, usage is not None)], params).scalars()
+    return _BUMP_AND_INSERT[(lease is not None, usage is not None)], params
+
+
+def as_appended(
+    run_id: str, seqs: Iterable[int], events: Sequence[NewEvent], now: datetime, lease: str | None
+) -> list[Event]:
+    """The events `append_statement` numbered `seqs`: LeaseLost (or NotFound without a
+    lease) when it numbered none."""
     last = max(seqs, default=None)
     if last is None:
         raise _not_appended(run_id, lease)
-    return _numbered(run_id, int(last), events, now)
+    return numbered(run_id, int(last), events, now)
 
 
 def append_events(
@@ -210,12 +219,13 @@ def append_events(
     if not events and lease is None and usage is None:
         return []
     if events and c.dialect.name == "postgresql":
-        return _append_in_one(c, run_id, events, now, lease, usage)
+        statement, params = append_statement(run_id, events, now, lease, usage)
+        return as_appended(run_id, c.execute(statement, params).scalars(), events, now, lease)
     params = _bump_params(run_id, len(events), lease, usage, now)
     last = c.execute(_BUMP[(lease is not None, usage is not None)], params).scalar()
     if last is None:
         raise _not_appended(run_id, lease)
-    appended = _numbered(run_id, int(last), events, now)
+    appended = numbered(run_id, int(last), events, now)
     if appended:
         c.execute(
             _INSERT_EVENTS,

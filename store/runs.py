@@ -2,8 +2,10 @@
 
 On PostgreSQL many workers in many processes share the database: a claim takes a row with
 `FOR UPDATE SKIP LOCKED`, and every write that belongs to a run's owner checks the lease in
-the same statement (fencing). A run's end is one transaction: its status, its last events,
-its pending actions closed and its Unread item with the deliveries (`finish_run`).
+the same statement (fencing). There a run's creation is one statement
+(`pizzabot.store.new_run`), and a step's appends go to asyncpg itself (`Database.direct`).
+A run's end is one transaction: its status, its last events, its pending actions closed and
+its Unread item with the deliveries (`finish_run`).
 Implements `pizzabot.agent.store.RunStore`.
 """
 
@@ -22,8 +24,16 @@ from pizzabot.agent.events import Event, NewEvent
 from pizzabot.agent.handover import ClaimedRun, HandsOver
 from pizzabot.agent.model import Item, ItemStatus, Run, RunStatus, Target, Usage, transition
 from pizzabot.agent.store import LeaseLost
+from pizzabot.store import new_run
 from pizzabot.store.database import Database, orm
-from pizzabot.store.events import RUNS, append_events, read_events, run_of
+from pizzabot.store.events import (
+    RUNS,
+    append_events,
+    append_statement,
+    as_appended,
+    read_events,
+    run_of,
+)
 from pizzabot.store.inbox import close_pending, insert_item
 from pizzabot.store.switches import kill_switch
 from pizzabot.store.tables import RunRow, UtcDateTime
@@ -88,28 +98,6 @@ def _age(run: Run) -> tuple[datetime, str]:
     return (run.created_at, run.id)
 
 
-def _new_run(
-    run_id: str, skill: str, input: str, trigger: str, now: datetime, key: str | None
-) -> RunRow:
-    """A queued run's row, with nothing used yet."""
-    return RunRow(
-        id=run_id,
-        skill=skill,
-        status=RunStatus.QUEUED.value,
-        input=input,
-        trigger=trigger,
-        created_at=now,
-        updated_at=now,
-        tokens=0,
-        cost_usd=0.0,
-        steps=0,
-        cost_known=True,
-        budget_extra={},
-        idempotency_key=key,
-        last_seq=0,
-    )
-
-
 class SqlRuns(HandsOver):
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -125,42 +113,50 @@ class SqlRuns(HandsOver):
         events: Sequence[NewEvent] = (),
         idempotency_key: str | None = None,
     ) -> Run:
-        if idempotency_key is not None:
+        postgres = self.db.is_postgres
+        if idempotency_key is not None and not postgres:
             existing = await self._by_idempotency(idempotency_key)
             if existing is not None:
                 return existing
         take = self._offer()
+        args: dict[str, Any] = dict(
+            run_id=run_id,
+            skill=skill,
+            input=input,
+            trigger=trigger,
+            now=now,
+            events=events,
+            idempotency_key=idempotency_key,
+            take=take,
+        )
+
+        def one(c: Connection) -> Run | None:
+            return new_run.in_one_statement(c, **args)
 
         def tx(s: Session) -> Run:
-            c = s.connection()
-            if take is not None:
-                take.claimed = None  # a try before this one may have rolled back
-            # Taken at once unless the kill switch is on: then it queues, as any new run.
-            taken = take is not None and kill_switch(c) is None
-            row = _new_run(run_id, skill, input, trigger, now, idempotency_key)
-            if take is not None and taken:
-                row.status = RunStatus.RUNNING.value
-                row.lease_owner = take.lease
-                row.lease_expires_at = now + timedelta(seconds=take.lease_seconds)
-                row.started_at = now
-            s.add(row)
-            s.flush()
-            appended = append_events(c, run_id, events, now)
-            run = run_of(row)
-            if take is not None and taken:
-                take.claimed = ClaimedRun(run, appended)
-            else:
-                self.db.notify_runnable(c, run_id)
+            run = new_run.in_transaction(s, **args)
+            if take is None or take.claimed is None:
+                self.db.notify_runnable(s.connection(), run_id)
             return run
 
+        run: Run | None
         try:
-            run = await self.db.run(orm(tx))
+            if postgres:
+                run = await self.db.run(one, one_statement=True)
+            else:
+                run = await self.db.run(orm(tx))
         except IntegrityError:
             if idempotency_key is None:
                 raise
             existing = await self._by_idempotency(idempotency_key)
             if existing is None:
                 raise
+            return existing
+        if run is None:  # PostgreSQL: the idempotency key is an earlier run's; nothing written
+            assert idempotency_key is not None
+            existing = await self._by_idempotency(idempotency_key)
+            if existing is None:  # runs are never deleted: only by hand, and then just now
+                raise NotFound(f"the run holding the idempotency key of {run_id} is gone")
             return existing
         self._handed_over(take)
         return run
@@ -170,7 +166,7 @@ class SqlRuns(HandsOver):
             row = c.execute(select(RUNS).where(RUNS.c.idempotency_key == key)).first()
             return run_of(row) if row else None
 
-        return await self.db.run(tx)
+        return await self.db.read(tx)
 
     async def get_run(self, run_id: str) -> Run:
         def tx(c: Connection) -> Run:
@@ -388,10 +384,16 @@ class SqlRuns(HandsOver):
         now: datetime,
         usage: Usage | None = None,
     ) -> list[Event]:
+        if events and self.db.is_postgres:
+            # One statement (see `append_events`), sent in autocommit on asyncpg itself: a
+            # step's every reply and tool result comes this way.
+            statement, params = append_statement(run_id, events, now, lease, usage)
+            rows = await self.db.direct(statement, params)
+            return as_appended(run_id, (row[0] for row in rows), events, now, lease)
+
         def tx(c: Connection) -> list[Event]:
             return append_events(c, run_id, events, now, lease=lease, usage=usage)
 
-        # One statement (see `append_events`): on PostgreSQL without BEGIN and COMMIT.
         return await self.db.run(tx, one_statement=True)
 
     async def events(self, run_id: str) -> list[Event]:

@@ -3,6 +3,7 @@ usage, and the audit trail; on every backend (see conftest.py)."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from pizzabot.agent.events import BudgetExtended, NewEvent, Note, RunStarted, UserMessage
 from pizzabot.agent.model import EventKind, IllegalTransition, RunStatus, Usage
 from pizzabot.agent.store import AuditLog, LeaseLost, RunStore
-from tests.contract.helpers import claim_one
+from tests.contract.helpers import Hand, claim_one
 
 T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 
@@ -24,6 +25,57 @@ async def _run(runs: RunStore, run_id: str = "r1", *, skill: str = "s", now: dat
         now=now,
         events=[NewEvent(RunStarted(input="hi"))],
     )
+
+
+async def test_a_reused_idempotency_key_writes_nothing_and_hands_nothing_over(
+    runs: RunStore,
+) -> None:
+    hand = Hand("w")
+    runs.hand_over_to(hand)
+    first = await runs.create_run(
+        run_id="r1",
+        skill="s",
+        input="hi",
+        trigger="t",
+        now=T0,
+        idempotency_key="k",
+        events=[NewEvent(RunStarted(input="hi")), NewEvent(Note())],
+    )
+    again = await runs.create_run(
+        run_id="r2",
+        skill="s",
+        input="hi",
+        trigger="t",
+        now=T0,
+        idempotency_key="k",
+        events=[NewEvent(RunStarted(input="hi"))],
+    )
+    assert (again.id, again.status, again.lease_owner) == ("r1", RunStatus.RUNNING, "w#1")
+    assert again == first == hand.started[0].run
+    assert (len(hand.started), hand.woken) == (1, 0)
+    assert [r.id for r in await runs.list_runs()] == ["r1"]
+    # The taken run's log goes on after its first events, under the lease it was taken with.
+    await runs.append_events("r1", [NewEvent(Note())], lease="w#1", now=T0)
+    assert [(e.seq, e.kind) for e in await runs.events("r1")] == [
+        (1, EventKind.RUN_STARTED),
+        (2, EventKind.NOTE),
+        (3, EventKind.NOTE),
+    ]
+
+
+async def test_concurrent_creations_with_one_idempotency_key_make_one_run(
+    runs: RunStore,
+) -> None:
+    made = await asyncio.gather(
+        *[
+            runs.create_run(
+                run_id=f"r{i}", skill="s", input="hi", trigger="t", now=T0, idempotency_key="k"
+            )
+            for i in range(5)
+        ]
+    )
+    [run] = await runs.list_runs()
+    assert {m.id for m in made} == {run.id}
 
 
 async def test_a_renewed_lease_holds_past_its_first_expiry(runs: RunStore) -> None:

@@ -21,7 +21,6 @@ from pizzabot.agent.events import (
     ToolRequest,
     ToolStarted,
 )
-from pizzabot.agent.handover import ClaimedRun, Take
 from pizzabot.agent.model import (
     Approve,
     Box,
@@ -40,7 +39,7 @@ from pizzabot.agent.model import (
     Usage,
 )
 from pizzabot.agent.store import AuditLog, InboxItems, LeaseLost, Outbox, RunStore, Switches
-from tests.contract.helpers import claim_one
+from tests.contract.helpers import Hand, claim_one
 
 T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 
@@ -176,28 +175,6 @@ async def test_a_decided_run_is_claimed_before_runs_made_after_it(
     # The oldest run first: the person who answered does not wait behind newer work.
     claimed = await runs.claim_runs(lease="w2", now=later, lease_seconds=30, limit=1)
     assert [c.run.id for c in claimed] == ["r1"]
-
-
-class Hand:
-    """A worker as a store sees it once installed: it offers a lease per run made runnable,
-    and keeps what it was given to start, and how often it was woken instead."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.offered = 0
-        self.started: list[ClaimedRun] = []
-        self.woken = 0
-
-    def offer(self) -> Take | None:
-        self.offered += 1
-        return Take(lease=f"{self.name}#{self.offered}", lease_seconds=30)
-
-    def start(self, take: Take) -> None:
-        assert take.claimed is not None
-        self.started.append(take.claimed)
-
-    def wake(self) -> None:
-        self.woken += 1
 
 
 async def test_a_decision_hands_its_waiting_run_to_the_installed_worker(

@@ -99,14 +99,15 @@ async def _refused(store: SqlStore) -> bool:
 
 
 async def _drop_connections(url: str) -> int:
-    """What a PostgreSQL restart does to a process's pooled connections."""
+    """What a PostgreSQL restart does to a process's pooled connections: each backend ends
+    (waited for), and its client hears so while the pool holds it, before it is used again."""
     import asyncpg
 
     database = url.rsplit("/", 1)[1]
     admin = await asyncpg.connect(pg_url_for("postgres", driver="postgresql"))
     try:
         dropped = await admin.fetch(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
             " WHERE datname = $1 AND pid <> pg_backend_pid()",
             database,
         )
