@@ -55,24 +55,28 @@ def _param(column: str) -> Any:
     return bindparam(column, type_=RUNS.c[column].type)
 
 
+def _claim(take: bool, now: Any) -> tuple[Any, tuple[Any, Any, Any, Any]]:
+    """The kill switch's subquery (None when the run is not taken) and the run's status,
+    lease owner, lease expiry and start: claimed under the bound lease unless the switch is
+    on (then it queues)."""
+    if not take:
+        return None, (literal(_QUEUED), null(), null(), null())
+    on = SWITCHES.c.value["on"].as_string() == "true"
+    switch = select(exists().where(SWITCHES.c.name == KILL, on).label("killed")).subquery()
+    killed = switch.c.killed
+    return switch, (
+        case((killed, literal(_QUEUED)), else_=literal(_RUNNING)),
+        case((killed, null()), else_=_param("lease_owner")),
+        case((killed, null()), else_=_param("lease_expires_at")),
+        case((killed, null()), else_=now),
+    )
+
+
 def _create(take: bool) -> Any:
     """The run's INSERT, its events' INSERT and the NOTIFY as one statement; `take`: the run
     is claimed under the bound lease unless the kill switch is on (then it queues)."""
     now = bindparam("now", type_=UtcDateTime())
-    status: Any
-    lease: Any
-    expires: Any
-    started: Any
-    if take:
-        on = SWITCHES.c.value["on"].as_string() == "true"
-        switch = select(exists().where(SWITCHES.c.name == KILL, on).label("killed")).subquery()
-        killed = switch.c.killed
-        status = case((killed, literal(_QUEUED)), else_=literal(_RUNNING))
-        lease = case((killed, null()), else_=_param("lease_owner"))
-        expires = case((killed, null()), else_=_param("lease_expires_at"))
-        started = case((killed, null()), else_=now)
-    else:
-        status, lease, expires, started = literal(_QUEUED), null(), null(), null()
+    switch, (status, lease, expires, started) = _claim(take, now)
     values = {
         "id": _param("id"),
         "skill": _param("skill"),
@@ -93,7 +97,7 @@ def _create(take: bool) -> Any:
         "last_seq": bindparam("n", type_=Integer()),
     }
     row = select(*values.values())
-    if take:
+    if switch is not None:
         row = row.select_from(switch)
     run = (
         pg_insert(RUNS)
