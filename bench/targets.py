@@ -31,7 +31,7 @@ TARGETS: dict[str, Target] = {
     "decision_to_tool_p50_ms": Target("<=", 5.0, "≤ 5 ms"),
     "decision_to_tool_p99_ms": Target("<=", 15.0, "≤ 15 ms"),
     "rss_waiting_delta_mib": Target("<=", 5.0, "≤ 5 MiB per 10,000"),
-    "overhead_postgres_vs_sqlite": Target("<=", 2.0, "≤ 2×"),
+    "overhead_postgres_vs_sqlite": Target("<=", 1.5, "≤ 1.5×"),
     "cpu_per_run_2_vs_1_worker": Target("<=", 1.1, "≤ 1.1×"),
     "claimed_twice": Target("==", 0, "0"),
     "healthz_s": Target("<=", 1.5, "≤ 1.5 s"),
