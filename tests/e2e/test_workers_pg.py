@@ -12,6 +12,7 @@ so the tests run in file order: the last one kills a worker.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -253,10 +254,12 @@ async def test_many_runs_on_several_workers_each_finish_once(cluster: Cluster) -
         timeout=60,
         context=cluster.logs,
     )
-    # Each call takes a moment, so no one worker (4 runs at a time) can take all 30 before
-    # the others claim theirs.
-    seconds = [0.3 + k / 1000 for k in range(30)]
-    ids = [await cluster.start_run("scale", f"slow {s}") for s in seconds]
+    # The 30 runs are queued together and each call takes a second: one worker (4 runs at a
+    # time) would need 8 seconds for them all, while the others are woken by the same NOTIFY
+    # and poll every second. (Queued one by one on a loaded machine, each run could be done
+    # before the next one came, and one worker could take them all.)
+    seconds = [1.0 + k / 1000 for k in range(30)]
+    ids = list(await asyncio.gather(*(cluster.start_run("scale", f"slow {s}") for s in seconds)))
     runs = await cluster.wait(ids, "done", timeout=120)
 
     for run in runs:
