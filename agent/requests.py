@@ -278,8 +278,7 @@ class Requests:
         return stored
 
     async def _state(self, stored: StoredRequest) -> RequestState:
-        item = await self.ctx.store.get_item(stored.item_id)
-        kill = await self.ctx.store.get_kill() if item.status is ItemStatus.PENDING else None
+        item, kill = await self.ctx.store.request_item(stored.item_id)
         return state_of(stored, item, base_url=self.ctx.base_url, kill=kill)
 
     async def _audit(self, action: str, state: RequestState, by: Principal) -> None:

@@ -381,6 +381,12 @@ class RequestStore(Protocol):
         """The request, or `NotFound`."""
         ...
 
+    async def request_item(self, item_id: str) -> tuple[Item, dict[str, Any] | None]:
+        """A request's item and, while the item is pending, the kill switch (None when
+        off), read together: what the request's state is made of, in one read where an
+        agent's long-poll would take two. `NotFound` when there is no such item."""
+        ...
+
     async def request_of_item(self, item_id: str) -> StoredRequest | None: ...
 
     async def request_by_key(self, requester: str, key: str) -> StoredRequest | None:

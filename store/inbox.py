@@ -89,6 +89,14 @@ _TAKE_IF_WAITING = (
 )
 
 
+def read_item(c: Connection, item_id: str) -> Item:
+    """The item `item_id`, or `NotFound`."""
+    row = c.execute(_SELECT_ITEM, {"item_id": item_id}).first()
+    if row is None:
+        raise NotFound(f"no item {item_id}")
+    return item_of(row)
+
+
 def item_of(row: Any) -> Item:
     return Item(
         id=row.id,
@@ -243,13 +251,7 @@ class SqlInbox(HandsOver):
         return await self.db.run(orm(tx))
 
     async def get_item(self, item_id: str) -> Item:
-        def tx(c: Connection) -> Item:
-            row = c.execute(_SELECT_ITEM, {"item_id": item_id}).first()
-            if row is None:
-                raise NotFound(f"no item {item_id}")
-            return item_of(row)
-
-        return await self.db.run(tx)
+        return await self.db.read(lambda c: read_item(c, item_id))
 
     async def list_items(
         self,

@@ -33,7 +33,8 @@ from pizzabot.agent.store import LeaseLost, StoredRequest
 from pizzabot.store.audit import insert_audit
 from pizzabot.store.database import Database, orm
 from pizzabot.store.events import append_events, run_of
-from pizzabot.store.inbox import close_pending, insert_item
+from pizzabot.store.inbox import close_pending, insert_item, read_item
+from pizzabot.store.switches import kill_switch
 from pizzabot.store.tables import DeliveryRow, ItemRow, RunRow
 from pizzabot.store.tables_requests import RequestRow
 
@@ -215,7 +216,14 @@ class SqlRequests:
                 raise NotFound(f"no request {request_id}")
             return _request(row)
 
-        return await self.db.run(tx)
+        return await self.db.read(tx)
+
+    async def request_item(self, item_id: str) -> tuple[Item, dict[str, Any] | None]:
+        def tx(c: Connection) -> tuple[Item, dict[str, Any] | None]:
+            item = read_item(c, item_id)
+            return item, kill_switch(c) if item.status is ItemStatus.PENDING else None
+
+        return await self.db.read(tx)
 
     async def request_of_item(self, item_id: str) -> StoredRequest | None:
         def tx(c: Connection) -> StoredRequest | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 from pizzabot.agent.errors import NotFound
 from pizzabot.agent.events import NewEvent
@@ -109,6 +110,13 @@ class MemoryRequests(MemoryBase):
         if request is None:
             raise NotFound(f"no request {request_id}")
         return request
+
+    async def request_item(self, item_id: str) -> tuple[Item, dict[str, Any] | None]:
+        item = self.state.items.get(item_id)
+        if item is None:
+            raise NotFound(f"no item {item_id}")
+        pending = item.status is ItemStatus.PENDING
+        return fresh(item), fresh(self.state.kill) if pending else None
 
     async def request_of_item(self, item_id: str) -> StoredRequest | None:
         for r in self.state.requests.values():

@@ -70,7 +70,7 @@ class ApiDeps:
     mcp_auth: McpAuth | None = None
 
 
-def api_deps(request: Request) -> ApiDeps:
+async def api_deps(request: Request) -> ApiDeps:
     deps = getattr(request.app.state, "api", None)
     if not isinstance(deps, ApiDeps):
         raise HTTPException(503, "the server is still starting")

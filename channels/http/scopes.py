@@ -25,7 +25,7 @@ __all__ = ["ADMIN", "ASKING", "DECIDING", "Caller", "caller", "needs"]
 bearer = HTTPBearer(auto_error=False)
 
 
-def caller(
+async def caller(
     request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)
 ) -> Principal:
     """Who is calling, as the token gate found it before the body was read."""

@@ -181,7 +181,7 @@ class HookDeps:
     clock: Callable[[], float] = time.time
 
 
-def hook_deps(request: Request) -> HookDeps:
+async def hook_deps(request: Request) -> HookDeps:
     deps = getattr(request.app.state, "hooks", None)
     if not isinstance(deps, HookDeps):
         raise HTTPException(503, "the server is still starting")

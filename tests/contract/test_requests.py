@@ -11,8 +11,8 @@ import pytest
 
 from pizzabot.agent.addresses import SlackTarget
 from pizzabot.agent.errors import NotFound
-from pizzabot.agent.events import NewEvent, RunStarted, ToolRequest
-from pizzabot.agent.model import Box, Item, ItemKind, ItemStatus, RunStatus
+from pizzabot.agent.events import DecisionMade, NewEvent, RunStarted, ToolRequest
+from pizzabot.agent.model import Approve, Box, Item, ItemKind, ItemStatus, RunStatus
 from pizzabot.agent.store import (
     AuditLog,
     DeliveryReader,
@@ -21,6 +21,7 @@ from pizzabot.agent.store import (
     RequestStore,
     RunStore,
     StoredRequest,
+    Switches,
 )
 from tests.contract.helpers import claim_one
 
@@ -101,6 +102,26 @@ async def test_a_request_is_a_waiting_run_with_its_item_deliveries_and_callback(
     assert deliveries == {("slack", "C1"), ("callback", "https://agent.example/callback")}
     assert await requests.request_timeouts(["i1", "i2"]) == {"i1": 60.0}
     assert "request" in [a.action for a in await audit.audit_log()]
+
+
+async def test_a_requests_item_is_read_with_the_kill_switch_while_it_is_pending(
+    requests: RequestStore, items: InboxItems, switches: Switches
+) -> None:
+    await _create(requests, _request())
+    assert await requests.request_item("i1") == (await items.get_item("i1"), None)
+    await switches.set_kill(on=True, actor="ops", now=T0, reason="audit")
+    item, kill = await requests.request_item("i1")
+    assert item.status is ItemStatus.PENDING
+    assert kill is not None and (kill["by"], kill["reason"]) == ("ops", "audit")
+    # Decided, the switch no longer matters to the request's state.
+    await items.record_decision(
+        "i1", Approve(), actor="u", channel="web", now=T0, final_args=None,
+        event=NewEvent(DecisionMade(item_id="i1", decision=Approve())),
+    )  # fmt: skip
+    item, kill = await requests.request_item("i1")
+    assert (item.status, item.decided_by, kill) == (ItemStatus.APPROVED, "u", None)
+    with pytest.raises(NotFound):
+        await requests.request_item("nope")
 
 
 async def test_a_requesters_key_finds_its_first_request(
