@@ -9,7 +9,7 @@ slower than the server it measures. So:
   services (`pizzabot.bot.server.build`) and the transaction the API runs (`Requests.create`,
   as the owner through the API): the same runs, items, deliveries and audit records a
   `POST /api/requests` leaves;
-- `Crowd` starts `python -m bench.crowd hold HOST PORT` processes (`Holders`), each holding the
+- `Crowd` starts `python -m bench.crowd hold HOST PORT WAIT` processes (`Holders`), each holding the
   long-polls of the request ids it reads on stdin, on raw asyncio streams, one kept-alive
   connection per request, asking again each time one ends pending (as an agent does). Each says
   `sent` once every first poll is written, and on SIGTERM prints what happened as one JSON
@@ -34,6 +34,7 @@ _OPENING = 64
 #: Long-polls per holder process (at most 4 processes).
 _PER_HOLDER = 250
 HOLDERS_MAX = 4
+#: Seconds an agent of the crowd waits on one long-poll (the API's longest).
 WAIT_S = 60
 #: Requests made at once by the fill.
 _FILLING = 8
@@ -108,8 +109,8 @@ def _tail(log: Path) -> str:
 class Holders:
     """The agents of one holder process."""
 
-    def __init__(self, host: str, port: int, token: str) -> None:
-        self.host, self.port = host, port
+    def __init__(self, host: str, port: int, token: str, wait: float) -> None:
+        self.host, self.port, self.wait = host, port, wait
         self.head = f"Host: {host}:{port}\r\nAuthorization: Bearer {token}\r\n\r\n".encode()
         self.opening = asyncio.Semaphore(_OPENING)
         self.counts = {"held": 0, "pending_answers": 0, "closed_by_server": 0, "decided": 0}
@@ -130,10 +131,12 @@ class Holders:
         )
         return status, json.loads(await reader.readexactly(length))
 
-    async def hold(self, request_id: str, sent: asyncio.Queue[None]) -> None:
+    async def hold(self, request_id: str, sent: asyncio.Queue[None], spread: float) -> None:
         """One agent: a long-poll on `request_id`, again whenever it ends pending or its
-        connection is closed, until it is cancelled."""
-        line = f"GET /api/requests/{request_id}?wait={WAIT_S} HTTP/1.1\r\n".encode()
+        connection is closed, until it is cancelled. The poll after the first waits `spread`
+        seconds: the crowd's first polls were all sent at once, and agents that started at
+        different moments ask again at different moments, not in one wave a minute."""
+        polls = iter([self.wait, spread])
         first = True
         while True:
             try:
@@ -144,7 +147,9 @@ class Holders:
                 continue
             try:
                 while True:
-                    writer.write(line + self.head)
+                    wait = next(polls, self.wait)
+                    line = f"GET /api/requests/{request_id}?wait={wait:g} HTTP/1.1\r\n"
+                    writer.write(line.encode() + self.head)
                     await writer.drain()
                     if first:
                         first = False
@@ -162,13 +167,18 @@ class Holders:
                 writer.close()
 
 
-async def _hold_main(host: str, port: int, token: str) -> None:
+async def _hold_main(host: str, port: int, token: str, wait: float) -> None:
     ids = [line.strip() for line in sys.stdin if line.strip()]
-    holders = Holders(host, port, token)
+    holders = Holders(host, port, token, wait)
     sent: asyncio.Queue[None] = asyncio.Queue()
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    tasks = [asyncio.create_task(holders.hold(i, sent)) for i in ids]
+    # Their second polls end evenly over a minute: the crowd then asks again at a steady
+    # rate, as many agents that began at different moments do.
+    spreads = [round(wait * (k + 1) / len(ids), 3) for k in range(len(ids))]
+    tasks = [
+        asyncio.create_task(holders.hold(i, sent, d)) for i, d in zip(ids, spreads, strict=True)
+    ]
     for _ in ids:
         await sent.get()
     holders.counts["held"] = len(ids)
@@ -185,8 +195,10 @@ class Crowd:
     ids, and the block begins once every first long-poll is written. `report` is theirs,
     added up, once the block ends."""
 
-    def __init__(self, host: str, port: int, token: str, ids: list[str], log: Path) -> None:
-        self.args = ("hold", host, str(port))
+    def __init__(
+        self, host: str, port: int, token: str, ids: list[str], log: Path, *, wait: float = WAIT_S
+    ) -> None:
+        self.args = ("hold", host, str(port), f"{wait:g}")
         self.env = {**os.environ, TOKEN_ENV: token}
         self.ids, self.log = ids, log
         self.procs: list[asyncio.subprocess.Process] = []
@@ -237,11 +249,11 @@ def main() -> None:
     match sys.argv[1:]:
         case ["fill", crowd, skill]:
             asyncio.run(_fill(int(crowd), skill))
-        case ["hold", host, port]:
+        case ["hold", host, port, wait]:
             # The token comes by the environment, never on a command line others can read.
-            asyncio.run(_hold_main(host, int(port), os.environ[TOKEN_ENV]))
+            asyncio.run(_hold_main(host, int(port), os.environ[TOKEN_ENV], float(wait)))
         case _:
-            raise SystemExit("usage: python -m bench.crowd fill CROWD SKILL | hold HOST PORT")
+            raise SystemExit("usage: python -m bench.crowd fill CROWD SKILL | hold HOST PORT WAIT")
 
 
 if __name__ == "__main__":

@@ -61,6 +61,7 @@ class Sizes:
     starts: int  # `pizzabot serve` starts timed
     channel_samples: int = 20  # decisions timed per channel
     crowds: tuple[int, ...] = (100,)  # requests waiting on long-polls, one server per size
+    crowd_wait_s: float = 60  # seconds a crowd's agent waits on one long-poll
     fanout_waiting: int = 1000  # items waiting while a decision's fan-out is timed
     many_waiting: int = 100_000  # runs waiting (copied in the database) in `bench.waiting`
     many_samples: int = 300  # decisions timed with them waiting

@@ -5,7 +5,9 @@ For each crowd size (100 and 1,000 in the full bench; `--crowd` adds more, e.g. 
 many requests are made in a served bot's database (SQLite) before it starts, as the API makes
 them (`bench.crowd.fill`); once `pizzabot serve` is up and idle, processes of their own
 (`bench.crowd.Crowd`) hold a long-poll on each (`GET /api/requests/{id}?wait=60`, asked again
-when it ends pending). Once the server is idle again, every poll read and parked, `samples`
+when it ends pending). Once the server is idle again, every poll read and parked, the bench
+waits until the crowd asks again at a steady rate (each agent once a minute, the second
+polls spread over a minute, as agents that began at different moments ask); then `samples`
 fresh requests are made and decided through the API, one at a time, while the crowd waits:
 - `POST /api/requests` sent → answered (the request recorded, its card made), p50/p99;
 - decision POST sent → that request's long-poll answered, p50/p99. A decision wakes only the
@@ -29,7 +31,7 @@ from typing import Any
 import httpx
 import yaml
 
-from bench.crowd import Crowd, fill, holders_for
+from bench.crowd import WAIT_S, Crowd, fill, holders_for
 from bench.engine import child_env, free_port, percentile
 from bench.procs import Child, _wait_answer
 
@@ -40,6 +42,9 @@ SKILL = {
 }
 #: How long the server's CPU is watched at a time to know it idle.
 _QUIET_S = 0.5
+#: Seconds after the crowd's first polls have all ended and been asked again before the
+#: samples are timed.
+_SETTLE_S = 2.0
 
 
 def _rss(pid: int) -> int:
@@ -127,7 +132,7 @@ async def _one(api: httpx.AsyncClient, k: int) -> tuple[float, float]:
     return (made - began) * 1000, (woke - decided) * 1000
 
 
-async def _crowd(work: Path, crowd: int, samples: int) -> dict[str, Any]:
+async def _crowd(work: Path, crowd: int, samples: int, wait: float) -> dict[str, Any]:
     token = "bench-token-" + uuid.uuid4().hex
     port = free_port()
     env = _env(work, token, crowd, port)
@@ -148,12 +153,18 @@ async def _crowd(work: Path, crowd: int, samples: int) -> dict[str, Any]:
         await _quiet(child, "with the crowd's cards")
         before, cpu, parking = _rss(child.pid), _cpu_s(child.pid), time.perf_counter()
         crowd_log = work / f"crowd-{crowd}.log"
-        async with Crowd("127.0.0.1", port, token, ids, crowd_log) as held:
+        async with Crowd("127.0.0.1", port, token, ids, crowd_log, wait=wait) as held:
             await _quiet(child, "parking the crowd's long-polls")
             parked = time.perf_counter() - parking - _QUIET_S  # its last look found it idle
             held_bytes = (_rss(child.pid) - before) / crowd
             cpu_ms = (_cpu_s(child.pid) - cpu) * 1000 / crowd
+            # Timed once the first polls have ended and been asked again (spread over a
+            # minute): the crowd then asks again at a steady rate, one in 60 s each.
+            steady = parking + wait + parked + _SETTLE_S
+            await asyncio.sleep(max(0.0, steady - time.perf_counter()))
+            cpu_timed, timing = _cpu_s(child.pid), time.perf_counter()
             timed = [await _one(api, k) for k in range(samples)]
+            busy = (_cpu_s(child.pid) - cpu_timed) / (time.perf_counter() - timing)
         report = held.report
     if report.get("decided") or report.get("errors"):
         raise RuntimeError(f"the crowd's agents: {report}")
@@ -168,12 +179,18 @@ async def _crowd(work: Path, crowd: int, samples: int) -> dict[str, Any]:
         "park_s": parked,
         "server_cpu_ms_per_poll": cpu_ms,
         "holders": holders_for(crowd),
-        # Long-polls that ended pending and were asked again while the crowd was measured.
+        # Long-polls that ended pending and were asked again while the crowd was held, and
+        # the cores the server kept busy while the samples were timed (theirs and the
+        # crowd's asks, one a minute each).
         "polls_asked_again": report.get("pending_answers", 0),
+        "server_cores_busy_timed": busy,
         "polls_closed_by_server": report.get("closed_by_server", 0),
     }
 
 
-async def bench_requests_path(work: Path, crowds: tuple[int, ...], samples: int) -> dict[str, Any]:
-    """The figures above for each crowd size, smallest first."""
-    return {str(n): await _crowd(work, n, samples) for n in sorted(crowds)}
+async def bench_requests_path(
+    work: Path, crowds: tuple[int, ...], samples: int, *, wait: float = WAIT_S
+) -> dict[str, Any]:
+    """The figures above for each crowd size, smallest first; `wait`: seconds an agent of
+    the crowd waits on one long-poll."""
+    return {str(n): await _crowd(work, n, samples, wait) for n in sorted(crowds)}

@@ -93,6 +93,7 @@ QUICK = Sizes(
     starts=1,
     channel_samples=5,
     crowds=(10, 100),
+    crowd_wait_s=3,
     fanout_waiting=20,
     many_waiting=1000,
     many_samples=20,
@@ -221,7 +222,7 @@ async def measure(opts: Options) -> dict[str, Any]:
             if run.wants("requests"):
                 with run.section("requests", f"the request path, {sizes.crowds} waiting"):
                     run.details["requests"] = await bench_requests_path(
-                        work, sizes.crowds, sizes.channel_samples
+                        work, sizes.crowds, sizes.channel_samples, wait=sizes.crowd_wait_s
                     )
             if run.wants("fanout"):
                 with run.section(

@@ -86,6 +86,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("crowd_wake_growth", "  its p99 ÷ the smallest crowd's", "×"),
     ("crowd_request_p99_ms", "  request POST → answered, p99, the largest crowd", "ms"),
     ("crowd_rss_per_poll_kib", "  server RSS per held long-poll", "KiB"),
+    ("crowd_cores_busy", "  server cores busy meanwhile (the crowd asking again)", ""),
     ("email_to_tool_p50_ms", "email reply accepted by SMTP → tool body, p50", "ms"),
     ("email_to_tool_p99_ms", "  email reply accepted by SMTP → tool body, p99", "ms"),
     ("fanout_all_p99_ms", "decision → every other copy updated, p99", "ms"),
@@ -107,7 +108,7 @@ def crowd_figures(crowds: dict[str, Any] | None) -> dict[str, float | None]:
     smallest's (1.0: flat in the number waiting)."""
     keys = ("wake_p99_ms", "wake_p50_ms", "waiting", "wake_growth", "request_p99_ms")
     if not crowds:
-        return {f"crowd_{k}": None for k in (*keys, "rss_per_poll_kib")}
+        return {f"crowd_{k}": None for k in (*keys, "rss_per_poll_kib", "cores_busy")}
     sizes = sorted(crowds.values(), key=lambda c: c["waiting"])
     small, large = sizes[0], sizes[-1]
     return {
@@ -117,6 +118,7 @@ def crowd_figures(crowds: dict[str, Any] | None) -> dict[str, float | None]:
         "crowd_wake_growth": large["wake_p99_ms"] / small["wake_p99_ms"],
         "crowd_request_p99_ms": large["request_p99_ms"],
         "crowd_rss_per_poll_kib": large["rss_per_held_poll_kib"],
+        "crowd_cores_busy": large["server_cores_busy_timed"],
     }
 
 

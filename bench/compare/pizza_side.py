@@ -293,6 +293,7 @@ async def alone(
     *,
     steps: int,
     crowd: int,
+    crowd_wait_s: float,
     samples: int,
     postgres: str | None,
 ) -> dict[str, Any]:
@@ -305,7 +306,7 @@ async def alone(
     from bench.procs import scratch_postgres
     from bench.requests_path import bench_requests_path
 
-    polls = (await bench_requests_path(work, (crowd,), samples))[str(crowd)]
+    polls = (await bench_requests_path(work, (crowd,), samples, wait=crowd_wait_s))[str(crowd)]
     out: dict[str, Any] = {"wake_p50_ms": polls["wake_p50_ms"], "wake_p99_ms": polls["wake_p99_ms"]}
     if postgres is None:
         return out

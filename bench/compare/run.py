@@ -49,10 +49,11 @@ class Sizes:
     delay_ms: int  # the slow model's time to answer
     rounds: int
     crowd: int  # requests waiting on long-polls while Pizza Bot's decision → long-poll is timed
+    crowd_wait_s: float  # seconds each of them waits on one long-poll
 
 
-FULL = Sizes(200, 50, 1000, 200, 10_000, 500, 1000, 3, 100)
-QUICK = Sizes(10, 3, 20, 10, 100, 20, 1000, 1, 10)
+FULL = Sizes(200, 50, 1000, 200, 10_000, 500, 1000, 3, 100, 60)
+QUICK = Sizes(10, 3, 20, 10, 100, 20, 1000, 1, 10, 3)
 
 
 @dataclass(frozen=True)
@@ -215,6 +216,7 @@ async def pizzabot(ctx: _Context, part: str, tag: str) -> dict[str, Any]:
             ctx.skills,
             steps=s.steps,
             crowd=s.crowd,
+            crowd_wait_s=s.crowd_wait_s,
             samples=s.samples // 2,
             postgres=ctx.opts.postgres,
         )
