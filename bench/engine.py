@@ -67,6 +67,34 @@ class Sizes:
     many_samples: int = 300  # decisions timed with them waiting
 
 
+async def json_child(
+    call: str, config: dict[str, Any], model: ModelProcess, *, what: str
+) -> dict[str, Any]:
+    """Run `call` ("module:function", which takes `config` as JSON and prints its figures as
+    one JSON line last) in a fresh Python process, and return those figures. Meanwhile the
+    scripted model server forgets what it answered, once a second: it keeps every request."""
+    module, function = call.split(":")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        f"import sys, {module} as m; m.{function}(sys.argv[1])",
+        json.dumps(config),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=child_env({}),
+    )
+    reading = asyncio.ensure_future(proc.communicate())
+    while not reading.done():
+        await model.forget()
+        await asyncio.wait([reading], timeout=1)
+    out, errors = reading.result()
+    await model.forget()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} failed:\n{errors.decode(errors='replace')[-3000:]}")
+    result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+    return result
+
+
 def child_env(extra: dict[str, str]) -> dict[str, str]:
     """The environment of a process the bench starts: none of the caller's Pizza Bot settings
     (the bench decides them), quiet logs, litellm's bundled price map."""
@@ -433,25 +461,7 @@ async def bench_memory(
         "runs": sizes.memory_runs,
         "batch": min(MEMORY_BATCH, sizes.memory_runs // 10),
     }
-    code = "import sys, bench.engine as b; b.memory_child(sys.argv[1])"
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        code,
-        json.dumps(config),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=child_env({}),
-    )
-    reading = asyncio.ensure_future(proc.communicate())
-    while not reading.done():
-        await model.forget()  # the scripted server keeps every request it answers
-        await asyncio.wait([reading], timeout=1)
-    out, errors = reading.result()
-    if proc.returncode != 0:
-        raise RuntimeError(f"memory child failed:\n{errors.decode(errors='replace')[-3000:]}")
-    result: dict[str, float] = json.loads(out.decode().strip().splitlines()[-1])
-    return result
+    return await json_child("bench.engine:memory_child", config, model, what="memory child")
 
 
 def memory_child(config_json: str) -> None:

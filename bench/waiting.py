@@ -27,9 +27,9 @@ from bench.engine import (
     MIB,
     RunEnds,
     Sizes,
-    child_env,
     count_status,
     engine_here,
+    json_child,
     make_waiting,
     one_run,
     rss_bytes,
@@ -185,25 +185,7 @@ async def _memory_process(
     model: ModelProcess, url: str, work: Path, skills: Path, many: int
 ) -> dict[str, Any]:
     config = {"url": url, "work": str(work / "rss"), "skills": str(skills), "many": many}
-    code = "import sys, bench.waiting as w; w.memory_child(sys.argv[1])"
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        code,
-        json.dumps(config),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=child_env({}),
-    )
-    reading = asyncio.ensure_future(proc.communicate())
-    while not reading.done():
-        await model.forget()
-        await asyncio.wait([reading], timeout=1)
-    out, errors = reading.result()
-    if proc.returncode != 0:
-        raise RuntimeError(f"memory child failed:\n{errors.decode(errors='replace')[-3000:]}")
-    result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
-    return result
+    return await json_child("bench.waiting:memory_child", config, model, what="memory child")
 
 
 def memory_child(config_json: str) -> None:

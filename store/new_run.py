@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -137,27 +138,32 @@ def _create(take: bool) -> Any:
 _CREATE = {False: _create(False), True: _create(True)}
 
 
-def in_one_statement(
-    c: Connection,
-    *,
-    run_id: str,
-    skill: str,
-    input: str,
-    trigger: str,
-    now: datetime,
-    events: Sequence[NewEvent],
-    idempotency_key: str | None,
-    take: Take | None,
-) -> Run | None:
+@dataclass(frozen=True)
+class NewRun:
+    """A run to create: its row's values, its first events, and the hand-over to this
+    process's worker it is offered to (None: queue it)."""
+
+    run_id: str
+    skill: str
+    input: str
+    trigger: str
+    now: datetime
+    events: Sequence[NewEvent]
+    idempotency_key: str | None
+    take: Take | None
+
+
+def in_one_statement(c: Connection, new: NewRun) -> Run | None:
     """PostgreSQL: create the run in one statement (see the module docstring); None when
-    `idempotency_key` belongs to another run. `take.claimed` is set when the run was taken."""
+    its idempotency key belongs to another run. `new.take.claimed` is set when it was taken."""
+    take, events, now = new.take, new.events, new.now
     params: dict[str, Any] = {
-        "id": run_id,
-        "skill": skill,
-        "input": input,
-        "trigger": trigger,
+        "id": new.run_id,
+        "skill": new.skill,
+        "input": new.input,
+        "trigger": new.trigger,
         "now": now,
-        "idempotency_key": idempotency_key,
+        "idempotency_key": new.idempotency_key,
         "n": len(events),
         "kinds": [ev.kind.value for ev in events],
         "datas": [json.dumps(ev.data) for ev in events],
@@ -173,7 +179,7 @@ def in_one_statement(
         return None
     run = run_of(row)
     if take is not None and run.status is RunStatus.RUNNING:
-        take.claimed = ClaimedRun(run, numbered(run_id, len(events), events, now))
+        take.claimed = ClaimedRun(run, numbered(new.run_id, len(events), events, now))
     return run
 
 
@@ -199,26 +205,15 @@ def _new_row(
     )
 
 
-def in_transaction(
-    s: Session,
-    *,
-    run_id: str,
-    skill: str,
-    input: str,
-    trigger: str,
-    now: datetime,
-    events: Sequence[NewEvent],
-    idempotency_key: str | None,
-    take: Take | None,
-) -> Run:
-    """Create the run in the session's transaction (SQLite's way), setting `take.claimed`
+def in_transaction(s: Session, new: NewRun) -> Run:
+    """Create the run in the session's transaction (SQLite's way), setting `new.take.claimed`
     when the run was taken; the caller wakes the workers when it was not."""
-    c = s.connection()
+    c, take, now = s.connection(), new.take, new.now
     if take is not None:
         take.claimed = None  # a try before this one may have rolled back
     # Taken at once unless the kill switch is on: then it queues, as any new run.
     taken = take is not None and kill_switch(c) is None
-    row = _new_row(run_id, skill, input, trigger, now, idempotency_key)
+    row = _new_row(new.run_id, new.skill, new.input, new.trigger, now, new.idempotency_key)
     if take is not None and taken:
         row.status = _RUNNING
         row.lease_owner = take.lease
@@ -226,7 +221,7 @@ def in_transaction(
         row.started_at = now
     s.add(row)
     s.flush()
-    appended = append_events(c, run_id, events, now)
+    appended = append_events(c, new.run_id, new.events, now)
     run = run_of(row)
     if take is not None and taken:
         take.claimed = ClaimedRun(run, appended)

@@ -119,22 +119,13 @@ class SqlRuns(HandsOver):
             if existing is not None:
                 return existing
         take = self._offer()
-        args: dict[str, Any] = dict(
-            run_id=run_id,
-            skill=skill,
-            input=input,
-            trigger=trigger,
-            now=now,
-            events=events,
-            idempotency_key=idempotency_key,
-            take=take,
-        )
+        new = new_run.NewRun(run_id, skill, input, trigger, now, events, idempotency_key, take)
 
         def one(c: Connection) -> Run | None:
-            return new_run.in_one_statement(c, **args)
+            return new_run.in_one_statement(c, new)
 
         def tx(s: Session) -> Run:
-            run = new_run.in_transaction(s, **args)
+            run = new_run.in_transaction(s, new)
             if take is None or take.claimed is None:
                 self.db.notify_runnable(s.connection(), run_id)
             return run

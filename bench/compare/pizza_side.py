@@ -30,6 +30,7 @@ from bench.engine import (
     child_env,
     engine_here,
     free_port,
+    json_child,
     one_run,
     percentile,
     step_figures,
@@ -126,22 +127,9 @@ async def inflight(
         "runs": runs,
         "delay_ms": delay_ms,
     }
-    code = "import sys, bench.compare.pizza_side as p; p.inflight_child(sys.argv[1])"
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        code,
-        json.dumps(config),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=child_env({}),
+    return await json_child(
+        "bench.compare.pizza_side:inflight_child", config, model, what="in-flight child"
     )
-    out, errors = await proc.communicate()
-    await model.forget()
-    if proc.returncode != 0:
-        raise RuntimeError(f"in-flight child failed:\n{errors.decode(errors='replace')[-3000:]}")
-    result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
-    return result
 
 
 def inflight_child(config_json: str) -> None:
