@@ -89,6 +89,7 @@ async def test_the_webhook_says_how_it_is_signed_and_what_it_answers(
     assert body["properties"]["callback_url"]["anyOf"][0]["pattern"].startswith("^https?://")
 
 
+@pytest.mark.timeout(360)  # ~90 s on an idle 2-core machine; its run may take up to 300 s
 async def test_schemathesis_finds_no_server_error_and_no_mismatch(
     server: ServerProcess, tmp_path: Path
 ) -> None:
