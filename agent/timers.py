@@ -20,12 +20,14 @@ tool's; an expired request is never a halt (its run has nothing to stop).
 
 The loop sleeps until the next thing is due, at most `interval`, and a new item with a
 time-out wakes it (`Context.wake_timers`): a request that may wait 3 s expires after 3 s,
-not at the next pass. A wake looks only at the items made since the last pass (and a second
-before it, for one committed while that pass read): the others' next moment is already
-known, and reading every waiting item for each new one would make filing a request, and
-every decision meanwhile, slower the more items wait. A whole pass comes when a moment is
-due, and at least every `interval`. Ages come from the injected clock, so tests need not
-wait. A pass reads the pending items a page at a time (`PAGE`), so what it holds does not
+not at the next pass. Most looks read only the items made since the last look (and a second
+before it, for one committed while that look read): the others' next moment is already
+known, and reading every waiting item each time would make filing a request, and every
+decision meanwhile, slower the more items wait. A whole pass, which reads every waiting item
+and finds each one's next moment again, comes when a moment is due, when the skills were
+loaded again (a rule's time-out may have changed), and at least every `whole_every` (five
+minutes), for an item another process committed more than a second after its stamp. Ages
+come from the injected clock, so tests need not wait. A pass reads the pending items a page at a time (`PAGE`), so what it holds does not
 grow with the number waiting, and a decision is not held up for the whole pass. Each act
 happens once however many servers run this loop: expiry is the inbox's conditional update
 (the first decision wins), and a reminder or an escalation is claimed by a unique row in the
@@ -60,6 +62,9 @@ log = logging.getLogger(__name__)
 #: Seconds before the last pass a wake still looks back: an item stamped just before that
 #: pass but committed while it read is new to the loop too (its wake comes after its commit).
 _OVERLAP = 1.0
+
+#: Seconds between whole passes when nothing is due sooner.
+WHOLE_EVERY = 300.0
 
 #: Pending items read at once by a pass: a page is what the loop does between two turns of
 #: other work (a decision), ~10 ms on a small machine.
@@ -144,12 +149,19 @@ class _PassRules:
 
 class Timers:
     def __init__(
-        self, ctx: Context, inbox: Inbox, store: ItemTimers, *, interval: float = 30.0
+        self,
+        ctx: Context,
+        inbox: Inbox,
+        store: ItemTimers,
+        *,
+        interval: float = 30.0,
+        whole_every: float = WHOLE_EVERY,
     ) -> None:
         self.ctx = ctx
         self.inbox = inbox
         self.store = store
         self.interval = interval
+        self.whole_every = max(whole_every, interval)
         self._bell = asyncio.Event()
         #: Seconds from the last pass until the next time-out, reminder or escalation is due.
         self.next_due: float | None = None
@@ -158,29 +170,28 @@ class Timers:
         self._whole_at: datetime | None = None
         self._seen_at: datetime | None = None
         self._due_at: datetime | None = None
+        #: The skills' generation the last whole pass worked its moments out from.
+        self._skills_seen: int | None = None
 
     def wake(self) -> None:
         """Look again now: something new may be due before the loop would next look."""
         self._bell.set()
 
     async def run_forever(self) -> None:
-        woken = False
         while True:
             stop_if_cancelled()
             self._bell.clear()
             try:
-                await self.tick(new_only=woken)
+                await self.tick(new_only=True)  # a whole pass when one is due
             except Exception:
                 log.exception("approval timers pass failed")
             pause = self.interval if self.next_due is None else min(self.interval, self.next_due)
-            woken = False
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._bell.wait(), max(0.01, pause))
-                woken = True
 
     async def tick(self, *, new_only: bool = False) -> list[TimerAction]:
         """Act on every pending action item whose time has come (`new_only`: of those made
-        since the last whole pass); return what was done."""
+        since the last look, unless a whole pass is due); return what was done."""
         now = self.ctx.clock()
         since = None
         if new_only and self._seen_at is not None and not self._whole_due(now):
@@ -188,6 +199,7 @@ class Timers:
         self._seen_at = now
         if since is None:  # a whole pass: every waiting item's next moment is found again
             self._whole_at, self._due_at = now, None
+            self._skills_seen = self.ctx.skills.generation
         actions: list[TimerAction] = []
         rules = _PassRules()
         async for page in self._pending(since):
@@ -239,9 +251,11 @@ class Timers:
         return actions
 
     def _whole_due(self, now: datetime) -> bool:
-        """Whether a whole pass is due however the loop woke: a step's moment has come, or
-        `interval` has passed (wakes that come often must not keep the old items waiting)."""
-        if self._whole_at is None or (now - self._whole_at).total_seconds() >= self.interval:
+        """Whether a whole pass is due however the loop woke: a step's moment has come, the
+        skills were loaded again, or `whole_every` has passed."""
+        if self._whole_at is None or (now - self._whole_at).total_seconds() >= self.whole_every:
+            return True
+        if self._skills_seen != self.ctx.skills.generation:
             return True
         return self._due_at is not None and now >= self._due_at
 

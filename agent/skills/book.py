@@ -77,6 +77,9 @@ class SkillBook:
         # The first versions count from the beginning of time: runs created before this
         # process started use them.
         self._versions = {n: [(_EPOCH, s)] for n, s in self._skills.items()}
+        #: How many times the book was loaded again: what was worked out from its skills
+        #: before (the approval clock's next moments) may be out of date when it changes.
+        self.generation = 0
 
     @classmethod
     def of(cls, report: LoadReport) -> SkillBook:
@@ -131,11 +134,13 @@ class SkillBook:
         )
         self._record(new, now)
         self._skills, self._paths, self._refused = new, paths, refused
+        self.generation += 1
         return change
 
     def replace(self, skills: dict[str, Skill]) -> None:
         self._record(skills, datetime.now(UTC))
         self._skills = dict(skills)
+        self.generation += 1
 
     def _record(self, skills: dict[str, Skill], now: datetime) -> None:
         for name, skill in skills.items():
