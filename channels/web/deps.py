@@ -61,7 +61,7 @@ __all__ = [
 ]
 
 
-def web_site(request: Request) -> WebSite:
+async def web_site(request: Request) -> WebSite:
     site = getattr(request.app.state, "web_site", None)
     if not isinstance(site, WebSite):
         raise RuntimeError("the web inbox's routes need channels.web.install(app, site)")

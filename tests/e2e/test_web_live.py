@@ -69,10 +69,16 @@ async def hold_all(c: httpx.AsyncClient, path: str, seen: str) -> list[asyncio.T
     probe = (await c.get("/boxes")).headers["X-Live-Version"]
 
     async def all_held() -> bool:
+        again = False
         for k, task in enumerate(held):
             if task.done():  # a probe took its slot first: refused, so ask again
                 assert task.result().status_code == 429, task.result().text
                 held[k] = asyncio.create_task(ask(c, path, seen))
+                again = True
+        if again:
+            # No probe beside a new ask: the probe is held too while it is let in, and
+            # reaching the server first it would take that slot and refuse the ask again.
+            return False
         refused = (await ask(c, "/boxes", probe, wait="0.01")).status_code == 429
         return refused and not any(t.done() for t in held)
 
