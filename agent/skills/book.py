@@ -77,8 +77,8 @@ class SkillBook:
         # The first versions count from the beginning of time: runs created before this
         # process started use them.
         self._versions = {n: [(_EPOCH, s)] for n, s in self._skills.items()}
-        #: How many times the book was loaded again: what was worked out from its skills
-        #: before (the approval clock's next moments) may be out of date when it changes.
+        #: How many times a load changed a skill: what was worked out from the skills before
+        #: (the approval clock's next moments) may be out of date when it grows.
         self.generation = 0
 
     @classmethod
@@ -134,7 +134,8 @@ class SkillBook:
         )
         self._record(new, now)
         self._skills, self._paths, self._refused = new, paths, refused
-        self.generation += 1
+        if change.added or change.changed or change.removed:
+            self.generation += 1
         return change
 
     def replace(self, skills: dict[str, Skill]) -> None:
