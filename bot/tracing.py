@@ -1,28 +1,35 @@
 """OpenTelemetry wiring: when `OTEL_EXPORTER_OTLP_ENDPOINT` is set, every finished run is
-exported as one trace over OTLP/HTTP (the SDK reads the standard OTEL_* variables)."""
+exported as one trace over OTLP/HTTP (the SDK reads the standard OTEL_* variables). The SDK
+is imported only then: a server that exports nothing does not pay for it at start."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from typing import TYPE_CHECKING
 
 from pizzabot.agent.store import Store
-from pizzabot.agent.tracing import export_run
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 log = logging.getLogger(__name__)
 
 
 def provider(exporter: SpanExporter) -> TracerProvider:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
     tp = TracerProvider(resource=Resource.create({"service.name": "pizzabot"}))
     tp.add_span_processor(BatchSpanProcessor(exporter))
     return tp
 
 
 def run_end_hook(store: Store, tp: TracerProvider) -> Callable[[str], Awaitable[None]]:
+    from pizzabot.agent.tracing import export_run
+
     tracer = tp.get_tracer("pizzabot")
 
     async def on_run_end(run_id: str) -> None:

@@ -13,8 +13,9 @@ from tests.imports import loaded_by_a_server
 FIRST_USE = ["pywebpush", "aiohttp", "requests", "webauthn"]
 #: A server without Slack, mail, PostgreSQL, a litellm-routed model or A2A needs none of these.
 UNCONFIGURED = ["slack_bolt", "slack_sdk", "aioimaplib", "aiosmtplib", "asyncpg", "litellm", "a2a"]
-#: Nor, without a shift calendar among its groups, the iCalendar readers.
-UNCONFIGURED += ["icalendar", "recurring_ical_events"]
+#: Nor, without a shift calendar among its groups, the iCalendar readers; nor, without an
+#: OTLP endpoint, the OpenTelemetry SDK.
+UNCONFIGURED += ["icalendar", "recurring_ical_events", "opentelemetry.sdk"]
 
 
 def test_a_default_server_loads_no_push_sender_nor_passkeys_nor_what_it_is_not_configured_for(
