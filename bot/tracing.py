@@ -4,6 +4,7 @@ is imported only then: a server that exports nothing does not pay for it at star
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
@@ -22,7 +23,12 @@ def provider(exporter: SpanExporter) -> TracerProvider:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    tp = TracerProvider(resource=Resource.create({"service.name": "pizzabot"}))
+    # The standard variables name the service (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES)
+    # so that several bots can be told apart; "pizzabot" only when they name none.
+    resource = Resource.create()
+    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({"service.name": "pizzabot"}))
+    tp = TracerProvider(resource=resource)
     tp.add_span_processor(BatchSpanProcessor(exporter))
     return tp
 
@@ -55,6 +61,8 @@ def flusher(tp: TracerProvider) -> Callable[[], Awaitable[None]]:
     """A closer that exports what is left at shutdown."""
 
     async def flush() -> None:
-        tp.shutdown()
+        # On a thread: an unreachable collector keeps the exporter retrying for seconds,
+        # and the rest of the shutdown (channels, tools, the store) must not wait on the loop.
+        await asyncio.to_thread(tp.shutdown)
 
     return flush
