@@ -12,14 +12,16 @@ slower than the server it measures. So:
 - `Crowd` starts `python -m bench.crowd hold HOST PORT WAIT` processes (`Holders`), each holding the
   long-polls of the request ids it reads on stdin, on raw asyncio streams, one kept-alive
   connection per request, asking again each time one ends pending (as an agent does). Each says
-  `sent` once every first poll is written, and on SIGTERM prints what happened as one JSON
-  line: polls answered pending, connections the server closed (each asked again on a new one),
-  and any crowd request found decided.
+  `sent` once every first poll is written, `again` once every first poll has been answered and
+  asked again, and on SIGTERM prints what happened as one JSON line: polls answered pending,
+  connections the server closed (each asked again on a new one), and any crowd request found
+  decided.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -115,6 +117,8 @@ class Holders:
         self.opening = asyncio.Semaphore(_OPENING)
         self.counts = {"held": 0, "pending_answers": 0, "closed_by_server": 0, "decided": 0}
         self.errors: list[str] = []
+        #: Agents whose first poll has been answered (they ask again at once).
+        self.first_answered = 0
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         async with self.opening:
@@ -137,7 +141,7 @@ class Holders:
         seconds: the crowd's first polls were all sent at once, and agents that started at
         different moments ask again at different moments, not in one wave a minute."""
         polls = iter([self.wait, spread])
-        first = True
+        first, answered = True, False
         while True:
             try:
                 reader, writer = await self._connect()
@@ -155,6 +159,9 @@ class Holders:
                         first = False
                         sent.put_nowait(None)
                     status, body = await self._answer(reader)
+                    if not answered:
+                        answered = True
+                        self.first_answered += 1
                     if status != 200:
                         self.errors.append(f"{request_id}: HTTP {status} {body}")
                     elif body["status"] != "pending":
@@ -183,6 +190,10 @@ async def _hold_main(host: str, port: int, token: str, wait: float) -> None:
         await sent.get()
     holders.counts["held"] = len(ids)
     print("sent", flush=True)
+    while holders.first_answered < len(ids) and not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 0.1)
+    print("again", flush=True)
     await stop.wait()
     for t in tasks:
         t.cancel()
@@ -221,6 +232,15 @@ class Crowd:
             await self._stop()
             raise
         return self
+
+    async def asked_again(self) -> None:
+        """Once every agent's first poll has ended and been asked again: the crowd's first
+        polls all end within the moments they were parked in, a burst the server works
+        through before the crowd asks at its steady rate."""
+        for proc in self.procs:
+            assert proc.stdout is not None
+            if await proc.stdout.readline() != b"again\n":
+                raise RuntimeError(f"a crowd holder stopped:\n{_tail(self.log)}")
 
     async def __aexit__(self, *exc: object) -> None:
         await self._stop()

@@ -6,8 +6,9 @@ many requests are made in a served bot's database (SQLite) before it starts, as 
 them (`bench.crowd.fill`); once `pizzabot serve` is up and idle, processes of their own
 (`bench.crowd.Crowd`) hold a long-poll on each (`GET /api/requests/{id}?wait=60`, asked again
 when it ends pending). Once the server is idle again, every poll read and parked, the bench
-waits until the crowd asks again at a steady rate (each agent once a minute, the second
-polls spread over a minute, as agents that began at different moments ask); then `samples`
+waits until the crowd asks again at a steady rate: every first poll has ended (together, a
+burst the server works through) and been asked again, the second polls spread over a minute
+as agents that began at different moments ask, each agent once a minute after; then `samples`
 fresh requests are made and decided through the API, one at a time, while the crowd waits:
 - `POST /api/requests` sent → answered (the request recorded, its card made), p50/p99;
 - decision POST sent → that request's long-poll answered, p50/p99. A decision wakes only the
@@ -42,9 +43,10 @@ SKILL = {
 }
 #: How long the server's CPU is watched at a time to know it idle.
 _QUIET_S = 0.5
-#: Seconds after the crowd's first polls have all ended and been asked again before the
-#: samples are timed.
-_SETTLE_S = 2.0
+#: The server is past the burst of the crowd's first polls once a second of it keeps less than
+#: this share of a core busy: working through the burst it keeps a whole core busy, at the
+#: crowd's steady rate well under it (0.6 at 10,000).
+_CALM_BUSY = 0.9
 
 
 def _rss(pid: int) -> int:
@@ -59,6 +61,22 @@ def _cpu_s(pid: int) -> float:
     """CPU time process `pid` has used, user and system, in seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _calm(child: Child) -> None:
+    """Until the server has worked through the burst of the crowd's first polls ending and
+    being asked again: a second in which it kept less than `_CALM_BUSY` of a core busy."""
+    began = time.perf_counter()
+    while True:
+        before = _cpu_s(child.pid)
+        await asyncio.sleep(1.0)
+        child.check()
+        if _cpu_s(child.pid) - before < _CALM_BUSY:
+            return
+        if time.perf_counter() - began > 120:
+            raise TimeoutError(
+                f"the server stayed busy after the crowd's first polls:\n{child.tail()}"
+            )
 
 
 async def _quiet(child: Child, what: str) -> None:
@@ -158,10 +176,10 @@ async def _crowd(work: Path, crowd: int, samples: int, wait: float) -> dict[str,
             parked = time.perf_counter() - parking - _QUIET_S  # its last look found it idle
             held_bytes = (_rss(child.pid) - before) / crowd
             cpu_ms = (_cpu_s(child.pid) - cpu) * 1000 / crowd
-            # Timed once the first polls have ended and been asked again (spread over a
-            # minute): the crowd then asks again at a steady rate, one in 60 s each.
-            steady = parking + wait + parked + _SETTLE_S
-            await asyncio.sleep(max(0.0, steady - time.perf_counter()))
+            # Timed once the first polls have ended and been asked again (their second ones
+            # end spread over a minute): the crowd then asks at a steady rate, one in 60 s each.
+            await held.asked_again()
+            await _calm(child)
             cpu_timed, timing = _cpu_s(child.pid), time.perf_counter()
             timed = [await _one(api, k) for k in range(samples)]
             busy = (_cpu_s(child.pid) - cpu_timed) / (time.perf_counter() - timing)
