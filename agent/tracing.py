@@ -9,13 +9,20 @@ exported (they may hold personal data); their names are.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, set_span_in_context
 
 from pizzabot.agent.events import DecisionMade, Event, ModelCall, ToolResult, ToolStarted
 from pizzabot.agent.model import EventKind, Run
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 
 def _ns(at: datetime) -> int:
@@ -130,3 +137,30 @@ def _start_tool_span(tracer: Tracer, ctx: Context, ev: Event, p: ToolStarted) ->
             "pizzabot.tool.arg_names": sorted(p.args),
         },
     )
+
+
+def provider(exporter: SpanExporter) -> TracerProvider:
+    """A tracer provider sending to `exporter` (the SDK is imported only when one is made)."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    # The standard variables name the service (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES)
+    # so that several bots can be told apart; "pizzabot" only when they name none.
+    resource = Resource.create()
+    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({"service.name": "pizzabot"}))
+    tp = TracerProvider(resource=resource)
+    tp.add_span_processor(BatchSpanProcessor(exporter))
+    return tp
+
+
+def flusher(tp: TracerProvider) -> Callable[[], Awaitable[None]]:
+    """A closer that exports what is left at shutdown."""
+
+    async def flush() -> None:
+        # On a thread: an unreachable collector keeps the exporter retrying for seconds,
+        # and the rest of the shutdown (channels, tools, the store) must not wait on the loop.
+        await asyncio.to_thread(tp.shutdown)
+
+    return flush

@@ -44,6 +44,7 @@ from pizzabot.agent.skills import (
     load_skills,
 )
 from pizzabot.agent.tools_mcp import ToolHub
+from pizzabot.agent.tracing import flusher
 from pizzabot.agent.worker import Worker
 from pizzabot.bot import (
     tracing,
@@ -175,7 +176,7 @@ async def _assemble(
         chats=wire_chats.build(settings, out.channels, core=core, store=store, access=access),
     )
     if tracer is not None:
-        svc.closers.append(tracing.flusher(tracer))
+        svc.closers.append(flusher(tracer))
     if isinstance(mind.model, ModelRouter):
         svc.closers.append(mind.model.aclose)
     return svc

@@ -4,7 +4,6 @@ is imported only then: a server that exports nothing does not pay for it at star
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
@@ -13,24 +12,8 @@ from pizzabot.agent.store import Store
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SpanExporter
 
 log = logging.getLogger(__name__)
-
-
-def provider(exporter: SpanExporter) -> TracerProvider:
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
-    # The standard variables name the service (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES)
-    # so that several bots can be told apart; "pizzabot" only when they name none.
-    resource = Resource.create()
-    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
-        resource = resource.merge(Resource({"service.name": "pizzabot"}))
-    tp = TracerProvider(resource=resource)
-    tp.add_span_processor(BatchSpanProcessor(exporter))
-    return tp
 
 
 def run_end_hook(store: Store, tp: TracerProvider) -> Callable[[str], Awaitable[None]]:
@@ -53,16 +36,7 @@ def exporter(env: Mapping[str, str]) -> TracerProvider | None:
         return None
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
+    from pizzabot.agent.tracing import provider
+
     log.info("exporting run traces over OTLP")
     return provider(OTLPSpanExporter())
-
-
-def flusher(tp: TracerProvider) -> Callable[[], Awaitable[None]]:
-    """A closer that exports what is left at shutdown."""
-
-    async def flush() -> None:
-        # On a thread: an unreachable collector keeps the exporter retrying for seconds,
-        # and the rest of the shutdown (channels, tools, the store) must not wait on the loop.
-        await asyncio.to_thread(tp.shutdown)
-
-    return flush

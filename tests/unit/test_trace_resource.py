@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from pizzabot.bot.tracing import provider
+from pizzabot.agent.tracing import provider
 
 
 def service(monkeypatch: pytest.MonkeyPatch, **env: str) -> dict[str, object]:
