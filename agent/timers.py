@@ -27,11 +27,11 @@ decision meanwhile, slower the more items wait. A whole pass, which reads every 
 and finds each one's next moment again, comes when a moment is due, when the skills were
 loaded again (a rule's time-out may have changed), and at least every `whole_every` (five
 minutes), for an item another process committed more than a second after its stamp. Ages
-come from the injected clock, so tests need not wait. A pass reads the pending items a page at a time (`PAGE`), so what it holds does not
-grow with the number waiting, and a decision is not held up for the whole pass. Each act
-happens once however many servers run this loop: expiry is the inbox's conditional update
-(the first decision wins), and a reminder or an escalation is claimed by a unique row in the
-`ItemTimers` store.
+come from the injected clock, so tests need not wait. A pass reads the pending items a page
+at a time (`PAGE`), so what it holds does not grow with the number waiting, and a decision
+is not held up for the whole pass. Each act happens once however many servers run this
+loop: expiry is the inbox's conditional update (the first decision wins), and a reminder or
+an escalation is claimed by a unique row in the `ItemTimers` store.
 """
 
 from __future__ import annotations

@@ -233,14 +233,15 @@ class Crowd:
             raise
         return self
 
-    async def asked_again(self) -> None:
+    async def asked_again(self, within: float) -> None:
         """Once every agent's first poll has ended and been asked again: the crowd's first
         polls all end within the moments they were parked in, a burst the server works
-        through before the crowd asks at its steady rate."""
-        for proc in self.procs:
-            assert proc.stdout is not None
-            if await proc.stdout.readline() != b"again\n":
-                raise RuntimeError(f"a crowd holder stopped:\n{_tail(self.log)}")
+        through before the crowd asks at its steady rate. `within`: seconds it may take."""
+        async with asyncio.timeout(within):
+            for proc in self.procs:
+                assert proc.stdout is not None
+                if await proc.stdout.readline() != b"again\n":
+                    raise RuntimeError(f"a crowd holder stopped:\n{_tail(self.log)}")
 
     async def __aexit__(self, *exc: object) -> None:
         await self._stop()

@@ -178,7 +178,7 @@ async def _crowd(work: Path, crowd: int, samples: int, wait: float) -> dict[str,
             cpu_ms = (_cpu_s(child.pid) - cpu) * 1000 / crowd
             # Timed once the first polls have ended and been asked again (their second ones
             # end spread over a minute): the crowd then asks at a steady rate, one in 60 s each.
-            await held.asked_again()
+            await held.asked_again(within=2 * wait + 120)
             await _calm(child)
             cpu_timed, timing = _cpu_s(child.pid), time.perf_counter()
             timed = [await _one(api, k) for k in range(samples)]
