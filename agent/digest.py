@@ -12,6 +12,11 @@ the cards they decide for someone away (`pizzabot.agent.policy.away`), each mark
 Each (day, time, channel, person) is recorded by a unique row before it is sent (`OnceKeys`,
 the table that marks mails handled), so a second server, a restart or a later tick the same
 day sends nothing again; a failed send gives its key back, to be tried at the next tick.
+Once a day's time has had its digests go out (from this process or another, none failing),
+later ticks that day leave that time alone without reading the waiting items again: the
+digest is that moment's list, and a card that comes later reaches its approvers on its own.
+While nothing waits for anyone, each tick looks again, so a day's first card still brings
+its digest.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
-from typing import Protocol
+from typing import Literal, Protocol
 from zoneinfo import ZoneInfo
 
 from pizzabot.agent.context import Context
@@ -114,6 +119,8 @@ class Digests:
     once_keys: OnceKeys
     default: DigestAt | None = None
     sent: list[Digest] = field(default_factory=list)
+    #: The (day, time, timezone) whose digests have all gone out, from this process or another.
+    finished: set[tuple[date, str, str]] = field(default_factory=set)
 
     async def tick(self) -> list[Digest]:
         """Send every digest that is due and was not sent yet; return those sent now."""
@@ -122,7 +129,7 @@ class Digests:
         for skill in self.ctx.skills.all():
             when = skill.digest or self.default
             day = due_day(now, when) if when is not None else None
-            if when is not None and day is not None:
+            if when is not None and day is not None and _key(day, when) not in self.finished:
                 due.setdefault((day, when), set()).add(skill.name)
         if not due:
             return []
@@ -137,13 +144,18 @@ class Digests:
                 (i for i in pending if i.skill in skills), key=lambda i: (i.created_at, i.id)
             )
             marks: dict[tuple[str, str], dict[str, str]] = {}
+            outcomes: set[str] = set()
             for (channel, address), theirs in self._by_person(items, marks).items():
                 delegated = marks.get((channel, address), {})
                 digest = Digest(
                     channel, address, day, now, tuple(theirs), self.ctx.base_url, delegated
                 )
-                if await self._send(digest, when):
+                outcome = await self._send(digest, when)
+                if outcome == "sent":
                     done.append(digest)
+                outcomes.add(outcome)
+            if outcomes and "failed" not in outcomes:  # a failed send is tried at the next tick
+                self.finished.add(_key(day, when))
         self.sent.extend(done)
         return done
 
@@ -184,15 +196,19 @@ class Digests:
                 out.append((address, away.person))
         return out
 
-    async def _send(self, digest: Digest, when: DigestAt) -> bool:
+    async def _send(self, digest: Digest, when: DigestAt) -> Literal["sent", "had", "failed"]:
         who = identity_key(digest.channel, digest.address) or digest.address
         key = f"digest:{digest.day.isoformat()}:{when.at}:{when.timezone}:{digest.channel}:{who}"
         if not await self.once_keys.record_once(key, kind="digest", now=digest.now):
-            return False  # sent already today (here, or by another server)
+            return "had"  # sent already today (here, or by another server)
         try:
             await self.senders[digest.channel].send_digest(digest.address, digest)
         except Exception as exc:
             log.warning("digest for %s on %s not sent: %s", who, digest.channel, exc)
             await self.once_keys.release(key)
-            return False
-        return True
+            return "failed"
+        return "sent"
+
+
+def _key(day: date, when: DigestAt) -> tuple[date, str, str]:
+    return day, when.at, str(when.timezone)

@@ -49,6 +49,25 @@ class Mailbox:
         self.sent.append(msg)
 
 
+class Reads(list[int]):
+    """How many items each of the store's item listings returned."""
+
+    listed: Any
+
+
+def count_reads(h: InProcess) -> Reads:
+    reads = Reads()
+    reads.listed = listed = h.store.list_items
+
+    async def counted(**kw: Any) -> Any:
+        found = await listed(**kw)
+        reads.append(len(found))
+        return found
+
+    h.store.list_items = counted  # type: ignore[method-assign]
+    return reads
+
+
 def body(msg: EmailMessage) -> str:
     part = msg.get_body(("plain",))
     assert isinstance(part, EmailMessage)
@@ -108,9 +127,13 @@ async def test_each_approver_gets_their_waiting_items_once_a_day(tmp_path: Path)
         )
         assert body(mail).count("(waiting 1h 45m): http://pizza.example/items/") == 3
 
-        # Later the same day, and on another server: nothing is sent again.
+        # Later the same day, and on another server: nothing is sent again. The server that
+        # sent them does not even read the waiting items again; the other one reads them once.
         now[0] = T0 + timedelta(hours=6)
-        assert await one.tick() == [] and await two.tick() == []
+        reads = count_reads(h)
+        assert await one.tick() == [] and reads == []
+        assert await two.tick() == [] and await two.tick() == [] and len(reads) == 1
+        h.store.list_items = reads.listed  # type: ignore[method-assign]
         assert len(slack.calls_to("chat.postMessage")) == 2 and len(mailbox.sent) == 1
 
         # The next morning they still wait, a day older; the other server sends this time.
