@@ -69,16 +69,14 @@ def export_run(tracer: Tracer, run: Run, events: list[Event]) -> None:
                 opened = open_tools.pop(p.call_id, None)
                 _end_tool_span(tracer, ctx, ev, p, opened[0] if opened else None)
             case DecisionMade():
-                root.add_event(
-                    "decision",
-                    timestamp=_ns(ev.at),
-                    attributes={
-                        "pizzabot.decision": p.decision.kind,
-                        "pizzabot.actor": p.actor,
-                        "pizzabot.channel": p.channel,
-                        "pizzabot.tool_call": str(p.call_id),
-                    },
-                )
+                said = {
+                    "pizzabot.decision": p.decision.kind,
+                    "pizzabot.actor": p.actor,
+                    "pizzabot.channel": p.channel,
+                }
+                if p.call_id is not None:  # a question or a budget item answers no call
+                    said["pizzabot.tool_call"] = p.call_id
+                root.add_event("decision", timestamp=_ns(ev.at), attributes=said)
             case _:
                 pass
     for span, started in open_tools.values():  # started, never finished (killed, cancelled)
