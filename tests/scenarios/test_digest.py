@@ -12,6 +12,7 @@ from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
+import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from pizzabot.agent.digest import Digests
@@ -22,6 +23,7 @@ from pizzabot.channels.slack.digest import SlackDigest
 from pizzabot.store.mail import SqlMailLog
 from tests.peers.batch_stories import three_at_once
 from tests.peers.inproc import InProcess
+from tests.peers.item_reads import count_item_reads
 from tests.peers.slack_api import SlackApi
 
 BOSS, HELPER, BOSS_MAIL = "U0BOSS", "U0HELP", "boss@example.test"
@@ -49,32 +51,15 @@ class Mailbox:
         self.sent.append(msg)
 
 
-class Reads(list[int]):
-    """How many items each of the store's item listings returned."""
-
-    listed: Any
-
-
-def count_reads(h: InProcess) -> Reads:
-    reads = Reads()
-    reads.listed = listed = h.store.list_items
-
-    async def counted(**kw: Any) -> Any:
-        found = await listed(**kw)
-        reads.append(len(found))
-        return found
-
-    h.store.list_items = counted  # type: ignore[method-assign]
-    return reads
-
-
 def body(msg: EmailMessage) -> str:
     part = msg.get_body(("plain",))
     assert isinstance(part, EmailMessage)
     return str(part.get_content())
 
 
-async def test_each_approver_gets_their_waiting_items_once_a_day(tmp_path: Path) -> None:
+async def test_each_approver_gets_their_waiting_items_once_a_day(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     now = [T0]
     async with (
         SlackApi() as slack,
@@ -130,10 +115,9 @@ async def test_each_approver_gets_their_waiting_items_once_a_day(tmp_path: Path)
         # Later the same day, and on another server: nothing is sent again. The server that
         # sent them does not even read the waiting items again; the other one reads them once.
         now[0] = T0 + timedelta(hours=6)
-        reads = count_reads(h)
+        reads = count_item_reads(h.store, monkeypatch)
         assert await one.tick() == [] and reads == []
         assert await two.tick() == [] and await two.tick() == [] and len(reads) == 1
-        h.store.list_items = reads.listed  # type: ignore[method-assign]
         assert len(slack.calls_to("chat.postMessage")) == 2 and len(mailbox.sent) == 1
 
         # The next morning they still wait, a day older; the other server sends this time.

@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
-from pizzabot.agent.model import Item, ItemStatus
+from pizzabot.agent.model import ItemStatus
 from pizzabot.agent.policy import Principal
 from pizzabot.agent.skills import Skill
 from pizzabot.agent.testing.scripts import Reply, ToolCall, last_tool_result
 from pizzabot.agent.timers import WHOLE_EVERY
+from tests.peers.item_reads import count_item_reads
 from tests.peers.triggers import Harness, skill_dict
 
 MAIL = {"to": "ann@example.com", "subject": "Quote"}
@@ -37,20 +38,6 @@ async def waiting_item(h: Harness, text: str = "mail") -> str:
     return (await h.action_item(run.id)).id
 
 
-def count_reads(h: Harness, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many pending items each of the clock's reads returned."""
-    reads: list[int] = []
-    list_items = h.store.list_items
-
-    async def counted(**kw: Any) -> list[Item]:
-        found = await list_items(**kw)
-        reads.append(len(found))
-        return found
-
-    monkeypatch.setattr(h.store, "list_items", counted)
-    return reads
-
-
 async def test_a_look_between_whole_passes_reads_only_the_new_items(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -58,7 +45,7 @@ async def test_a_look_between_whole_passes_reads_only_the_new_items(
     async with Harness(tmp_path, mail_once, tools=tools) as h:
         for k in range(4):
             await waiting_item(h, f"mail {k}")
-        reads = count_reads(h, monkeypatch)
+        reads = count_item_reads(h.store, monkeypatch)
         h.clock.advance(seconds=30)
         assert await h.timers.tick(new_only=True) == []  # the first look is whole
         assert reads == [4]

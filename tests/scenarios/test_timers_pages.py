@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from pizzabot.agent import timers
-from pizzabot.agent.model import Box, Item, ItemStatus, RunStatus
+from pizzabot.agent.model import Box, ItemStatus, RunStatus
 from pizzabot.agent.policy import Principal
 from pizzabot.agent.testing.scripts import Reply, ToolCall, last_tool_result
+from tests.peers.item_reads import count_item_reads
 from tests.peers.triggers import Harness
 
 MAIL = {"to": "ann@example.com", "subject": "Quote"}
@@ -38,21 +39,12 @@ async def test_a_pass_expires_every_item_over_several_pages(
         await h.drive()
         assert len(await h.store.list_items(box=Box.ACTION, status=ItemStatus.PENDING)) == 5
 
-        reads: list[int] = []
-        list_items = h.store.list_items
-
-        async def counted(**kw: Any) -> list[Item]:
-            found = await list_items(**kw)
-            reads.append(len(found))
-            return found
-
-        monkeypatch.setattr(h.store, "list_items", counted)
+        reads = count_item_reads(h.store, monkeypatch)
         h.clock.advance(minutes=61)
         actions = await h.timers.tick()
 
         assert sorted(a.kind for a in actions) == ["expired"] * 5
         assert reads == [2, 2, 1]  # three pages, none larger than PAGE
-        monkeypatch.setattr(h.store, "list_items", list_items)
         assert await h.store.list_items(box=Box.ACTION, status=ItemStatus.PENDING) == []
         await h.drive()
         statuses = {r.status for r in await h.store.list_runs(limit=10)}
