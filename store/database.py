@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import sqlite3
 import stat
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -36,8 +37,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
+from pizzabot.store.direct import compiled
 from pizzabot.store.pg import RUNS_CHANNEL
-from pizzabot.store.pg_direct import Direct
 from pizzabot.store.pg_socket import SOCKET_DIRS, prefer_socket
 from pizzabot.store.quiet_checkpoint import WAL_AUTOCHECKPOINT_PAGES, QuietCheckpointer
 
@@ -150,8 +151,11 @@ def _sync_sqlite(engine: AsyncEngine, busy_ms: int) -> Engine:
     return sync
 
 
-def _locked(exc: OperationalError) -> bool:
-    return "locked" in str(exc.orig) or "busy" in str(exc.orig)
+def _locked(exc: OperationalError | sqlite3.OperationalError) -> bool:
+    """Whether SQLite refused for another connection's lock: through SQLAlchemy, or from
+    `sqlite3` itself for a statement sent on it directly (`pizzabot.store.direct`)."""
+    said = str(exc.orig if isinstance(exc, OperationalError) else exc)
+    return "locked" in said or "busy" in said
 
 
 # What asyncpg's protocol says when an operation starts on a connection it knows is gone or
@@ -255,7 +259,6 @@ class Database:
         self._waiting: Engine | None = None
         self._thread: ThreadPoolExecutor | None = None
         self._checkpointer: QuietCheckpointer | None = None
-        self._direct: dict[Any, Direct] = {}
         if not self.is_postgres:
             self._lock = asyncio.Lock()
             self._inline = _sync_sqlite(engine, _BUSY_INLINE_MS)
@@ -286,17 +289,15 @@ class Database:
 
     async def direct(self, statement: Any, params: Mapping[str, Any]) -> list[Any]:
         """PostgreSQL: run one statement as `run(..., one_statement=True)` does, sent on
-        asyncpg itself (`pizzabot.store.pg_direct`), compiled once per statement; its rows.
+        asyncpg itself (`pizzabot.store.direct`), compiled once per statement; its rows.
         Sent again on a fresh connection only when asyncpg refused to send it."""
-        compiled = self._direct.get(statement)
-        if compiled is None:
-            compiled = self._direct[statement] = Direct(statement, self.engine.dialect)
-        args = compiled.args(params)
+        sent = compiled(statement, self.engine.dialect)
+        args = sent.args(params)
         for again in (True, False):
             async with self.engine.connect() as conn:
                 driver: Any = (await conn.get_raw_connection()).driver_connection
                 try:
-                    rows: list[Any] = await driver.fetch(compiled.sql, *args)
+                    rows: list[Any] = await driver.fetch(sent.sql, *args)
                     return rows
                 except Exception as exc:
                     if not again or not _unsent(exc):
@@ -323,7 +324,7 @@ class Database:
         async with self._lock:
             try:
                 result, wrote = _sqlite_transaction(self._inline, fn)
-            except OperationalError as exc:
+            except (OperationalError, sqlite3.OperationalError) as exc:
                 if not _locked(exc):
                     raise
             else:

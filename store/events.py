@@ -37,6 +37,7 @@ from pizzabot.agent.errors import NotFound
 from pizzabot.agent.events import Event, NewEvent, load_event
 from pizzabot.agent.model import EVENT_SCHEMA_VERSION, Run, RunStatus, Usage
 from pizzabot.agent.store import LeaseLost
+from pizzabot.store.direct import sqlite_many, sqlite_rows
 from pizzabot.store.tables import EventRow, RunRow, UtcDateTime
 
 RUNS = cast(Table, RunRow.__table__)
@@ -51,7 +52,8 @@ SELECT_EVENTS = (
     .where(EVENTS.c.run_id == bindparam("run_id"))
     .order_by(EVENTS.c.seq)
 )
-_INSERT_EVENTS = insert(EVENTS)
+_EVENT_COLUMNS = ("run_id", "seq", "kind", "data", "at", "version")
+_INSERT_EVENTS = insert(EVENTS).values({name: bindparam(name) for name in _EVENT_COLUMNS})
 
 
 def _bump(fenced: bool, usage: bool) -> Any:
@@ -167,6 +169,10 @@ def numbered(run_id: str, last: int, events: Sequence[NewEvent], now: datetime) 
     ]
 
 
+def _first(rows: list[Any]) -> Any:
+    return rows[0][0] if rows else None
+
+
 def _not_appended(run_id: str, lease: str | None) -> Exception:
     return LeaseLost(run_id) if lease is not None else NotFound(f"no run {run_id}")
 
@@ -218,16 +224,21 @@ def append_events(
     written together or not at all)."""
     if not events and lease is None and usage is None:
         return []
-    if events and c.dialect.name == "postgresql":
+    postgres = c.dialect.name == "postgresql"
+    if events and postgres:
         statement, params = append_statement(run_id, events, now, lease, usage)
         return as_appended(run_id, c.execute(statement, params).scalars(), events, now, lease)
     params = _bump_params(run_id, len(events), lease, usage, now)
-    last = c.execute(_BUMP[(lease is not None, usage is not None)], params).scalar()
+    bump = _BUMP[(lease is not None, usage is not None)]
+    # SQLite: the statements go on `sqlite3` itself, in `c`'s transaction
+    # (`pizzabot.store.direct`).
+    last = c.execute(bump, params).scalar() if postgres else _first(sqlite_rows(c, bump, params))
     if last is None:
         raise _not_appended(run_id, lease)
     appended = numbered(run_id, int(last), events, now)
     if appended:
-        c.execute(
+        sqlite_many(
+            c,
             _INSERT_EVENTS,
             [
                 {
