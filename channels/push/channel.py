@@ -25,8 +25,7 @@ import json
 import logging
 from collections.abc import Callable
 from datetime import datetime
-
-import httpx
+from typing import TYPE_CHECKING
 
 from pizzabot.agent.addresses import SUBSCRIBERS, DeliveryRef
 from pizzabot.agent.channel import DeliveryError, retry_after_seconds
@@ -36,6 +35,9 @@ from pizzabot.agent.model import Box, Delivery, Item, ItemStatus
 from pizzabot.agent.policy.access import Access
 from pizzabot.agent.policy.tokens import Tokens
 from pizzabot.channels.push.vapid import VapidKey
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["CHANNEL", "PushChannel", "payload"]
 
@@ -74,7 +76,7 @@ class PushChannel:
         self.access = access
         self.tokens = tokens
         self.key = key
-        self._client = client or httpx.AsyncClient(follow_redirects=False)
+        self._client = client
         self._clock = clock
 
     async def deliver(self, item: Item, delivery: Delivery) -> DeliveryRef | None:
@@ -98,7 +100,8 @@ class PushChannel:
         return None  # see the module's docstring: a push cannot be taken back quietly
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        if self._client is not None:
+            await self._client.aclose()
 
     async def _fan_out(self, item: Item, delivery: Delivery) -> None:
         """One delivery per device whose person may see the item, while it waits."""
@@ -116,8 +119,10 @@ class PushChannel:
 
     async def _send(self, sub: Subscription, body: bytes) -> None:
         """Encrypt `body` for the device and hand it to its push service (RFC 8030)."""
-        # Imported when a push first goes out: it loads aiohttp and requests (~13 MiB) that a
-        # server whose people never subscribe should not carry.
+        # Imported when a push first goes out: pywebpush loads aiohttp and requests (~13 MiB),
+        # and httpx its command line's libraries (rich, pygments, click: ~8 MiB, 0.15 s), that
+        # a server whose people never subscribe should not carry.
+        import httpx
         from pywebpush import WebPusher
 
         info = {"endpoint": sub.endpoint, "keys": {"p256dh": sub.p256dh, "auth": sub.auth}}
@@ -132,6 +137,8 @@ class PushChannel:
             "TTL": str(_TTL),
             "Urgency": "high",
         }
+        if self._client is None:
+            self._client = httpx.AsyncClient(follow_redirects=False)
         try:
             async with self._client.stream(
                 "POST", sub.endpoint, content=sealed, headers=headers

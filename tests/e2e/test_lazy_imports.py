@@ -8,9 +8,10 @@ from pathlib import Path
 
 from tests.imports import loaded_by_a_server
 
-#: Sending a Web Push loads these (pywebpush brings aiohttp and requests along); the first
-#: passkey ceremony loads webauthn.
-FIRST_USE = ["pywebpush", "aiohttp", "requests", "webauthn"]
+#: Sending a Web Push loads these (pywebpush brings aiohttp and requests along), and so does
+#: a request's callback httpx (which brings its command line's rich); the first passkey
+#: ceremony loads webauthn.
+FIRST_USE = ["pywebpush", "aiohttp", "requests", "httpx", "rich", "webauthn"]
 #: A server without Slack, mail, PostgreSQL, a litellm-routed model or A2A needs none of these.
 UNCONFIGURED = ["slack_bolt", "slack_sdk", "aioimaplib", "aiosmtplib", "asyncpg", "litellm", "a2a"]
 #: Nor, without a shift calendar among its groups, the iCalendar readers; nor, without an
