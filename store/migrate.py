@@ -56,17 +56,30 @@ def alembic_config(connection: Connection | None = None) -> Config:
     return cfg
 
 
-def _upgrade(connection: Connection) -> str | None:
-    """Create or upgrade under the lock; the revision found once holding it (another process
-    may have done it meanwhile)."""
+def _lock(connection: Connection) -> None:
+    """Hold the database for this transaction against other processes' starts."""
     if connection.dialect.name == "postgresql":
         connection.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK_KEY})
-    tables = inspect(connection).get_table_names()
-    if not tables:
-        create(connection)
-        return None
+    else:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")  # SQLite's one write lock
+
+
+def _create_if_empty(connection: Connection) -> bool:
+    """Make the schema if the database is empty, under the lock (two first starts on one
+    database would both find it empty); whether it did."""
+    _lock(connection)
+    if inspect(connection).get_table_names():
+        return False
+    create(connection)
+    return True
+
+
+def _upgrade(connection: Connection) -> str | None:
+    """Upgrade; the revision found before (another process may have migrated meanwhile)."""
+    if connection.dialect.name == "postgresql":
+        _lock(connection)
     before = None
-    if "alembic_version" in tables:
+    if inspect(connection).has_table("alembic_version"):
         before = connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
     from alembic import command
 
@@ -108,6 +121,9 @@ async def upgrade(engine: AsyncEngine) -> str | None:
     head = head_revision()
     if await current_revision(engine) == head:
         return None
+    async with engine.begin() as conn:
+        if await conn.run_sync(_create_if_empty):
+            return f"created (schema {head})"
     async with engine.begin() as conn:
         before = await conn.run_sync(_upgrade)
     if before == head:

@@ -1,9 +1,12 @@
 """A first start makes its database from the tables' declarations, not by running every
 migration: the database must come out as the migrations make it, on SQLite and PostgreSQL,
-and later starts and migrations must take it as theirs."""
+later starts and migrations must take it as theirs, and first starts at once (a server and a
+CLI) must not both make it."""
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -88,3 +91,49 @@ async def test_a_new_database_is_what_the_migrations_make(two_urls: list[str]) -
     finally:
         await created.dispose()
         await migrated.dispose()
+
+
+_START = """
+import asyncio, sys
+from pizzabot.store.migrate import upgrade
+from pizzabot.store.sql import connect
+
+async def main() -> None:
+    engine = connect(sys.argv[1])
+    sys.stdin.readline()  # every process imported: go together
+    try:
+        print(repr(await upgrade(engine)))
+    finally:
+        await engine.dispose()
+
+asyncio.run(main())
+"""
+
+
+async def test_first_starts_at_once_make_one_database_and_all_go_on(
+    two_urls: list[str],
+) -> None:
+    url = two_urls[0]
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            _START,
+            url,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        for _ in range(4)
+    ]
+    await asyncio.sleep(2.0)  # let each import before it is told to go
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write(b"go\n")
+    said = [await asyncio.wait_for(proc.communicate(), 60) for proc in procs]
+    errors = [
+        err.decode()[-500:] for proc, (_, err) in zip(procs, said, strict=True) if proc.returncode
+    ]
+    assert errors == []
+    answers = sorted(out.decode().strip() for out, _ in said)
+    assert answers == [f"'created (schema {head_revision()})'", "None", "None", "None"]
