@@ -30,7 +30,7 @@ from pizzabot.agent.addresses import (
 from pizzabot.agent.context import Context
 from pizzabot.agent.escalation import person_targets
 from pizzabot.agent.model import Item
-from pizzabot.agent.policy.away import Away, AwayAccess
+from pizzabot.agent.policy.away import Away, AwayAccess, may_delegate
 from pizzabot.agent.policy.identity import DISCORD, EMAIL, SLACK, TEAMS, TELEGRAM, same_identity
 from pizzabot.agent.skills import Person, Skill
 
@@ -45,7 +45,7 @@ async def route_cards(
     """The cards, marked where an approver of their tool is away, and the targets with the
     away approvers' own addresses given to their delegates."""
     access = ctx.access
-    if not isinstance(access, AwayAccess) or not cards:
+    if not isinstance(access, AwayAccess) or not cards or not may_delegate(skill):
         return list(cards), list(targets)
     await access.refresh()
     tools = {item.tool for item, _ in cards}
@@ -66,7 +66,7 @@ async def delegated_targets(
     """`targets` for a card of `tool` made earlier (a reminder): the away approvers'
     addresses given to their delegates."""
     access = ctx.access
-    if not isinstance(access, AwayAccess):
+    if not isinstance(access, AwayAccess) or not may_delegate(skill):
         return list(targets)
     await access.refresh()
     routed = list(targets)
@@ -81,7 +81,7 @@ async def delegated_people(
     """`targets` made for `people` (a widening step, an on-call hand-over): the addresses of
     those of them who are away given to their delegates."""
     access = ctx.access
-    if not isinstance(access, AwayAccess):
+    if not isinstance(access, AwayAccess) or not may_delegate(skill):
         return list(targets)
     await access.refresh()
     routed = list(targets)

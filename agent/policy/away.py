@@ -44,6 +44,7 @@ __all__ = [
     "acting_for",
     "counted_already",
     "known_people",
+    "may_delegate",
     "until_text",
 ]
 
@@ -92,6 +93,13 @@ class AwayBook(Protocol):
 def known_people(skills: SkillBook) -> set[str]:
     """Every person a loaded skill names under `people:`."""
     return {name for s in skills.all() for name in s.people}
+
+
+def may_delegate(skill: Skill) -> bool:
+    """Whether an away state can touch this skill's cards and decisions at all: only where
+    the skill names both the away person and their delegate, two people (one is never their
+    own delegate), so a skill with fewer needs no reading of the away states."""
+    return len(skill.people) >= 2
 
 
 class AwayAccess(Access):
@@ -177,12 +185,14 @@ def counted_already(item: Item, by: Principal) -> AlreadyApproved | None:
 
 async def acting_for(access: Access, by: Principal, item: Item) -> Principal:
     """`by`, and if they may decide `item` only as an away person's delegate, `by` acting on
-    that person's behalf ("bob for alice"). Reads the away states again first."""
-    if not isinstance(access, AwayAccess):
+    that person's behalf ("bob for alice"). Reads the away states again first, unless none
+    could matter: `by` may decide as themselves, or the item's skill names no delegate."""
+    if not isinstance(access, AwayAccess) or Access.may_decide(access, by, item):
+        return by
+    skill = access.skills.get(item.skill) if item.skill in access.skills else None
+    if skill is None or not may_delegate(skill):
         return by
     await access.refresh()
-    if Access.may_decide(access, by, item):
-        return by
     away = access.stands_in_for(by, item)
     if away is None:
         return by

@@ -79,6 +79,7 @@ tools:
 class Book:
     def __init__(self, *aways: Away) -> None:
         self.aways = list(aways)
+        self.reads = 0
 
     async def set(self, away: Away) -> Away:
         self.aways.append(away)
@@ -88,6 +89,7 @@ class Book:
         return None
 
     async def current(self, now: datetime) -> list[Away]:
+        self.reads += 1
         return [a for a in self.aways if a.holds(now)]
 
 
@@ -137,6 +139,29 @@ async def test_a_delegate_gains_nothing_the_away_person_lacks() -> None:
     # An ask token that names bob decides nothing, delegate or not.
     asker = Principal.token(token_id="t", name="bot", scope=Scope.ASK, person="bob")
     assert (await acting_for(access(T0, ALICE_AWAY), asker, item())).on_behalf is None
+
+
+async def test_the_away_states_are_read_only_where_they_could_matter() -> None:
+    # Every decision asks; an approver deciding as themselves needs no away state, and a
+    # skill that names one person has nobody to delegate to.
+    during = access(T0, ALICE_AWAY)
+    alice = Principal.of("slack", "UA")
+    assert (await acting_for(during, alice, item())).on_behalf is None
+    assert during.book.reads == 0  # type: ignore[attr-defined]
+    alone = AwayAccess(
+        skills=shop("people:\n  bob: {slack: UB}\napprovers: {people: [bob]}\n"),
+        book=Book(Away("bob", "alice", T0 + timedelta(days=1), "owner", T0)),
+        clock=lambda: T0,
+    )
+    stranger = Principal.of("slack", "UA")
+    assert (await acting_for(alone, stranger, item())).on_behalf is None
+    assert not alone.may_decide(stranger, item())
+    assert alone.book.reads == 0  # type: ignore[attr-defined]
+    # Where they could matter they are read at every decision, never from an old snapshot.
+    bob = Principal.of("slack", "UB")
+    assert (await acting_for(during, bob, item())).actor == "bob for alice"
+    assert (await acting_for(during, bob, item())).actor == "bob for alice"
+    assert during.book.reads == 2  # type: ignore[attr-defined]
 
 
 def test_a_tool_whose_policy_is_notify() -> None:
