@@ -8,14 +8,15 @@ the input they typed it in, and, inside a JSON input, the place within it (``[0]
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
-
-from jsonschema.exceptions import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from pizzabot.agent.argforms.fields import option_text
 from pizzabot.agent.argforms.names import escape_name
 from pizzabot.agent.argforms.schema_walk import is_null
 from pizzabot.agent.argforms.unknown import Path, matches
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
 __all__ = ["flatten", "locate", "messages", "one_of", "unknown_message", "where"]
 

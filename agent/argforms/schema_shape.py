@@ -19,14 +19,12 @@ registry: nothing is fetched.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
-
-import referencing
-import referencing.exceptions
-import referencing.jsonschema
-from referencing.jsonschema import Schema as _Contents
+from typing import TYPE_CHECKING, Any
 
 from pizzabot.agent.argforms.messages import where
+
+if TYPE_CHECKING:
+    from referencing.jsonschema import Schema as _Contents
 
 __all__ = ["MAX_NESTING", "nesting_problem", "schema_problem"]
 
@@ -116,6 +114,11 @@ class _Node:
 
 
 def _cycle(root: Mapping[str, Any]) -> str | None:
+    # Imported with the first schema checked, as jsonschema is (`validate._libraries`).
+    import referencing
+    import referencing.exceptions
+    import referencing.jsonschema
+
     dialect = root.get("$schema")
     spec = referencing.jsonschema.specification_with(
         dialect if isinstance(dialect, str) else "",

@@ -10,8 +10,9 @@ from tests.imports import loaded_by_a_server
 
 #: Sending a Web Push loads these (pywebpush brings aiohttp and requests along), and so does
 #: a request's callback httpx (which brings its command line's rich and pygments); the first
-#: passkey ceremony loads webauthn.
+#: passkey ceremony loads webauthn; the first arguments checked against a schema, jsonschema.
 FIRST_USE = ["pywebpush", "aiohttp", "requests", "httpx", "rich", "pygments", "webauthn"]
+FIRST_USE += ["jsonschema", "referencing"]
 #: A first start makes its new database from the tables' declarations, without Alembic (nor the
 #: Mako it brings); a start with the schema current loads it neither. Only a migration does.
 MIGRATING = ["alembic", "mako"]
