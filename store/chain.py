@@ -30,10 +30,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table, insert, select, update
+from sqlalchemy import Connection, Table, bindparam, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from pizzabot.store.database import Database
+from pizzabot.store.direct import sqlite_rows
 from pizzabot.store.tables import AuditRow
 from pizzabot.store.tables_audit import AuditCheckpointRow, AuditHeadRow
 
@@ -51,8 +52,9 @@ _FORM = 1
 _BUMP = (
     update(HEAD).where(HEAD.c.id == 1).values(seq=HEAD.c.seq + 1).returning(HEAD.c.seq, HEAD.c.hash)
 )
-_SET_HEAD = update(HEAD).where(HEAD.c.id == 1)
-_INSERT = insert(AUDIT)
+_SET_HEAD = update(HEAD).where(HEAD.c.id == 1).values(hash=bindparam("hash"))
+_COLUMNS = ("at", "action", "actor", "channel", "run_id", "item_id", "detail")
+_INSERT = insert(AUDIT).values({n: bindparam(n) for n in (*_COLUMNS, "seq", "prev_hash", "hash")})
 
 
 class ChainError(Exception):
@@ -119,11 +121,14 @@ def hash_of(row: Any, *, prev: str) -> str:
 def append(c: Connection, values: dict[str, Any]) -> None:
     """Write one audit row (`at`, `action`, `actor`, `channel`, `run_id`, `item_id`,
     `detail`) as the chain's next, in `c`'s transaction; the head is held until it ends."""
-    head = c.execute(_BUMP).first()
+    # SQLite: on `sqlite3` itself, in `c`'s transaction (`pizzabot.store.direct`), as a
+    # run's appends are; an audited decision is on the way from a person to the tool.
+    sqlite = c.dialect.name == "sqlite"
+    head = next(iter(sqlite_rows(c, _BUMP, {})), None) if sqlite else c.execute(_BUMP).first()
     if head is None:
         raise ChainError("the audit chain has no head row: run `pizzabot audit verify`")
     seq, prev = head
-    row = {**values, "seq": seq, "prev_hash": prev}
+    row = {**{n: values.get(n) for n in _COLUMNS}, "seq": seq, "prev_hash": prev}
     row["hash"] = row_hash(
         seq=seq,
         prev=prev,
@@ -135,8 +140,11 @@ def append(c: Connection, values: dict[str, Any]) -> None:
         item_id=values.get("item_id"),
         detail=values.get("detail"),
     )
-    c.execute(_INSERT, row)
-    c.execute(_SET_HEAD, {"hash": row["hash"]})
+    for statement, params in ((_INSERT, row), (_SET_HEAD, {"hash": row["hash"]})):
+        if sqlite:
+            sqlite_rows(c, statement, params)
+        else:
+            c.execute(statement, params)
 
 
 # -- checkpoints ----------------------------------------------------------------------------

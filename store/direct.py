@@ -1,5 +1,6 @@
 """Statements sent on the database driver itself, past SQLAlchemy's execution layer, for the
-statements every step of a run sends (its appends to the run's log).
+statements every step of a run sends (its appends to the run's log) and every audited action
+(the audit chain's next row, `pizzabot.store.chain`).
 
 Executing a statement through SQLAlchemy (on asyncpg a greenlet for the call; on both the
 compiled cache's lookup, the DB-API cursor adapter, the result's processing) costs several

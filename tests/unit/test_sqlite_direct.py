@@ -1,6 +1,6 @@
-"""A run's appends on SQLite go to `sqlite3` itself (`pizzabot.store.direct`): what they store
-must be what SQLAlchemy would have stored, and another process holding SQLite's one write
-lock must make them wait, not fail."""
+"""A run's appends and the audit chain's rows on SQLite go to `sqlite3` itself
+(`pizzabot.store.direct`): what they store must be what SQLAlchemy would have stored, and
+another process holding SQLite's one write lock must make them wait, not fail."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from sqlalchemy import insert
 from pizzabot.agent.events import AssistantMessage, NewEvent, Note, RunStarted
 from pizzabot.agent.model import EVENT_SCHEMA_VERSION
 from pizzabot.agent.store import LeaseLost
+from pizzabot.store.chain import AUDIT
+from pizzabot.store.chain_verify import verify
 from pizzabot.store.migrate import upgrade
 from pizzabot.store.sql import SqlStore, connect
 from pizzabot.store.tables import EventRow
@@ -79,6 +81,43 @@ async def test_an_appended_event_is_stored_as_sqlalchemy_stores_it(
     assert direct[4] == "2026-01-01 09:00:00.000000"  # UTC, SQLAlchemy's text form
     back = (await store.events("r1"))[1]
     assert back.at == T0 and back.payload == note.payload
+
+
+async def test_an_audit_entry_is_stored_as_sqlalchemy_stores_it_and_the_chain_holds(
+    store: SqlStore, path: Path
+) -> None:
+    said = {"decision": "edit", "args_after": {"to": "Zoë", "amount": 12.5, "tags": ["a", 1]}}
+    for _ in range(2):
+        await store.audit(
+            action="decision", actor="alice", channel="slack", now=BERLIN, run_id="r1", detail=said
+        )
+    async with store.db.engine.begin() as c:
+        await c.execute(
+            insert(AUDIT),
+            {
+                "at": BERLIN,
+                "action": "decision",
+                "actor": "alice",
+                "channel": "slack",
+                "run_id": "r1",
+                "item_id": None,
+                "detail": said,
+                "seq": 99,
+                "prev_hash": "p",
+                "hash": "h",
+            },
+        )
+    columns = "at, action, actor, channel, run_id, item_id, detail"
+    with sqlite3.connect(path) as db:
+        rows = db.execute(f"SELECT {columns}, seq FROM audit ORDER BY id").fetchall()
+    assert [r[-1] for r in rows] == [1, 2, 99]
+    assert rows[0][:-1] == rows[2][:-1]
+    assert rows[0][0] == "2026-01-01 09:00:00.000000"  # UTC, SQLAlchemy's text form
+    # The two direct rows are the chain's, each bound to the one before it.
+    async with store.db.engine.begin() as c:
+        await c.execute(AUDIT.delete().where(AUDIT.c.seq == 99))
+    verdict = await verify(store.db, key=None)
+    assert (verdict.rows, verdict.ok) == (2, True)
 
 
 async def test_an_append_under_a_lost_lease_writes_nothing(store: SqlStore, path: Path) -> None:
