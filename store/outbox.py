@@ -19,7 +19,18 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table, and_, bindparam, func, or_, select, update
+from sqlalchemy import (
+    Connection,
+    Table,
+    and_,
+    bindparam,
+    func,
+    literal_column,
+    or_,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from pizzabot.agent.addresses import DeliveryRef, ref_from_json, ref_to_json
@@ -87,6 +98,15 @@ def copies_need_update(c: Connection, item_id: str, now: datetime) -> None:
     c.execute(_COPIES_NEED_UPDATE, {"c_item": item_id, "now": now})
 
 
+#: What the outbox still has work on, word for word as `ix_deliveries_work` says it (literals,
+#: not parameters): implied by what `due_deliveries` asks for, and what lets the databases
+#: read that partial index instead of every delivery ever sent.
+OUTBOX_WORK = or_(
+    DELIVERIES.c.status == literal_column(f"'{DeliveryStatus.PENDING.value}'"),
+    DELIVERIES.c.needs_update == true(),
+)
+
+
 class SqlOutbox:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -102,6 +122,7 @@ class SqlOutbox:
     ) -> list[Delivery]:
         due = or_(DELIVERIES.c.next_attempt_at.is_(None), DELIVERIES.c.next_attempt_at <= now)
         q = select(DELIVERIES).where(
+            OUTBOX_WORK,
             or_(
                 and_(DELIVERIES.c.status == DeliveryStatus.PENDING.value, due),
                 and_(
@@ -109,7 +130,7 @@ class SqlOutbox:
                     DELIVERIES.c.needs_update.is_(True),
                     due,
                 ),
-            )
+            ),
         )
         if channels is not None:
             q = q.where(DELIVERIES.c.channel.in_(list(channels)))

@@ -124,6 +124,15 @@ class DeliveryRow(Base):
     __table_args__ = (
         Index("ix_deliveries_due", "status", "next_attempt_at"),
         Index("ix_deliveries_external", "channel", "external_id"),
+        # The deliveries the outbox still has work on: a few, however many were sent
+        # before, so its look reads them alone (`pizzabot.store.outbox.OUTBOX_WORK`).
+        Index(
+            "ix_deliveries_work",
+            "channel",
+            "created_at",
+            sqlite_where=text("status = 'pending' OR needs_update = 1"),
+            postgresql_where=text("status = 'pending' OR needs_update = true"),
+        ),
     )
 
 

@@ -51,7 +51,13 @@ def _shape(c: Connection) -> dict[str, Any]:
                 for fk in seen.get_foreign_keys(table)
             ),
             "indexes": sorted(
-                (ix["name"], tuple(str(n) for n in ix["column_names"]), bool(ix["unique"]))
+                (
+                    ix["name"],
+                    tuple(str(n) for n in ix["column_names"]),
+                    bool(ix["unique"]),
+                    # A partial index's condition (the outbox's look depends on its words).
+                    sorted((k, str(v)) for k, v in ix.get("dialect_options", {}).items()),
+                )
                 for ix in seen.get_indexes(table)
             ),
             "unique": sorted(

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
+from sqlalchemy import Engine, event, text
 
 from pizzabot.agent.addresses import EmailRef, EmailTarget, SlackRef, SlackTarget
 from pizzabot.agent.events import NewEvent, Note, RunStarted
@@ -97,6 +99,42 @@ async def test_dead_letters_are_counted_by_channel(store: SqlStore) -> None:
     assert await store.dead_letters() == {}
     await store.delivery_failed(slack[0].id, error="down", retry_at=None, now=T0)
     assert await store.dead_letters() == {"slack": 1}
+
+
+async def test_the_outbox_looks_only_at_the_deliveries_it_has_work_on(store: SqlStore) -> None:
+    # Every delivery ever sent stays in the table, and the outbox looks at every wake-up (each
+    # decision): its look must read the partial index of the few it has work on, not them all.
+    await _waiting_item(store, [SlackTarget("C1")])
+    sent = text(
+        "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 3000) "
+        "INSERT INTO deliveries (id, item_id, run_id, channel, address, status, attempts, "
+        "needs_update, created_at, updated_at) SELECT 'd' || x, 'i1', 'r1', 'slack', 'C1', "
+        "'sent', 0, false, :at, :at FROM n"
+    )
+    engine = store.db.engine
+    async with engine.begin() as c:
+        await c.execute(sent, {"at": T0})
+        await c.execute(text("ANALYZE"))
+    looks: list[tuple[str, Any]] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        if statement.lstrip().startswith("SELECT deliveries.id") and "ORDER BY" in statement:
+            looks.append((statement, params))
+
+    event.listen(Engine, "before_cursor_execute", seen)
+    try:
+        assert len(await store.due_deliveries(now=T0, channels=["slack"])) == 1
+        await store.due_deliveries(now=T0, except_channels=["slack", "email"])
+    finally:
+        event.remove(Engine, "before_cursor_execute", seen)
+    assert len(looks) == 2
+    postgres = engine.dialect.name == "postgresql"
+    for statement, params in looks:  # as sent, with their parameters
+        async with engine.connect() as c:
+            explain = "EXPLAIN " if postgres else "EXPLAIN QUERY PLAN "
+            plan = await c.exec_driver_sql(explain + statement, params)
+            said = " ".join(str(cell) for row in plan for cell in row)
+        assert "ix_deliveries_work" in said, said
 
 
 async def test_a_database_from_before_last_seq_numbers_on_after_its_events(db_url: str) -> None:
