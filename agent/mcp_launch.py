@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from pizzabot.agent.skills import StdioServer
 
-__all__ = ["BASE_ENV", "child_environment", "import_client", "launch"]
+__all__ = ["BASE_ENV", "child_environment", "launch"]
 
 #: What every stdio server gets from the server's environment, whatever its skill says.
 BASE_ENV = ("PATH", "HOME", "LANG")
@@ -53,12 +53,3 @@ def launch(command: str, args: list[str], env: dict[str, str]) -> tuple[str, lis
 
 # Looked up in the system's default path, not the server's PATH.
 _ENV_COMMAND = shutil.which("env", path=os.defpath)
-
-
-def import_client() -> None:
-    """Import the MCP SDK's client as a connection does. The first import takes ~0.6 s, so
-    a warm-up does it on a thread, where the event loop keeps answering requests: a server
-    that has just said it is ready is not deaf for that long."""
-    import mcp.client
-    import mcp.client.session
-    import mcp.client.stdio  # noqa: F401

@@ -45,7 +45,7 @@ from pizzabot.agent.errors import RunError
 from pizzabot.agent.mcp_call import CallQuestions, wind_down
 from pizzabot.agent.mcp_http import HttpTarget, resolve_headers
 from pizzabot.agent.mcp_identity import CLIENT_NAME, client_info
-from pizzabot.agent.mcp_launch import BASE_ENV, child_environment, import_client, launch
+from pizzabot.agent.mcp_launch import BASE_ENV, child_environment, launch
 from pizzabot.agent.mcp_oauth import Consent, McpAuth, oauth_provider
 from pizzabot.agent.policy.rules import ToolHints
 from pizzabot.agent.questions import Question
@@ -402,8 +402,6 @@ class ToolHub:
         return specs
 
     async def warm(self, skill: Skill) -> None:
-        """Start `skill`'s servers and read their tools, the SDK imported off the loop."""
-        await asyncio.to_thread(import_client)
         await self.list_tools(skill)
 
     async def call(

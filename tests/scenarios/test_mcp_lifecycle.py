@@ -1,21 +1,17 @@
 """The hub keeps a server only while a loaded skill uses it: a skill whose server's
 configuration changed gets a new process and the old one ends; a server whose skill is gone
 ends once its last call in flight has ended, not in the middle of it; an HTTP server is told
-the session is over; warming a skill leaves the event loop free while the MCP SDK loads. The
-servers are the real test servers, over stdio (children of the test's own process) and over
-HTTP."""
+the session is over. The servers are the real test servers, over stdio (children of the
+test's own process) and over HTTP."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
 from pathlib import Path
 from typing import Any
 
 import psutil
-import pytest
 
-from pizzabot.agent import tools_mcp
 from pizzabot.agent.questions import Answer, Question
 from pizzabot.agent.skills import Skill
 from pizzabot.agent.tools_mcp import ToolHub
@@ -117,30 +113,3 @@ async def test_a_removed_skills_http_session_is_closed(tmp_path: Path) -> None:
             assert hub.running() == {}
         finally:
             await hub.aclose()
-
-
-async def test_the_loop_answers_while_a_warm_up_loads_the_mcp_sdk(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The SDK's first import takes most of a second: a server that has just said it is
-    # ready must go on answering meanwhile. Here the import waits for the loop itself, so it
-    # finishes only if it is not on the loop.
-    loop_ran = threading.Event()
-    loaded = tools_mcp.import_client
-
-    def slow_import() -> None:
-        if not loop_ran.wait(10):
-            raise AssertionError("the MCP SDK was imported on the event loop")
-        loaded()
-
-    monkeypatch.setattr(tools_mcp, "import_client", slow_import)
-    hub, warmed = ToolHub(env={}), skill(mcp_elicit.server_entry(tmp_path / "l.jsonl"))
-    try:
-        warming = asyncio.create_task(hub.warm(warmed))
-        await asyncio.sleep(0.05)
-        assert not warming.done()  # still loading, and the loop ran this meanwhile
-        loop_ran.set()
-        await asyncio.wait_for(warming, 30)
-        assert hub.running() == {"asker": ["ask"]}
-    finally:
-        await hub.aclose()
