@@ -30,7 +30,7 @@ from pizzabot.agent.addresses import (
 from pizzabot.agent.context import Context
 from pizzabot.agent.escalation import person_targets
 from pizzabot.agent.model import Item
-from pizzabot.agent.policy.away import Away, AwayAccess, may_delegate
+from pizzabot.agent.policy.away import Away, refreshed
 from pizzabot.agent.policy.identity import DISCORD, EMAIL, SLACK, TEAMS, TELEGRAM, same_identity
 from pizzabot.agent.skills import Person, Skill
 
@@ -44,10 +44,9 @@ async def route_cards(
 ) -> tuple[list[tuple[Item, E]], list[Target]]:
     """The cards, marked where an approver of their tool is away, and the targets with the
     away approvers' own addresses given to their delegates."""
-    access = ctx.access
-    if not isinstance(access, AwayAccess) or not cards or not may_delegate(skill):
+    access = await refreshed(ctx.access, skill) if cards else None
+    if access is None:
         return list(cards), list(targets)
-    await access.refresh()
     tools = {item.tool for item, _ in cards}
     aways = {a.person: a for t in tools for a in access.away_approvers(skill, t)}
     if not aways:
@@ -65,10 +64,9 @@ async def delegated_targets(
 ) -> list[Target]:
     """`targets` for a card of `tool` made earlier (a reminder): the away approvers'
     addresses given to their delegates."""
-    access = ctx.access
-    if not isinstance(access, AwayAccess) or not may_delegate(skill):
+    access = await refreshed(ctx.access, skill)
+    if access is None:
         return list(targets)
-    await access.refresh()
     routed = list(targets)
     for away in access.away_approvers(skill, tool):
         routed = _to_delegate(skill, away, routed, ctx.channels)
@@ -80,10 +78,9 @@ async def delegated_people(
 ) -> list[Target]:
     """`targets` made for `people` (a widening step, an on-call hand-over): the addresses of
     those of them who are away given to their delegates."""
-    access = ctx.access
-    if not isinstance(access, AwayAccess) or not may_delegate(skill):
+    access = await refreshed(ctx.access, skill)
+    if access is None:
         return list(targets)
-    await access.refresh()
     routed = list(targets)
     for away in access.active():
         if away.person in people and {away.person, away.delegate} <= set(skill.people):

@@ -45,6 +45,7 @@ __all__ = [
     "counted_already",
     "known_people",
     "may_delegate",
+    "refreshed",
     "until_text",
 ]
 
@@ -171,6 +172,16 @@ class AwayAccess(Access):
         return out
 
 
+async def refreshed(access: Access, skill: Skill) -> AwayAccess | None:
+    """`access` with its away states read again, where they can matter to `skill`'s cards
+    and decisions; None where they cannot (no away states are kept, or the skill names no
+    delegate), and nothing is read."""
+    if not isinstance(access, AwayAccess) or not may_delegate(skill):
+        return None
+    await access.refresh()
+    return access
+
+
 def counted_already(item: Item, by: Principal) -> AlreadyApproved | None:
     """A delegate's approval of an item the away person approved already: their approval
     counts once, whoever gives it (the delegate as themselves is counted by
@@ -190,10 +201,10 @@ async def acting_for(access: Access, by: Principal, item: Item) -> Principal:
     if not isinstance(access, AwayAccess) or Access.may_decide(access, by, item):
         return by
     skill = access.skills.get(item.skill) if item.skill in access.skills else None
-    if skill is None or not may_delegate(skill):
+    away_access = None if skill is None else await refreshed(access, skill)
+    if away_access is None:
         return by
-    await access.refresh()
-    away = access.stands_in_for(by, item)
+    away = away_access.stands_in_for(by, item)
     if away is None:
         return by
     return replace(by, on_behalf=(away.delegate, away.person))
