@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from pizzabot.agent.skills import StdioServer
 
-__all__ = ["BASE_ENV", "child_environment", "launch"]
+__all__ = ["BASE_ENV", "child_environment", "import_client", "launch"]
 
 #: What every stdio server gets from the server's environment, whatever its skill says.
 BASE_ENV = ("PATH", "HOME", "LANG")
@@ -53,3 +53,16 @@ def launch(command: str, args: list[str], env: dict[str, str]) -> tuple[str, lis
 
 # Looked up in the system's default path, not the server's PATH.
 _ENV_COMMAND = shutil.which("env", path=os.defpath)
+
+
+def import_client() -> None:
+    """Import the MCP SDK's client, as a first connection would. The import takes ~0.5 s of
+    a core, so a server does it on a thread while it starts (`agent.warmup.load_libraries`).
+
+    The order is always the same, client first: `mcp.client` imports `mcp.server`, and two
+    threads entering that cycle from opposite ends would each be handed the other's partly
+    initialized module."""
+    import mcp.client
+    import mcp.client.session
+    import mcp.client.stdio
+    import mcp.client.streamable_http  # noqa: F401

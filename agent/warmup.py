@@ -1,9 +1,12 @@
-"""Warming up: what the first run would otherwise wait for, done in the background at start.
+"""Warming up: what the first run would otherwise wait for, done while the server starts.
 
-The model libraries the skills' routes need import on a thread (`ModelRoute.prepare`) while
-every skill's MCP servers start as tasks, side by side (a server's start mostly waits, an
-import works), so the event loop keeps answering requests meanwhile and `/healthz` never
-waits for either.
+The MCP SDK's client, when a skill has MCP servers, is imported on a thread before the server
+says it is ready (`load_libraries`): imported on the loop it would leave a server that has just
+said so deaf for half a second, and imported on a thread later it could race a request's own
+first import of the SDK. Once the server is ready, the model libraries the skills' routes need
+import on a thread (`ModelRoute.prepare`) while every skill's MCP servers start as tasks, side
+by side (a server's start mostly waits, an import works), so the event loop keeps answering
+requests meanwhile and `/healthz` never waits for either.
 """
 
 from __future__ import annotations
@@ -13,12 +16,23 @@ import logging
 from collections.abc import Iterable
 
 from pizzabot.agent.llm import ModelClient, ModelRouter, freeze_after_import
+from pizzabot.agent.mcp_launch import import_client
 from pizzabot.agent.skills import Skill
 from pizzabot.agent.tools_mcp import ToolHub
 
 log = logging.getLogger(__name__)
 
-__all__ = ["warm", "warm_skill"]
+__all__ = ["load_libraries", "warm", "warm_skill"]
+
+
+async def load_libraries(skills: Iterable[Skill], *, tools: ToolHub) -> None:
+    """Import the MCP SDK's client on a thread if a skill has MCP servers. Awaited while the
+    server is built, when no request can reach code that imports the SDK on the loop."""
+    if any(tools.servers(skill) for skill in skills):
+        try:
+            await asyncio.to_thread(import_client)
+        except ImportError as exc:  # a broken install: the skills' first MCP calls say so again
+            log.warning("the MCP SDK could not be imported: %s", exc)
 
 
 async def warm(skills: Iterable[Skill], *, model: ModelClient | None, tools: ToolHub) -> None:

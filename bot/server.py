@@ -98,7 +98,7 @@ async def build(
     private_folder(settings.data_dir)
     store, schema_change = await _open_store(settings)
     try:
-        return await _assemble(
+        svc = await _assemble(
             settings,
             store,
             token=token,
@@ -106,6 +106,8 @@ async def build(
             serving=serving,
             schema_change=schema_change,
         )
+        await warmup.load_libraries(svc.ctx.skills.all(), tools=svc.tools)
+        return svc
     except BaseException:
         await store.aclose()  # a setting refused (a short mail key, say): nothing stays open
         raise

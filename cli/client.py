@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+if TYPE_CHECKING:  # imported by the first call: `pizzabot serve` starts without an HTTP client
+    import httpx
 
 __all__ = ["DEFAULT_URL", "Api", "ApiError", "CliError", "connect", "detail_text"]
 
@@ -53,6 +54,8 @@ class Api:
     from_file: bool = False
 
     def call(self, method: str, path: str, **kw: Any) -> Any:
+        import httpx
+
         try:
             with httpx.Client(
                 base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=30

@@ -1,17 +1,20 @@
 """The hub keeps a server only while a loaded skill uses it: a skill whose server's
 configuration changed gets a new process and the old one ends; a server whose skill is gone
 ends once its last call in flight has ended, not in the middle of it; an HTTP server is told
-the session is over. The servers are the real test servers, over stdio (children of the
-test's own process) and over HTTP."""
+the session is over; a starting server loads the SDK off the loop. The servers are the real
+test servers, over stdio (children of the test's own process) and over HTTP."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
+from pizzabot.agent import warmup
 from pizzabot.agent.questions import Answer, Question
 from pizzabot.agent.skills import Skill
 from pizzabot.agent.tools_mcp import ToolHub
@@ -113,3 +116,34 @@ async def test_a_removed_skills_http_session_is_closed(tmp_path: Path) -> None:
             assert hub.running() == {}
         finally:
             await hub.aclose()
+
+
+async def test_the_loop_answers_while_a_starting_server_loads_the_mcp_sdk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The SDK's first import takes half a second of a core: a starting server goes on
+    # answering meanwhile. Here the import waits for the loop itself, so it finishes only if
+    # it is not on the loop; and a server without MCP servers does not import it at all.
+    loop_ran = threading.Event()
+    imported: list[str] = []
+
+    def slow_import() -> None:
+        if not loop_ran.wait(10):
+            raise AssertionError("the MCP SDK was imported on the event loop")
+        imported.append("mcp")
+
+    monkeypatch.setattr(warmup, "import_client", slow_import)
+    hub = ToolHub(env={})
+    plain = Skill.model_validate({"name": "plain", "instructions": "Answer.", "model": "m/x"})
+    await warmup.load_libraries([plain], tools=hub)
+    assert imported == []
+    loading = asyncio.create_task(
+        warmup.load_libraries(
+            [plain, skill(mcp_elicit.server_entry(tmp_path / "l.jsonl"))], tools=hub
+        )
+    )
+    await asyncio.sleep(0.05)
+    assert not loading.done()  # still loading, and the loop ran this meanwhile
+    loop_ran.set()
+    await asyncio.wait_for(loading, 30)
+    assert imported == ["mcp"]
