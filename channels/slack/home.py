@@ -11,7 +11,9 @@ button that opens a modal. Who sees what is the policy's answer
 items change. Changes are debounced and a view is only sent when it differs from the one last
 sent, since Slack rate-limits `views.publish`; a slow poll catches changes that another
 process made. A Home view holds at most 100 blocks, so long boxes end with "and N more on the
-web page".
+web page". A refresh reads the boxes a page at a time (`PAGE`) and lets other work on the
+event loop go between pages: with a thousand cards waiting, a decision made meanwhile, and
+the updates of its cards, wait for a page at most, not for the whole read.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import aiohttp
@@ -65,6 +68,9 @@ _HOME_BLOCKS = 100
 _SKILL_OPTIONS = 100
 _PENDING_READ = 1000  # pending actions read per refresh; more than that are counted as more
 _UNREAD_READ = 200
+#: Items read at once. Reading and decoding a page holds the event loop; between pages a
+#: decision or a card's update goes on, so a refresh with many waiting never stalls them.
+PAGE = 100
 _VALUE_CUT = 80  # a proposed value longer than this is cut in a Home row
 _ARGS_BUDGET = 600  # characters of arguments in one Home row, before the link takes over
 _PREVIEW_CUT = 300  # characters of a preview in one Home row
@@ -263,13 +269,8 @@ class HomeTabs:
 
     async def inboxes(self, users: Sequence[str]) -> dict[str, HomeInbox]:
         """Every person's Home content, from one read of each box."""
-        store = self.inbound.store
-        pending = await store.list_items(
-            box=Box.ACTION, status=ItemStatus.PENDING, limit=_PENDING_READ
-        )
-        unread = await store.list_items(
-            box=Box.UNREAD, status=ItemStatus.UNREAD, limit=_UNREAD_READ
-        )
+        pending = await self._read(Box.ACTION, ItemStatus.PENDING, _PENDING_READ)
+        unread = await self._read(Box.UNREAD, ItemStatus.UNREAD, _UNREAD_READ)
         access = self.inbound.access
         seen = {
             user: (
@@ -289,6 +290,22 @@ class HomeTabs:
             )
             for user, (actions, notes) in seen.items()
         }
+
+    async def _read(self, box: Box, status: ItemStatus, most: int) -> list[Item]:
+        """Up to `most` of a box's items in `status`, newest first, a page at a time."""
+        found: list[Item] = []
+        before: tuple[datetime, str] | None = None
+        while len(found) < most:
+            if found:
+                await asyncio.sleep(0)  # let what waits on the loop go before the next page
+            page = await self.inbound.store.list_items(
+                box=box, status=status, limit=min(PAGE, most - len(found)), before=before
+            )
+            found += page
+            if len(page) < PAGE:
+                break
+            before = (page[-1].created_at, page[-1].id)
+        return found
 
     async def _outcomes(self, notes: Iterable[Item]) -> dict[str, RunStatus | None]:
         """How each note's run ended, by the note's id: one read per note shown."""

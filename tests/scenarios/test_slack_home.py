@@ -4,6 +4,7 @@ played by the local recorder, whose every payload is checked against Slack's lim
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -25,8 +26,10 @@ from pizzabot.agent.runs import Runs
 from pizzabot.agent.skills import Skill, SkillBook
 from pizzabot.bot.core import build
 from pizzabot.channels.slack import HomeTabs, SlackInbound, build_app
+from pizzabot.channels.slack import home as home_tab
 from pizzabot.store.migrate import upgrade
 from pizzabot.store.sql import SqlStore, connect
+from tests.peers.item_reads import count_item_reads
 from tests.peers.slack_api import Call, SlackApi, app_home_opened, signed_headers
 from tests.waiting import eventually
 
@@ -200,6 +203,29 @@ async def test_a_hundred_pending_items_fit_the_home_tab_and_the_rest_are_counted
     ]
     assert "pizza_start" in text  # an approver of some skill may start runs
     home.slack.check()
+
+
+async def test_a_refresh_reads_the_boxes_a_page_at_a_time_and_lets_other_work_go_between(
+    home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(home_tab, "PAGE", 30)
+    await home.add_items("sales", 100)
+    await home.add_items("sales", 15, box=Box.UNREAD)
+    reads = count_item_reads(home.store, monkeypatch)
+    # Other work on the event loop (a decision, a card's update): what it sees of the
+    # refresh each time it gets to run.
+    seen: list[int] = []
+    refresh = asyncio.create_task(home.tabs.refresh())
+    while not refresh.done():
+        seen.append(len(reads))
+        await asyncio.sleep(0)
+    await refresh
+
+    assert reads == [30, 30, 30, 10, 15]  # pending in four pages, then Unread
+    assert any(0 < n < len(reads) for n in seen)  # it ran while the refresh was under way
+    text = shown(home.published(APPROVER)[-1])
+    assert "Action (100)" in text and "Unread (15)" in text
+    assert "…and 80 more on the <http://pizza.example/|web page>" in text
 
 
 async def test_an_unread_note_is_marked_by_how_its_run_ended(home: Home) -> None:
