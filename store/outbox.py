@@ -132,10 +132,16 @@ class SqlOutbox:
                 ),
             ),
         )
-        if channels is not None:
-            q = q.where(DELIVERIES.c.channel.in_(list(channels)))
         if except_channels:
-            q = q.where(DELIVERIES.c.channel.not_in(list(except_channels)))
+            # Named, not excluded: `channel NOT IN (…)` leaves the databases no part of the
+            # work index to search, and SQLite then reads every copy ever sent to find the
+            # few with work. The channels with work come from that index alone.
+            others = set(await self._channels_with_work()).difference(except_channels)
+            channels = others if channels is None else others.intersection(channels)
+        if channels is not None:
+            if not channels:
+                return []
+            q = q.where(DELIVERIES.c.channel.in_(sorted(channels)))
         if skip:
             q = q.where(DELIVERIES.c.id.not_in(list(skip)))
         return await self._select(q.order_by(DELIVERIES.c.created_at).limit(limit))
@@ -235,6 +241,10 @@ class SqlOutbox:
         )
         found = await self._select(q.limit(1))
         return found[0] if found else None
+
+    async def _channels_with_work(self) -> list[str]:
+        q = select(DELIVERIES.c.channel).where(OUTBOX_WORK).distinct()
+        return await self.db.read(lambda c: [str(ch) for ch in c.execute(q).scalars()])
 
     async def _select(self, q: Any) -> list[Delivery]:
         def tx(c: Connection) -> list[Delivery]:

@@ -103,7 +103,9 @@ async def test_dead_letters_are_counted_by_channel(store: SqlStore) -> None:
 
 async def test_the_outbox_looks_only_at_the_deliveries_it_has_work_on(store: SqlStore) -> None:
     # Every delivery ever sent stays in the table, and the outbox looks at every wake-up (each
-    # decision): its look must read the partial index of the few it has work on, not them all.
+    # decision): its looks must read the partial index of the few it has work on, not them
+    # all. SQLite is left without statistics, as a server leaves it; PostgreSQL's autovacuum
+    # gathers them, as ANALYZE does here.
     await _waiting_item(store, [SlackTarget("C1")])
     sent = text(
         "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 3000) "
@@ -112,23 +114,27 @@ async def test_the_outbox_looks_only_at_the_deliveries_it_has_work_on(store: Sql
         "'sent', 0, false, :at, :at FROM n"
     )
     engine = store.db.engine
+    postgres = engine.dialect.name == "postgresql"
     async with engine.begin() as c:
         await c.execute(sent, {"at": T0})
-        await c.execute(text("ANALYZE"))
+        if postgres:
+            await c.execute(text("ANALYZE"))
     looks: list[tuple[str, Any]] = []
 
     def seen(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
-        if statement.lstrip().startswith("SELECT deliveries.id") and "ORDER BY" in statement:
+        if statement.lstrip().startswith("SELECT") and "FROM deliveries" in statement:
             looks.append((statement, params))
 
     event.listen(Engine, "before_cursor_execute", seen)
     try:
         assert len(await store.due_deliveries(now=T0, channels=["slack"])) == 1
-        await store.due_deliveries(now=T0, except_channels=["slack", "email"])
+        # The dispatcher's look for channels this server does not have (none here: only
+        # Slack has work), then one that finds Slack's delivery among the others.
+        assert await store.due_deliveries(now=T0, except_channels=["slack", "email"]) == []
+        assert len(await store.due_deliveries(now=T0, except_channels=["email"])) == 1
     finally:
         event.remove(Engine, "before_cursor_execute", seen)
-    assert len(looks) == 2
-    postgres = engine.dialect.name == "postgresql"
+    assert len(looks) == 4
     for statement, params in looks:  # as sent, with their parameters
         async with engine.connect() as c:
             explain = "EXPLAIN " if postgres else "EXPLAIN QUERY PLAN "
