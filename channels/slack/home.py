@@ -268,7 +268,7 @@ class HomeTabs:
         self._wake.set()
 
     async def inboxes(self, users: Sequence[str]) -> dict[str, HomeInbox]:
-        """Every person's Home content, from one read of each box."""
+        """Every person's Home content, from one paged read of each box, shared by all."""
         pending = await self._read(Box.ACTION, ItemStatus.PENDING, _PENDING_READ)
         unread = await self._read(Box.UNREAD, ItemStatus.UNREAD, _UNREAD_READ)
         access = self.inbound.access
