@@ -11,9 +11,11 @@ button that opens a modal. Who sees what is the policy's answer
 items change. Changes are debounced and a view is only sent when it differs from the one last
 sent, since Slack rate-limits `views.publish`; a slow poll catches changes that another
 process made. A Home view holds at most 100 blocks, so long boxes end with "and N more on the
-web page". A refresh reads the boxes a page at a time (`PAGE`) and lets other work on the
-event loop go between pages: with a thousand cards waiting, a decision made meanwhile, and
-the updates of its cards, wait for a page at most, not for the whole read.
+web page". A refresh is background work and gives way: it reads the boxes a page at a time
+(`PAGE`), sorts out what each person may see a page at a time too, and pauses before each
+page (`GIVE_WAY`) so what the event loop has to do meanwhile goes first. With a thousand cards
+waiting, a decision made during a refresh, and the updates of its cards (a mail's several
+SMTP round trips among them), wait for a page at most, not for the whole refresh.
 """
 
 from __future__ import annotations
@@ -68,9 +70,12 @@ _HOME_BLOCKS = 100
 _SKILL_OPTIONS = 100
 _PENDING_READ = 1000  # pending actions read per refresh; more than that are counted as more
 _UNREAD_READ = 200
-#: Items read at once. Reading and decoding a page holds the event loop; between pages a
-#: decision or a card's update goes on, so a refresh with many waiting never stalls them.
+#: Items read, or sorted by who may see them, at once: each page holds the event loop.
 PAGE = 100
+#: Seconds a refresh pauses before each page. Not zero: a card's update waiting on its peer's
+#: answer (Slack's, the SMTP server's) is not ready yet when the page ends, and would then
+#: wait for the next page too; a short pause lets the answer come and be handled first.
+GIVE_WAY = 0.002
 _VALUE_CUT = 80  # a proposed value longer than this is cut in a Home row
 _ARGS_BUDGET = 600  # characters of arguments in one Home row, before the link takes over
 _PREVIEW_CUT = 300  # characters of a preview in one Home row
@@ -271,13 +276,8 @@ class HomeTabs:
         """Every person's Home content, from one paged read of each box, shared by all."""
         pending = await self._read(Box.ACTION, ItemStatus.PENDING, _PENDING_READ)
         unread = await self._read(Box.UNREAD, ItemStatus.UNREAD, _UNREAD_READ)
-        access = self.inbound.access
         seen = {
-            user: (
-                [i for i in pending if access.may_see(Principal.of(SLACK, user), i)],
-                [i for i in unread if access.may_see(Principal.of(SLACK, user), i)],
-            )
-            for user in users
+            user: (await self._for(user, pending), await self._for(user, unread)) for user in users
         }
         shown = {i.id: i for _, notes in seen.values() for i in notes[:UNREAD_SHOWN]}
         outcomes = await self._outcomes(shown.values())
@@ -285,7 +285,7 @@ class HomeTabs:
             user: HomeInbox(
                 actions=actions,
                 unread=notes,
-                may_start=bool(access.may_start(Principal.of(SLACK, user))),
+                may_start=bool(self.inbound.access.may_start(Principal.of(SLACK, user))),
                 outcomes=outcomes,
             )
             for user, (actions, notes) in seen.items()
@@ -296,8 +296,7 @@ class HomeTabs:
         found: list[Item] = []
         before: tuple[datetime, str] | None = None
         while len(found) < most:
-            if found:
-                await asyncio.sleep(0)  # let what waits on the loop go before the next page
+            await asyncio.sleep(GIVE_WAY)
             page = await self.inbound.store.list_items(
                 box=box, status=status, limit=min(PAGE, most - len(found)), before=before
             )
@@ -305,6 +304,16 @@ class HomeTabs:
             if len(page) < PAGE:
                 break
             before = (page[-1].created_at, page[-1].id)
+        return found
+
+    async def _for(self, user: str, items: Sequence[Item]) -> list[Item]:
+        """Those of `items` the Slack user `user` may see, sorted a page at a time."""
+        who = Principal.of(SLACK, user)
+        access = self.inbound.access
+        found: list[Item] = []
+        for start in range(0, len(items), PAGE):
+            await asyncio.sleep(GIVE_WAY)
+            found += [i for i in items[start : start + PAGE] if access.may_see(who, i)]
         return found
 
     async def _outcomes(self, notes: Iterable[Item]) -> dict[str, RunStatus | None]:

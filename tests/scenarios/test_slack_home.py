@@ -228,6 +228,46 @@ async def test_a_refresh_reads_the_boxes_a_page_at_a_time_and_lets_other_work_go
     assert "…and 80 more on the <http://pizza.example/|web page>" in text
 
 
+async def test_a_refresh_gives_way_to_a_conversation_with_a_peer_held_meanwhile(
+    home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A card's update talks with its peer (SMTP is several round trips): each answer that
+    comes while the refresh reads or sorts a page is taken before the refresh's next page."""
+    monkeypatch.setattr(home_tab, "PAGE", 30)
+    # Long enough for the peer's answer on any machine; a server's pause is far shorter.
+    monkeypatch.setattr(home_tab, "GIVE_WAY", 0.2)
+    await home.add_items("sales", 100)
+    reads = count_item_reads(home.store, monkeypatch)
+    checks: list[int] = []
+    may_see = home.tabs.inbound.access.may_see
+    monkeypatch.setattr(
+        home.tabs.inbound.access, "may_see", lambda *a: checks.append(1) or may_see(*a)
+    )
+    peer = await asyncio.create_subprocess_exec(  # a peer outside this process: it echoes
+        "cat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+    )
+    assert peer.stdin is not None and peer.stdout is not None
+    refresh = asyncio.create_task(home.tabs.refresh())
+    meanwhile: list[tuple[int, int]] = []  # pages read, items sorted, while an answer came
+    try:
+        while not refresh.done():
+            read, sorted_ = len(reads), len(checks)
+            peer.stdin.write(b"ping\n")
+            await peer.stdin.drain()
+            assert await peer.stdout.readline() == b"ping\n"
+            meanwhile.append((len(reads) - read, len(checks) - sorted_))
+        await refresh
+    finally:
+        peer.kill()
+        await peer.wait()
+
+    assert len(reads) == 5  # four pages of pending, one of Unread
+    assert len(checks) == 200  # each pending item, for each of the two who may start runs
+    assert len(meanwhile) > 5  # the conversation went on throughout the refresh
+    assert all(pages <= 1 and items <= 30 for pages, items in meanwhile), str(meanwhile)
+    assert "Action (100)" in shown(home.published(APPROVER)[-1])
+
+
 async def test_an_unread_note_is_marked_by_how_its_run_ended(home: Home) -> None:
     run = await home.runs.start("sales", "mail Ann", trigger="test", by=Principal.owner("api"))
     await home.runs.cancel(run.id, by=Principal.owner("api"))
