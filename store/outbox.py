@@ -15,12 +15,14 @@ transaction.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import (
     Connection,
+    Select,
     Table,
     and_,
     bindparam,
@@ -106,6 +108,32 @@ OUTBOX_WORK = or_(
     DELIVERIES.c.needs_update == true(),
 )
 
+_WITH_WORK = select(DELIVERIES.c.channel).where(OUTBOX_WORK).distinct()
+
+
+@functools.cache
+def _due_statement(*, by_channel: bool, skipping: bool) -> Select[Any]:
+    """What `due_deliveries` sends, built once per shape: the outbox looks at every wake-up
+    (each card, each decision), and building the statement cost as much as running it."""
+    now = bindparam("now", type_=UtcDateTime())
+    due = or_(DELIVERIES.c.next_attempt_at.is_(None), DELIVERIES.c.next_attempt_at <= now)
+    q = select(DELIVERIES).where(
+        OUTBOX_WORK,
+        or_(
+            and_(DELIVERIES.c.status == DeliveryStatus.PENDING.value, due),
+            and_(
+                DELIVERIES.c.status == DeliveryStatus.SENT.value,
+                DELIVERIES.c.needs_update.is_(True),
+                due,
+            ),
+        ),
+    )
+    if by_channel:
+        q = q.where(DELIVERIES.c.channel.in_(bindparam("channels", expanding=True)))
+    if skipping:
+        q = q.where(DELIVERIES.c.id.not_in(bindparam("skip", expanding=True)))
+    return q.order_by(DELIVERIES.c.created_at).limit(bindparam("limit"))
+
 
 class SqlOutbox:
     def __init__(self, db: Database) -> None:
@@ -120,31 +148,25 @@ class SqlOutbox:
         except_channels: Collection[str] = (),
         skip: Collection[str] = (),
     ) -> list[Delivery]:
-        due = or_(DELIVERIES.c.next_attempt_at.is_(None), DELIVERIES.c.next_attempt_at <= now)
-        q = select(DELIVERIES).where(
-            OUTBOX_WORK,
-            or_(
-                and_(DELIVERIES.c.status == DeliveryStatus.PENDING.value, due),
-                and_(
-                    DELIVERIES.c.status == DeliveryStatus.SENT.value,
-                    DELIVERIES.c.needs_update.is_(True),
-                    due,
-                ),
-            ),
-        )
         if except_channels:
             # Named, not excluded: `channel NOT IN (…)` leaves the databases no part of the
             # work index to search, and SQLite then reads every copy ever sent to find the
             # few with work. The channels with work come from that index alone.
             others = set(await self._channels_with_work()).difference(except_channels)
             channels = others if channels is None else others.intersection(channels)
+        if channels is not None and not channels:
+            return []
+        q = _due_statement(by_channel=channels is not None, skipping=bool(skip))
+        params: dict[str, Any] = {"now": now, "limit": limit}
         if channels is not None:
-            if not channels:
-                return []
-            q = q.where(DELIVERIES.c.channel.in_(sorted(channels)))
+            params["channels"] = sorted(channels)
         if skip:
-            q = q.where(DELIVERIES.c.id.not_in(list(skip)))
-        return await self._select(q.order_by(DELIVERIES.c.created_at).limit(limit))
+            params["skip"] = list(skip)
+
+        def tx(c: Connection) -> list[Delivery]:
+            return [delivery_of(r) for r in c.execute(q, params)]
+
+        return await self.db.run(tx)
 
     async def dead_letters(self) -> dict[str, int]:
         """How many deliveries were given up (status failed), by channel."""
@@ -243,8 +265,7 @@ class SqlOutbox:
         return found[0] if found else None
 
     async def _channels_with_work(self) -> list[str]:
-        q = select(DELIVERIES.c.channel).where(OUTBOX_WORK).distinct()
-        return await self.db.read(lambda c: [str(ch) for ch in c.execute(q).scalars()])
+        return await self.db.read(lambda c: [str(ch) for ch in c.execute(_WITH_WORK).scalars()])
 
     async def _select(self, q: Any) -> list[Delivery]:
         def tx(c: Connection) -> list[Delivery]:
