@@ -217,9 +217,10 @@ class Dispatcher:
         """Do every delivery and update due now once (runs side by side, within the lanes'
         limits: what a full receiver's sub-lane parks waits for the next pass) and wait for
         them; return how many were handled."""
-        handled = await self._bury_unrouted()
+        busy = await self.ctx.store.channels_with_work()
+        handled = await self._bury_unrouted(busy)
         jobs: list[asyncio.Task[None]] = []
-        for name, lane in self._each_lane():
+        for name, lane in self._each_lane(busy):
             for task, group in self._start(lane, await self._due(name, lane), room=_LOOK):
                 jobs.append(task)
                 handled += len(group)
@@ -230,14 +231,18 @@ class Dispatcher:
 
     async def _fill(self) -> None:
         """Start a job for each run with deliveries due, as far as each lane has room."""
-        await self._bury_unrouted()
-        for name, lane in self._each_lane():
+        # One look says which channels have work at all: a wake-up (each card, each
+        # decision) then reads those lanes alone, not every channel the server has.
+        busy = await self.ctx.store.channels_with_work()
+        await self._bury_unrouted(busy)
+        for name, lane in self._each_lane(busy):
             if room := lane.free():
                 self._start(lane, await self._due(name, lane), room=room)
 
-    def _each_lane(self) -> list[tuple[str, _Lane]]:
-        """Every channel's lane (made on first use: `channels` is the caller's dict)."""
-        return [(name, self._lane(name)) for name in self.channels]
+    def _each_lane(self, busy: set[str]) -> list[tuple[str, _Lane]]:
+        """The lanes of the channels in `busy` (made on first use: `channels` is the
+        caller's dict)."""
+        return [(name, self._lane(name)) for name in self.channels if name in busy]
 
     def _lane(self, name: str) -> _Lane:
         if name not in self._lanes:
@@ -306,8 +311,10 @@ class Dispatcher:
         # An attempt cut short is not a failure: the delivery stays due for the next start.
         await asyncio.gather(*jobs, return_exceptions=True)
 
-    async def _bury_unrouted(self) -> int:
+    async def _bury_unrouted(self, busy: set[str]) -> int:
         """Give up the due deliveries of channels this server does not have."""
+        if busy.issubset(self.channels):
+            return 0
         store = self.ctx.store
         due = await store.due_deliveries(now=self.ctx.clock(), except_channels=tuple(self.channels))
         for delivery in due:

@@ -269,6 +269,12 @@ class DeliveryReader(Protocol):
 class Outbox(DeliveryReader, Protocol):
     """What the dispatcher (`pizzabot.agent.outbox`) does with deliveries."""
 
+    async def channels_with_work(self) -> set[str]:
+        """The channels with deliveries still to send or copies to update, due now or later
+        (perhaps a few more): a look cheap enough for every wake-up, so the dispatcher reads
+        only those channels' lanes."""
+        ...
+
     async def due_deliveries(
         self,
         *,

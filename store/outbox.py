@@ -152,7 +152,7 @@ class SqlOutbox:
             # Named, not excluded: `channel NOT IN (…)` leaves the databases no part of the
             # work index to search, and SQLite then reads every copy ever sent to find the
             # few with work. The channels with work come from that index alone.
-            others = set(await self._channels_with_work()).difference(except_channels)
+            others = (await self.channels_with_work()).difference(except_channels)
             channels = others if channels is None else others.intersection(channels)
         if channels is not None and not channels:
             return []
@@ -264,8 +264,9 @@ class SqlOutbox:
         found = await self._select(q.limit(1))
         return found[0] if found else None
 
-    async def _channels_with_work(self) -> list[str]:
-        return await self.db.read(lambda c: [str(ch) for ch in c.execute(_WITH_WORK).scalars()])
+    async def channels_with_work(self) -> set[str]:
+        # From the work index alone: a few rows, however many copies were sent before.
+        return await self.db.read(lambda c: {str(ch) for ch in c.execute(_WITH_WORK).scalars()})
 
     async def _select(self, q: Any) -> list[Delivery]:
         def tx(c: Connection) -> list[Delivery]:

@@ -34,6 +34,13 @@ def _delivery(s: MemoryState, delivery_id: str) -> Delivery:
 
 
 class MemoryOutbox(MemoryBase):
+    async def channels_with_work(self) -> set[str]:
+        return {
+            d.channel
+            for d in self.state.deliveries.values()
+            if d.status is DeliveryStatus.PENDING or d.needs_update
+        }
+
     async def due_deliveries(
         self,
         *,

@@ -377,6 +377,38 @@ async def test_the_outbox_reads_a_lane_and_gives_up_with_an_audit_entry(
     assert entry.detail == {"delivery_id": dead.id, "attempts": 1, "error": "down"}
 
 
+async def test_the_channels_with_work_are_those_with_a_copy_to_send_or_update(
+    runs: RunStore, items: InboxItems, outbox: Outbox
+) -> None:
+    assert await outbox.channels_with_work() == set()
+    await _run(runs)
+    await claim_one(runs, lease="w", now=T0, lease_seconds=30)
+    targets: list[Target] = [SlackTarget("C1"), EmailTarget("a@example.test")]
+    await items.create_item(
+        _item(), targets=targets, lease="w", now=T0, run_status=RunStatus.WAITING
+    )
+    assert await outbox.channels_with_work() == {"slack", "email"}
+    slack, mail = sorted(await outbox.deliveries("i1"), key=lambda d: d.channel != "slack")
+    # Waiting out a backoff is still work, only not due yet.
+    await outbox.delivery_failed(mail.id, error="down", retry_at=T0 + timedelta(hours=1), now=T0)
+    await outbox.delivery_sent(
+        slack.id, ref=SlackRef(channel="C1", ts="1.5", thread_ts="1.5"), now=T0
+    )
+    assert await outbox.channels_with_work() == {"email"}
+    await outbox.delivery_sent(mail.id, ref=None, now=T0)
+    assert await outbox.channels_with_work() == set()
+    await items.record_decision(
+        "i1",
+        Approve(),
+        actor="u",
+        channel="api",
+        now=T0,
+        final_args=None,
+        event=NewEvent(DecisionMade(item_id="i1", decision=Approve())),
+    )
+    assert await outbox.channels_with_work() == {"slack", "email"}  # both copies to update
+
+
 async def test_closing_a_runs_items_and_reading_unread(
     runs: RunStore, items: InboxItems, outbox: Outbox
 ) -> None:
