@@ -61,6 +61,19 @@ async def _run(
     )
 
 
+async def _approve(items: InboxItems, *, now: datetime) -> Item:
+    """Item i1 approved through the API, as `Inbox.decide` records it."""
+    return await items.record_decision(
+        "i1",
+        Approve(),
+        actor="u",
+        channel="api",
+        now=now,
+        final_args=None,
+        event=NewEvent(DecisionMade(item_id="i1", decision=Approve())),
+    )
+
+
 def _item(item_id: str = "i1", run_id: str = "r1") -> Item:
     return Item(
         id=item_id,
@@ -163,15 +176,7 @@ async def test_a_decided_run_is_claimed_before_runs_made_after_it(
     await items.create_item(_item(), targets=[], lease="w", now=T0, run_status=RunStatus.WAITING)
     later = T0 + timedelta(minutes=5)
     await runs.create_run(run_id="r2", skill="s", input="hi", trigger="test", now=later)
-    await items.record_decision(
-        "i1",
-        Approve(),
-        actor="u",
-        channel="api",
-        now=later + timedelta(minutes=5),
-        final_args=None,
-        event=NewEvent(DecisionMade(item_id="i1", decision=Approve())),
-    )
+    await _approve(items, now=later + timedelta(minutes=5))
     # The oldest run first: the person who answered does not wait behind newer work.
     claimed = await runs.claim_runs(lease="w2", now=later, lease_seconds=30, limit=1)
     assert [c.run.id for c in claimed] == ["r1"]
@@ -187,15 +192,7 @@ async def test_a_decision_hands_its_waiting_run_to_the_installed_worker(
     await items.create_item(_item(), targets=[], lease="w", now=T0, run_status=RunStatus.WAITING)
     hand = Hand("w2")
     items.hand_over_to(hand)
-    await items.record_decision(
-        "i1",
-        Approve(),
-        actor="u",
-        channel="api",
-        now=T0,
-        final_args=None,
-        event=NewEvent(DecisionMade(item_id="i1", decision=Approve())),
-    )
+    await _approve(items, now=T0)
     [claimed] = hand.started
     run = await runs.get_run("r1")
     assert (run.status, run.lease_owner) == (RunStatus.RUNNING, "w2#1")
@@ -330,15 +327,7 @@ async def test_the_outbox_retries_and_marks_copies_for_update(
     assert await outbox.due_deliveries(now=T0) == []
     found = await outbox.find_delivery("slack", "123.45")
     assert found is not None and found.ref == sent
-    await items.record_decision(
-        "i1",
-        Approve(),
-        actor="u",
-        channel="api",
-        now=T0,
-        final_args=None,
-        event=NewEvent(DecisionMade(item_id="i1", decision=Approve())),
-    )
+    await _approve(items, now=T0)
     (d,) = await outbox.due_deliveries(now=T0)
     assert d.needs_update and d.status is DeliveryStatus.SENT
     await outbox.delivery_updated(d.id, now=T0)
@@ -397,15 +386,7 @@ async def test_the_channels_with_work_are_those_with_a_copy_to_send_or_update(
     assert await outbox.channels_with_work() == {"email"}
     await outbox.delivery_sent(mail.id, ref=None, now=T0)
     assert await outbox.channels_with_work() == set()
-    await items.record_decision(
-        "i1",
-        Approve(),
-        actor="u",
-        channel="api",
-        now=T0,
-        final_args=None,
-        event=NewEvent(DecisionMade(item_id="i1", decision=Approve())),
-    )
+    await _approve(items, now=T0)
     assert await outbox.channels_with_work() == {"slack", "email"}  # both copies to update
 
 
