@@ -312,11 +312,12 @@ class Dispatcher:
         await asyncio.gather(*jobs, return_exceptions=True)
 
     async def _bury_unrouted(self, busy: set[str]) -> int:
-        """Give up the due deliveries of channels this server does not have."""
-        if busy.issubset(self.channels):
+        """Give up the due deliveries of the channels in `busy` this server does not have."""
+        unrouted = busy.difference(self.channels)
+        if not unrouted:
             return 0
         store = self.ctx.store
-        due = await store.due_deliveries(now=self.ctx.clock(), except_channels=tuple(self.channels))
+        due = await store.due_deliveries(now=self.ctx.clock(), channels=unrouted)
         for delivery in due:
             await store.delivery_failed(
                 delivery.id,
