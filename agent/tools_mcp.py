@@ -319,6 +319,8 @@ class ToolHub:
         # Servers no loaded skill uses, kept until their calls in flight end; their closing.
         self._retired: set[_Connection] = set()
         self._closing: set[asyncio.Task[None]] = set()
+        # Servers started ahead of any use (`launch`), until each is up or said to have failed.
+        self._launching: set[asyncio.Task[None]] = set()
 
     def use_auth(self, auth: McpAuth) -> None:
         """Connect `auth: oauth` servers with `auth`; a revocation there closes the connection."""
@@ -403,6 +405,26 @@ class ToolHub:
 
     async def warm(self, skill: Skill) -> None:
         await self.list_tools(skill)
+
+    def launch(self, skill: Skill) -> None:
+        """Start `skill`'s stdio servers in the background, ahead of anything that needs them
+        (a server that has only just begun to boot). One that cannot start is said, and started
+        again by the skill's first use. Its rules are checked then too; HTTP servers wait for
+        `warm`, since an OAuth one may need a consent, kept where the process has not yet looked.
+        """
+        for name, cfg in self.servers(skill).items():
+            if isinstance(cfg, StdioServer):
+                task = asyncio.create_task(
+                    self._launch(self._conn(name, cfg, skill.name)), name=f"launch:{name}"
+                )
+                self._launching.add(task)
+                task.add_done_callback(self._launching.discard)
+
+    async def _launch(self, conn: _Connection) -> None:
+        try:
+            await conn.open(self._connect_timeout)
+        except Exception as exc:
+            log.warning("MCP server %s not started yet: %s", conn.name, exc)
 
     async def call(
         self,
@@ -490,6 +512,12 @@ class ToolHub:
             questions.end()  # however the call ended, no question of it waits any longer
 
     async def aclose(self) -> None:
+        launching, self._launching = list(self._launching), set()
+        for task in launching:
+            task.cancel()
+        for task in launching:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         conns, self._conns = [*self._conns.values(), *self._retired], {}
         self._retired = set()
         for conn in conns:

@@ -6,6 +6,10 @@ process is alive. So uvicorn starts with this small ASGI app: `/healthz` answers
 (`"ready": false` while starting), `/readyz` answers 503 until the app is built and started,
 and every other request gets 503 with Retry-After. Once the real app has run its startup, every
 request goes straight to it, and `on_ready` is told (`pizzabot serve` says so in one line).
+
+`build` is a coroutine function: it does its heavy imports on a thread, so `/healthz` keeps
+answering meanwhile, and may start what is worth starting before the app (the skills' MCP
+servers), closing it with the exit stack it is given, which closes at shutdown.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 class BootApp:
     def __init__(
         self,
-        build: Callable[[], Any],
+        build: Callable[[AsyncExitStack], Awaitable[Any]],
         *,
         on_failure: Callable[[], None],
         on_ready: Callable[[Any], None] | None = None,
@@ -89,8 +93,7 @@ class BootApp:
 
     async def _start(self) -> None:
         try:
-            # The heavy imports happen on a thread, so /healthz keeps answering meanwhile.
-            app = await asyncio.to_thread(self._build)
+            app = await self._build(self._stack)
             await self._stack.enter_async_context(app.router.lifespan_context(app))
         except asyncio.CancelledError:
             raise

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import os
 import sys
 from pathlib import Path
@@ -60,10 +61,19 @@ def _run_server(settings: Any, *, token: str, created: bool, with_worker: bool) 
     from pizzabot.bot import banner, listen
     from pizzabot.bot.boot import BootApp
 
-    def build() -> Any:
-        from pizzabot.bot.server import create_app
+    async def build(stack: contextlib.AsyncExitStack) -> Any:
+        # The skills' MCP servers start first, then the app is built beside them; both
+        # import on a thread, so /healthz keeps answering meanwhile.
+        mcp_servers = await asyncio.to_thread(importlib.import_module, "pizzabot.bot.mcp_servers")
+        hub = await mcp_servers.start_first(settings)
+        stack.push_async_callback(hub.aclose)  # the app's services close it first, if built
 
-        return create_app(settings, token=token, with_worker=with_worker)
+        def make_app() -> Any:
+            from pizzabot.bot.server import create_app
+
+            return create_app(settings, token=token, with_worker=with_worker, tools=hub)
+
+        return await asyncio.to_thread(make_app)
 
     def stop() -> None:
         server.should_exit = True
@@ -112,6 +122,7 @@ def worker() -> None:
     import asyncio
 
     from pizzabot.bot.logs import setup_logging
+    from pizzabot.bot.mcp_servers import start_first
     from pizzabot.bot.server import build, follow_skill_files, shutdown, start_worker, warm
     from pizzabot.bot.settings import Settings
 
@@ -119,7 +130,12 @@ def worker() -> None:
     setup_logging(settings)
 
     async def main() -> None:
-        svc = await build(settings, token="", with_worker=True, serving=False)
+        tools = await start_first(settings)  # the skills' MCP servers start while it builds
+        try:
+            svc = await build(settings, token="", with_worker=True, serving=False, tools=tools)
+        except BaseException:
+            await tools.aclose()
+            raise
         assert svc.worker is not None
         start_worker(svc, svc.worker)
         # One line a person (or a supervisor) can wait for: from here on runs are claimed.

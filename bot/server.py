@@ -29,18 +29,14 @@ from pizzabot.agent.context import utcnow
 from pizzabot.agent.llm import LiteLLMClient, ModelRouter
 from pizzabot.agent.llm_demo import DemoModel
 from pizzabot.agent.llm_openai import OpenAIClient
-from pizzabot.agent.mcp_oauth import McpAuth
 from pizzabot.agent.outbox import Limits
 from pizzabot.agent.policy import Access, Principal
 from pizzabot.agent.policy.tokens import TokenDesk, principal_for
 from pizzabot.agent.redaction import Redactor
 from pizzabot.agent.skills import (
-    HttpServer,
     LoadReport,
     Reload,
-    Skill,
     SkillBook,
-    StdioServer,
     load_skills,
 )
 from pizzabot.agent.tools_mcp import ToolHub
@@ -58,6 +54,7 @@ from pizzabot.bot import (
 )
 from pizzabot.bot.core import Core, Mind, Timing
 from pizzabot.bot.core import build as build_core
+from pizzabot.bot.mcp_servers import tool_hub
 from pizzabot.bot.outlets import outlets
 from pizzabot.bot.services import EmailParts, Services, SlackParts
 from pizzabot.bot.settings import Settings, environment, private_folder
@@ -79,22 +76,19 @@ if TYPE_CHECKING:
 log = logging.getLogger("pizzabot")
 
 
-def folder_servers(skill: Skill) -> dict[str, StdioServer | HttpServer]:
-    """A skill with granted folders gets the built-in `files` server for exactly those."""
-    if not skill.folders:
-        return {}
-    from pizzabot.tools.files import launch_args
-
-    return {"files": StdioServer(command="python", args=launch_args(skill.folders))}
-
-
 async def build(
-    settings: Settings, *, token: str, with_worker: bool | None = None, serving: bool = True
+    settings: Settings,
+    *,
+    token: str,
+    with_worker: bool | None = None,
+    serving: bool = True,
+    tools: ToolHub | None = None,
 ) -> Services:
     """Every part of a server from its settings, each handed what it needs as it is made.
     `serving`: this process delivers on the channels and answers them (a server); without
     it (`pizzabot worker`) it only steps runs, addressing items to the channels the
-    settings turn on, which its servers deliver on."""
+    settings turn on, which its servers deliver on. `tools`: the hub whose MCP servers were
+    started first (`pizzabot.bot.mcp_servers.start_first`); the services own it from here."""
     private_folder(settings.data_dir)
     store, schema_change = await _open_store(settings)
     try:
@@ -105,21 +99,13 @@ async def build(
             with_worker=with_worker,
             serving=serving,
             schema_change=schema_change,
+            tools=tools,
         )
         await warmup.load_libraries(svc.ctx.skills.all(), tools=svc.tools)
         return svc
     except BaseException:
         await store.aclose()  # a setting refused (a short mail key, say): nothing stays open
         raise
-
-
-def _tools(settings: Settings, store: SqlStore, env: dict[str, str]) -> ToolHub:
-    """MCP servers; OAuth ones' consents are kept in the database (callbacks reach any server)."""
-    auth = McpAuth.serving(settings.data_dir, settings.base_url, env=env)
-    auth.consents = SqlConsents(store.db)
-    return ToolHub(
-        env=env, call_timeout=settings.tool_timeout, extra_servers=folder_servers, auth=auth
-    )
 
 
 async def _assemble(
@@ -130,6 +116,7 @@ async def _assemble(
     with_worker: bool | None,
     serving: bool,
     schema_change: str | None,
+    tools: ToolHub | None,
 ) -> Services:
     files = _skill_files(settings, store)
     # One policy for every channel: who may decide, start and follow up, and through which.
@@ -137,7 +124,9 @@ async def _assemble(
     env = environment()
     # The API token and every secret setting: no provider's, tool's or server's error shows them.
     redactor = Redactor.of(token, *settings.secret_values())
-    tools = _tools(settings, store, env)
+    tools = tools if tools is not None else tool_hub(settings, env)
+    if tools.auth is not None:  # OAuth consents in the database: a callback reaches any server
+        tools.auth.consents = SqlConsents(store.db)
     tracer = tracing.exporter(env) if settings.otel else None
     out = outlets(settings, store, access, files.book, serving)
     home_bell = asyncio.Event()  # Slack's Home tabs are republished whenever the outbox wakes
@@ -304,10 +293,18 @@ async def _audit_skills(store: SqlStore, report: LoadReport, *, now: datetime) -
         )
 
 
-def create_app(settings: Settings, *, token: str, with_worker: bool | None = None) -> FastAPI:
+def create_app(
+    settings: Settings,
+    *,
+    token: str,
+    with_worker: bool | None = None,
+    tools: ToolHub | None = None,
+) -> FastAPI:
+    """The server's app; its lifespan builds and starts the services (`tools`: as `build`'s)."""
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        svc = await build(settings, token=token, with_worker=with_worker)
+        svc = await build(settings, token=token, with_worker=with_worker, tools=tools)
         app.state.services = svc
         app.state.api = wire_http.deps(svc)
         app.state.hooks = wire_triggers.hook_deps(settings, svc)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import httpx
@@ -89,8 +90,18 @@ async def test_the_boot_app_hands_over_to_the_built_app() -> None:
     async def hello() -> dict[str, str]:
         return {"hi": "there"}
 
+    closed: list[str] = []
+
+    async def build(stack: AsyncExitStack) -> FastAPI:
+        # What the build starts beside the app (the skills' MCP servers) closes at shutdown.
+        async def close() -> None:
+            closed.append("started beside the app")
+
+        stack.push_async_callback(close)
+        return real
+
     handed_over = asyncio.Event()
-    boot = BootApp(lambda: real, on_failure=lambda: None, on_ready=lambda _: handed_over.set())
+    boot = BootApp(build, on_failure=lambda: None, on_ready=lambda _: handed_over.set())
     messages = [{"type": "lifespan.startup"}]
     sent: list[dict[str, object]] = []
     stop = asyncio.Event()
@@ -110,8 +121,10 @@ async def test_the_boot_app_hands_over_to_the_built_app() -> None:
     assert boot.ready
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=boot), base_url="http://t") as c:
         assert (await c.get("/hello")).json() == {"hi": "there"}
+    assert closed == []
     stop.set()
     await lifespan
+    assert closed == ["started beside the app"]
     assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
 
 
@@ -169,3 +182,60 @@ async def test_a_skills_mcp_server_is_started_at_start_up_before_any_run(tmp_pat
             assert (await c.get("/api/runs")).json()["items"] == []
     finally:
         server.stop()
+
+
+async def test_the_skills_mcp_servers_start_first_and_the_built_server_runs_with_them(
+    tmp_path: Path,
+) -> None:
+    # `serve` starts the skills' stdio servers before it builds the app, so the first run
+    # does not wait for them after the build; the server then runs with those very servers.
+    from pizzabot.bot.mcp_servers import start_first
+    from pizzabot.bot.server import build, shutdown, warm
+    from pizzabot.bot.settings import Settings
+
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    crm = {"command": "python", "args": [str(mcp_tools.SCRIPT), "stdio"]}
+    model = {"model": "openai/scripted", "model_options": {"api_base": "http://127.0.0.1:9/v1"}}
+    for name in ("warm", "also-warm"):  # two skills, one server configuration: one process
+        skill = {"name": name, "instructions": "A test agent.", "mcp_servers": {"crm": crm}}
+        (skills / f"{name}.yaml").write_text(yaml.safe_dump(skill | model))
+    # An HTTP server waits for the warm-up (an OAuth one may need a consent from the store).
+    remote = {"url": "http://127.0.0.1:9/mcp"}
+    hosted = {"name": "hosted", "instructions": "A test agent.", "mcp_servers": {"far": remote}}
+    (skills / "hosted.yaml").write_text(yaml.safe_dump(hosted | model))
+    (skills / "broken.yaml").write_text("name: broken\ninstructions: [unclosed\n")
+    settings = Settings(data_dir=tmp_path / "data", skills_dir=skills)
+    me = psutil.Process()
+
+    def crm_processes() -> int:
+        return sum(
+            str(mcp_tools.SCRIPT) in " ".join(child.cmdline())
+            for child in me.children(recursive=True)
+        )
+
+    hub = await start_first(settings)
+    try:
+        await eventually(
+            lambda: hub.running() == {"also-warm": ["crm"], "warm": ["crm"]},
+            what="the skills' stdio server to be up before anything else is built",
+            timeout=30,
+        )
+        assert crm_processes() == 1
+        svc = await build(settings, token="t" * 32, with_worker=False, tools=hub)
+    except BaseException:
+        await hub.aclose()
+        raise
+    try:
+        assert svc.tools is hub
+        await warm(svc)  # what a started server does next: it finds the server up
+        assert hub.running()["warm"] == ["crm"] and "hosted" not in hub.running()
+        assert crm_processes() == 1
+    finally:
+        await shutdown(svc)
+    await eventually(
+        lambda: crm_processes() == 0,
+        what="the server stopped",
+        timeout=10,
+        retry_on=(psutil.Error,),
+    )

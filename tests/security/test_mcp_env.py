@@ -115,7 +115,7 @@ async def test_the_built_in_files_server_gets_no_secrets(
     import psutil
 
     from pizzabot.agent.tools_mcp import ToolHub
-    from pizzabot.bot.server import folder_servers
+    from pizzabot.bot.mcp_servers import folder_servers
 
     skill = _skill().model_copy(update={"folders": _folders(tmp_path)})
     hub = ToolHub(env=parent_env, extra_servers=folder_servers)
