@@ -7,6 +7,10 @@ first import of the SDK. Once the server is ready, the model libraries the skill
 import on a thread (`ModelRoute.prepare`) while every skill's MCP servers start as tasks, side
 by side (a server's start mostly waits, an import works), so the event loop keeps answering
 requests meanwhile and `/healthz` never waits for either.
+
+Before all that, a process that boots starts the skills' stdio servers first (`launch`): a
+server takes most of a second to start (an interpreter, then its SDK), on another core while
+the process builds the rest, and the warm-up then finds it up.
 """
 
 from __future__ import annotations
@@ -14,15 +18,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
+from pathlib import Path
 
 from pizzabot.agent.llm import ModelClient, ModelRouter, freeze_after_import
 from pizzabot.agent.mcp_launch import import_client
-from pizzabot.agent.skills import Skill
+from pizzabot.agent.skills import Skill, load_skills
 from pizzabot.agent.tools_mcp import ToolHub
 
 log = logging.getLogger(__name__)
 
-__all__ = ["load_libraries", "warm", "warm_skill"]
+__all__ = ["launch", "load_libraries", "warm", "warm_skill"]
 
 
 async def load_libraries(skills: Iterable[Skill], *, tools: ToolHub) -> None:
@@ -58,3 +63,26 @@ async def warm_skill(tools: ToolHub, skill: Skill) -> None:
         await tools.warm(skill)
     except Exception as exc:
         log.warning("skill %s: MCP servers not ready yet: %s", skill.name, exc)
+
+
+async def launch(folder: Path, tools: ToolHub) -> None:
+    """Start the stdio MCP servers of the skills in `folder` before anything else is built
+    (a process that has only just begun to boot): the files are read and the SDK's client
+    imported on a thread, and each server starts in a task of `tools`. A refused file, or a
+    server that cannot start, is said later by the process's own load or the skill's first use.
+    """
+
+    def read() -> list[Skill]:
+        try:
+            skills = list(load_skills(folder).skills.values())
+        except Exception:  # the process's own load of the folder says what is wrong, and where
+            return []
+        if any(tools.servers(skill) for skill in skills):
+            try:
+                import_client()
+            except ImportError:
+                return []
+        return skills
+
+    for skill in await asyncio.to_thread(read):
+        tools.launch(skill)

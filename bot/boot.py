@@ -7,9 +7,8 @@ process is alive. So uvicorn starts with this small ASGI app: `/healthz` answers
 and every other request gets 503 with Retry-After. Once the real app has run its startup, every
 request goes straight to it, and `on_ready` is told (`pizzabot serve` says so in one line).
 
-`build` is a coroutine function: it does its heavy imports on a thread, so `/healthz` keeps
-answering meanwhile, and may start what is worth starting before the app (the skills' MCP
-servers), closing it with the exit stack it is given, which closes at shutdown.
+`build` imports on a thread, so `/healthz` keeps answering; what it starts beside the app (the
+skills' MCP servers) it closes through the exit stack it is given, which closes at shutdown.
 """
 
 from __future__ import annotations

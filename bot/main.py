@@ -62,8 +62,7 @@ def _run_server(settings: Any, *, token: str, created: bool, with_worker: bool) 
     from pizzabot.bot.boot import BootApp
 
     async def build(stack: contextlib.AsyncExitStack) -> Any:
-        # The skills' MCP servers start first, then the app is built beside them; both
-        # import on a thread, so /healthz keeps answering meanwhile.
+        # The skills' MCP servers start first; imports are on a thread (/healthz answers).
         mcp_servers = await asyncio.to_thread(importlib.import_module, "pizzabot.bot.mcp_servers")
         hub = await mcp_servers.start_first(settings)
         stack.push_async_callback(hub.aclose)  # the app's services close it first, if built
@@ -130,12 +129,9 @@ def worker() -> None:
     setup_logging(settings)
 
     async def main() -> None:
-        tools = await start_first(settings)  # the skills' MCP servers start while it builds
-        try:
-            svc = await build(settings, token="", with_worker=True, serving=False, tools=tools)
-        except BaseException:
-            await tools.aclose()
-            raise
+        # The skills' MCP servers start while it builds (a failed start stops them with the loop).
+        tools = await start_first(settings)
+        svc = await build(settings, token="", with_worker=True, serving=False, tools=tools)
         assert svc.worker is not None
         start_worker(svc, svc.worker)
         # One line a person (or a supervisor) can wait for: from here on runs are claimed.

@@ -30,15 +30,10 @@ from pizzabot.agent.llm import LiteLLMClient, ModelRouter
 from pizzabot.agent.llm_demo import DemoModel
 from pizzabot.agent.llm_openai import OpenAIClient
 from pizzabot.agent.outbox import Limits
-from pizzabot.agent.policy import Access, Principal
+from pizzabot.agent.policy import Principal
 from pizzabot.agent.policy.tokens import TokenDesk, principal_for
 from pizzabot.agent.redaction import Redactor
-from pizzabot.agent.skills import (
-    LoadReport,
-    Reload,
-    SkillBook,
-    load_skills,
-)
+from pizzabot.agent.skills import LoadReport, Reload, SkillBook, load_skills
 from pizzabot.agent.tools_mcp import ToolHub
 from pizzabot.agent.tracing import flusher
 from pizzabot.agent.worker import Worker
@@ -52,11 +47,11 @@ from pizzabot.bot import (
     wire_triggers,
     wire_web,
 )
-from pizzabot.bot.core import Core, Mind, Timing
+from pizzabot.bot.core import Mind, Timing
 from pizzabot.bot.core import build as build_core
 from pizzabot.bot.mcp_servers import tool_hub
 from pizzabot.bot.outlets import outlets
-from pizzabot.bot.services import EmailParts, Services, SlackParts
+from pizzabot.bot.services import Services
 from pizzabot.bot.settings import Settings, environment, private_folder
 from pizzabot.bot.skill_reload import SkillFiles
 from pizzabot.channels.a2a import serve as a2a
@@ -71,7 +66,7 @@ from pizzabot.store.sql import SqlStore, connect
 from pizzabot.store.tokens import SqlTokens
 
 if TYPE_CHECKING:
-    from pizzabot.channels.slack import SlackChannel
+    pass
 
 log = logging.getLogger("pizzabot")
 
@@ -91,6 +86,9 @@ async def build(
     started first (`pizzabot.bot.mcp_servers.start_first`); the services own it from here."""
     private_folder(settings.data_dir)
     store, schema_change = await _open_store(settings)
+    tools = tools if tools is not None else tool_hub(settings, environment())
+    if tools.auth is not None:  # OAuth consents in the database: a callback reaches any server
+        tools.auth.consents = SqlConsents(store.db)
     try:
         svc = await _assemble(
             settings,
@@ -116,21 +114,18 @@ async def _assemble(
     with_worker: bool | None,
     serving: bool,
     schema_change: str | None,
-    tools: ToolHub | None,
+    tools: ToolHub,
 ) -> Services:
     files = _skill_files(settings, store)
     # One policy for every channel: who may decide, start and follow up, and through which.
     access = away_access(files.book, store.db, email_senders=settings.email_allowed_senders)
     env = environment()
-    # The API token and every secret setting: no provider's, tool's or server's error shows them.
-    redactor = Redactor.of(token, *settings.secret_values())
-    tools = tools if tools is not None else tool_hub(settings, env)
-    if tools.auth is not None:  # OAuth consents in the database: a callback reaches any server
-        tools.auth.consents = SqlConsents(store.db)
+    redactor = Redactor.of(token, *settings.secret_values())  # no error shows a secret
     tracer = tracing.exporter(env) if settings.otel else None
     out = outlets(settings, store, access, files.book, serving)
     home_bell = asyncio.Event()  # Slack's Home tabs are republished whenever the outbox wakes
-    mind = _mind(settings, env=env, redactor=redactor, tools=tools)
+    model = _models(settings, env=env, redactor=redactor)
+    mind = Mind(model=model, tools=tools, default_budget=settings.default_budget())
     core = build_core(
         store=store,
         skills=files.book,
@@ -147,30 +142,29 @@ async def _assemble(
     await _audit_skills(store, files.report, now=utcnow())
     if not store.is_postgres and core.worker is not None:
         await store.release_leases(now=utcnow())
-    tokens, token_desk = _tokens(store, access, core)
-    svc = Services(
+    tokens = SqlTokens(store.db)  # named tokens, made and revoked by admins through the desk
+    desk = TokenDesk(tokens=tokens, access=access, trail=store, clock=utcnow, ids=core.ctx.ids)
+    return Services(
         settings=settings,
         token=token,
         store=store,
         core=core,
         access=access,
         tokens=tokens,
-        token_desk=token_desk,
+        token_desk=desk,
         tools=tools,
         skill_files=files,
         schema_change=schema_change,
-        slack=_slack(settings, out.slack, core=core, store=store, access=access, bell=home_bell),
-        email=_email(settings, out.mail, core=core, store=store, access=access),
+        slack=wire_slack.build(
+            settings, channel=out.slack, core=core, store=store, access=access, bell=home_bell
+        ),
+        email=wire_email.build(settings, outlet=out.mail, core=core, store=store, access=access),
         triggers=wire_triggers.build(settings, store=store, core=core) if serving else None,
         phone=out.phone,
         live=out.live,
         chats=wire_chats.build(settings, out.channels, core=core, store=store, access=access),
+        closers=[*([flusher(tracer)] if tracer is not None else []), model.aclose],
     )
-    if tracer is not None:
-        svc.closers.append(flusher(tracer))
-    if isinstance(mind.model, ModelRouter):
-        svc.closers.append(mind.model.aclose)
-    return svc
 
 
 class EngineParts(TypedDict):
@@ -194,42 +188,6 @@ def _engine_settings(settings: Settings, store: SqlStore, redactor: Redactor) ->
         grants=SqlGrants(store.db),
         approvals=SqlApprovals(store.db),
     )
-
-
-def _tokens(store: SqlStore, access: Access, core: Core) -> tuple[SqlTokens, TokenDesk]:
-    """Named tokens: kept in the store, made and revoked by admins through the desk."""
-    tokens = SqlTokens(store.db)
-    desk = TokenDesk(tokens=tokens, access=access, trail=store, clock=utcnow, ids=core.ctx.ids)
-    return tokens, desk
-
-
-def _slack(
-    settings: Settings,
-    channel: SlackChannel | None,
-    *,
-    core: Core,
-    store: SqlStore,
-    access: Access,
-    bell: asyncio.Event,
-) -> SlackParts | None:
-    if channel is None:
-        return None
-    return wire_slack.build(
-        settings, channel=channel, core=core, store=store, access=access, bell=bell
-    )
-
-
-def _email(
-    settings: Settings,
-    outlet: wire_email.EmailOutlet | None,
-    *,
-    core: Core,
-    store: SqlStore,
-    access: Access,
-) -> EmailParts | None:
-    if outlet is None:
-        return None
-    return wire_email.build(settings, outlet=outlet, core=core, store=store, access=access)
 
 
 async def _open_store(settings: Settings) -> tuple[SqlStore, str | None]:
@@ -270,16 +228,15 @@ def _timing(settings: Settings) -> Timing:
     )
 
 
-def _mind(settings: Settings, *, env: dict[str, str], redactor: Redactor, tools: ToolHub) -> Mind:
+def _models(settings: Settings, *, env: dict[str, str], redactor: Redactor) -> ModelRouter:
     """The model routes: the demo, OpenAI's SDK for `openai/` models it can serve, and
     litellm for every other model (each imported only when a skill needs it)."""
     attempts, timeout = settings.model_attempts, settings.model_timeout
-    model = ModelRouter(
+    return ModelRouter(
         DemoModel(),
         OpenAIClient(env=env, redactor=redactor, attempts=attempts, timeout=timeout),
         fallback=LiteLLMClient(env=env, redactor=redactor, attempts=attempts, timeout=timeout),
     )
-    return Mind(model=model, tools=tools, default_budget=settings.default_budget())
 
 
 async def _audit_skills(store: SqlStore, report: LoadReport, *, now: datetime) -> None:
@@ -300,8 +257,6 @@ def create_app(
     with_worker: bool | None = None,
     tools: ToolHub | None = None,
 ) -> FastAPI:
-    """The server's app; its lifespan builds and starts the services (`tools`: as `build`'s)."""
-
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         svc = await build(settings, token=token, with_worker=with_worker, tools=tools)

@@ -239,10 +239,12 @@ def outlet(
 
 
 def build(
-    settings: Settings, *, outlet: EmailOutlet, core: Core, store: SqlStore, access: Access
-) -> EmailParts:
+    settings: Settings, *, outlet: EmailOutlet | None, core: Core, store: SqlStore, access: Access
+) -> EmailParts | None:
     """What reads mail: the decision links' desk (with a public URL) and the mailbox
-    watcher (with an IMAP host), both answering through the channel."""
+    watcher (with an IMAP host), both answering through the channel. None without mail."""
+    if outlet is None:
+        return None
     from pizzabot.channels.email import LinkDesk, MailHandler
     from pizzabot.store.mail import SqlMailLog
 

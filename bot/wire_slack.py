@@ -81,15 +81,17 @@ def reaches(settings: Settings) -> bool:
 def build(
     settings: Settings,
     *,
-    channel: SlackChannel,
+    channel: SlackChannel | None,
     core: Core,
     store: SqlStore,
     access: Access,
     bell: asyncio.Event,
-) -> SlackParts:
+) -> SlackParts | None:
     """What answers Slack: the listeners, the Home tabs (republished when `bell` rings: it is
     rung with the outbox, as whatever wakes the outbox changed someone's items) and, in HTTP
-    mode, the handler of `POST /slack/events`."""
+    mode, the handler of `POST /slack/events`. None without the channel."""
+    if channel is None:
+        return None
     from pizzabot.channels.slack import HomeTabs, SlackInbound, build_app
 
     inbound = SlackInbound(

@@ -16,6 +16,7 @@ from pizzabot.agent.argforms import coerce_form, form_fields
 from pizzabot.agent.errors import AlreadyDecided, InvalidArguments
 from pizzabot.agent.events import NewEvent, RunFinished
 from pizzabot.agent.mcp_call import CallQuestions
+from pizzabot.agent.mcp_connection import Connection
 from pizzabot.agent.model import Approve, Box, Edit, Item, ItemKind, ItemStatus, Reject, RunStatus
 from pizzabot.agent.policy import Principal
 from pizzabot.agent.questions import (
@@ -29,7 +30,6 @@ from pizzabot.agent.questions import (
     validate_answer,
     values_from_lines,
 )
-from pizzabot.agent.tools_mcp import _Connection
 from tests.peers.mcp_elicit import FORM, LINK, NESTED
 from tests.peers.web import T0, Form, WebApp, csrf_of
 
@@ -224,7 +224,7 @@ def test_titled_and_several_choices_on_forms() -> None:
 
 
 async def test_a_servers_question_goes_to_the_one_call_in_flight() -> None:
-    conn = _Connection("ask", "http://127.0.0.1:1/mcp")
+    conn = Connection("ask", "http://127.0.0.1:1/mcp")
     asked: list[Question] = []
 
     async def ask(q: Question) -> Answer:
