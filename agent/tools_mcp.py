@@ -214,10 +214,10 @@ class ToolHub:
 
     def launch(self, skill: Skill) -> None:
         """Start `skill`'s stdio servers in the background, ahead of anything that needs them
-        (a server that has only just begun to boot). One that cannot start is said, and started
-        again by the skill's first use. Its rules are checked then too; HTTP servers wait for
-        `warm`, since an OAuth one may need a consent, kept where the process has not yet looked.
-        """
+        (a process that has only just begun to boot). One that cannot start is started again
+        by the warm-up (`warm`), which says why if it fails again, or by the skill's first use;
+        the skill's rules are checked then too. HTTP servers wait for `warm`: an OAuth one may
+        need a consent, kept in a database the process has not opened yet."""
         for name, cfg in self.servers(skill).items():
             if isinstance(cfg, StdioServer):
                 task = asyncio.create_task(
@@ -229,8 +229,8 @@ class ToolHub:
     async def _launch(self, conn: Connection) -> None:
         try:
             await conn.open(self._connect_timeout)
-        except Exception as exc:
-            log.warning("MCP server %s not started yet: %s", conn.name, exc)
+        except Exception as exc:  # the warm-up tries again, and says why if it fails too
+            log.debug("MCP server %s not started yet: %s", conn.name, exc)
 
     async def call(
         self,

@@ -197,44 +197,49 @@ async def test_the_skills_mcp_servers_start_first_and_the_built_server_runs_with
     skills.mkdir()
     crm = {"command": "python", "args": [str(mcp_tools.SCRIPT), "stdio"]}
     model = {"model": "openai/scripted", "model_options": {"api_base": "http://127.0.0.1:9/v1"}}
-    for name in ("warm", "also-warm"):  # two skills, one server configuration: one process
-        skill = {"name": name, "instructions": "A test agent.", "mcp_servers": {"crm": crm}}
+
+    def write(name: str, servers: dict[str, dict[str, object]]) -> None:
+        skill = {"name": name, "instructions": "A test agent.", "mcp_servers": servers}
         (skills / f"{name}.yaml").write_text(yaml.safe_dump(skill | model))
-    # An HTTP server waits for the warm-up (an OAuth one may need a consent from the store).
-    remote = {"url": "http://127.0.0.1:9/mcp"}
-    hosted = {"name": "hosted", "instructions": "A test agent.", "mcp_servers": {"far": remote}}
-    (skills / "hosted.yaml").write_text(yaml.safe_dump(hosted | model))
+
+    write("warm", {"crm": crm})
+    write("also-warm", {"crm": crm})  # the same configuration: one process for both
+    # A server that cannot start holds up neither the others nor the start.
+    write("gone", {"gone": {"command": str(tmp_path / "no-such-server")}})
     (skills / "broken.yaml").write_text("name: broken\ninstructions: [unclosed\n")
     settings = Settings(data_dir=tmp_path / "data", skills_dir=skills)
     me = psutil.Process()
 
-    def crm_processes() -> int:
+    def stdio_crms() -> int:
         return sum(
-            str(mcp_tools.SCRIPT) in " ".join(child.cmdline())
+            f"{mcp_tools.SCRIPT} stdio" in " ".join(child.cmdline())
             for child in me.children(recursive=True)
         )
 
-    hub = await start_first(settings)
-    try:
-        await eventually(
-            lambda: hub.running() == {"also-warm": ["crm"], "warm": ["crm"]},
-            what="the skills' stdio server to be up before anything else is built",
-            timeout=30,
-        )
-        assert crm_processes() == 1
-        svc = await build(settings, token="t" * 32, with_worker=False, tools=hub)
-    except BaseException:
-        await hub.aclose()
-        raise
-    try:
-        assert svc.tools is hub
-        await warm(svc)  # what a started server does next: it finds the server up
-        assert hub.running()["warm"] == ["crm"] and "hosted" not in hub.running()
-        assert crm_processes() == 1
-    finally:
-        await shutdown(svc)
+    async with mcp_tools.serve_http() as url:
+        # An HTTP server waits for the warm-up (an OAuth one may need a consent from the store).
+        write("hosted", {"far": {"url": url}})
+        hub = await start_first(settings)
+        try:
+            await eventually(
+                lambda: hub.running() == {"also-warm": ["crm"], "warm": ["crm"]},
+                what="the skills' stdio server to be up before anything else is built",
+                timeout=30,
+            )
+            assert stdio_crms() == 1
+            svc = await build(settings, token="t" * 32, with_worker=False, tools=hub)
+        except BaseException:
+            await hub.aclose()
+            raise
+        try:
+            assert svc.tools is hub
+            await warm(svc)  # what a started server does next: the stdio one is up already
+            assert hub.running() == {"also-warm": ["crm"], "hosted": ["far"], "warm": ["crm"]}
+            assert stdio_crms() == 1
+        finally:
+            await shutdown(svc)
     await eventually(
-        lambda: crm_processes() == 0,
+        lambda: stdio_crms() == 0,
         what="the server stopped",
         timeout=10,
         retry_on=(psutil.Error,),
