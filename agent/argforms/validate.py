@@ -44,26 +44,19 @@ def validate_arguments(schema: Schema, args: Mapping[str, Any]) -> dict[str, str
     if deep is not None:
         path, message = deep
         return {where(path) if path else "": message}
-    broken = schema_error(schema)
+    broken, text = _schema_error(schema)
     if broken is not None:
         return {"": f"the tool's input schema is invalid: {broken}"}
-    fields = {leaf.path: leaf.name for leaf in leaves(tree(schema))}
+    fields, validator = _prepared(text)
     errors: dict[str, str] = {}
     # First, and alone: jsonschema's messages repr() the value, which fails past 4300 digits.
     for path, message in out_of_range(args):
         add_error(errors, *locate(fields, path, message))
     if errors:
         return errors
-    # Imported with the first check: ~6 MiB and ~80 ms that a server which has not yet
-    # checked a call's arguments does not carry.
-    import jsonschema
-    import referencing
-    import referencing.exceptions
+    import referencing.exceptions  # imported with the validator (`_prepared`)
 
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
-        # An empty registry: without one jsonschema fetches remote $refs over the network.
-        validator = cls(schema, registry=referencing.Registry(), format_checker=cls.FORMAT_CHECKER)
         found = list(validator.iter_errors(dict(args)))
     except referencing.exceptions.Unresolvable as exc:
         return {"": f"the tool's input schema refers to something unavailable: {exc}"}
@@ -88,10 +81,32 @@ def validate_arguments(schema: Schema, args: Mapping[str, Any]) -> dict[str, str
 def schema_error(schema: Schema) -> str | None:
     """Why `schema` cannot check anything (nested too deep, a `$ref` cycle, or what JSON
     Schema's meta-schema says of it); None when it can."""
+    return _schema_error(schema)[0]
+
+
+def _schema_error(schema: Schema) -> tuple[str | None, str]:
+    """`schema_error`, and the schema's text that keys what is kept of it."""
     deep = schema_problem(schema, cycles=False)  # first: the rest walks it by recursion
     if deep is not None:
-        return deep
-    return _checked(json.dumps(schema, sort_keys=True, default=str))
+        return deep, ""
+    text = json.dumps(schema, sort_keys=True, default=str)
+    return _checked(text), text
+
+
+@functools.lru_cache(maxsize=256)
+def _prepared(text: str) -> tuple[Mapping[tuple[str, ...], str], Any]:
+    """A valid schema's form fields by path and its validator, made once per schema text
+    (making a validator costs more than most checks with it)."""
+    # Imported with the first check: ~6 MiB and ~80 ms that a server which has not yet
+    # checked a call's arguments does not carry.
+    import jsonschema
+    import referencing
+
+    schema = json.loads(text)
+    fields = {leaf.path: leaf.name for leaf in leaves(tree(schema))}
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    # An empty registry: without one jsonschema fetches remote $refs over the network.
+    return fields, cls(schema, registry=referencing.Registry(), format_checker=cls.FORMAT_CHECKER)
 
 
 @functools.lru_cache(maxsize=512)

@@ -60,6 +60,12 @@ def inbox_only(name: str) -> str:
     )
 
 
+#: How many tools' rules a skill keeps looked up (`Skill.entry`).
+_ENTRIES_KEPT = 256
+#: The rule of a tool the skill does not list (frozen, so one serves every such tool).
+_UNLISTED = ToolRule()
+
+
 class Skill(Strict):
     """One skill file. Without `model` it is *inbox-only*: it runs nothing itself and answers
     requests from agents Pizza Bot does not run (`pizzabot.agent.requests`), with its approvers,
@@ -97,6 +103,11 @@ class Skill(Strict):
     #: (`pizzabot.agent.skills.step_up`).
     step_up: StepUp | StepUpFor | None = None
     _origin: Origin | None = PrivateAttr(default=None)
+    #: `entry`'s answers, for the `tools` mapping they were found in (a copy of the skill
+    #: with other tools gets its own); a step looks a call's rule up several times.
+    _entries: tuple[object, dict[str, tuple[str, ToolRule] | None]] = PrivateAttr(
+        default=(None, {})
+    )
 
     @property
     def inbox_only(self) -> bool:
@@ -378,11 +389,22 @@ class Skill(Strict):
         An unlisted tool is `ask`: the safe default is to have a human look.
         """
         listed = self.entry(tool)
-        return listed[1] if listed is not None else ToolRule()
+        return listed[1] if listed is not None else _UNLISTED
 
     def entry(self, tool: str) -> tuple[str, ToolRule] | None:
         """The `tools` entry that covers "server.tool" and its key (the name or the pattern);
         None when the skill does not list it."""
+        seen, found = self._entries
+        if seen is not self.tools:
+            found = {}
+            self._entries = (self.tools, found)
+        if tool not in found:
+            if len(found) >= _ENTRIES_KEPT:  # names can come from a model: keep a few
+                found.clear()
+            found[tool] = self._find_entry(tool)
+        return found[tool]
+
+    def _find_entry(self, tool: str) -> tuple[str, ToolRule] | None:
         rules = {
             k: (ToolRule(policy=v) if isinstance(v, str) else v) for k, v in self.tools.items()
         }

@@ -889,3 +889,13 @@ def test_a_tool_without_arguments_takes_no_fields() -> None:
     assert validate_arguments(obj({}), {"force": True}) == {
         "force": "unknown field: this tool has no fields"
     }
+
+
+def test_each_schema_checks_by_its_own_terms_when_checked_in_turn() -> None:
+    small = obj({"n": {"type": "integer", "maximum": 5}}, required=("n",))
+    large = obj({"n": {"type": "integer", "maximum": 500}}, required=("n",))
+
+    for _ in range(2):  # the second pass reuses what the first made of each schema
+        assert validate_arguments(small, {"n": 50}) == {"n": "must be at most 5"}
+        assert validate_arguments(large, {"n": 50}) == {}
+        assert validate_arguments(large, {}) == {"n": "is required"}

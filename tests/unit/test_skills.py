@@ -78,6 +78,20 @@ def test_policy_lookup_exact_then_longest_pattern_then_ask() -> None:
     assert skill.rule("cal.list").policy == "ask"  # unlisted tools ask
 
 
+def test_a_copy_with_other_tools_reads_its_own_rules_and_many_names_stay_right() -> None:
+    skill = parse_skill(HEAD + 'tools:\n  crm.send: auto\n  "crm.*": deny\n', "x.yaml")
+    assert skill.rule("crm.send").policy == "auto"  # looked up, and kept
+    copy = skill.model_copy(update={"tools": {"crm.send": "deny", "cal.*": "auto"}})
+
+    assert copy.rule("crm.send").policy == "deny"
+    assert copy.rule("cal.list").policy == "auto"
+    assert skill.rule("crm.send").policy == "auto"
+    assert skill.rule("cal.list").policy == "ask"
+    # Tool names can come from a model: past what is kept, every lookup is still right.
+    assert {skill.rule(f"crm.t{i}").policy for i in range(600)} == {"deny"}
+    assert skill.rule("crm.send").policy == "auto" and skill.rule("x.y").policy == "ask"
+
+
 def test_durations_and_budget_defaults() -> None:
     assert [parse_duration(v) for v in ("90", "30s", "15m", "2h", "1d", 5)] == [
         90,
