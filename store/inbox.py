@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, NoReturn, cast
 
-from sqlalchemy import Connection, Table, bindparam, func, select, tuple_, update
+from sqlalchemy import Connection, Table, bindparam, func, insert, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from pizzabot.agent.errors import AlreadyDecided, CardChanged, NotFound
@@ -58,6 +58,18 @@ _DECIDE = (
 )
 #: The same decision, taken only for the version of the item its card showed.
 _DECIDE_AT_VERSION = _DECIDE.where(ITEMS.c.version == bindparam("d_version"))
+_INSERT_ITEM = insert(ITEMS)
+_CLOSE_PENDING = (
+    update(ITEMS)
+    .where(ITEMS.c.run_id == bindparam("c_run"), ITEMS.c.status == ItemStatus.PENDING.value)
+    .values(
+        status=bindparam("c_status"),
+        decided_at=_NOW,
+        decided_via="engine",
+        decided_by="the run ended",
+    )
+    .returning(*ITEMS.c)
+)
 _QUEUE_IF_WAITING = (
     update(RUNS)
     .where(RUNS.c.id == bindparam("run_id"), RUNS.c.status == RunStatus.WAITING.value)
@@ -127,47 +139,43 @@ def item_of(row: Any) -> Item:
     )
 
 
-def insert_item(s: Session, item: Item, targets: Sequence[Target], now: datetime) -> None:
-    """The item and its deliveries (the outbox), in the caller's transaction."""
-    s.add(
-        ItemRow(
-            id=item.id,
-            run_id=item.run_id,
-            skill=item.skill,
-            box=item.box.value,
-            kind=item.kind.value,
-            status=item.status.value,
-            title=item.title,
-            body=item.body,
-            created_at=item.created_at,
-            call_id=item.call_id,
-            tool=item.tool,
-            args=item.args,
-            schema=item.schema,
-            risk=item.risk.as_dict(),
-            secret=item.secret,
-            version=item.version,
-            requested_by=item.requested_by,
-            requester_person=item.requester_person,
-            undo=item.undo.as_dict() if item.undo is not None else None,
-            undo_state=item.undo.state if item.undo is not None else None,
-        )
+def insert_item(c: Connection, item: Item, targets: Sequence[Target], now: datetime) -> None:
+    """The item and its deliveries (the outbox), in the caller's transaction. A caller with
+    a session flushes it first: the item's run may be one of its pending rows."""
+    c.execute(
+        _INSERT_ITEM,
+        {
+            "id": item.id,
+            "run_id": item.run_id,
+            "skill": item.skill,
+            "box": item.box.value,
+            "kind": item.kind.value,
+            "status": item.status.value,
+            "title": item.title,
+            "body": item.body,
+            "created_at": item.created_at,
+            "call_id": item.call_id,
+            "tool": item.tool,
+            "args": item.args,
+            "schema": item.schema,
+            "risk": item.risk.as_dict(),
+            "secret": item.secret,
+            "version": item.version,
+            "requested_by": item.requested_by,
+            "requester_person": item.requester_person,
+            "undo": item.undo.as_dict() if item.undo is not None else None,
+            "undo_state": item.undo.state if item.undo is not None else None,
+        },
     )
-    s.flush()
-    insert_deliveries(s, item_id=item.id, run_id=item.run_id, targets=targets, now=now)
+    insert_deliveries(c, item_id=item.id, run_id=item.run_id, targets=targets, now=now)
 
 
-def close_pending(s: Session, run_id: str, *, status: ItemStatus, now: datetime) -> list[Item]:
+def close_pending(c: Connection, run_id: str, *, status: ItemStatus, now: datetime) -> list[Item]:
     """Close the run's pending actions (the run ended before anyone decided), in the
     caller's transaction; their sent copies are to show it."""
-    q = select(ItemRow).where(ItemRow.run_id == run_id, ItemRow.status == ItemStatus.PENDING.value)
-    rows = list(s.execute(q).scalars())
+    rows = c.execute(_CLOSE_PENDING, {"c_run": run_id, "c_status": status.value, "now": now}).all()
     for row in rows:
-        row.status = status.value
-        row.decided_at = now
-        row.decided_via = "engine"
-        row.decided_by = "the run ended"
-        copies_need_update(s.connection(), row.id, now)
+        copies_need_update(c, row.id, now)
     return [item_of(r) for r in rows]
 
 
@@ -213,7 +221,7 @@ class SqlInbox(HandsOver):
                 run.lease_owner != lease or run.status != RunStatus.RUNNING.value
             ):
                 raise LeaseLost(item.run_id)
-            insert_item(s, item, targets, now)
+            insert_item(s.connection(), item, targets, now)
             append_events(s.connection(), item.run_id, events, now)
             if run_status is not None:
                 _move_run(run, run_status, now)
@@ -239,7 +247,7 @@ class SqlInbox(HandsOver):
                     run.lease_owner != lease or run.status != RunStatus.RUNNING.value
                 ):
                     raise LeaseLost(item.run_id)
-                insert_item(s, item, targets, now)
+                insert_item(s.connection(), item, targets, now)
                 append_events(s.connection(), item.run_id, events, now)
             if run_status is not None:
                 for run_id in dict.fromkeys(i.run_id for i, _ in items):
@@ -385,10 +393,10 @@ class SqlInbox(HandsOver):
         return True
 
     async def close_items(self, run_id: str, *, status: ItemStatus, now: datetime) -> list[Item]:
-        def tx(s: Session) -> list[Item]:
-            return close_pending(s, run_id, status=status, now=now)
+        def tx(c: Connection) -> list[Item]:
+            return close_pending(c, run_id, status=status, now=now)
 
-        return await self.db.run(orm(tx))
+        return await self.db.run(tx)
 
     async def show_again(self, item_id: str, *, now: datetime) -> None:
         """Mark every sent copy of the item for an update, so each shows it as it is now."""

@@ -27,6 +27,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     func,
+    insert,
     literal_column,
     or_,
     select,
@@ -44,6 +45,7 @@ from pizzabot.store.database import Database, orm
 from pizzabot.store.tables import DeliveryRow, ItemRow, UtcDateTime
 
 DELIVERIES = cast(Table, DeliveryRow.__table__)
+_INSERT_DELIVERY = insert(DELIVERIES)
 
 _COPIES_NEED_UPDATE = (
     update(DELIVERIES)
@@ -75,24 +77,29 @@ def delivery_of(row: Any) -> Delivery:
 
 
 def insert_deliveries(
-    s: Session, *, item_id: str, run_id: str, targets: Sequence[Target], now: datetime
+    c: Connection, *, item_id: str, run_id: str, targets: Sequence[Target], now: datetime
 ) -> None:
     """A pending delivery of the item to each target, for the dispatcher to send."""
-    for t in targets:
-        s.add(
-            DeliveryRow(
-                id=new_id(),
-                item_id=item_id,
-                run_id=run_id,
-                channel=t.kind,
-                address=t.address,
-                status=DeliveryStatus.PENDING.value,
-                attempts=0,
-                needs_update=False,
-                created_at=now,
-                updated_at=now,
-            )
-        )
+    if not targets:
+        return
+    c.execute(
+        _INSERT_DELIVERY,
+        [
+            {
+                "id": new_id(),
+                "item_id": item_id,
+                "run_id": run_id,
+                "channel": t.kind,
+                "address": t.address,
+                "status": DeliveryStatus.PENDING.value,
+                "attempts": 0,
+                "needs_update": False,
+                "created_at": now,
+                "updated_at": now,
+            }
+            for t in targets
+        ],
+    )
 
 
 def copies_need_update(c: Connection, item_id: str, now: datetime) -> None:

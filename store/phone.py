@@ -14,13 +14,12 @@ from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Connection, Table, delete, insert, select, update
-from sqlalchemy.orm import Session
 
 from pizzabot.agent.addresses import PushTarget
 from pizzabot.agent.devices import Challenge, StoredPasskey, Subscription
 from pizzabot.agent.errors import Conflict
 from pizzabot.store.audit import insert_audit
-from pizzabot.store.database import Database, orm
+from pizzabot.store.database import Database
 from pizzabot.store.outbox import insert_deliveries
 from pizzabot.store.tables import DeliveryRow
 from pizzabot.store.tables_phone import PasskeyChallengeRow, PasskeyRow, PushSubscriptionRow
@@ -123,11 +122,11 @@ class SqlSubscriptions:
     ) -> int:
         targets = [PushTarget(s) for s in sub_ids]
 
-        def tx(s: Session) -> int:
-            insert_deliveries(s, item_id=item_id, run_id=run_id, targets=targets, now=now)
+        def tx(c: Connection) -> int:
+            insert_deliveries(c, item_id=item_id, run_id=run_id, targets=targets, now=now)
             return len(targets)
 
-        return await self.db.run(orm(tx))
+        return await self.db.run(tx)
 
     async def item_of(self, delivery_id: str) -> str | None:
         query = select(DeliveryRow.item_id).where(

@@ -120,7 +120,7 @@ class SqlRequests:
             s.add(self._run_row(request, input, run_status, result, now))
             s.flush()
             append_events(s.connection(), request.run_id, events, now)
-            insert_item(s, item, targets, now)
+            insert_item(s.connection(), item, targets, now)
             if item.status is not ItemStatus.PENDING:
                 _decided_at_once(s, item, now)
             if request.callback_url:
@@ -274,7 +274,7 @@ class SqlRequests:
             row.result = result
             s.flush()
             append_events(s.connection(), run_id, events, now)
-            close_pending(s, run_id, status=ItemStatus.CANCELLED, now=now)
+            close_pending(s.connection(), run_id, status=ItemStatus.CANCELLED, now=now)
             return run_of(row)
 
         return await self.db.run(orm(tx))

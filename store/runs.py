@@ -46,6 +46,25 @@ _SELECT_RUN = select(RUNS).where(RUNS.c.id == bindparam("run_id"))
 _NOW = bindparam("now", type_=UtcDateTime())
 
 
+def _moved(
+    status: RunStatus, now: datetime, values: dict[str, Any], usage: Usage | None
+) -> dict[str, Any]:
+    """The columns a run moved to `status` at `now` changes, with `values` and `usage`."""
+    out: dict[str, Any] = {"status": status.value, "updated_at": now, **values}
+    if status is not RunStatus.RUNNING:
+        out.update(lease_owner=None, lease_expires_at=None)
+    if status.terminal:
+        out["finished_at"] = now
+    if usage is not None:
+        out.update(
+            tokens=usage.tokens,
+            cost_usd=usage.cost_usd,
+            steps=usage.steps,
+            cost_known=usage.cost_known,
+        )
+    return out
+
+
 def _claimable(now: Any) -> Any:
     return or_(
         RUNS.c.status == RunStatus.QUEUED.value,
@@ -304,26 +323,11 @@ class SqlRuns(HandsOver):
         current = RunStatus(row.status)
         if current is not status:
             transition(current, status)
-        row.status = status.value
-        row.updated_at = now
-        if status is not RunStatus.RUNNING:
-            row.lease_owner = None
-            row.lease_expires_at = None
-        if status.terminal:
-            row.finished_at = now
-        if result is not None:
-            row.result = result
-        if error is not None:
-            row.error = error
-        if killed_by is not None:
-            row.killed_by = killed_by
-        if usage is not None:
-            row.tokens, row.cost_usd, row.steps, row.cost_known = (
-                usage.tokens,
-                usage.cost_usd,
-                usage.steps,
-                usage.cost_known,
-            )
+        ended = {"result": result, "error": error, "killed_by": killed_by}
+        for column, value in _moved(
+            status, now, {k: v for k, v in ended.items() if v is not None}, usage
+        ).items():
+            setattr(row, column, value)
         return run_of(row)
 
     async def requeue(self, run_id: str, *, now: datetime, events: Sequence[NewEvent] = ()) -> Run:
@@ -408,22 +412,41 @@ class SqlRuns(HandsOver):
         usage: Usage | None = None,
         killed_by: str | None = None,
     ) -> Run:
-        def tx(s: Session) -> Run:
-            run = self._set_status(
-                s,
-                run_id,
-                status,
-                lease=lease,
-                now=now,
-                result=result,
-                error=error,
-                usage=usage,
-                killed_by=killed_by,
-            )
-            s.flush()
-            append_events(s.connection(), run_id, events, now)
-            close_pending(s, run_id, status=ItemStatus.CANCELLED, now=now)
-            insert_item(s, unread, targets, now)
+        ended = {"result": result, "error": error, "killed_by": killed_by}
+        values = _moved(status, now, {k: v for k, v in ended.items() if v is not None}, usage)
+
+        def tx(c: Connection) -> Run:
+            run = self._end_run(c, run_id, status, lease=lease, values=values)
+            append_events(c, run_id, events, now)
+            close_pending(c, run_id, status=ItemStatus.CANCELLED, now=now)
+            insert_item(c, unread, targets, now)
             return run
 
-        return await self.db.run(orm(tx))
+        return await self.db.run(tx)
+
+    def _end_run(
+        self, c: Connection, run_id: str, status: RunStatus, *, lease: str | None, values: Any
+    ) -> Run:
+        """Move the run to `status` with `values`, in one UPDATE where the lease is known
+        (the worker's end of a run); else after reading, and locking, where it is now."""
+        held: tuple[Any, ...]
+        if lease is not None:
+            transition(RunStatus.RUNNING, status)
+            held = (RUNS.c.lease_owner == lease, RUNS.c.status == _RUNNING)
+        else:
+            now_at = select(RUNS.c.status).where(RUNS.c.id == run_id)
+            current = c.execute(
+                now_at.with_for_update() if self.db.is_postgres else now_at
+            ).scalar_one_or_none()
+            if current is None:
+                raise NotFound(f"no run {run_id}")
+            if current != status.value:
+                transition(RunStatus(current), status)
+            held = (RUNS.c.status == current,)
+        moved = update(RUNS).where(RUNS.c.id == run_id, *held).values(values)
+        row = c.execute(moved.returning(*RUNS.c)).first()
+        if row is None:
+            if c.execute(_SELECT_RUN, {"run_id": run_id}).first() is None:
+                raise NotFound(f"no run {run_id}")
+            raise LeaseLost(run_id)
+        return run_of(row)

@@ -305,7 +305,9 @@ class TriggerStore:
             result: Any = s.execute(once)
             if result.rowcount != 1:
                 return False
-            insert_deliveries(s, item_id=item_id, run_id=item.run_id, targets=targets, now=now)
+            insert_deliveries(
+                s.connection(), item_id=item_id, run_id=item.run_id, targets=targets, now=now
+            )
             append_events(s.connection(), item.run_id, [note], now)
             if shown is not None:
                 risk = Risk(**(item.risk or {}))

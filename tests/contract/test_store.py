@@ -430,6 +430,91 @@ async def test_closing_a_runs_items_and_reading_unread(
     assert read.status is ItemStatus.READ and read.read_at == T0
 
 
+async def test_a_workers_end_of_a_run_is_fenced_by_its_lease_and_writes_all_or_nothing(
+    runs: RunStore, items: InboxItems
+) -> None:
+    await _run(runs)
+    await claim_one(runs, lease="w1", now=T0, lease_seconds=30)
+    later = T0 + timedelta(minutes=1)
+
+    def note(item_id: str) -> Item:
+        return Item(
+            id=item_id,
+            run_id="r1",
+            skill="s",
+            box=Box.UNREAD,
+            kind=ItemKind.RUN,
+            status=ItemStatus.UNREAD,
+            title="done",
+            body="the answer",
+            created_at=later,
+        )
+
+    finished = NewEvent(RunFinished(status=RunStatus.DONE))
+    usage = Usage(tokens=12, cost_usd=0.5, steps=2, cost_known=True)
+    # A worker whose lease was taken over writes nothing: no status, no event, no note.
+    with pytest.raises(LeaseLost):
+        await runs.finish_run(
+            "r1",
+            RunStatus.DONE,
+            lease="w2",
+            now=later,
+            events=[finished],
+            unread=note("u0"),
+            targets=[],
+            result="the answer",
+            usage=usage,
+        )
+    run = await runs.get_run("r1")
+    assert (run.status, run.lease_owner) == (RunStatus.RUNNING, "w1")
+    assert [e.kind for e in await runs.events("r1")] == [EventKind.RUN_STARTED]
+    assert await items.list_items(box=Box.UNREAD) == []
+    with pytest.raises(NotFound):
+        await runs.finish_run(
+            "nope",
+            RunStatus.DONE,
+            lease="w1",
+            now=later,
+            events=[],
+            unread=note("u0"),
+            targets=[],
+        )
+
+    run = await runs.finish_run(
+        "r1",
+        RunStatus.DONE,
+        lease="w1",
+        now=later,
+        events=[finished],
+        unread=note("u1"),
+        targets=[SlackTarget("C1")],
+        result="the answer",
+        usage=usage,
+    )
+    assert (run.status, run.result, run.error, run.finished_at) == (
+        RunStatus.DONE,
+        "the answer",
+        None,
+        later,
+    )
+    assert (run.lease_owner, run.lease_expires_at, run.usage) == (None, None, usage)
+    assert await runs.get_run("r1") == run
+    assert [i.id for i in await items.list_items(box=Box.UNREAD)] == ["u1"]
+    # An ended run is not ended again.
+    with pytest.raises(IllegalTransition):
+        await runs.finish_run(
+            "r1",
+            RunStatus.FAILED,
+            lease=None,
+            now=later,
+            events=[],
+            unread=note("u2"),
+            targets=[],
+            error="late",
+        )
+    assert (await runs.get_run("r1")).status is RunStatus.DONE
+
+
 async def test_the_kill_switch_is_kept(switches: Switches) -> None:
     assert await switches.get_kill() is None
     await switches.set_kill(on=True, actor="me", now=T0)
