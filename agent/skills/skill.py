@@ -66,6 +66,24 @@ _ENTRIES_KEPT = 256
 _UNLISTED = ToolRule()
 
 
+class _Entries:
+    """`Skill.entry`'s answers, for the `tools` mapping they were found in (a copy of the
+    skill with other tools finds its own): a step looks a call's rule up several times. What
+    a skill has looked up is not part of what it is, so two of these are always equal (a
+    reloaded skill file that did not change is the same skill)."""
+
+    __slots__ = ("found", "tools")
+
+    def __init__(self) -> None:
+        self.tools: object = None
+        self.found: dict[str, tuple[str, ToolRule] | None] = {}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Entries)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 class Skill(Strict):
     """One skill file. Without `model` it is *inbox-only*: it runs nothing itself and answers
     requests from agents Pizza Bot does not run (`pizzabot.agent.requests`), with its approvers,
@@ -103,11 +121,7 @@ class Skill(Strict):
     #: (`pizzabot.agent.skills.step_up`).
     step_up: StepUp | StepUpFor | None = None
     _origin: Origin | None = PrivateAttr(default=None)
-    #: `entry`'s answers, for the `tools` mapping they were found in (a copy of the skill
-    #: with other tools gets its own); a step looks a call's rule up several times.
-    _entries: tuple[object, dict[str, tuple[str, ToolRule] | None]] = PrivateAttr(
-        default=(None, {})
-    )
+    _entries: _Entries = PrivateAttr(default_factory=_Entries)
 
     @property
     def inbox_only(self) -> bool:
@@ -394,15 +408,14 @@ class Skill(Strict):
     def entry(self, tool: str) -> tuple[str, ToolRule] | None:
         """The `tools` entry that covers "server.tool" and its key (the name or the pattern);
         None when the skill does not list it."""
-        seen, found = self._entries
-        if seen is not self.tools:
-            found = {}
-            self._entries = (self.tools, found)
-        if tool not in found:
-            if len(found) >= _ENTRIES_KEPT:  # names can come from a model: keep a few
-                found.clear()
-            found[tool] = self._find_entry(tool)
-        return found[tool]
+        kept = self._entries
+        if kept.tools is not self.tools:
+            kept.tools, kept.found = self.tools, {}
+        if tool not in kept.found:
+            if len(kept.found) >= _ENTRIES_KEPT:  # names can come from a model: keep a few
+                kept.found.clear()
+            kept.found[tool] = self._find_entry(tool)
+        return kept.found[tool]
 
     def _find_entry(self, tool: str) -> tuple[str, ToolRule] | None:
         rules = {

@@ -81,6 +81,8 @@ def test_policy_lookup_exact_then_longest_pattern_then_ask() -> None:
 def test_a_copy_with_other_tools_reads_its_own_rules_and_many_names_stay_right() -> None:
     skill = parse_skill(HEAD + 'tools:\n  crm.send: auto\n  "crm.*": deny\n', "x.yaml")
     assert skill.rule("crm.send").policy == "auto"  # looked up, and kept
+    # What a skill has looked up is not part of it: the same file read again is the same skill.
+    assert skill == parse_skill(HEAD + 'tools:\n  crm.send: auto\n  "crm.*": deny\n', "x.yaml")
     copy = skill.model_copy(update={"tools": {"crm.send": "deny", "cal.*": "auto"}})
 
     assert copy.rule("crm.send").policy == "deny"
