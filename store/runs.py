@@ -47,10 +47,12 @@ _NOW = bindparam("now", type_=UtcDateTime())
 
 
 def _moved(
-    status: RunStatus, now: datetime, values: dict[str, Any], usage: Usage | None
+    status: RunStatus, now: datetime, usage: Usage | None, **ended: str | None
 ) -> dict[str, Any]:
-    """The columns a run moved to `status` at `now` changes, with `values` and `usage`."""
-    out: dict[str, Any] = {"status": status.value, "updated_at": now, **values}
+    """The columns a run moved to `status` at `now` changes, with `usage` and those of
+    `ended` (result, error, killed_by) that are given."""
+    out: dict[str, Any] = {"status": status.value, "updated_at": now}
+    out.update((column, value) for column, value in ended.items() if value is not None)
     if status is not RunStatus.RUNNING:
         out.update(lease_owner=None, lease_expires_at=None)
     if status.terminal:
@@ -323,10 +325,8 @@ class SqlRuns(HandsOver):
         current = RunStatus(row.status)
         if current is not status:
             transition(current, status)
-        ended = {"result": result, "error": error, "killed_by": killed_by}
-        for column, value in _moved(
-            status, now, {k: v for k, v in ended.items() if v is not None}, usage
-        ).items():
+        moved = _moved(status, now, usage, result=result, error=error, killed_by=killed_by)
+        for column, value in moved.items():
             setattr(row, column, value)
         return run_of(row)
 
@@ -412,8 +412,7 @@ class SqlRuns(HandsOver):
         usage: Usage | None = None,
         killed_by: str | None = None,
     ) -> Run:
-        ended = {"result": result, "error": error, "killed_by": killed_by}
-        values = _moved(status, now, {k: v for k, v in ended.items() if v is not None}, usage)
+        values = _moved(status, now, usage, result=result, error=error, killed_by=killed_by)
 
         def tx(c: Connection) -> Run:
             run = self._end_run(c, run_id, status, lease=lease, values=values)

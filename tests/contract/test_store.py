@@ -93,6 +93,21 @@ def _item(item_id: str = "i1", run_id: str = "r1") -> Item:
     )
 
 
+def _unread(item_id: str, *, at: datetime, body: str = "") -> Item:
+    """Run r1's Unread note, as a run's end writes it."""
+    return Item(
+        id=item_id,
+        run_id="r1",
+        skill="s",
+        box=Box.UNREAD,
+        kind=ItemKind.RUN,
+        status=ItemStatus.UNREAD,
+        title="done",
+        body=body,
+        created_at=at,
+    )
+
+
 async def test_a_new_run_is_queued_with_its_first_event(runs: RunStore) -> None:
     await _run(runs)
     run = await runs.get_run("r1")
@@ -402,17 +417,7 @@ async def test_closing_a_runs_items_and_reading_unread(
     await outbox.delivery_sent(
         copy.id, ref=SlackRef(channel="C1", ts="1.5", thread_ts="1.5"), now=T0
     )
-    note = Item(
-        id="u1",
-        run_id="r1",
-        skill="s",
-        box=Box.UNREAD,
-        kind=ItemKind.RUN,
-        status=ItemStatus.UNREAD,
-        title="done",
-        body="",
-        created_at=T0,
-    )
+    note = _unread("u1", at=T0)
     # A run's end closes its pending actions, and writes its Unread note, in one go.
     later = T0 + timedelta(minutes=1)
     finished = NewEvent(RunFinished(status=RunStatus.CANCELLED))
@@ -438,17 +443,7 @@ async def test_a_workers_end_of_a_run_is_fenced_by_its_lease_and_writes_all_or_n
     later = T0 + timedelta(minutes=1)
 
     def note(item_id: str) -> Item:
-        return Item(
-            id=item_id,
-            run_id="r1",
-            skill="s",
-            box=Box.UNREAD,
-            kind=ItemKind.RUN,
-            status=ItemStatus.UNREAD,
-            title="done",
-            body="the answer",
-            created_at=later,
-        )
+        return _unread(item_id, at=later, body="the answer")
 
     finished = NewEvent(RunFinished(status=RunStatus.DONE))
     usage = Usage(tokens=12, cost_usd=0.5, steps=2, cost_known=True)
