@@ -114,6 +114,18 @@ def free_port() -> int:
         return port
 
 
+def free_ports(n: int) -> list[int]:
+    """`n` different loopback ports that were free a moment ago: held open together while
+    they are picked, since a port just closed can be handed out again at once."""
+    with contextlib.ExitStack() as held:
+        socks = [
+            held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(n)
+        ]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in socks]
+
+
 def mailbox_user(address: str, delimiter: str = "+") -> str:
     """Map an address to the dovecot user it is delivered to: local part, detail dropped."""
     local = address.strip("<>").rpartition("@")[0] or address.strip("<>")
@@ -424,10 +436,8 @@ class MailServer:
             self._dir = None
 
     def _pick_ports(self) -> None:
-        self.imap_port = free_port()
-        self.imaps_port = free_port() if self.tls else 0
-        self.lmtp_port = free_port()
-        self.smtp_port = free_port()
+        self.imap_port, imaps, self.lmtp_port, self.smtp_port = free_ports(4)
+        self.imaps_port = imaps if self.tls else 0
 
     def _listen(self) -> None:
         """Start dovecot and the SMTP front, on fresh ports if one was taken meanwhile.

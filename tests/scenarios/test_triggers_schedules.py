@@ -240,10 +240,12 @@ async def test_two_schedulers_on_one_postgres_fire_once_between_them(
             results = await asyncio.gather(*(s.sched.due(sid, t) for s in (a, b, a, b)))
             assert sorted(r.status for r in results) == ["duplicate"] * 3 + ["started"]
             started += [r.run_id for r in results if r.run_id]
-        # Both come back from downtime at once (07:25): the missed 07:20 fire runs once.
+        # Both come back from downtime at once (07:25): the missed 07:20 fire runs once. The
+        # one that looks after the other has recorded it finds nothing missed, or a duplicate.
         clock.advance(minutes=35)
         ups = await asyncio.gather(a.restart().catch_up(), b.restart().catch_up())
-        assert sorted(r.status for r in ups[0] + ups[1]) == ["duplicate", "started"]
+        statuses = sorted(r.status for r in ups[0] + ups[1])
+        assert statuses in (["duplicate", "started"], ["started"])
         runs = await a.store.list_runs()
         assert len(runs) == 7 and len({r.id for r in runs}) == 7
 
